@@ -1,0 +1,324 @@
+/*
+ * shmrun/ring.h: single-producer single-consumer byte ring of framed records.
+ *
+ * One ring carries one channel (DESIGN.md §4): exactly one producer process (or
+ * thread) and exactly one consumer. The ring lives in memory the caller provides
+ * (two-step init, after DPDK's rte_ring_get_memsize()/rte_ring_init()):
+ *
+ *     size_t n = shmrun_ring_memsize(64 * 1024);      // bytes the ring needs
+ *     shmrun_ring_init(mem, n, 64 * 1024);              // lay it out (creator)
+ *     shmrun_ring_attach(&r, mem, n, SHMRUN_RING_PRODUCER);  // each side, own handle
+ *
+ * Producer:  shmrun_ring_reserve() -> write the payload in place ->
+ *            shmrun_ring_commit(); commits become visible to the consumer in
+ *            batches (shmrun_ring_flush(), or automatically when a batch fills).
+ * Consumer:  shmrun_ring_peek() -> use the frame in place -> shmrun_ring_release().
+ *
+ * Frames are 8-byte aligned, never split across the wrap (a skip marker fills the
+ * end of the ring instead), and carry length, kind, source task and destination
+ * task. Indices are free-running 64-bit byte counters; each side caches the
+ * other's index and re-reads it only when the cached value says it must (Aeron's
+ * aeron_rb, Vyukov's cached SPSC queue). The byte layout and every memory-ordering
+ * pair are in docs/shm-layout.md.
+ *
+ * Thread/process safety: one producer handle and one consumer handle per ring, each
+ * used by a single thread; the two may live in different processes. The handles
+ * are private memory; only struct shmrun_ring_shared lives in shared memory.
+ *
+ * Functions that act return 0 (or a count) on success and a negative errno on
+ * failure; they never set errno.
+ */
+#ifndef SHMRUN_RING_H
+#define SHMRUN_RING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Cache line size the shared layouts are aligned to, bytes. */
+#define SHMRUN_CACHELINE 64
+
+/** Smallest ring capacity, bytes. Capacities are powers of two. */
+#define SHMRUN_RING_MIN_CAPACITY 4096u
+/** Largest ring capacity, bytes (1 GiB). */
+#define SHMRUN_RING_MAX_CAPACITY (1ull << 30)
+/** Every frame starts and ends on this boundary, bytes. */
+#define SHMRUN_FRAME_ALIGN 8u
+
+/** Kind of a frame. Values are part of the shared layout (docs/shm-layout.md). */
+enum shmrun_frame_kind {
+	SHMRUN_FRAME_DATA = 1,      /**< a record */
+	SHMRUN_FRAME_BARRIER = 2,   /**< checkpoint barrier; payload = epoch */
+	SHMRUN_FRAME_WATERMARK = 3, /**< event-time progress marker */
+	SHMRUN_FRAME_END = 4,       /**< end of input on this channel */
+	/* 0x7fff is the ring's internal skip marker; never seen by callers. */
+};
+
+/**
+ * Frame header, 16 bytes, followed by @len payload bytes, then padding up to the
+ * next SHMRUN_FRAME_ALIGN boundary. The first 8 bytes (len, kind, flags) are all
+ * a reader needs to step over a frame, which is what lets a skip marker fit in
+ * the last 8 bytes before the wrap.
+ */
+struct shmrun_frame {
+	uint32_t len;      /**< payload bytes (header and padding excluded) */
+	uint16_t kind;     /**< enum shmrun_frame_kind */
+	uint16_t flags;    /**< free for the runtime (e.g. fragment bits); ring ignores it */
+	uint32_t src_task; /**< task id of the sender */
+	uint32_t dst_task; /**< task id of the receiver */
+	unsigned char payload[];
+};
+
+/** Bytes of struct shmrun_frame before the payload. */
+#define SHMRUN_FRAME_HEADER 16u
+
+/** Which side of a ring a handle is. */
+enum shmrun_ring_role {
+	SHMRUN_RING_PRODUCER = 1,
+	SHMRUN_RING_CONSUMER = 2,
+};
+
+/** What a side does while it has nothing to read or no room to write. */
+enum shmrun_idle {
+	SHMRUN_IDLE_SPIN = 0,   /**< busy-poll; lowest latency, burns the CPU */
+	SHMRUN_IDLE_SLEEP = 1,  /**< sleep on the ring's futex doorbell at once */
+	SHMRUN_IDLE_HYBRID = 2, /**< spin ~SHMRUN_RING_SPIN_NS, then sleep (default) */
+};
+
+/** How long the hybrid idle strategy spins before it sleeps, nanoseconds. */
+#define SHMRUN_RING_SPIN_NS 50000
+
+/** A waiting side checks its peer is alive at least this often, nanoseconds. */
+#define SHMRUN_RING_LIVENESS_NS 20000000
+
+struct shmrun_ring_shared; /* the shared-memory layout; see ring.c */
+
+/**
+ * A process-private handle on one side of a ring. Fill it with
+ * shmrun_ring_attach(); fields are private to ring.c (they are here only so the
+ * handle can live on the stack or inside another struct without allocation).
+ */
+struct shmrun_ring {
+	struct shmrun_ring_shared *sh; /* the shared header */
+	unsigned char *data;           /* first byte of the data area */
+	uint64_t capacity;             /* data bytes, power of two */
+	uint64_t mask;                 /* capacity - 1 */
+	int role;                      /* enum shmrun_ring_role */
+	int peer_pidfd;                /* pidfd of the peer, -1 until opened */
+	int32_t peer_pid;              /* pid that peer_pidfd refers to */
+	/* producer side */
+	uint64_t tail;          /* end of committed frames (maybe unpublished) */
+	uint64_t tail_pub;      /* last tail stored to shared memory */
+	uint64_t head_cache;    /* last head read from shared memory */
+	uint64_t reserved_end;  /* end of the open reservation, 0 if none */
+	uint64_t batch_bytes;   /* publish once this many committed bytes are pending */
+	/* consumer side */
+	uint64_t head;          /* start of the next unreleased frame */
+	uint64_t head_pub;      /* last head stored to shared memory */
+	uint64_t tail_cache;    /* last tail read from shared memory */
+	uint64_t release_batch; /* publish head once this many bytes are released */
+};
+
+/**
+ * shmrun_ring_memsize() - bytes of memory a ring of @capacity data bytes needs.
+ * @capacity: data area, bytes; a power of two in
+ *            [SHMRUN_RING_MIN_CAPACITY, SHMRUN_RING_MAX_CAPACITY].
+ *
+ * Return: header plus data bytes (a multiple of SHMRUN_CACHELINE), or 0 if
+ * @capacity is not a valid capacity.
+ */
+size_t shmrun_ring_memsize(uint64_t capacity);
+
+/**
+ * shmrun_ring_init() - lay out an empty ring in caller-provided memory.
+ * @mem:      at least shmrun_ring_memsize(@capacity) bytes, SHMRUN_CACHELINE
+ *            aligned, writable; typically inside a shared segment. The caller
+ *            keeps ownership.
+ * @len:      bytes available at @mem.
+ * @capacity: data bytes, as for shmrun_ring_memsize().
+ *
+ * Must complete before any side attaches; publication to other processes is the
+ * segment's business (its ready word), not the ring's.
+ *
+ * Return: 0; -EINVAL for a bad capacity or misaligned @mem; -ENOSPC if @len is
+ * smaller than shmrun_ring_memsize(@capacity).
+ */
+int shmrun_ring_init(void *mem, size_t len, uint64_t capacity);
+
+/**
+ * shmrun_ring_attach() - validate a ring laid out by shmrun_ring_init() and
+ * open one side of it.
+ * @r:    handle to fill (private memory, owned by the caller).
+ * @mem:  the ring's memory as mapped in this process.
+ * @len:  bytes mapped at @mem.
+ * @role: SHMRUN_RING_PRODUCER or SHMRUN_RING_CONSUMER.
+ *
+ * Records the calling process's pid as that side's owner, which is what the
+ * peer's liveness check watches: attach in the process that will use the side.
+ * The indices may start anywhere (free-running), so a handle resumes wherever
+ * the shared indices stand.
+ *
+ * Return: 0; -EPROTO if the magic, layout version or header size is not this
+ * build's; -EINVAL if @mem is misaligned, the capacity is not a power of two in
+ * range, the ring does not fit in @len, the indices are inconsistent
+ * (head > tail or tail - head > capacity), or @role is not a role.
+ */
+int shmrun_ring_attach(struct shmrun_ring *r, void *mem, size_t len, enum shmrun_ring_role role);
+
+/**
+ * shmrun_ring_detach() - release the handle's private resources (the peer pidfd).
+ * The producer's pending commits are flushed first. Does not touch the memory's
+ * ownership. Safe to call twice.
+ */
+void shmrun_ring_detach(struct shmrun_ring *r);
+
+/**
+ * shmrun_ring_max_payload() - largest payload a single frame may carry, bytes.
+ *
+ * Equal to capacity / 2 - SHMRUN_FRAME_HEADER: a frame no larger than half the
+ * ring always fits in an empty ring whatever the wrap position, so a producer
+ * that waits long enough always makes progress.
+ */
+uint32_t shmrun_ring_max_payload(const struct shmrun_ring *r);
+
+/* ---- producer ---------------------------------------------------------- */
+
+/**
+ * shmrun_ring_reserve() - reserve room for a frame of up to @len payload bytes.
+ * @r:     producer handle.
+ * @len:   payload bytes, at most shmrun_ring_max_payload().
+ * @frame: on success, the frame to fill in place (8-byte aligned, inside the
+ *         ring). Its len is set to @len; the caller sets kind, flags, src_task,
+ *         dst_task and the payload, and may lower len before committing.
+ *
+ * At most one reservation is open at a time. If the ring is full the pending
+ * commits are flushed first (so a waiting consumer sees them) before giving up.
+ *
+ * Return: 0; -EAGAIN if there is no room now (wait with
+ * shmrun_ring_wait_writable()); -EMSGSIZE if @len exceeds the largest frame;
+ * -EBUSY if a reservation is already open.
+ */
+int shmrun_ring_reserve(struct shmrun_ring *r, uint32_t len, struct shmrun_frame **frame);
+
+/**
+ * shmrun_ring_commit() - make the reserved frame part of the stream.
+ * @r:     producer handle with an open reservation.
+ * @frame: the frame shmrun_ring_reserve() returned; its len must not exceed the
+ *         reserved length (a smaller len gives the unused room back).
+ *
+ * The frame becomes visible to the consumer at the next publication: when the
+ * pending bytes reach the batch size (shmrun_ring_set_batch()) or at
+ * shmrun_ring_flush().
+ *
+ * Return: 0; -EINVAL if no reservation is open, @frame is not it, or len grew.
+ */
+int shmrun_ring_commit(struct shmrun_ring *r, struct shmrun_frame *frame);
+
+/**
+ * shmrun_ring_write() - reserve, copy @len bytes from @payload, commit.
+ * Return: as shmrun_ring_reserve().
+ */
+int shmrun_ring_write(struct shmrun_ring *r, uint16_t kind, uint32_t src_task, uint32_t dst_task,
+		      const void *payload, uint32_t len);
+
+/**
+ * shmrun_ring_flush() - publish every committed frame now (one release store)
+ * and ring the consumer's doorbell if it sleeps. Cheap when nothing is pending.
+ */
+void shmrun_ring_flush(struct shmrun_ring *r);
+
+/**
+ * shmrun_ring_set_batch() - publish automatically once @bytes committed bytes
+ * are pending. @bytes is clamped to [1, capacity / 2]; 1 publishes every commit.
+ * The default is capacity / 16, at most 64 KiB.
+ */
+void shmrun_ring_set_batch(struct shmrun_ring *r, uint64_t bytes);
+
+/** shmrun_ring_pending() - committed bytes not yet published. */
+uint64_t shmrun_ring_pending(const struct shmrun_ring *r);
+
+/**
+ * shmrun_ring_writable() - whether a frame of @len payload bytes fits now.
+ * Re-reads the consumer's index only if the cached one says no.
+ */
+bool shmrun_ring_writable(struct shmrun_ring *r, uint32_t len);
+
+/* ---- consumer ---------------------------------------------------------- */
+
+/**
+ * shmrun_ring_peek() - the oldest published frame, in place.
+ * @r:     consumer handle.
+ * @frame: on success, the frame; valid until shmrun_ring_release().
+ *
+ * Skip markers are stepped over. Peeking twice without releasing returns the
+ * same frame. When the ring is empty the consumer's released bytes are
+ * published first, so a waiting producer sees the room.
+ *
+ * Return: 0; -EAGAIN if the ring is empty (wait with
+ * shmrun_ring_wait_readable()); -EPROTO if the next frame header is corrupt
+ * (a length running past the published tail or a kind out of range).
+ */
+int shmrun_ring_peek(struct shmrun_ring *r, const struct shmrun_frame **frame);
+
+/**
+ * shmrun_ring_release() - hand the peeked frame's bytes back to the producer.
+ * The room becomes visible to the producer in batches (a quarter... see
+ * docs/shm-layout.md) and whenever shmrun_ring_peek() finds the ring empty.
+ */
+void shmrun_ring_release(struct shmrun_ring *r, const struct shmrun_frame *frame);
+
+/**
+ * shmrun_ring_consumer_flush() - publish the released room now and ring the
+ * producer's doorbell if it sleeps waiting for room.
+ */
+void shmrun_ring_consumer_flush(struct shmrun_ring *r);
+
+/** shmrun_ring_readable() - whether a published frame is waiting. */
+bool shmrun_ring_readable(struct shmrun_ring *r);
+
+/* ---- waiting ------------------------------------------------------------ */
+
+/**
+ * shmrun_ring_wait_readable() - wait until a frame can be peeked.
+ * @r:          consumer handle.
+ * @idle:       enum shmrun_idle.
+ * @timeout_ns: give up after this many nanoseconds; negative waits forever.
+ *
+ * While waiting, checks at least every SHMRUN_RING_LIVENESS_NS that the producer
+ * process is alive; frames it published before dying are still delivered first.
+ *
+ * Return: 0 when readable; -ETIMEDOUT; -EOWNERDEAD if the ring is empty and the
+ * producer has died (reported within 100 ms of its death).
+ */
+int shmrun_ring_wait_readable(struct shmrun_ring *r, enum shmrun_idle idle, int64_t timeout_ns);
+
+/**
+ * shmrun_ring_wait_writable() - wait until a frame of @len payload bytes fits.
+ * @r:          producer handle; pending commits are flushed first.
+ * @len:        payload bytes.
+ * @idle:       enum shmrun_idle.
+ * @timeout_ns: as for shmrun_ring_wait_readable().
+ *
+ * Return: 0 when writable; -ETIMEDOUT; -EMSGSIZE if @len exceeds the largest
+ * frame; -EOWNERDEAD if there is no room and the consumer has died.
+ */
+int shmrun_ring_wait_writable(struct shmrun_ring *r, uint32_t len, enum shmrun_idle idle,
+			      int64_t timeout_ns);
+
+/**
+ * shmrun_ring_peer_alive() - whether the other side's process is alive.
+ *
+ * True while the peer has not attached yet (there is nothing to watch) and
+ * while its process exists and has not exited. Uses a pidfd, so a recycled pid
+ * is not mistaken for the peer once the pidfd is open.
+ */
+bool shmrun_ring_peer_alive(struct shmrun_ring *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SHMRUN_RING_H */

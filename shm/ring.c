@@ -1,0 +1,537 @@
+/*
+ * shm/ring.c: the single-producer single-consumer byte ring.
+ *
+ * What it is for. Every channel of a job (one sending task, one receiving task)
+ * is one of these rings. Worker processes are single-threaded, so each ring has
+ * exactly one producer and one consumer, and the ring needs no locks and no
+ * read-modify-write atomics on its data path: the producer owns tail, the
+ * consumer owns head, each publishes its index with a release store and reads
+ * the other's with an acquire load (Lamport's SPSC queue, with the index caching
+ * of Vyukov's and Aeron's rings and the batching of FastForward/MCRingBuffer).
+ *
+ * Layout (struct shmrun_ring_shared in layout.h, docs/shm-layout.md):
+ *
+ *     line 0  magic, version, header size, capacity      immutable
+ *     line 1  tail, producer pid                          producer writes
+ *     line 2  head, consumer pid                          consumer writes
+ *     line 3  data_waiting, data_bell, room_waiting, room_bell   doorbells
+ *     data    capacity bytes of frames
+ *
+ * Invariants.
+ *   - head <= tail <= head + capacity, as free-running uint64_t byte indices
+ *     (differences are taken modulo 2^64, so the indices may wrap through 2^64).
+ *   - Every frame starts at an 8-byte boundary and lies wholly inside the data
+ *     area: when a frame does not fit before the end, the producer writes a skip
+ *     marker (8 bytes: len, kind = SKIP) and the frame starts at offset 0. The
+ *     bytes from the marker to the end belong to the skip.
+ *   - A frame's bytes are written before the release store of a tail that covers
+ *     them, and are not overwritten before the consumer's release store of a
+ *     head that is past them.
+ *   - A frame is at most capacity / 2 bytes, so a producer that waits for an
+ *     empty ring can always place it (the skip before it is smaller than it).
+ *
+ * Batching. Commits advance a private tail; the shared tail is stored once per
+ * batch (shmrun_ring_set_batch(), shmrun_ring_flush(), or when reserve finds the
+ * ring full), so the consumer's cache line for tail moves once per batch, not
+ * once per record. The consumer stores head at every release — that line is
+ * read by the producer only when its cached head says the ring is full, so the
+ * store stays in the consumer's cache — but checks the producer's doorbell only
+ * once per release batch and when it finds the ring empty.
+ *
+ * Sleeping. A side with nothing to do may sleep on a futex in the doorbell line
+ * (FUTEX_WAIT, not private: the two sides are different processes). The
+ * protocol is Dekker's: the sleeper stores its waiting flag, issues a seq_cst
+ * fence and re-checks the index; the waker stores the index, issues a seq_cst
+ * fence and reads the waiting flag. At least one of them sees the other's
+ * store, so a wake-up is never lost. The bell is a counter read before the
+ * flag is set and passed to FUTEX_WAIT, so a wake that lands between the
+ * re-check and the syscall makes the syscall return at once.
+ *
+ * Liveness. Each side records its pid at attach. A waiting side checks at least
+ * every SHMRUN_RING_LIVENESS_NS that its peer lives, through a pidfd (readable
+ * once the process has exited, zombie or reaped; immune to pid reuse once open),
+ * falling back to kill(pid, 0) where pidfd_open is missing.
+ *
+ * Rejected designs.
+ *   - Fixed-size slots (the "ideal" loop of shmrun-bench): records vary from a
+ *     few bytes to megabytes; slots waste memory or force a second level.
+ *   - Splitting a frame across the wrap: every reader would need a gather path
+ *     and could not use a frame in place.
+ *   - A lock or a futex on every publication: one syscall per batch at best,
+ *     and it couples the producer's progress to the consumer's scheduling.
+ *   - Multi-producer rings: they need a CAS on tail and make holding back one
+ *     channel (barrier alignment) impossible without buffering (DESIGN.md §4).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "layout.h"
+
+#define ALIGN_UP(x, a) (((x) + ((a) - 1)) & ~((uint64_t)(a) - 1))
+
+static inline uint64_t frame_bytes(uint32_t len)
+{
+	return ALIGN_UP((uint64_t)SHMRUN_FRAME_HEADER + len, SHMRUN_FRAME_ALIGN);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static bool valid_capacity(uint64_t capacity)
+{
+	return capacity >= SHMRUN_RING_MIN_CAPACITY && capacity <= SHMRUN_RING_MAX_CAPACITY &&
+	       (capacity & (capacity - 1)) == 0;
+}
+
+size_t shmrun_ring_memsize(uint64_t capacity)
+{
+	if (!valid_capacity(capacity))
+		return 0;
+	return sizeof(struct shmrun_ring_shared) + capacity;
+}
+
+int shmrun_ring_init(void *mem, size_t len, uint64_t capacity)
+{
+	struct shmrun_ring_shared *sh = mem;
+
+	if (!valid_capacity(capacity) || ((uintptr_t)mem % SHMRUN_CACHELINE) != 0)
+		return -EINVAL;
+	if (len < shmrun_ring_memsize(capacity))
+		return -ENOSPC;
+	memset(sh, 0, sizeof(*sh));
+	sh->magic = SHMRUN_RING_MAGIC;
+	sh->version = SHMRUN_RING_LAYOUT_VERSION;
+	sh->header_bytes = sizeof(*sh);
+	sh->capacity = capacity;
+	/* relaxed: nobody is attached yet; the segment's ready word (release)
+	 * publishes the whole ring to other processes. */
+	atomic_store_explicit(&sh->tail, 0, memory_order_relaxed);
+	atomic_store_explicit(&sh->head, 0, memory_order_relaxed);
+	return 0;
+}
+
+int shmrun_ring_attach(struct shmrun_ring *r, void *mem, size_t len, enum shmrun_ring_role role)
+{
+	struct shmrun_ring_shared *sh = mem;
+	uint64_t head, tail;
+
+	memset(r, 0, sizeof(*r));
+	r->peer_pidfd = -1;
+	if (((uintptr_t)mem % SHMRUN_CACHELINE) != 0 || len < sizeof(*sh))
+		return -EINVAL;
+	if (sh->magic != SHMRUN_RING_MAGIC || sh->version != SHMRUN_RING_LAYOUT_VERSION ||
+	    sh->header_bytes != sizeof(*sh))
+		return -EPROTO;
+	if (!valid_capacity(sh->capacity) || len < shmrun_ring_memsize(sh->capacity))
+		return -EINVAL;
+	if (role != SHMRUN_RING_PRODUCER && role != SHMRUN_RING_CONSUMER)
+		return -EINVAL;
+	/* acquire: pairs with the release stores of head and tail by a previous
+	 * owner of either side, so a handle resumes where the ring stands. */
+	head = atomic_load_explicit(&sh->head, memory_order_acquire);
+	tail = atomic_load_explicit(&sh->tail, memory_order_acquire);
+	if (tail - head > sh->capacity || (head % SHMRUN_FRAME_ALIGN) != 0 ||
+	    (tail % SHMRUN_FRAME_ALIGN) != 0)
+		return -EINVAL;
+
+	r->sh = sh;
+	r->data = (unsigned char *)mem + sizeof(*sh);
+	r->capacity = sh->capacity;
+	r->mask = sh->capacity - 1;
+	r->role = role;
+	r->tail = r->tail_pub = tail;
+	r->head_cache = head;
+	r->head = r->head_pub = head;
+	r->tail_cache = tail;
+	r->batch_bytes = r->capacity / 16 < 65536 ? r->capacity / 16 : 65536;
+	r->release_batch = r->batch_bytes;
+	/* relaxed: the pid is a hint read by the peer's liveness check only. */
+	if (role == SHMRUN_RING_PRODUCER)
+		atomic_store_explicit(&sh->producer_pid, (int32_t)getpid(), memory_order_relaxed);
+	else
+		atomic_store_explicit(&sh->consumer_pid, (int32_t)getpid(), memory_order_relaxed);
+	return 0;
+}
+
+void shmrun_ring_detach(struct shmrun_ring *r)
+{
+	if (!r->sh)
+		return;
+	if (r->role == SHMRUN_RING_PRODUCER)
+		shmrun_ring_flush(r);
+	else
+		shmrun_ring_consumer_flush(r);
+	if (r->peer_pidfd >= 0)
+		close(r->peer_pidfd);
+	r->peer_pidfd = -1;
+	r->sh = NULL;
+}
+
+uint32_t shmrun_ring_max_payload(const struct shmrun_ring *r)
+{
+	return (uint32_t)(r->capacity / 2 - SHMRUN_FRAME_HEADER);
+}
+
+/* ---- doorbells ---------------------------------------------------------- */
+
+static void futex_wake(_Atomic uint32_t *word)
+{
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static void futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t timeout_ns)
+{
+	struct timespec ts = {
+		.tv_sec = timeout_ns / 1000000000,
+		.tv_nsec = timeout_ns % 1000000000,
+	};
+
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expected, &ts, NULL, 0);
+}
+
+/*
+ * The waker's half of the Dekker protocol: called right after a release store
+ * of an index. The seq_cst fence orders that store before the load of the
+ * waiting flag; pairs with the fence in sleep_on().
+ */
+static void ring_bell(_Atomic uint32_t *waiting, _Atomic uint32_t *bell)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(waiting, memory_order_relaxed)) {
+		/* release: the sleeper's acquire load of the bell in sleep_on()
+		 * then sees the index store that came before. */
+		atomic_fetch_add_explicit(bell, 1, memory_order_release);
+		futex_wake(bell);
+	}
+}
+
+/* ---- producer ----------------------------------------------------------- */
+
+static void publish_tail(struct shmrun_ring *r)
+{
+	/* release: pairs with the acquire load of tail in refresh_tail(); makes
+	 * the bytes of every frame below r->tail visible to the consumer. */
+	atomic_store_explicit(&r->sh->tail, r->tail, memory_order_release);
+	r->tail_pub = r->tail;
+	ring_bell(&r->sh->data_waiting, &r->sh->data_bell);
+}
+
+void shmrun_ring_flush(struct shmrun_ring *r)
+{
+	if (r->tail != r->tail_pub)
+		publish_tail(r);
+}
+
+void shmrun_ring_set_batch(struct shmrun_ring *r, uint64_t bytes)
+{
+	if (bytes < 1)
+		bytes = 1;
+	if (bytes > r->capacity / 2)
+		bytes = r->capacity / 2;
+	r->batch_bytes = bytes;
+}
+
+uint64_t shmrun_ring_pending(const struct shmrun_ring *r)
+{
+	return r->tail - r->tail_pub;
+}
+
+/* Bytes a frame of @need bytes takes at the current tail, skip included. */
+static uint64_t placement_bytes(const struct shmrun_ring *r, uint64_t need)
+{
+	uint64_t to_end = r->capacity - (r->tail & r->mask);
+
+	return need <= to_end ? need : to_end + need;
+}
+
+static bool has_room(struct shmrun_ring *r, uint64_t total)
+{
+	if (r->tail + total - r->head_cache <= r->capacity)
+		return true;
+	/* acquire: pairs with the release store of head in shmrun_ring_release();
+	 * the consumer has finished reading every byte below head, so they may
+	 * be overwritten. */
+	r->head_cache = atomic_load_explicit(&r->sh->head, memory_order_acquire);
+	return r->tail + total - r->head_cache <= r->capacity;
+}
+
+bool shmrun_ring_writable(struct shmrun_ring *r, uint32_t len)
+{
+	if (len > shmrun_ring_max_payload(r))
+		return false;
+	return has_room(r, placement_bytes(r, frame_bytes(len)));
+}
+
+int shmrun_ring_reserve(struct shmrun_ring *r, uint32_t len, struct shmrun_frame **frame)
+{
+	uint64_t need, to_end;
+	struct shmrun_frame *f;
+
+	if (r->reserved_end)
+		return -EBUSY;
+	if (len > shmrun_ring_max_payload(r))
+		return -EMSGSIZE;
+	need = frame_bytes(len);
+	if (!has_room(r, placement_bytes(r, need))) {
+		shmrun_ring_flush(r);
+		return -EAGAIN;
+	}
+	to_end = r->capacity - (r->tail & r->mask);
+	if (need > to_end) {
+		/* Skip marker: only its first 8 bytes are written (the end of the
+		 * ring may be just 8 bytes away). */
+		f = (struct shmrun_frame *)(r->data + (r->tail & r->mask));
+		f->len = (uint32_t)(to_end - SHMRUN_FRAME_ALIGN);
+		f->kind = SHMRUN_FRAME_SKIP;
+		f->flags = 0;
+		r->tail += to_end;
+	}
+	f = (struct shmrun_frame *)(r->data + (r->tail & r->mask));
+	f->len = len;
+	f->kind = 0;
+	f->flags = 0;
+	r->reserved_end = r->tail + need;
+	*frame = f;
+	return 0;
+}
+
+int shmrun_ring_commit(struct shmrun_ring *r, struct shmrun_frame *frame)
+{
+	uint64_t start = r->tail;
+
+	if (!r->reserved_end || (unsigned char *)frame != r->data + (start & r->mask) ||
+	    start + frame_bytes(frame->len) > r->reserved_end)
+		return -EINVAL;
+	r->tail = start + frame_bytes(frame->len);
+	r->reserved_end = 0;
+	if (r->tail - r->tail_pub >= r->batch_bytes)
+		publish_tail(r);
+	return 0;
+}
+
+int shmrun_ring_write(struct shmrun_ring *r, uint16_t kind, uint32_t src_task, uint32_t dst_task,
+		      const void *payload, uint32_t len)
+{
+	struct shmrun_frame *f;
+	int err = shmrun_ring_reserve(r, len, &f);
+
+	if (err)
+		return err;
+	f->kind = kind;
+	f->src_task = src_task;
+	f->dst_task = dst_task;
+	if (len)
+		memcpy(f->payload, payload, len);
+	return shmrun_ring_commit(r, f);
+}
+
+/* ---- consumer ----------------------------------------------------------- */
+
+static void publish_head_bell(struct shmrun_ring *r)
+{
+	r->head_pub = r->head;
+	ring_bell(&r->sh->room_waiting, &r->sh->room_bell);
+}
+
+void shmrun_ring_consumer_flush(struct shmrun_ring *r)
+{
+	if (r->head != r->head_pub)
+		publish_head_bell(r);
+}
+
+static void store_head(struct shmrun_ring *r)
+{
+	/* release: pairs with the acquire load of head in has_room(); every read
+	 * of the bytes below head happens before the producer may reuse them. */
+	atomic_store_explicit(&r->sh->head, r->head, memory_order_release);
+}
+
+int shmrun_ring_peek(struct shmrun_ring *r, const struct shmrun_frame **frame)
+{
+	const struct shmrun_frame *f;
+	uint64_t avail, to_end;
+
+	for (;;) {
+		if (r->head == r->tail_cache) {
+			/* acquire: pairs with the release store of tail in
+			 * publish_tail(); the frame bytes below it are visible. */
+			r->tail_cache = atomic_load_explicit(&r->sh->tail, memory_order_acquire);
+			if (r->head == r->tail_cache) {
+				shmrun_ring_consumer_flush(r);
+				return -EAGAIN;
+			}
+		}
+		avail = r->tail_cache - r->head;
+		if (avail > r->capacity || (avail % SHMRUN_FRAME_ALIGN) != 0)
+			return -EPROTO;
+		f = (const struct shmrun_frame *)(r->data + (r->head & r->mask));
+		to_end = r->capacity - (r->head & r->mask);
+		if (f->kind == SHMRUN_FRAME_SKIP) {
+			if (to_end > avail || f->len != to_end - SHMRUN_FRAME_ALIGN)
+				return -EPROTO;
+			r->head += to_end;
+			store_head(r);
+			continue;
+		}
+		if (f->kind < SHMRUN_FRAME_DATA || f->kind > SHMRUN_FRAME_END ||
+		    avail < SHMRUN_FRAME_HEADER || frame_bytes(f->len) > avail ||
+		    frame_bytes(f->len) > to_end)
+			return -EPROTO;
+		*frame = f;
+		return 0;
+	}
+}
+
+void shmrun_ring_release(struct shmrun_ring *r, const struct shmrun_frame *frame)
+{
+	r->head += frame_bytes(frame->len);
+	store_head(r);
+	if (r->head - r->head_pub >= r->release_batch)
+		publish_head_bell(r);
+}
+
+bool shmrun_ring_readable(struct shmrun_ring *r)
+{
+	const struct shmrun_frame *f;
+
+	return shmrun_ring_peek(r, &f) != -EAGAIN;
+}
+
+/* ---- liveness ------------------------------------------------------------ */
+
+bool shmrun_ring_peer_alive(struct shmrun_ring *r)
+{
+	_Atomic int32_t *slot =
+		r->role == SHMRUN_RING_PRODUCER ? &r->sh->consumer_pid : &r->sh->producer_pid;
+	int32_t pid = atomic_load_explicit(slot, memory_order_relaxed);
+	struct pollfd pfd;
+
+	if (pid <= 0 || pid == (int32_t)getpid())
+		return true; /* not attached yet, or the peer is a thread of ours */
+	if (r->peer_pidfd < 0 || r->peer_pid != pid) {
+		if (r->peer_pidfd >= 0)
+			close(r->peer_pidfd);
+		r->peer_pid = pid;
+		r->peer_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+		if (r->peer_pidfd < 0) {
+			if (errno == ESRCH)
+				return false;
+			return !(kill(pid, 0) == -1 && errno == ESRCH);
+		}
+	}
+	pfd.fd = r->peer_pidfd;
+	pfd.events = POLLIN;
+	pfd.revents = 0;
+	/* A pidfd polls readable once its process has exited. */
+	return poll(&pfd, 1, 0) == 0;
+}
+
+/* ---- waiting ------------------------------------------------------------- */
+
+/*
+ * The sleeper's half of the Dekker protocol (see ring_bell()). Sleeps at most
+ * @max_ns unless @ready() turns true, which it re-checks after announcing
+ * itself. Returns with the waiting flag cleared.
+ */
+static void sleep_on(struct shmrun_ring *r, _Atomic uint32_t *waiting, _Atomic uint32_t *bell,
+		     bool (*ready)(struct shmrun_ring *, uint32_t), uint32_t len, int64_t max_ns)
+{
+	/* acquire: pairs with the release fetch_add in ring_bell(). */
+	uint32_t seen = atomic_load_explicit(bell, memory_order_acquire);
+
+	atomic_store_explicit(waiting, 1, memory_order_relaxed);
+	/* seq_cst: orders the flag store before the index re-check in ready();
+	 * pairs with the fence in ring_bell(). */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!ready(r, len))
+		futex_wait(bell, seen, max_ns);
+	atomic_store_explicit(waiting, 0, memory_order_relaxed);
+}
+
+static bool ready_readable(struct shmrun_ring *r, uint32_t len)
+{
+	(void)len;
+	return shmrun_ring_readable(r);
+}
+
+static bool ready_writable(struct shmrun_ring *r, uint32_t len)
+{
+	return shmrun_ring_writable(r, len);
+}
+
+static int wait_until(struct shmrun_ring *r, bool (*ready)(struct shmrun_ring *, uint32_t),
+		      uint32_t len, _Atomic uint32_t *waiting, _Atomic uint32_t *bell,
+		      enum shmrun_idle idle, int64_t timeout_ns)
+{
+	int64_t start = now_ns(), now = start, next_check = start + SHMRUN_RING_LIVENESS_NS;
+	int64_t deadline = timeout_ns < 0 ? INT64_MAX : start + timeout_ns;
+	int64_t spin_until = idle == SHMRUN_IDLE_SPIN     ? INT64_MAX
+			     : idle == SHMRUN_IDLE_HYBRID ? start + SHMRUN_RING_SPIN_NS
+							  : start;
+	unsigned spins = 0;
+
+	for (;;) {
+		if (ready(r, len))
+			return 0;
+		if (now < spin_until) {
+			cpu_relax();
+			if (++spins % 128)
+				continue;
+		} else {
+			int64_t nap = next_check - now;
+
+			if (deadline - now < nap)
+				nap = deadline - now;
+			if (nap > 0)
+				sleep_on(r, waiting, bell, ready, len, nap);
+			if (ready(r, len))
+				return 0;
+		}
+		now = now_ns();
+		if (now >= next_check) {
+			if (!shmrun_ring_peer_alive(r))
+				return ready(r, len) ? 0 : -EOWNERDEAD;
+			next_check = now + SHMRUN_RING_LIVENESS_NS;
+		}
+		if (now >= deadline)
+			return -ETIMEDOUT;
+	}
+}
+
+int shmrun_ring_wait_readable(struct shmrun_ring *r, enum shmrun_idle idle, int64_t timeout_ns)
+{
+	shmrun_ring_consumer_flush(r);
+	return wait_until(r, ready_readable, 0, &r->sh->data_waiting, &r->sh->data_bell, idle,
+			  timeout_ns);
+}
+
+int shmrun_ring_wait_writable(struct shmrun_ring *r, uint32_t len, enum shmrun_idle idle,
+			      int64_t timeout_ns)
+{
+	if (len > shmrun_ring_max_payload(r))
+		return -EMSGSIZE;
+	shmrun_ring_flush(r);
+	return wait_until(r, ready_writable, len, &r->sh->room_waiting, &r->sh->room_bell, idle,
+			  timeout_ns);
+}

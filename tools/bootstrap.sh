@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# tools/bootstrap.sh: make a fresh Debian 12 machine ready, then build shmrun into build/.
+#
+# Installs (only what is missing) every Debian package the build, the tests and the
+# examples need, as root or through sudo, then configures and builds build/.
+# Idempotent: a second run installs nothing and rebuilds only what changed.
+#
+# Environment:
+#   SHMRUN_BUILD_DIR    build directory (default: build)
+#   SHMRUN_CMAKE_ARGS   extra arguments for cmake's configure step
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$here"
+
+packages=(
+	build-essential cmake pkg-config
+	liburing-dev libjemalloc-dev check libinih-dev libxxhash-dev libnuma-dev
+	python3     # ships /usr/lib/python3.11, the main job's real input
+	coreutils findutils gawk   # the word-count reference in the tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing+=("$p")
+	fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "bootstrap: installing ${missing[*]}" >&2
+	if [ "$(id -u)" -eq 0 ]; then
+		sudo=()
+	elif command -v sudo >/dev/null 2>&1; then
+		sudo=(sudo)
+	else
+		echo "bootstrap: need root or sudo to install: ${missing[*]}" >&2
+		exit 1
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	"${sudo[@]}" apt-get update -qq
+	"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+build=${SHMRUN_BUILD_DIR:-build}
+# shellcheck disable=SC2086
+cmake -S . -B "$build" ${SHMRUN_CMAKE_ARGS:-} >/dev/null
+cmake --build "$build" -j "$(nproc)"

@@ -1,0 +1,136 @@
+/*
+ * shmrun/job.h: a topology.conf turned into a validated job description.
+ *
+ * shmrun_job_load() parses the file with inih and validates everything that can
+ * be known before a process starts (DESIGN.md §7): every key, every value, the
+ * graph. Errors are collected as "file:line: message" strings; a job with any
+ * error must not run. Data flows one way: conf -> placement -> plan ->
+ * launcher -> worker (DESIGN.md §8).
+ */
+#ifndef SHMRUN_JOB_H
+#define SHMRUN_JOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shmrun/operator.h"
+#include "shmrun/ring.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** How an edge routes records from the upstream stage's instances. */
+enum shmrun_edge_kind {
+	SHMRUN_EDGE_FORWARD,   /**< instance i -> instance i; equal widths; in-process */
+	SHMRUN_EDGE_SHUFFLE,   /**< by key: to the instance owning the key's vnode */
+	SHMRUN_EDGE_REBALANCE, /**< round-robin over the downstream instances */
+	SHMRUN_EDGE_BROADCAST, /**< to every downstream instance */
+};
+
+/** One edge of the graph: stage `from` feeds stage `to`. */
+struct shmrun_edge {
+	uint32_t from, to;          /**< stage indices */
+	enum shmrun_edge_kind kind; /**< resolved: `input = a` is forward for equal widths, else rebalance */
+	int line;                   /**< line of the `input =` key */
+};
+
+/** One key = value of a stage, as validated against its operator's params. */
+struct shmrun_param {
+	const struct shmrun_param_def *def; /**< the declaration it matched */
+	char *value;                        /**< text after default substitution / path resolution;
+					      NULL if absent and without default */
+	uint64_t u64;                       /**< parsed COUNT/SIZE/RATE/DURATION; BOOL as 0/1;
+					      ENUM as the index of the choice */
+	int line;                           /**< 0 for a default */
+};
+
+/** One stage (a section other than [job]). */
+struct shmrun_stage {
+	char *name;                        /**< the section name */
+	int line;                          /**< line of the section header */
+	const struct shmrun_operator *op;  /**< from the built-in registry */
+	uint32_t width;                    /**< parallelism, 1..vnodes */
+	struct shmrun_param *params;       /**< one per op->params entry, same order */
+	uint32_t nparams;
+};
+
+/** A validated job. Everything is owned by the job; free with shmrun_job_free(). */
+struct shmrun_job {
+	char *conf_path;           /**< as given */
+	char *conf_dir;            /**< directory relative paths resolve against */
+	char *name;                /**< [job] name (default: the file's basename without .conf) */
+	uint32_t workers;          /**< member count */
+	int32_t *cpus;             /**< CPU of each worker (workers entries) */
+	bool cpus_listed;          /**< `cpus =` given (else: workers = N, CPUs 0..N-1 round-robin) */
+	uint32_t vnodes;           /**< V, default 256 */
+	uint64_t ring_bytes;       /**< capacity of each ring, power of two, default 1M */
+	enum shmrun_idle idle;     /**< idle strategy, default hybrid */
+	char *checkpoint_dir;      /**< resolved against conf_dir; NULL: no checkpoints */
+	uint64_t checkpoint_interval_ns; /**< time between checkpoints, default 500ms, > 0 */
+	uint64_t checkpoint_timeout_ns;  /**< a checkpoint not complete by then fails, default 60s */
+	uint32_t checkpoint_retain;      /**< complete checkpoints kept, default 2, >= 1 */
+	uint32_t restart_attempts;       /**< restarts after a crash before giving up, default 10 */
+	struct shmrun_stage *stages;
+	uint32_t nstages;          /**< in file order */
+	struct shmrun_edge *edges;
+	uint32_t nedges;
+	uint32_t *topo;            /**< stage indices in a topological order (sources first) */
+	char **warnings;           /**< non-fatal notes, e.g. more workers than CPUs */
+	uint32_t nwarnings;
+};
+
+/** Collected errors of a load; every message is "file:line: text". */
+struct shmrun_job_errors {
+	char **msgs;
+	uint32_t n;
+};
+
+/**
+ * shmrun_job_load() - parse and validate a topology.conf.
+ * @path: the file.
+ * @job:  filled on success; free with shmrun_job_free().
+ * @errs: on failure, every error found (free with shmrun_job_errors_free()).
+ *
+ * Return: 0; -EINVAL if the file has errors (see @errs); -ENOENT/-EACCES/... if
+ * it cannot be read (also in @errs, naming the path); -ENOMEM.
+ */
+int shmrun_job_load(const char *path, struct shmrun_job *job, struct shmrun_job_errors *errs);
+
+/** shmrun_job_free() - release everything a loaded job owns. */
+void shmrun_job_free(struct shmrun_job *job);
+
+/** shmrun_job_errors_free() - release collected errors. */
+void shmrun_job_errors_free(struct shmrun_job_errors *errs);
+
+/** shmrun_operator_find() - a built-in operator by name, or NULL. */
+const struct shmrun_operator *shmrun_operator_find(const char *name);
+
+/** shmrun_operators() - the built-in operators, NULL-terminated. */
+const struct shmrun_operator *const *shmrun_operators(void);
+
+/**
+ * shmrun_parse_size() - "64", "4K", "1M", "2G" (powers of 1024) into bytes.
+ * Return: 0; -EINVAL for anything else (signs, spaces inside, other units,
+ * empty); -ERANGE on overflow.
+ */
+int shmrun_parse_size(const char *s, uint64_t *bytes);
+
+/** shmrun_parse_duration() - "500ms", "2s" into ns. Errors as shmrun_parse_size(). */
+int shmrun_parse_duration(const char *s, uint64_t *ns);
+
+/** shmrun_parse_count() - plain unsigned decimal. Errors as shmrun_parse_size(). */
+int shmrun_parse_count(const char *s, uint64_t *n);
+
+/**
+ * shmrun_parse_cpus() - "0-3,8" into a sorted, de-duplicated CPU list.
+ * @cpus, @n: allocated list (caller frees) and its length.
+ * Return: 0; -EINVAL for bad syntax or a reversed range; -ERANGE beyond 4095.
+ */
+int shmrun_parse_cpus(const char *s, int32_t **cpus, uint32_t *n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SHMRUN_JOB_H */

@@ -1,0 +1,210 @@
+/*
+ * shmrun/operator.h: the operator API.
+ *
+ * A stage of a topology names an operator (`op = count`). An operator is a
+ * struct shmrun_operator: a name, the topology.conf keys it accepts (declared
+ * as data, so `shmrun check` validates them with file:line before anything
+ * starts), and callbacks the worker calls on one thread:
+ *
+ *     open -> (produce | process)* -> end_of_input -> close
+ *
+ * Sources (no input) implement produce(); every other operator implements
+ * process(). Both hand records downstream with shmrun_emit(). Built-in
+ * operators (runtime/ops/) use only this header; user operators will too.
+ *
+ * The record model follows Flink/Kafka Streams: a record is key bytes, value
+ * bytes and an event time. Keys decide the vnode (xxHash of the key bytes,
+ * modulo the job's vnode count) and with it the instance a shuffle edge
+ * sends the record to (DESIGN.md §2, §5).
+ */
+#ifndef SHMRUN_OPERATOR_H
+#define SHMRUN_OPERATOR_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A record. Borrowed: valid only during the callback that receives it. */
+struct shmrun_record {
+	const void *key;       /**< key bytes (may be NULL when key_len is 0) */
+	uint32_t key_len;      /**< bytes */
+	const void *value;     /**< value bytes (may be NULL when value_len is 0) */
+	uint32_t value_len;    /**< bytes */
+	int64_t event_time_ns; /**< event time, ns since the epoch; 0 if none */
+};
+
+/** Type of a topology.conf key an operator accepts. */
+enum shmrun_param_type {
+	SHMRUN_PARAM_STRING,   /**< any non-empty text */
+	SHMRUN_PARAM_PATH,     /**< one path, resolved against the conf file's directory */
+	SHMRUN_PARAM_PATHS,    /**< space-separated paths/globs, each resolved likewise */
+	SHMRUN_PARAM_COUNT,    /**< unsigned decimal integer within [min, max] */
+	SHMRUN_PARAM_SIZE,     /**< bytes, with optional K/M/G suffix (powers of 1024) */
+	SHMRUN_PARAM_RATE,     /**< records per second, decimal, > 0 */
+	SHMRUN_PARAM_BOOL,     /**< true/false, yes/no, on/off, 1/0 */
+	SHMRUN_PARAM_ENUM,     /**< one of the words in choices */
+	SHMRUN_PARAM_DURATION, /**< ns, written with ms or s suffix */
+};
+
+/** One key an operator accepts. Tables end with an entry whose key is NULL. */
+struct shmrun_param_def {
+	const char *key;
+	enum shmrun_param_type type;
+	bool required;
+	const char *def;     /**< default as written in a conf file, or NULL for none */
+	uint64_t min, max;   /**< bounds for COUNT/SIZE/RATE/DURATION (0, 0: none) */
+	const char *choices; /**< ENUM: space-separated words */
+	const char *doc;     /**< one line for docs and `shmrun check` messages */
+};
+
+struct shmrun_task; /* opaque: the runtime's view of one instance of one stage */
+
+/** Operator flags. */
+#define SHMRUN_OP_SOURCE 0x1u /**< has no input; implements produce() */
+#define SHMRUN_OP_SINK 0x2u   /**< emits nothing; a graph needs at least one */
+
+struct shmrun_operator {
+	const char *name;                      /**< the `op =` value */
+	const char *summary;                   /**< one line for --help and docs */
+	unsigned flags;                        /**< SHMRUN_OP_* */
+	const struct shmrun_param_def *params; /**< accepted keys, NULL-key terminated */
+
+	/**
+	 * open() - set up one instance. @state receives the instance's private
+	 * state (owned by the operator until close()).
+	 * Return: 0, or a negative errno after shmrun_task_error() said why.
+	 */
+	int (*open)(struct shmrun_task *task, void **state);
+
+	/**
+	 * produce() - sources only: emit up to @budget records.
+	 * Return: 1 if more input remains, 0 when exhausted (end of input follows),
+	 * or a negative errno after shmrun_task_error().
+	 */
+	int (*produce)(struct shmrun_task *task, void *state, uint32_t budget);
+
+	/**
+	 * process() - handle one input record (borrowed; copy what you keep).
+	 * Return: 0, or a negative errno after shmrun_task_error().
+	 */
+	int (*process)(struct shmrun_task *task, void *state, const struct shmrun_record *rec);
+
+	/**
+	 * end_of_input() - every input channel has ended; emit what is final.
+	 * Return: 0, or a negative errno after shmrun_task_error().
+	 */
+	int (*end_of_input)(struct shmrun_task *task, void *state);
+
+	/** close() - free @state. Called once, also after an error. */
+	void (*close)(struct shmrun_task *task, void *state);
+
+	/**
+	 * prepare() - optional: called once per stage in the launcher, before any
+	 * worker starts, with a task of instance 0, to check what the job needs
+	 * (e.g. that every input path exists). A failure stops the job with exit
+	 * status 2 before anything starts. Return: 0 or a negative errno after
+	 * shmrun_task_error().
+	 */
+	int (*prepare)(struct shmrun_task *task);
+};
+
+/**
+ * shmrun_emit() - send a record downstream on every output edge.
+ * @task: the emitting task (the one whose callback is running).
+ * @rec:  borrowed; copied before the call returns.
+ *
+ * Never blocks: a record that does not fit into a full ring is kept by the
+ * runtime and the task is parked (not given more input) until it drains
+ * (DESIGN.md §5). Records larger than the ring's largest frame are rejected.
+ *
+ * Return: 0; -EMSGSIZE if the record cannot fit any ring of this job (the task
+ * fails with a message naming the stage and size); -ENOMEM.
+ */
+int shmrun_emit(struct shmrun_task *task, const struct shmrun_record *rec);
+
+/** shmrun_task_stage() - the stage name (the conf section), e.g. "count". */
+const char *shmrun_task_stage(const struct shmrun_task *task);
+/** shmrun_task_instance() - this task's instance index, 0..width-1. */
+uint32_t shmrun_task_instance(const struct shmrun_task *task);
+/** shmrun_task_width() - the stage's width. */
+uint32_t shmrun_task_width(const struct shmrun_task *task);
+/** shmrun_task_vnodes() - the job's vnode count V. */
+uint32_t shmrun_task_vnodes(const struct shmrun_task *task);
+/**
+ * shmrun_task_vnode_range() - the vnodes this instance owns, [*lo, *hi)
+ * (vnode_ranges, DESIGN.md §2).
+ */
+void shmrun_task_vnode_range(const struct shmrun_task *task, uint32_t *lo, uint32_t *hi);
+/** shmrun_task_vnode_of() - the vnode of key bytes: XXH3-64(key) mod V. */
+uint32_t shmrun_task_vnode_of(const struct shmrun_task *task, const void *key, uint32_t len);
+
+/**
+ * shmrun_task_param() - the value of a key declared in the operator's params,
+ * as written (after default substitution; PATH/PATHS already resolved against
+ * the conf file's directory). NULL if absent and without default.
+ */
+const char *shmrun_task_param(const struct shmrun_task *task, const char *key);
+/**
+ * shmrun_task_param_u64() - a COUNT, SIZE, RATE or DURATION key parsed into
+ * its unit (count, bytes, records/s, ns). @def if absent and without default.
+ */
+uint64_t shmrun_task_param_u64(const struct shmrun_task *task, const char *key, uint64_t def);
+/** shmrun_task_param_bool() - a BOOL key; @def if absent. */
+bool shmrun_task_param_bool(const struct shmrun_task *task, const char *key, bool def);
+
+/**
+ * shmrun_keyed_state() - the key-bound state of @key for this task: a value of
+ * @value_bytes bytes (the same for every key of a task) in the key's vnode
+ * (DESIGN.md §5). Memory comes from the worker's jemalloc arena.
+ * @task:        the running task.
+ * @key:         key bytes (borrowed; copied on insert).
+ * @value_bytes: size of the value, bytes; fixed by the first call.
+ * @create:      insert a zero-filled value if the key is absent.
+ *
+ * Return: the value (8-byte aligned, valid until the task closes), or NULL if
+ * absent and !@create. NULL when creating means out of memory or a
+ * @value_bytes different from the first call; the task fails with a message.
+ */
+void *shmrun_keyed_state(struct shmrun_task *task, const void *key, uint32_t key_len,
+			 uint32_t value_bytes, bool create);
+
+/**
+ * shmrun_keyed_state_foreach() - call @fn for every key of this task, vnode by
+ * vnode (order within a vnode unspecified). @fn must not insert keys. Stops at
+ * the first non-zero return of @fn and returns it; 0 otherwise.
+ */
+int shmrun_keyed_state_foreach(struct shmrun_task *task,
+			       int (*fn)(void *arg, const void *key, uint32_t key_len,
+					 void *value),
+			       void *arg);
+
+/** shmrun_keyed_state_keys() - distinct keys in this task's key-bound state. */
+uint64_t shmrun_keyed_state_keys(const struct shmrun_task *task);
+
+/**
+ * shmrun_task_error() - record why the task failed (printf-style). The worker
+ * logs it with the stage and instance and the job exits non-zero.
+ */
+void shmrun_task_error(struct shmrun_task *task, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/** shmrun_task_log() - log an info line tagged with the stage and instance. */
+void shmrun_task_log(struct shmrun_task *task, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/**
+ * shmrun_task_count() - add to one of the job's end-of-run counters:
+ * "records_in" (sources) and "records_out" (sinks) are summed over all tasks
+ * and printed when the job ends.
+ */
+void shmrun_task_count(struct shmrun_task *task, const char *counter, uint64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SHMRUN_OPERATOR_H */

@@ -1,0 +1,76 @@
+/*
+ * shmrun/runtime.h: what the shmrun CLI drives: logging, the plan, and running
+ * a job (launcher + workers). See shmrun(1) in docs/shmrun.1.md.
+ */
+#ifndef SHMRUN_RUNTIME_H
+#define SHMRUN_RUNTIME_H
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "shmrun/job.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Log levels, most severe first. */
+enum shmrun_log_level {
+	SHMRUN_LOG_ERROR = 0,
+	SHMRUN_LOG_WARN = 1,
+	SHMRUN_LOG_INFO = 2,
+	SHMRUN_LOG_DEBUG = 3,
+};
+
+/**
+ * shmrun_log_set_level() - lines above @level are dropped (default INFO).
+ * shmrun_log_parse_level() - "error", "warn", "info", "debug" -> level;
+ * Return: the level, or -EINVAL.
+ */
+void shmrun_log_set_level(enum shmrun_log_level level);
+int shmrun_log_parse_level(const char *s);
+
+/**
+ * shmrun_log() - one line to stderr: UTC timestamp with milliseconds, level,
+ * the process's role (launcher / worker N), and the message.
+ */
+void shmrun_log(enum shmrun_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void shmrun_vlog(enum shmrun_log_level level, const char *fmt, va_list ap);
+
+/** shmrun_log_set_role() - the tag after the level, e.g. "worker 1". */
+void shmrun_log_set_role(const char *role);
+
+struct shmrun_plan; /* tasks, channels and rings of a job; see runtime/plan.h */
+
+/**
+ * shmrun_plan_build() - place every task and lay out every channel of @job.
+ * @job:  a loaded job (borrowed; must outlive the plan).
+ * @plan: receives a new plan; free with shmrun_plan_free().
+ * Return: 0; -ENOMEM; -EFBIG if the rings need more memory than the host has
+ * (logged, naming ring_bytes and the ring count).
+ */
+int shmrun_plan_build(const struct shmrun_job *job, struct shmrun_plan **plan);
+void shmrun_plan_free(struct shmrun_plan *plan);
+
+/**
+ * shmrun_plan_print() - the placement for `shmrun plan`: one line per task
+ * (task, stage, instance, worker, CPU, vnode range) and per edge (local or ring,
+ * with the ring count and bytes).
+ */
+void shmrun_plan_print(const struct shmrun_plan *plan, FILE *out);
+
+/**
+ * shmrun_run() - run @job to completion: create the segment, fork and pin one
+ * worker per member, supervise, clean up.
+ * Return: the process exit status for the CLI: 0 when every worker reached end
+ * of input; 1 when a worker failed or died (logged with worker, tasks and
+ * signal); 2 when the job could not start (e.g. a missing input, logged);
+ * 128+signal when stopped by SIGINT/SIGTERM.
+ */
+int shmrun_run(const struct shmrun_job *job);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SHMRUN_RUNTIME_H */

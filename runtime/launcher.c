@@ -1,0 +1,318 @@
+/*
+ * runtime/launcher.c: segment creation, fork, pinning, supervision, signals.
+ *
+ * What it is for. The launcher is an init system for one job (DESIGN.md §1):
+ * it creates the run's segment, forks one worker per member, pins each to its
+ * CPU, and then only supervises. It runs no task and holds no state of the
+ * job; every worker computes its own part from the plan it inherited.
+ *
+ * Lifecycle and the promises it keeps:
+ *   - Nothing starts before everything that can be checked has been: the conf
+ *     (shmrun_job_load), the plan, and each stage's prepare() (inputs exist).
+ *   - The segment is an anonymous memfd: it cannot be reused by a later run and
+ *     it disappears with the last process mapping it, whatever kills them.
+ *   - Workers die with their launcher: PR_SET_PDEATHSIG(SIGKILL), armed before
+ *     the worker checks its parent is still the launcher (closing the race of
+ *     a launcher that died between fork and prctl).
+ *   - End of input on every worker -> exit 0 and a summary. A worker that dies
+ *     or fails -> the others are killed, the cause (worker, CPU, tasks, signal
+ *     or exit status, the worker's own error) is logged, exit 1.
+ *   - SIGINT/SIGTERM -> SIGTERM to every worker (each stops at its next loop
+ *     turn), SIGKILL after a grace period, exit 128+signal. Workers ignore
+ *     SIGINT themselves, so a terminal's Ctrl-C reaches them only through the
+ *     launcher.
+ *
+ * Signals are blocked in the launcher and taken synchronously with
+ * sigtimedwait(), so there is no handler and no race with waitpid().
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <numa.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "plan.h"
+#include "worker.h"
+
+#define STOP_GRACE_NS 5000000000ll
+
+static volatile int worker_stop;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	worker_stop = 1;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Bind each ring's memory to its consumer's NUMA node (a no-op on one node). */
+static void bind_rings(const struct shmrun_plan *plan, const struct shmrun_segment *seg)
+{
+	if (numa_available() < 0 || numa_max_node() < 1)
+		return;
+	for (uint32_t c = 0; c < plan->nchannels; c++) {
+		size_t len;
+		void *mem = shmrun_segment_ring(seg, c, &len);
+		int node = shmrun_plan_ring_node(plan, c, numa_node_of_cpu);
+
+		if (node >= 0)
+			numa_tonode_memory(mem, len, node);
+	}
+}
+
+static void describe_tasks(const struct shmrun_plan *plan, uint32_t worker, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (uint32_t t = 0; t < plan->ntasks && n + 1 < len; t++) {
+		const struct shmrun_plan_task *pt = &plan->tasks[t];
+		int k;
+
+		if (pt->worker != worker)
+			continue;
+		k = snprintf(buf + n, len - n, "%s%s[%u]", n ? ", " : "",
+			     plan->job->stages[pt->stage].name, pt->instance);
+		if (k < 0)
+			break;
+		n += (size_t)k;
+	}
+}
+
+static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segment *seg,
+			uint32_t index, struct shmrun_worker_stats *stats, pid_t launcher,
+			const sigset_t *oldmask)
+{
+	const struct shmrun_job *job = plan->job;
+	struct sigaction sa;
+	cpu_set_t set;
+	char role[32];
+	int status;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != launcher)
+		_exit(1);
+	snprintf(role, sizeof(role), "worker %u", index);
+	shmrun_log_set_role(role);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_term;
+	sigaction(SIGTERM, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGINT, &sa, NULL);
+	sigprocmask(SIG_SETMASK, oldmask, NULL);
+
+	CPU_ZERO(&set);
+	CPU_SET(job->cpus[index], &set);
+	if (sched_setaffinity(0, sizeof(set), &set) < 0)
+		shmrun_log(SHMRUN_LOG_WARN, "cannot pin to CPU %d: %s; running unpinned",
+			   job->cpus[index], strerror(errno));
+	shmrun_log(SHMRUN_LOG_DEBUG, "started on CPU %d", job->cpus[index]);
+	status = shmrun_worker_run(plan, seg, index, stats, &worker_stop);
+	fflush(NULL);
+	_exit(status);
+}
+
+static void kill_all(const pid_t *pids, uint32_t n, int sig)
+{
+	for (uint32_t w = 0; w < n; w++)
+		if (pids[w] > 0)
+			kill(pids[w], sig);
+}
+
+/* Reap every worker, SIGKILLing whoever outlives @deadline. */
+static void reap_all(pid_t *pids, uint32_t n, int64_t deadline)
+{
+	for (;;) {
+		uint32_t alive = 0;
+
+		for (uint32_t w = 0; w < n; w++) {
+			if (pids[w] <= 0)
+				continue;
+			if (waitpid(pids[w], NULL, WNOHANG) == pids[w])
+				pids[w] = 0;
+			else
+				alive++;
+		}
+		if (!alive)
+			return;
+		if (now_ns() > deadline) {
+			kill_all(pids, n, SIGKILL);
+			deadline = INT64_MAX;
+		}
+		usleep(2000);
+	}
+}
+
+static void print_summary(const struct shmrun_plan *plan, struct shmrun_worker_stats *stats,
+			  int64_t elapsed_ns)
+{
+	const struct shmrun_job *job = plan->job;
+	uint64_t in = 0, out = 0, keys = 0, bytes = 0;
+	double secs = (double)elapsed_ns / 1e9;
+
+	for (uint32_t w = 0; w < job->workers; w++) {
+		in += atomic_load_explicit(&stats[w].records_in, memory_order_relaxed);
+		out += atomic_load_explicit(&stats[w].records_out, memory_order_relaxed);
+		keys += atomic_load_explicit(&stats[w].keys, memory_order_relaxed);
+		bytes += atomic_load_explicit(&stats[w].state_bytes, memory_order_relaxed);
+	}
+	shmrun_log(SHMRUN_LOG_INFO,
+		   "job %s done in %.3f s: records in %" PRIu64 ", records out %" PRIu64
+		   ", distinct keys %" PRIu64 " (%.1f MiB of key-bound state)",
+		   job->name, secs, in, out, keys, (double)bytes / 1048576.0);
+	fprintf(stderr, "records in:    %" PRIu64 "\nrecords out:   %" PRIu64
+			"\ndistinct keys: %" PRIu64 "\n",
+		in, out, keys);
+	for (uint32_t s = 0; s < job->nstages; s++) {
+		const struct shmrun_stage *st = &job->stages[s];
+		const char *path = NULL;
+
+		if (strcmp(st->op->name, "file_sink") != 0)
+			continue;
+		for (uint32_t i = 0; i < st->nparams; i++)
+			if (strcmp(st->params[i].def->key, "path") == 0)
+				path = st->params[i].value;
+		if (st->width == 1)
+			fprintf(stderr, "output:        %s\n", path);
+		else
+			fprintf(stderr, "output:        %s.0 .. %s.%u\n", path, path,
+				st->width - 1);
+	}
+}
+
+int shmrun_run(const struct shmrun_job *job)
+{
+	struct shmrun_worker_stats *stats = MAP_FAILED;
+	struct shmrun_segment seg = {.fd = -1};
+	struct shmrun_plan *plan = NULL;
+	size_t stats_len = 0;
+	pid_t *pids = NULL, self = getpid();
+	sigset_t set, oldmask;
+	uint32_t running = 0;
+	int64_t start = now_ns();
+	int rc = 2, err;
+	char msg[512];
+
+	for (uint32_t i = 0; i < job->nwarnings; i++)
+		shmrun_log(SHMRUN_LOG_WARN, "%s", job->warnings[i]);
+	err = shmrun_plan_build(job, &plan);
+	if (err)
+		goto out;
+	for (uint32_t s = 0; s < job->nstages; s++)
+		if (shmrun_task_prepare_stage(plan, s, msg, sizeof(msg))) {
+			shmrun_log(SHMRUN_LOG_ERROR, "%s: %s; nothing was started", job->conf_path,
+				   msg);
+			goto out;
+		}
+	err = shmrun_segment_create(&seg, plan->rings, plan->nchannels, 0);
+	if (err) {
+		shmrun_log(SHMRUN_LOG_ERROR, "cannot create the shared-memory segment (%" PRIu64
+					     " bytes): %s",
+			   plan->segment_bytes, strerror(-err));
+		goto out;
+	}
+	bind_rings(plan, &seg);
+	stats_len = job->workers * sizeof(*stats);
+	stats = mmap(NULL, stats_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	pids = calloc(job->workers, sizeof(*pids));
+	if (stats == MAP_FAILED || !pids) {
+		shmrun_log(SHMRUN_LOG_ERROR, "out of memory starting workers");
+		goto out;
+	}
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigprocmask(SIG_BLOCK, &set, &oldmask);
+	fflush(NULL);
+	for (uint32_t w = 0; w < job->workers; w++) {
+		pid_t pid = fork();
+
+		if (pid == 0)
+			worker_main(plan, &seg, w, &stats[w], self, &oldmask);
+		if (pid < 0) {
+			shmrun_log(SHMRUN_LOG_ERROR, "fork of worker %u failed: %s", w,
+				   strerror(errno));
+			kill_all(pids, job->workers, SIGKILL);
+			reap_all(pids, job->workers, 0);
+			rc = 1;
+			goto out_mask;
+		}
+		pids[w] = pid;
+		running++;
+	}
+	shmrun_log(SHMRUN_LOG_INFO, "job %s: %u workers, %u tasks, %u rings", job->name,
+		   job->workers, plan->ntasks, plan->nchannels);
+
+	rc = 0;
+	while (running) {
+		struct timespec tick = {0, 100000000};
+		siginfo_t info;
+		int sig = sigtimedwait(&set, &info, &tick);
+
+		if (sig == SIGINT || sig == SIGTERM) {
+			shmrun_log(SHMRUN_LOG_WARN, "%s: stopping %u workers", strsignal(sig),
+				   running);
+			kill_all(pids, job->workers, SIGTERM);
+			reap_all(pids, job->workers, now_ns() + STOP_GRACE_NS);
+			rc = 128 + sig;
+			break;
+		}
+		for (uint32_t w = 0; w < job->workers; w++) {
+			int status;
+			char tasks[256];
+
+			if (pids[w] <= 0 || waitpid(pids[w], &status, WNOHANG) != pids[w])
+				continue;
+			pids[w] = 0;
+			running--;
+			if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+				continue;
+			describe_tasks(plan, w, tasks, sizeof(tasks));
+			if (WIFSIGNALED(status))
+				shmrun_log(SHMRUN_LOG_ERROR,
+					   "worker %u (CPU %d, tasks %s) was killed by signal %d (%s)",
+					   w, job->cpus[w], tasks, WTERMSIG(status),
+					   strsignal(WTERMSIG(status)));
+			else
+				shmrun_log(SHMRUN_LOG_ERROR,
+					   "worker %u (CPU %d, tasks %s) failed with exit status %d%s%s",
+					   w, job->cpus[w], tasks, WEXITSTATUS(status),
+					   stats[w].error[0] ? ": " : "", stats[w].error);
+			kill_all(pids, job->workers, SIGKILL);
+			reap_all(pids, job->workers, 0);
+			running = 0;
+			rc = 1;
+			shmrun_log(SHMRUN_LOG_ERROR, "job %s stopped: every worker was stopped",
+				   job->name);
+			break;
+		}
+	}
+	if (rc == 0)
+		print_summary(plan, stats, now_ns() - start);
+out_mask:
+	sigprocmask(SIG_SETMASK, &oldmask, NULL);
+out:
+	free(pids);
+	if (stats != MAP_FAILED)
+		munmap(stats, stats_len);
+	shmrun_segment_close(&seg);
+	shmrun_plan_free(plan);
+	return rc;
+}

@@ -1,0 +1,17 @@
+/*
+ * runtime/ops/ops.h: the built-in operators (one file each, public API only).
+ */
+#ifndef SHMRUN_OPS_H
+#define SHMRUN_OPS_H
+
+#include "shmrun/operator.h"
+
+extern const struct shmrun_operator shmrun_op_file_source;
+extern const struct shmrun_operator shmrun_op_sequence;
+extern const struct shmrun_operator shmrun_op_tokenize;
+extern const struct shmrun_operator shmrun_op_count;
+extern const struct shmrun_operator shmrun_op_file_sink;
+extern const struct shmrun_operator shmrun_op_stdout_sink;
+extern const struct shmrun_operator shmrun_op_null_sink;
+
+#endif /* SHMRUN_OPS_H */

@@ -1,0 +1,296 @@
+/*
+ * runtime/state.c: key-bound state — per vnode, a hash table from key bytes to
+ * a fixed-size value, in memory from the worker's own jemalloc arena.
+ *
+ * Layout of one vnode's table (open addressing, linear probing):
+ *
+ *     slots[cap]   uint64_t: 0 = empty, else (tag16 << 48) | entry address
+ *     entry        [u32 key_len][u32 0][value: value_bytes, 8-aligned][key bytes]
+ *
+ * Entries are bump-allocated from 1 MiB chunks (never freed one by one: counts
+ * only grow; a checkpoint restore rebuilds the whole store), so a key costs its
+ * bytes plus 8 bytes of entry header, its value, alignment (< 8) and one 8-byte
+ * slot at load factor <= 3/4 — about 30 bytes beyond the key for an 8-byte
+ * counter. The 16-bit tag (high hash bits) rejects almost every mismatching
+ * slot without touching the entry.
+ *
+ * The slot index takes the hash's high bits through Fibonacci hashing, not its
+ * low bits: the vnode is hash mod V, so the low bits are the same for every key
+ * of a vnode.
+ *
+ * One table per vnode is what lets a checkpoint write, and a rescale move,
+ * whole vnodes (DESIGN.md §5, §6); tables are created on first use, so a task
+ * pays nothing for vnodes it never sees.
+ *
+ * Rejected: one table per task keyed by (vnode, key) — a rescale would have to
+ * scan and split it; chaining — a pointer per entry and a cache miss per hop.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "state.h"
+
+#ifdef SHMRUN_HAVE_JEMALLOC
+#include <jemalloc/jemalloc.h>
+static unsigned arena_flags;
+#endif
+
+#define CHUNK_BYTES (1u << 20)
+#define TAG_SHIFT 48
+#define ADDR_MASK ((1ull << TAG_SHIFT) - 1)
+
+struct shmrun_kv_table {
+	uint64_t *slots;
+	uint64_t cap; /* power of two */
+	uint64_t used;
+};
+
+struct kv_chunk {
+	struct kv_chunk *next;
+	unsigned char data[];
+};
+
+int shmrun_state_arena_init(void)
+{
+#ifdef SHMRUN_HAVE_JEMALLOC
+	unsigned arena;
+	size_t sz = sizeof(arena);
+
+	if (mallctl("arenas.create", &arena, &sz, NULL, 0) != 0)
+		return -ENOMEM;
+	arena_flags = (unsigned)MALLOCX_ARENA(arena) | MALLOCX_TCACHE_NONE;
+#endif
+	return 0;
+}
+
+static void *state_alloc(size_t n)
+{
+#ifdef SHMRUN_HAVE_JEMALLOC
+	if (arena_flags)
+		return mallocx(n, (int)arena_flags);
+#endif
+	return malloc(n);
+}
+
+static void *state_calloc(size_t n)
+{
+	void *p = state_alloc(n);
+
+	if (p)
+		memset(p, 0, n);
+	return p;
+}
+
+static void state_free(void *p)
+{
+	if (!p)
+		return;
+#ifdef SHMRUN_HAVE_JEMALLOC
+	if (arena_flags) {
+		dallocx(p, (int)arena_flags);
+		return;
+	}
+#endif
+	free(p);
+}
+
+int shmrun_kv_init(struct shmrun_kv *kv, uint32_t vnodes)
+{
+	memset(kv, 0, sizeof(*kv));
+	kv->vnodes = vnodes;
+	kv->tables = calloc(vnodes, sizeof(*kv->tables));
+	return kv->tables ? 0 : -ENOMEM;
+}
+
+void shmrun_kv_free(struct shmrun_kv *kv)
+{
+	if (kv->tables) {
+		for (uint32_t v = 0; v < kv->vnodes; v++) {
+			if (!kv->tables[v])
+				continue;
+			state_free(kv->tables[v]->slots);
+			state_free(kv->tables[v]);
+		}
+		free(kv->tables);
+	}
+	while (kv->chunks) {
+		struct kv_chunk *next = kv->chunks->next;
+
+		state_free(kv->chunks);
+		kv->chunks = next;
+	}
+	memset(kv, 0, sizeof(*kv));
+}
+
+static inline uint64_t slot_index(uint64_t hash, uint64_t cap)
+{
+	return (hash * 0x9e3779b97f4a7c15ull) >> (64 - __builtin_ctzll(cap));
+}
+
+static inline unsigned char *entry_of(uint64_t slot)
+{
+	return (unsigned char *)(uintptr_t)(slot & ADDR_MASK);
+}
+
+static inline uint32_t entry_key_len(const unsigned char *e)
+{
+	uint32_t n;
+
+	memcpy(&n, e, sizeof(n));
+	return n;
+}
+
+static inline size_t value_span(uint32_t value_bytes)
+{
+	return ((size_t)value_bytes + 7) & ~(size_t)7;
+}
+
+static int table_grow(struct shmrun_kv *kv, struct shmrun_kv_table *t)
+{
+	uint64_t ncap = t->cap ? t->cap * 2 : 16;
+	uint64_t *ns = state_calloc(ncap * sizeof(uint64_t));
+	size_t vspan = value_span(kv->value_bytes);
+
+	if (!ns)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < t->cap; i++) {
+		uint64_t s = t->slots[i], h, j;
+		unsigned char *e;
+
+		if (!s)
+			continue;
+		e = entry_of(s);
+		h = XXH3_64bits(e + 8 + vspan, entry_key_len(e));
+		for (j = slot_index(h, ncap); ns[j]; j = (j + 1) & (ncap - 1))
+			;
+		ns[j] = s;
+	}
+	state_free(t->slots);
+	kv->bytes += (ncap - t->cap) * sizeof(uint64_t);
+	t->slots = ns;
+	t->cap = ncap;
+	return 0;
+}
+
+static unsigned char *entry_alloc(struct shmrun_kv *kv, size_t n)
+{
+	unsigned char *p;
+
+	n = (n + 7) & ~(size_t)7;
+	if (n > CHUNK_BYTES / 4) {
+		struct kv_chunk *c = state_alloc(sizeof(*c) + n);
+
+		if (!c)
+			return NULL;
+		c->next = kv->chunks ? kv->chunks->next : NULL;
+		if (kv->chunks)
+			kv->chunks->next = c;
+		else
+			kv->chunks = c;
+		kv->bytes += sizeof(*c) + n;
+		return c->data;
+	}
+	if ((size_t)(kv->bump_end - kv->bump) < n) {
+		struct kv_chunk *c = state_alloc(sizeof(*c) + CHUNK_BYTES);
+
+		if (!c)
+			return NULL;
+		c->next = kv->chunks;
+		kv->chunks = c;
+		kv->bump = c->data;
+		kv->bump_end = c->data + CHUNK_BYTES;
+		kv->bytes += sizeof(*c) + CHUNK_BYTES;
+	}
+	p = kv->bump;
+	kv->bump += n;
+	return p;
+}
+
+void *shmrun_kv_get(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash, const void *key,
+		    uint32_t key_len, uint32_t value_bytes, bool create, int *err)
+{
+	struct shmrun_kv_table *t;
+	uint64_t tag = (hash >> TAG_SHIFT) << TAG_SHIFT, i;
+	size_t vspan;
+	unsigned char *e;
+
+	*err = 0;
+	if (kv->value_bytes == 0 && create)
+		kv->value_bytes = value_bytes;
+	if (value_bytes != kv->value_bytes || vnode >= kv->vnodes) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	vspan = value_span(value_bytes);
+	t = kv->tables[vnode];
+	if (!t) {
+		if (!create)
+			return NULL;
+		t = state_calloc(sizeof(*t));
+		if (!t || table_grow(kv, t)) {
+			state_free(t);
+			*err = -ENOMEM;
+			return NULL;
+		}
+		kv->tables[vnode] = t;
+	}
+	for (i = slot_index(hash, t->cap); t->slots[i]; i = (i + 1) & (t->cap - 1)) {
+		uint64_t s = t->slots[i];
+
+		if ((s & ~ADDR_MASK) != tag)
+			continue;
+		e = entry_of(s);
+		if (entry_key_len(e) == key_len && memcmp(e + 8 + vspan, key, key_len) == 0)
+			return e + 8;
+	}
+	if (!create)
+		return NULL;
+	if ((t->used + 1) * 4 > t->cap * 3) {
+		if (table_grow(kv, t)) {
+			*err = -ENOMEM;
+			return NULL;
+		}
+		for (i = slot_index(hash, t->cap); t->slots[i]; i = (i + 1) & (t->cap - 1))
+			;
+	}
+	e = entry_alloc(kv, 8 + vspan + key_len);
+	if (!e) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	memcpy(e, &key_len, sizeof(key_len));
+	memset(e + 4, 0, 4 + vspan);
+	memcpy(e + 8 + vspan, key, key_len);
+	t->slots[i] = tag | (uint64_t)(uintptr_t)e;
+	t->used++;
+	kv->keys++;
+	return e + 8;
+}
+
+int shmrun_kv_foreach(struct shmrun_kv *kv,
+		      int (*fn)(void *arg, const void *key, uint32_t key_len, void *value),
+		      void *arg)
+{
+	size_t vspan = value_span(kv->value_bytes);
+
+	for (uint32_t v = 0; v < kv->vnodes; v++) {
+		struct shmrun_kv_table *t = kv->tables[v];
+
+		if (!t)
+			continue;
+		for (uint64_t i = 0; i < t->cap; i++) {
+			unsigned char *e;
+			int r;
+
+			if (!t->slots[i])
+				continue;
+			e = entry_of(t->slots[i]);
+			r = fn(arg, e + 8 + vspan, entry_key_len(e), e + 8);
+			if (r)
+				return r;
+		}
+	}
+	return 0;
+}

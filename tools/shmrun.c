@@ -1,0 +1,141 @@
+/*
+ * tools/shmrun.c: the shmrun command.
+ *
+ *     shmrun [options] topology.conf         run the job
+ *     shmrun plan [options] topology.conf    print where every task runs
+ *     shmrun check [options] topology.conf   validate only
+ *
+ * Exit status: 0 success; 1 the job failed (a worker died or an operator
+ * failed); 2 bad usage or a bad topology (nothing was started); 128+N stopped
+ * by signal N.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shmrun/job.h"
+#include "shmrun/runtime.h"
+
+#ifndef SHMRUN_VERSION
+#define SHMRUN_VERSION "0.1.0"
+#endif
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: shmrun [options] topology.conf\n"
+		"       shmrun plan [options] topology.conf\n"
+		"       shmrun check [options] topology.conf\n"
+		"\n"
+		"Runs a stream-processing job on this host: one worker process per CPU,\n"
+		"pinned, connected by shared-memory rings.\n"
+		"\n"
+		"commands:\n"
+		"  (none)   run the job described by topology.conf\n"
+		"  plan     print the placement: every task's worker, CPU and vnode range,\n"
+		"           and every edge as local or ring\n"
+		"  check    validate topology.conf and exit\n"
+		"\n"
+		"options:\n"
+		"  --log-level LEVEL  error, warn, info (default) or debug\n"
+		"  -h, --help         this text\n"
+		"  -V, --version      print the version\n"
+		"\n"
+		"exit status: 0 done; 1 the job failed; 2 bad usage or topology (nothing\n"
+		"started); 128+N stopped by signal N.\n"
+		"See docs/topology.md for the topology.conf reference.\n");
+}
+
+static int load(const char *path, struct shmrun_job *job)
+{
+	struct shmrun_job_errors errs = {0};
+	int err = shmrun_job_load(path, job, &errs);
+
+	if (err) {
+		for (uint32_t i = 0; i < errs.n; i++)
+			fprintf(stderr, "%s\n", errs.msgs[i]);
+		if (errs.n == 0)
+			fprintf(stderr, "%s: %s\n", path, strerror(-err));
+		fprintf(stderr, "shmrun: %u error%s in %s; nothing was started\n",
+			errs.n ? errs.n : 1, errs.n == 1 ? "" : "s", path);
+		shmrun_job_errors_free(&errs);
+		return 2;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"log-level", required_argument, NULL, 'l'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{0},
+	};
+	const char *cmd = "run";
+	struct shmrun_job job;
+	int c, rc;
+
+	if (argc > 1 && (strcmp(argv[1], "plan") == 0 || strcmp(argv[1], "check") == 0 ||
+			 strcmp(argv[1], "run") == 0)) {
+		cmd = argv[1];
+		argv[1] = argv[0];
+		argv++;
+		argc--;
+	}
+	while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l': {
+			int level = shmrun_log_parse_level(optarg);
+
+			if (level < 0) {
+				fprintf(stderr, "shmrun: --log-level must be error, warn, info or "
+						"debug, not '%s'\n",
+					optarg);
+				return 2;
+			}
+			shmrun_log_set_level(level);
+			break;
+		}
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("shmrun %s\n", SHMRUN_VERSION);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, optind == argc ? "shmrun: missing topology.conf\n"
+					       : "shmrun: expected one topology.conf, got %d arguments\n",
+			argc - optind);
+		usage(stderr);
+		return 2;
+	}
+	rc = load(argv[optind], &job);
+	if (rc)
+		return rc;
+	if (strcmp(cmd, "check") == 0) {
+		for (uint32_t i = 0; i < job.nwarnings; i++)
+			fprintf(stderr, "warning: %s\n", job.warnings[i]);
+		printf("%s: ok (%u stages, %u workers)\n", argv[optind], job.nstages, job.workers);
+		rc = 0;
+	} else if (strcmp(cmd, "plan") == 0) {
+		struct shmrun_plan *plan;
+
+		rc = shmrun_plan_build(&job, &plan) ? 2 : 0;
+		if (!rc) {
+			shmrun_plan_print(plan, stdout);
+			shmrun_plan_free(plan);
+		}
+	} else {
+		rc = shmrun_run(&job);
+	}
+	shmrun_job_free(&job);
+	return rc;
+}

@@ -95,7 +95,8 @@ static void describe_tasks(const struct shmrun_plan *plan, uint32_t worker, char
 }
 
 static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segment *seg,
-			uint32_t index, struct shmrun_worker_stats *stats, pid_t launcher,
+			uint32_t index, struct shmrun_worker_stats *stats /* all workers' */,
+			pid_t launcher,
 			const sigset_t *oldmask)
 {
 	const struct shmrun_job *job = plan->job;
@@ -245,7 +246,7 @@ int shmrun_run(const struct shmrun_job *job)
 		pid_t pid = fork();
 
 		if (pid == 0)
-			worker_main(plan, &seg, w, &stats[w], self, &oldmask);
+			worker_main(plan, &seg, w, stats, self, &oldmask);
 		if (pid < 0) {
 			shmrun_log(SHMRUN_LOG_ERROR, "fork of worker %u failed: %s", w,
 				   strerror(errno));

@@ -11,12 +11,12 @@
  * only grow; a checkpoint restore rebuilds the whole store), so a key costs its
  * bytes plus 8 bytes of entry header, its value, alignment (< 8) and one 8-byte
  * slot at load factor <= 3/4 — about 30 bytes beyond the key for an 8-byte
- * counter. The 16-bit tag (high hash bits) rejects almost every mismatching
+ * counter. The 16-bit tag (the hash's low bits) rejects almost every mismatching
  * slot without touching the entry.
  *
- * The slot index takes the hash's high bits through Fibonacci hashing, not its
- * low bits: the vnode is hash mod V, so the low bits are the same for every key
- * of a vnode.
+ * The vnode is taken from the hash's high 32 bits, so every key of a vnode
+ * shares its top bits: the slot index mixes all bits (Fibonacci hashing) and
+ * the tag takes the low bits.
  *
  * One table per vnode is what lets a checkpoint write, and a rescale move,
  * whole vnodes (DESIGN.md §5, §6); tables are created on first use, so a task
@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include "state.h"
@@ -212,7 +213,7 @@ void *shmrun_kv_get(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash, const v
 		    uint32_t key_len, uint32_t value_bytes, bool create, int *err)
 {
 	struct shmrun_kv_table *t;
-	uint64_t tag = (hash >> TAG_SHIFT) << TAG_SHIFT, i;
+	uint64_t tag = (hash & 0xffff) << TAG_SHIFT, i;
 	size_t vspan;
 	unsigned char *e;
 

@@ -30,7 +30,11 @@
  *
  * Record encoding in a DATA frame's payload (host byte order, the same host):
  *
- *     [u32 key_len][u32 value_len][i64 event_time_ns][key bytes][value bytes]
+ *     [u32 key_len][u32 value_len][u64 key hash][i64 event_time_ns]?[key][value]
+ *
+ * The event time is present only when non-zero (frame flag REC_TIMED). The key
+ * hash (XXH3-64 of the key, which picked the vnode and so the receiver) travels
+ * along so the receiver's key-bound state does not hash the key again.
  *
  * A record larger than the ring's largest frame is rejected with an error
  * naming the stage and the size (no fragmentation: docs/topology.md says how
@@ -47,12 +51,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include "shmrun/placement.h"
 #include "worker.h"
 
-#define REC_HDR 16u
+#define REC_HDR 16u    /* record header bytes before the optional time */
+#define REC_TIMED 0x1u /* frame flag: an 8-byte event time follows the header */
 #define PRODUCE_BUDGET 256u
 #define READ_BUDGET 256u
 
@@ -101,7 +107,7 @@ void shmrun_task_vnode_range(const struct shmrun_task *t, uint32_t *lo, uint32_t
 
 uint32_t shmrun_task_vnode_of(const struct shmrun_task *t, const void *key, uint32_t len)
 {
-	return (uint32_t)(XXH3_64bits(key, len) % t->vnodes);
+	return shmrun_placement_vnode_of_hash(XXH3_64bits(key, len), t->vnodes);
 }
 
 static const struct shmrun_param *find_param(const struct shmrun_task *t, const char *key)
@@ -167,20 +173,21 @@ void shmrun_task_log(struct shmrun_task *t, const char *fmt, ...)
 	shmrun_log(SHMRUN_LOG_INFO, "stage '%s' [%u]: %s", t->stage->name, t->instance, msg);
 }
 
-void shmrun_task_count(struct shmrun_task *t, const char *counter, uint64_t n)
+void shmrun_task_count(struct shmrun_task *t, enum shmrun_counter counter, uint64_t n)
 {
-	if (strcmp(counter, "records_in") == 0)
+	if (counter == SHMRUN_COUNT_RECORDS_IN)
 		t->records_in += n;
-	else if (strcmp(counter, "records_out") == 0)
+	else if (counter == SHMRUN_COUNT_RECORDS_OUT)
 		t->records_out += n;
 }
 
 void *shmrun_keyed_state(struct shmrun_task *t, const void *key, uint32_t key_len,
 			 uint32_t value_bytes, bool create)
 {
-	uint64_t h = XXH3_64bits(key, key_len);
+	uint64_t h = key == t->cur_key && key_len == t->cur_key_len ? t->cur_hash
+								     : XXH3_64bits(key, key_len);
 	int err;
-	void *v = shmrun_kv_get(&t->kv, (uint32_t)(h % t->vnodes), h, key, key_len, value_bytes,
+	void *v = shmrun_kv_get(&t->kv, shmrun_placement_vnode_of_hash(h, t->vnodes), h, key, key_len, value_bytes,
 				create, &err);
 
 	if (!v && err == -ENOMEM)
@@ -207,16 +214,17 @@ uint64_t shmrun_keyed_state_keys(const struct shmrun_task *t)
 
 /* ---- channels ------------------------------------------------------------ */
 
-/* A frame's payload in up to three pieces (record header, key, value). */
+/* A frame's payload in up to four pieces (record header, time, key, value). */
 struct pieces {
-	const void *p[3];
-	uint32_t n[3];
+	const void *p[4];
+	uint32_t n[4];
 	uint32_t total;
+	uint16_t flags; /* frame flags */
 };
 
 static void copy_pieces(unsigned char *dst, const struct pieces *pc)
 {
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		if (pc->n[i]) {
 			memcpy(dst, pc->p[i], pc->n[i]);
 			dst += pc->n[i];
@@ -251,9 +259,11 @@ static int ovf_append(struct chan_out *c, uint16_t kind, const struct pieces *pc
 		c->ovf = n;
 		c->ovf_cap = cap;
 	}
+	if (c->ovf_off == c->ovf_len)
+		c->w->backlogged++; /* this channel becomes backlogged */
 	memcpy(c->ovf + c->ovf_len, &pc->total, 4);
 	memcpy(c->ovf + c->ovf_len + 4, &kind, 2);
-	memset(c->ovf + c->ovf_len + 6, 0, 2);
+	memcpy(c->ovf + c->ovf_len + 6, &pc->flags, 2);
 	copy_pieces(c->ovf + c->ovf_len + 8, pc);
 	c->ovf_len += need;
 	return 0;
@@ -269,6 +279,7 @@ static int chan_put(struct chan_out *c, uint16_t kind, const struct pieces *pc)
 		err = shmrun_ring_reserve(&c->ring, pc->total, &f);
 		if (err == 0) {
 			f->kind = kind;
+			f->flags = pc->flags;
 			f->src_task = c->src_task;
 			f->dst_task = c->dst_task;
 			copy_pieces(f->payload, pc);
@@ -289,13 +300,15 @@ static uint32_t chan_drain(struct chan_out *c)
 		unsigned char *p = c->ovf + c->ovf_off;
 		struct shmrun_frame *f;
 		uint32_t len;
-		uint16_t kind;
+		uint16_t kind, flags;
 
 		memcpy(&len, p, 4);
 		memcpy(&kind, p + 4, 2);
+		memcpy(&flags, p + 6, 2);
 		if (shmrun_ring_reserve(&c->ring, len, &f) != 0)
 			break;
 		f->kind = kind;
+		f->flags = flags;
 		f->src_task = c->src_task;
 		f->dst_task = c->dst_task;
 		memcpy(f->payload, p + 8, len);
@@ -303,17 +316,19 @@ static uint32_t chan_drain(struct chan_out *c)
 		c->ovf_off += 8 + (((size_t)len + 7) & ~(size_t)7);
 		moved++;
 	}
+	if (moved && !chan_backlogged(c))
+		c->w->backlogged--;
 	return moved;
 }
 
 /* Whether @t (or a forward successor) has output queued behind a full ring. */
-static bool task_parked(const struct shmrun_task *t)
+static bool task_parked_slow(const struct shmrun_task *t)
 {
 	for (uint32_t o = 0; o < t->nouts; o++) {
 		const struct out_edge *e = &t->outs[o];
 
 		if (e->kind == SHMRUN_EDGE_FORWARD) {
-			if (task_parked(e->forward))
+			if (task_parked_slow(e->forward))
 				return true;
 			continue;
 		}
@@ -324,15 +339,26 @@ static bool task_parked(const struct shmrun_task *t)
 	return false;
 }
 
+static inline bool task_parked(const struct shmrun_task *t)
+{
+	return t->w->backlogged && task_parked_slow(t);
+}
+
 /* ---- emit and delivery ----------------------------------------------------- */
 
-static int deliver(struct shmrun_task *t, const struct shmrun_record *rec)
+/* Hand @rec to @t. @hash is the key's hash when @hashed (it came off a ring). */
+static int deliver(struct shmrun_task *t, const struct shmrun_record *rec, uint64_t hash,
+		   bool hashed)
 {
 	int err;
 
 	if (t->w->failed)
 		return -ECANCELED;
+	t->cur_key = hashed ? rec->key : NULL;
+	t->cur_key_len = rec->key_len;
+	t->cur_hash = hash;
 	err = t->op->process(t, t->state, rec);
+	t->cur_key = NULL;
 	if (err && !t->w->failed)
 		shmrun_task_error(t, "process failed: %s", strerror(-err));
 	return err;
@@ -341,38 +367,46 @@ static int deliver(struct shmrun_task *t, const struct shmrun_record *rec)
 int shmrun_emit(struct shmrun_task *t, const struct shmrun_record *rec)
 {
 	unsigned char hdr[REC_HDR];
-	uint64_t total = (uint64_t)REC_HDR + rec->key_len + rec->value_len;
+	bool timed = rec->event_time_ns != 0;
+	uint64_t total = (uint64_t)REC_HDR + (timed ? 8 : 0) + rec->key_len + rec->value_len;
 	struct pieces pc = {
-		.p = {hdr, rec->key, rec->value},
-		.n = {REC_HDR, rec->key_len, rec->value_len},
+		.p = {hdr, &rec->event_time_ns, rec->key, rec->value},
+		.n = {REC_HDR, timed ? 8 : 0, rec->key_len, rec->value_len},
 		.total = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total,
+		.flags = timed ? REC_TIMED : 0,
 	};
+	uint64_t hash = 0;
+	bool hashed = false;
 	int err = 0;
 
-	memcpy(hdr, &rec->key_len, 4);
-	memcpy(hdr + 4, &rec->value_len, 4);
-	memcpy(hdr + 8, &rec->event_time_ns, 8);
 	for (uint32_t o = 0; o < t->nouts && !err; o++) {
 		struct out_edge *e = &t->outs[o];
 		uint32_t j, lo, hi;
 
 		if (e->kind == SHMRUN_EDGE_FORWARD) {
-			err = deliver(e->forward, rec);
+			err = deliver(e->forward, rec, 0, false);
 			continue;
 		}
-		if (total > shmrun_ring_max_payload(&e->chans[0]->ring)) {
+		if (total > e->max_payload) {
 			shmrun_task_error(t,
-					  "record of %" PRIu64 " bytes (key %u + value %u + %u of "
-					  "framing) does not fit a ring of ring_bytes=%" PRIu64
+					  "record of %" PRIu64 " bytes (key %u + value %u + %" PRIu64
+					  " of framing) does not fit a ring of ring_bytes=%" PRIu64
 					  " (largest record: %u bytes); raise ring_bytes in [job]",
-					  total, rec->key_len, rec->value_len, REC_HDR,
-					  e->chans[0]->ring.capacity,
-					  shmrun_ring_max_payload(&e->chans[0]->ring));
+					  total, rec->key_len, rec->value_len,
+					  total - rec->key_len - rec->value_len,
+					  e->chans[0]->ring.capacity, e->max_payload);
 			return -EMSGSIZE;
+		}
+		if (!hashed) {
+			hash = XXH3_64bits(rec->key, rec->key_len);
+			memcpy(hdr, &rec->key_len, 4);
+			memcpy(hdr + 4, &rec->value_len, 4);
+			memcpy(hdr + 8, &hash, 8);
+			hashed = true;
 		}
 		switch (e->kind) {
 		case SHMRUN_EDGE_SHUFFLE:
-			lo = e->instance_of_vnode[XXH3_64bits(rec->key, rec->key_len) % t->vnodes];
+			lo = e->instance_of_vnode[shmrun_placement_vnode_of_hash(hash, t->vnodes)];
 			hi = lo + 1;
 			break;
 		case SHMRUN_EDGE_REBALANCE:
@@ -439,21 +473,26 @@ static uint32_t read_channel(struct shmrun_task *t, struct chan_in *in)
 		}
 		n++;
 		if (f->kind == SHMRUN_FRAME_DATA) {
-			struct shmrun_record rec;
-			uint32_t kl, vl;
+			struct shmrun_record rec = {.event_time_ns = 0};
+			uint32_t kl, vl, hl = REC_HDR;
+			uint64_t hash;
 
 			memcpy(&kl, f->payload, 4);
 			memcpy(&vl, f->payload + 4, 4);
-			memcpy(&rec.event_time_ns, f->payload + 8, 8);
-			if ((uint64_t)REC_HDR + kl + vl != f->len) {
+			memcpy(&hash, f->payload + 8, 8);
+			if (f->flags & REC_TIMED) {
+				memcpy(&rec.event_time_ns, f->payload + REC_HDR, 8);
+				hl += 8;
+			}
+			if ((uint64_t)hl + kl + vl != f->len) {
 				shmrun_task_error(t, "corrupt record frame from task %u", f->src_task);
 				break;
 			}
-			rec.key = f->payload + REC_HDR;
+			rec.key = f->payload + hl;
 			rec.key_len = kl;
-			rec.value = f->payload + REC_HDR + kl;
+			rec.value = f->payload + hl + kl;
 			rec.value_len = vl;
-			deliver(t, &rec);
+			deliver(t, &rec, hash, true);
 		} else if (f->kind == SHMRUN_FRAME_END) {
 			in->ended = true;
 			shmrun_ring_release(&in->ring, f);
@@ -535,6 +574,7 @@ static int wire_task(struct shmrun_worker *w, struct shmrun_task *t, const uint3
 			return -ENOMEM;
 		for (uint32_t j = 0; j < to->width; j++)
 			oe->chans[j] = find_out(w, shmrun_plan_channel_of(p, e, t->instance, j));
+		oe->max_payload = shmrun_ring_max_payload(&oe->chans[0]->ring);
 		if (ed->kind == SHMRUN_EDGE_SHUFFLE) {
 			oe->instance_of_vnode = malloc(job->vnodes * sizeof(uint32_t));
 			if (!oe->instance_of_vnode)
@@ -604,12 +644,18 @@ static int setup(struct shmrun_worker *w)
 				goto out;
 			o->src_task = ch->src_task;
 			o->dst_task = ch->dst_task;
+			o->w = w;
+			shmrun_ring_set_wake_bell(
+				&o->ring, &w->all_stats[p->tasks[ch->dst_task].worker].bell);
 		}
 		if (p->tasks[ch->dst_task].worker == w->index) {
-			err = shmrun_ring_attach(&w->ins[w->nins++].ring, mem, len,
-						 SHMRUN_RING_CONSUMER);
+			struct chan_in *in = &w->ins[w->nins++];
+
+			err = shmrun_ring_attach(&in->ring, mem, len, SHMRUN_RING_CONSUMER);
 			if (err)
 				goto out;
+			shmrun_ring_set_wake_bell(
+				&in->ring, &w->all_stats[p->tasks[ch->src_task].worker].bell);
 		}
 	}
 	for (uint32_t x = 0; x < w->ntasks; x++) {
@@ -664,9 +710,10 @@ static uint32_t step(struct shmrun_worker *w)
 		if (t->ended || task_parked(t))
 			continue;
 		if (t->op->flags & SHMRUN_OP_SOURCE) {
+			uint64_t before = t->records_in;
 			int r = t->op->produce(t, t->state, PRODUCE_BUDGET);
 
-			progress++;
+			progress += (uint32_t)(t->records_in - before) + (r <= 0);
 			if (r < 0 && !w->failed)
 				shmrun_task_error(t, "produce failed: %s", strerror(-r));
 			else if (r == 0)
@@ -693,18 +740,80 @@ static bool all_done(const struct shmrun_worker *w)
 	return true;
 }
 
-int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segment *seg,
-		      uint32_t index, struct shmrun_worker_stats *stats, const volatile int *stop)
+/* Whether anything would progress now: the re-check before the worker sleeps. */
+static bool worker_ready(void *arg)
 {
+	struct shmrun_worker *w = arg;
+
+	for (uint32_t x = 0; x < w->ntasks; x++) {
+		struct shmrun_task *t = &w->tasks[x];
+
+		if (t->ended || task_parked(t))
+			continue;
+		for (uint32_t i = 0; i < t->nins; i++)
+			if (!t->ins[i]->ended && shmrun_ring_readable(&t->ins[i]->ring))
+				return true;
+	}
+	for (uint32_t c = 0; c < w->nouts; c++) {
+		struct chan_out *o = &w->outs[c];
+		uint32_t len;
+
+		if (!chan_backlogged(o))
+			continue;
+		memcpy(&len, o->ovf + o->ovf_off, 4);
+		if (shmrun_ring_writable(&o->ring, len))
+			return true;
+	}
+	return *w->stop != 0;
+}
+
+/* Whether a source task still has records to produce (it may be rate-limited). */
+static bool sources_active(const struct shmrun_worker *w)
+{
+	for (uint32_t x = 0; x < w->ntasks; x++)
+		if ((w->tasks[x].op->flags & SHMRUN_OP_SOURCE) && !w->tasks[x].ended)
+			return true;
+	return false;
+}
+
+/*
+ * Nothing progressed: spin (spin, or hybrid for its first SHMRUN_RING_SPIN_NS),
+ * then sleep on this worker's bell, which every producer into and consumer of
+ * its rings rings after publishing. A worker with an active source (perhaps
+ * rate-limited) sleeps at most 100 us; otherwise up to 10 ms between checks.
+ */
+static void idle_wait(struct shmrun_worker *w, int64_t *idle_since)
+{
+	enum shmrun_idle idle = w->plan->job->idle;
+
+	if (idle == SHMRUN_IDLE_SPIN) {
+		cpu_relax();
+		return;
+	}
+	if (!*idle_since)
+		*idle_since = now_ns();
+	if (idle == SHMRUN_IDLE_HYBRID && now_ns() - *idle_since < SHMRUN_RING_SPIN_NS) {
+		cpu_relax();
+		return;
+	}
+	shmrun_bell_sleep(&w->stats->bell, worker_ready, w,
+			  sources_active(w) ? 100000 : 10000000);
+}
+
+int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segment *seg,
+		      uint32_t index, struct shmrun_worker_stats *all_stats,
+		      const volatile int *stop)
+{
+	struct shmrun_worker_stats *stats = &all_stats[index];
 	struct shmrun_worker w = {
 		.plan = plan,
 		.seg = seg,
 		.index = index,
 		.stats = stats,
+		.all_stats = all_stats,
 		.stop = stop,
 	};
-	enum shmrun_idle idle = plan->job->idle;
-	int64_t idle_since = 0, nap_ns = 1000;
+	int64_t idle_since = 0;
 	int err;
 
 	err = shmrun_state_arena_init();
@@ -731,28 +840,11 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 	while (!w.failed && !*stop) {
 		if (step(&w)) {
 			idle_since = 0;
-			nap_ns = 1000;
 			continue;
 		}
 		if (all_done(&w))
 			break;
-		if (idle == SHMRUN_IDLE_SPIN) {
-			cpu_relax();
-			continue;
-		}
-		if (!idle_since)
-			idle_since = now_ns();
-		if (idle == SHMRUN_IDLE_HYBRID && now_ns() - idle_since < SHMRUN_RING_SPIN_NS) {
-			cpu_relax();
-			continue;
-		}
-		{
-			struct timespec ts = {0, nap_ns};
-
-			nanosleep(&ts, NULL);
-			if (nap_ns < 1000000)
-				nap_ns *= 2;
-		}
+		idle_wait(&w, &idle_since);
 	}
 	for (uint32_t x = 0; x < w.ntasks; x++) {
 		atomic_fetch_add_explicit(&stats->records_in, w.tasks[x].records_in,

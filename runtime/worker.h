@@ -18,16 +18,20 @@
  * after the worker has exited, which waitpid orders).
  */
 struct shmrun_worker_stats {
+	struct shmrun_bell bell;      /* this worker sleeps here; its peers ring it */
 	_Atomic uint64_t records_in;  /* records read by sources */
 	_Atomic uint64_t records_out; /* records written by sinks */
 	_Atomic uint64_t keys;        /* distinct keys in key-bound state at end of input */
 	_Atomic uint64_t state_bytes; /* bytes of key-bound state at end of input */
-	char error[480];              /* why the worker failed, if it did */
-};
+	char error[472];              /* why the worker failed, if it did */
+} __attribute__((aligned(SHMRUN_CACHELINE)));
+
+struct shmrun_worker;
 
 /* A producer's view of one channel, with its overflow for a full ring. */
 struct chan_out {
 	struct shmrun_ring ring;
+	struct shmrun_worker *w;
 	uint32_t src_task, dst_task;
 	unsigned char *ovf; /* encoded frames waiting for room: [u32 len][u16 kind][u16 0][payload] */
 	size_t ovf_off, ovf_len, ovf_cap;
@@ -45,9 +49,8 @@ struct out_edge {
 	uint32_t nchans;
 	uint32_t rr;                 /* REBALANCE cursor */
 	uint32_t *instance_of_vnode; /* SHUFFLE: vnode -> downstream instance */
+	uint32_t max_payload;        /* largest frame payload of these rings */
 };
-
-struct shmrun_worker;
 
 struct shmrun_task {
 	uint32_t id;
@@ -63,6 +66,9 @@ struct shmrun_task {
 	uint32_t nins;
 	uint32_t inputs_open; /* open ring channels + forward upstreams */
 	struct shmrun_kv kv;
+	const void *cur_key;  /* key of the record being processed, if its hash is known */
+	uint32_t cur_key_len;
+	uint64_t cur_hash;    /* XXH3-64 of cur_key */
 	uint64_t records_in, records_out;
 };
 
@@ -76,19 +82,23 @@ struct shmrun_worker {
 	uint32_t nouts;
 	struct chan_in *ins;         /* every channel this worker consumes */
 	uint32_t nins;
-	struct shmrun_worker_stats *stats;
+	struct shmrun_worker_stats *stats;     /* this worker's */
+	struct shmrun_worker_stats *all_stats; /* every worker's, for their bells */
 	const volatile int *stop;    /* set by a signal handler: stop now */
+	uint32_t backlogged;         /* channels with frames queued behind a full ring */
 	bool failed;
 };
 
 /*
- * shmrun_worker_run() - the body of worker process @index: attach its rings,
+ * shmrun_worker_run() - the body of worker process @index (its counters and
+ * bell are all_stats[index]; the others' bells are rung): attach its rings,
  * open its tasks, loop until every task reached end of input and every frame
  * is published, close. Return: the process exit status (0, or 1 after a
  * failure described in stats->error and the log).
  */
 int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segment *seg,
-		      uint32_t index, struct shmrun_worker_stats *stats, const volatile int *stop);
+		      uint32_t index, struct shmrun_worker_stats *all_stats,
+		      const volatile int *stop);
 
 /*
  * shmrun_task_prepare_stage() - run a stage's prepare() callback in the

@@ -28,7 +28,8 @@
  * line 0  immutable after shmrun_ring_init(): read by both, written by the creator
  * line 1  producer-owned: tail, producer pid
  * line 2  consumer-owned: head, consumer pid
- * line 3  doorbells: written only by a side about to sleep and by the side waking it
+ * line 3  doorbells (struct shmrun_bell): written only by a side about to sleep
+ *         and by the side waking it
  */
 struct shmrun_ring_shared {
 	/* line 0: written once by init, before the segment's ready word */
@@ -46,18 +47,17 @@ struct shmrun_ring_shared {
 	_Atomic int32_t consumer_pid;                     /* 0 until a consumer attaches */
 
 	/* line 3: the futex doorbells (see ring.c, "Sleeping") */
-	alignas(SHMRUN_CACHELINE) _Atomic uint32_t data_waiting; /* consumer sleeps for data */
-	_Atomic uint32_t data_bell;                               /* bumped to wake it */
-	_Atomic uint32_t room_waiting;                            /* producer sleeps for room */
-	_Atomic uint32_t room_bell;                               /* bumped to wake it */
+	alignas(SHMRUN_CACHELINE) struct shmrun_bell data_bell; /* consumer sleeps for data */
+	struct shmrun_bell room_bell;                            /* producer sleeps for room */
 };
 
 static_assert(sizeof(struct shmrun_ring_shared) == 4 * SHMRUN_CACHELINE, "ring header layout");
 static_assert(offsetof(struct shmrun_ring_shared, tail) == 1 * SHMRUN_CACHELINE, "tail line");
 static_assert(offsetof(struct shmrun_ring_shared, head) == 2 * SHMRUN_CACHELINE, "head line");
-static_assert(offsetof(struct shmrun_ring_shared, data_waiting) == 3 * SHMRUN_CACHELINE,
+static_assert(offsetof(struct shmrun_ring_shared, data_bell) == 3 * SHMRUN_CACHELINE,
 	      "doorbell line");
 static_assert(sizeof(struct shmrun_frame) == SHMRUN_FRAME_HEADER, "frame header layout");
+static_assert(sizeof(struct shmrun_bell) == 8, "bell layout");
 static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4,
 	      "lock-free atomics of plain size");
 

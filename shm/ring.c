@@ -14,7 +14,7 @@
  *     line 0  magic, version, header size, capacity      immutable
  *     line 1  tail, producer pid                          producer writes
  *     line 2  head, consumer pid                          consumer writes
- *     line 3  data_waiting, data_bell, room_waiting, room_bell   doorbells
+ *     line 3  data_bell, room_bell (struct shmrun_bell)   doorbells
  *     data    capacity bytes of frames
  *
  * Invariants.
@@ -160,6 +160,7 @@ int shmrun_ring_attach(struct shmrun_ring *r, void *mem, size_t len, enum shmrun
 	r->capacity = sh->capacity;
 	r->mask = sh->capacity - 1;
 	r->role = role;
+	r->wake = role == SHMRUN_RING_PRODUCER ? &sh->data_bell : &sh->room_bell;
 	r->tail = r->tail_pub = tail;
 	r->head_cache = head;
 	r->head = r->head_pub = head;
@@ -213,17 +214,22 @@ static void futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t timeou
 /*
  * The waker's half of the Dekker protocol: called right after a release store
  * of an index. The seq_cst fence orders that store before the load of the
- * waiting flag; pairs with the fence in sleep_on().
+ * waiting flag; pairs with the fence in shmrun_bell_sleep().
  */
-static void ring_bell(_Atomic uint32_t *waiting, _Atomic uint32_t *bell)
+void shmrun_bell_ring(struct shmrun_bell *b)
 {
 	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(waiting, memory_order_relaxed)) {
-		/* release: the sleeper's acquire load of the bell in sleep_on()
+	if (atomic_load_explicit(&b->waiting, memory_order_relaxed)) {
+		/* release: the sleeper's acquire load of seq in shmrun_bell_sleep()
 		 * then sees the index store that came before. */
-		atomic_fetch_add_explicit(bell, 1, memory_order_release);
-		futex_wake(bell);
+		atomic_fetch_add_explicit(&b->seq, 1, memory_order_release);
+		futex_wake(&b->seq);
 	}
+}
+
+void shmrun_ring_set_wake_bell(struct shmrun_ring *r, struct shmrun_bell *bell)
+{
+	r->wake = bell;
 }
 
 /* ---- producer ----------------------------------------------------------- */
@@ -232,9 +238,9 @@ static void publish_tail(struct shmrun_ring *r)
 {
 	/* release: pairs with the acquire load of tail in refresh_tail(); makes
 	 * the bytes of every frame below r->tail visible to the consumer. */
-	atomic_store_explicit(&r->sh->tail, r->tail, memory_order_release);
+	atomic_store_explicit(&r->sh->tail, r->tail, memory_order_relaxed);
 	r->tail_pub = r->tail;
-	ring_bell(&r->sh->data_waiting, &r->sh->data_bell);
+	shmrun_bell_ring(r->wake);
 }
 
 void shmrun_ring_flush(struct shmrun_ring *r)
@@ -288,7 +294,7 @@ int shmrun_ring_reserve(struct shmrun_ring *r, uint32_t len, struct shmrun_frame
 	uint64_t need, to_end;
 	struct shmrun_frame *f;
 
-	if (r->reserved_end)
+	if (r->reserving)
 		return -EBUSY;
 	if (len > shmrun_ring_max_payload(r))
 		return -EMSGSIZE;
@@ -311,20 +317,21 @@ int shmrun_ring_reserve(struct shmrun_ring *r, uint32_t len, struct shmrun_frame
 	f->len = len;
 	f->kind = 0;
 	f->flags = 0;
-	r->reserved_end = r->tail + need;
+	r->reserved_len = len;
+	r->reserving = true;
 	*frame = f;
 	return 0;
 }
 
 int shmrun_ring_commit(struct shmrun_ring *r, struct shmrun_frame *frame)
 {
-	uint64_t start = r->tail;
-
-	if (!r->reserved_end || (unsigned char *)frame != r->data + (start & r->mask) ||
-	    start + frame_bytes(frame->len) > r->reserved_end)
+	/* Compare lengths, not end indices: an end index may wrap through 2^64
+	 * (and be 0), and a len that grew inside the padding is still a grown len. */
+	if (!r->reserving || (unsigned char *)frame != r->data + (r->tail & r->mask) ||
+	    frame->len > r->reserved_len)
 		return -EINVAL;
-	r->tail = start + frame_bytes(frame->len);
-	r->reserved_end = 0;
+	r->tail += frame_bytes(frame->len);
+	r->reserving = false;
 	if (r->tail - r->tail_pub >= r->batch_bytes)
 		publish_tail(r);
 	return 0;
@@ -351,7 +358,7 @@ int shmrun_ring_write(struct shmrun_ring *r, uint16_t kind, uint32_t src_task, u
 static void publish_head_bell(struct shmrun_ring *r)
 {
 	r->head_pub = r->head;
-	ring_bell(&r->sh->room_waiting, &r->sh->room_bell);
+	shmrun_bell_ring(r->wake);
 }
 
 void shmrun_ring_consumer_flush(struct shmrun_ring *r)
@@ -450,39 +457,40 @@ bool shmrun_ring_peer_alive(struct shmrun_ring *r)
 /* ---- waiting ------------------------------------------------------------- */
 
 /*
- * The sleeper's half of the Dekker protocol (see ring_bell()). Sleeps at most
- * @max_ns unless @ready() turns true, which it re-checks after announcing
- * itself. Returns with the waiting flag cleared.
+ * The sleeper's half of the Dekker protocol (see shmrun_bell_ring()). Sleeps
+ * at most @max_ns unless @ready() turns true, which it re-checks after
+ * announcing itself. Returns with the waiting flag cleared.
  */
-static void sleep_on(struct shmrun_ring *r, _Atomic uint32_t *waiting, _Atomic uint32_t *bell,
-		     bool (*ready)(struct shmrun_ring *, uint32_t), uint32_t len, int64_t max_ns)
+void shmrun_bell_sleep(struct shmrun_bell *b, bool (*ready)(void *arg), void *arg,
+		       int64_t max_ns)
 {
-	/* acquire: pairs with the release fetch_add in ring_bell(). */
-	uint32_t seen = atomic_load_explicit(bell, memory_order_acquire);
+	/* acquire: pairs with the release fetch_add in shmrun_bell_ring(). */
+	uint32_t seen = atomic_load_explicit(&b->seq, memory_order_acquire);
 
-	atomic_store_explicit(waiting, 1, memory_order_relaxed);
+	atomic_store_explicit(&b->waiting, 1, memory_order_relaxed);
 	/* seq_cst: orders the flag store before the index re-check in ready();
-	 * pairs with the fence in ring_bell(). */
+	 * pairs with the fence in shmrun_bell_ring(). */
 	atomic_thread_fence(memory_order_seq_cst);
-	if (!ready(r, len))
-		futex_wait(bell, seen, max_ns);
-	atomic_store_explicit(waiting, 0, memory_order_relaxed);
+	if (!ready(arg))
+		futex_wait(&b->seq, seen, max_ns);
+	atomic_store_explicit(&b->waiting, 0, memory_order_relaxed);
 }
 
-static bool ready_readable(struct shmrun_ring *r, uint32_t len)
+struct ring_wait {
+	struct shmrun_ring *r;
+	uint32_t len;   /* payload bytes wanted (writable) */
+	bool writable;  /* wait for room, not for data */
+};
+
+static bool ring_ready(void *arg)
 {
-	(void)len;
-	return shmrun_ring_readable(r);
+	struct ring_wait *rw = arg;
+
+	return rw->writable ? shmrun_ring_writable(rw->r, rw->len) : shmrun_ring_readable(rw->r);
 }
 
-static bool ready_writable(struct shmrun_ring *r, uint32_t len)
-{
-	return shmrun_ring_writable(r, len);
-}
-
-static int wait_until(struct shmrun_ring *r, bool (*ready)(struct shmrun_ring *, uint32_t),
-		      uint32_t len, _Atomic uint32_t *waiting, _Atomic uint32_t *bell,
-		      enum shmrun_idle idle, int64_t timeout_ns)
+static int wait_until(struct ring_wait *rw, struct shmrun_bell *bell, enum shmrun_idle idle,
+		      int64_t timeout_ns)
 {
 	int64_t start = now_ns(), now = start, next_check = start + SHMRUN_RING_LIVENESS_NS;
 	int64_t deadline = timeout_ns < 0 ? INT64_MAX : start + timeout_ns;
@@ -492,7 +500,7 @@ static int wait_until(struct shmrun_ring *r, bool (*ready)(struct shmrun_ring *,
 	unsigned spins = 0;
 
 	for (;;) {
-		if (ready(r, len))
+		if (ring_ready(rw))
 			return 0;
 		if (now < spin_until) {
 			cpu_relax();
@@ -504,14 +512,14 @@ static int wait_until(struct shmrun_ring *r, bool (*ready)(struct shmrun_ring *,
 			if (deadline - now < nap)
 				nap = deadline - now;
 			if (nap > 0)
-				sleep_on(r, waiting, bell, ready, len, nap);
-			if (ready(r, len))
+				shmrun_bell_sleep(bell, ring_ready, rw, nap);
+			if (ring_ready(rw))
 				return 0;
 		}
 		now = now_ns();
 		if (now >= next_check) {
-			if (!shmrun_ring_peer_alive(r))
-				return ready(r, len) ? 0 : -EOWNERDEAD;
+			if (!shmrun_ring_peer_alive(rw->r))
+				return ring_ready(rw) ? 0 : -EOWNERDEAD;
 			next_check = now + SHMRUN_RING_LIVENESS_NS;
 		}
 		if (now >= deadline)
@@ -521,17 +529,19 @@ static int wait_until(struct shmrun_ring *r, bool (*ready)(struct shmrun_ring *,
 
 int shmrun_ring_wait_readable(struct shmrun_ring *r, enum shmrun_idle idle, int64_t timeout_ns)
 {
+	struct ring_wait rw = {.r = r};
+
 	shmrun_ring_consumer_flush(r);
-	return wait_until(r, ready_readable, 0, &r->sh->data_waiting, &r->sh->data_bell, idle,
-			  timeout_ns);
+	return wait_until(&rw, &r->sh->data_bell, idle, timeout_ns);
 }
 
 int shmrun_ring_wait_writable(struct shmrun_ring *r, uint32_t len, enum shmrun_idle idle,
 			      int64_t timeout_ns)
 {
+	struct ring_wait rw = {.r = r, .len = len, .writable = true};
+
 	if (len > shmrun_ring_max_payload(r))
 		return -EMSGSIZE;
 	shmrun_ring_flush(r);
-	return wait_until(r, ready_writable, len, &r->sh->room_waiting, &r->sh->room_bell, idle,
-			  timeout_ns);
+	return wait_until(&rw, &r->sh->room_bell, idle, timeout_ns);
 }

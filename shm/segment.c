@@ -194,8 +194,10 @@ int shmrun_segment_attach(struct shmrun_segment *seg, void *base, size_t len)
 		const struct shmrun_segment_ring_entry *e = &table[i];
 		const struct shmrun_ring_shared *sh;
 
+		/* bytes == 0 is an invalid capacity (memsize() of one is 0 too);
+		 * without it a ring header could be read past the mapping. */
 		if (e->offset % SHMRUN_SEGMENT_RING_ALIGN != 0 || e->offset < end_prev ||
-		    e->offset > hdr->segment_bytes ||
+		    e->offset > hdr->segment_bytes || e->bytes == 0 ||
 		    e->bytes != shmrun_ring_memsize(e->capacity) ||
 		    e->bytes > hdr->segment_bytes - e->offset)
 			return -EINVAL;

@@ -360,7 +360,7 @@ static int emit_line(struct shmrun_task *task, struct source *s, size_t len)
 	s->lo += len;
 	s->pos += len;
 	s->emitted++;
-	shmrun_task_count(task, "records_in", 1);
+	shmrun_task_count(task, SHMRUN_COUNT_RECORDS_IN, 1);
 	return shmrun_emit(task, &rec);
 }
 

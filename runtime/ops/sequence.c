@@ -82,7 +82,7 @@ static int seq_produce(struct shmrun_task *task, void *state, uint32_t budget)
 			s->next_piece += s->width;
 			s->i = s->next_piece * s->piece;
 		}
-		shmrun_task_count(task, "records_in", 1);
+		shmrun_task_count(task, SHMRUN_COUNT_RECORDS_IN, 1);
 		err = shmrun_emit(task, &rec);
 		if (err)
 			return err;

@@ -128,7 +128,7 @@ static int sink_process(struct shmrun_task *task, void *state, const struct shmr
 		if (err)
 			return err;
 	}
-	shmrun_task_count(task, "records_out", 1);
+	shmrun_task_count(task, SHMRUN_COUNT_RECORDS_OUT, 1);
 	if (need > BUF_BYTES) { /* a line longer than the buffer goes straight out */
 		const unsigned char tab = '\t', nl = '\n';
 
@@ -180,7 +180,7 @@ static int null_process(struct shmrun_task *task, void *state, const struct shmr
 {
 	(void)state;
 	(void)rec;
-	shmrun_task_count(task, "records_out", 1);
+	shmrun_task_count(task, SHMRUN_COUNT_RECORDS_OUT, 1);
 	return 0;
 }
 

@@ -12,16 +12,24 @@
 #include "ops.h"
 
 struct tokenize {
-	bool lower;
+	const unsigned char *map; /* lower or keep */
 	unsigned char *buf;
 	size_t cap;
 };
 
 static const unsigned char *const empty = (const unsigned char *)"";
 
-static inline bool is_word(unsigned char c)
+/* word_byte[c]: 0 for a separator, else c lower-cased (lower[]) or as is (keep[]). */
+static unsigned char lower[256], keep[256];
+
+__attribute__((constructor)) static void init_tables(void)
 {
-	return (unsigned char)((c | 0x20) - 'a') < 26 || (unsigned char)(c - '0') < 10;
+	for (int c = 0; c < 256; c++) {
+		bool w = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+
+		keep[c] = w ? (unsigned char)c : 0;
+		lower[c] = w ? (unsigned char)(c >= 'A' && c <= 'Z' ? c | 0x20 : c) : 0;
+	}
 }
 
 static int tok_open(struct shmrun_task *task, void **state)
@@ -30,7 +38,7 @@ static int tok_open(struct shmrun_task *task, void **state)
 
 	if (!t)
 		return -ENOMEM;
-	t->lower = shmrun_task_param_bool(task, "lowercase", true);
+	t->map = shmrun_task_param_bool(task, "lowercase", true) ? lower : keep;
 	*state = t;
 	return 0;
 }
@@ -46,30 +54,30 @@ static int tok_process(struct shmrun_task *task, void *state, const struct shmru
 		size_t n;
 		int err;
 
-		while (p < end && !is_word(*p))
+		while (p < end && !keep[*p])
 			p++;
 		if (p == end)
 			break;
 		start = p;
-		while (p < end && is_word(*p))
+		while (p < end && keep[*p])
 			p++;
 		n = (size_t)(p - start);
-		if (t->lower) {
-			if (n > t->cap) {
-				unsigned char *nb = realloc(t->buf, n);
+		if (n > t->cap) {
+			unsigned char *nb = realloc(t->buf, n);
 
-				if (!nb)
-					return -ENOMEM;
-				t->buf = nb;
-				t->cap = n;
-			}
-			for (size_t i = 0; i < n; i++)
-				t->buf[i] = start[i] >= 'A' && start[i] <= 'Z' ? start[i] | 0x20
-									       : start[i];
-			out.key = t->buf;
-		} else {
-			out.key = start;
+			if (!nb)
+				return -ENOMEM;
+			t->buf = nb;
+			t->cap = n;
 		}
+		{
+			const unsigned char *map = t->map;
+			unsigned char *buf = t->buf;
+
+			for (size_t i = 0; i < n; i++)
+				buf[i] = map[start[i]];
+		}
+		out.key = t->buf;
 		out.key_len = (uint32_t)n;
 		err = shmrun_emit(task, &out);
 		if (err)

@@ -14,7 +14,7 @@
  *
  * The record model follows Flink/Kafka Streams: a record is key bytes, value
  * bytes and an event time. Keys decide the vnode (xxHash of the key bytes,
- * modulo the job's vnode count) and with it the instance a shuffle edge
+ * scaled to the job's vnode count) and with it the instance a shuffle edge
  * sends the record to (DESIGN.md §2, §5).
  */
 #ifndef SHMRUN_OPERATOR_H
@@ -140,7 +140,10 @@ uint32_t shmrun_task_vnodes(const struct shmrun_task *task);
  * (vnode_ranges, DESIGN.md §2).
  */
 void shmrun_task_vnode_range(const struct shmrun_task *task, uint32_t *lo, uint32_t *hi);
-/** shmrun_task_vnode_of() - the vnode of key bytes: XXH3-64(key) mod V. */
+/**
+ * shmrun_task_vnode_of() - the vnode of key bytes: the high 32 bits of
+ * XXH3-64(key) scaled to [0, V) (shmrun_placement_vnode_of_hash()).
+ */
 uint32_t shmrun_task_vnode_of(const struct shmrun_task *task, const void *key, uint32_t len);
 
 /**
@@ -197,12 +200,14 @@ void shmrun_task_error(struct shmrun_task *task, const char *fmt, ...)
 void shmrun_task_log(struct shmrun_task *task, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/**
- * shmrun_task_count() - add to one of the job's end-of-run counters:
- * "records_in" (sources) and "records_out" (sinks) are summed over all tasks
- * and printed when the job ends.
- */
-void shmrun_task_count(struct shmrun_task *task, const char *counter, uint64_t n);
+/** The job's end-of-run counters, summed over all tasks and printed at the end. */
+enum shmrun_counter {
+	SHMRUN_COUNT_RECORDS_IN = 0,  /**< records a source read */
+	SHMRUN_COUNT_RECORDS_OUT = 1, /**< records a sink wrote */
+};
+
+/** shmrun_task_count() - add @n to one of the job's counters. */
+void shmrun_task_count(struct shmrun_task *task, enum shmrun_counter counter, uint64_t n);
 
 #ifdef __cplusplus
 }

@@ -72,6 +72,17 @@ void shmrun_placement_vnode_range(uint32_t i, uint32_t n, uint32_t vnodes, uint3
 uint32_t shmrun_placement_instance_of_vnode(uint32_t vnode, uint32_t n, uint32_t vnodes);
 
 /**
+ * shmrun_placement_vnode_of_hash() - the vnode of a key whose XXH3-64 hash is
+ * @hash, out of @vnodes: the high 32 bits of the hash scaled to [0, V)
+ * (Lemire's multiply-shift range reduction: uniform like a modulo, without a
+ * division on the per-record path).
+ */
+static inline uint32_t shmrun_placement_vnode_of_hash(uint64_t hash, uint32_t vnodes)
+{
+	return (uint32_t)(((hash >> 32) * (uint64_t)vnodes) >> 32);
+}
+
+/**
  * shmrun_placement_assign() - place a whole graph.
  * @widths:   @nstages stage widths; tasks are numbered densely stage by stage,
  *            in this order (stage 0's instances first).

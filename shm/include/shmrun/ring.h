@@ -98,6 +98,20 @@ enum shmrun_idle {
 struct shmrun_ring_shared; /* the shared-memory layout; see ring.c */
 
 /**
+ * A futex doorbell in shared memory (8 bytes, two words). A side with nothing to
+ * do announces itself in @waiting and sleeps on @seq (shmrun_bell_sleep()); a
+ * side that made progress for it bumps @seq and wakes it (shmrun_bell_ring()).
+ * Every ring has two (data: the consumer sleeps; room: the producer sleeps);
+ * a runtime whose thread serves many rings gives each thread one bell and
+ * points the rings' wake-ups at it (shmrun_ring_set_wake_bell()).
+ * Zero-initialised memory is a valid idle bell.
+ */
+struct shmrun_bell {
+	_Atomic uint32_t waiting; /**< 1 while a sleeper is (about to be) asleep */
+	_Atomic uint32_t seq;     /**< futex word: bumped by every wake-up */
+};
+
+/**
  * A process-private handle on one side of a ring. Fill it with
  * shmrun_ring_attach(); fields are private to ring.c (they are here only so the
  * handle can live on the stack or inside another struct without allocation).
@@ -108,13 +122,15 @@ struct shmrun_ring {
 	uint64_t capacity;             /* data bytes, power of two */
 	uint64_t mask;                 /* capacity - 1 */
 	int role;                      /* enum shmrun_ring_role */
+	struct shmrun_bell *wake;      /* rung after publishing: the peer's bell */
 	int peer_pidfd;                /* pidfd of the peer, -1 until opened */
 	int32_t peer_pid;              /* pid that peer_pidfd refers to */
 	/* producer side */
 	uint64_t tail;          /* end of committed frames (maybe unpublished) */
 	uint64_t tail_pub;      /* last tail stored to shared memory */
 	uint64_t head_cache;    /* last head read from shared memory */
-	uint64_t reserved_end;  /* end of the open reservation, 0 if none */
+	uint32_t reserved_len;  /* payload bytes of the open reservation */
+	bool reserving;         /* a reservation is open */
 	uint64_t batch_bytes;   /* publish once this many committed bytes are pending */
 	/* consumer side */
 	uint64_t head;          /* start of the next unreleased frame */
@@ -308,6 +324,33 @@ int shmrun_ring_wait_readable(struct shmrun_ring *r, enum shmrun_idle idle, int6
  */
 int shmrun_ring_wait_writable(struct shmrun_ring *r, uint32_t len, enum shmrun_idle idle,
 			      int64_t timeout_ns);
+
+/**
+ * shmrun_ring_set_wake_bell() - the bell this side rings after it publishes
+ * (producer: new frames; consumer: new room). Default: the ring's own data bell
+ * for a producer and room bell for a consumer, which shmrun_ring_wait_*()
+ * sleep on. A runtime whose peer thread sleeps on a bell of its own (one per
+ * thread, serving many rings) points this at that bell; the peer's
+ * shmrun_ring_wait_*() then wake only by their liveness period.
+ */
+void shmrun_ring_set_wake_bell(struct shmrun_ring *r, struct shmrun_bell *bell);
+
+/**
+ * shmrun_bell_ring() - the waker's half: call right after the release store
+ * that made progress for the sleeper. Costs one seq_cst fence and one load
+ * when nobody sleeps; a FUTEX_WAKE otherwise.
+ */
+void shmrun_bell_ring(struct shmrun_bell *bell);
+
+/**
+ * shmrun_bell_sleep() - the sleeper's half: announce, re-check @ready(@arg),
+ * and sleep on @bell for at most @max_ns unless it turned true or the bell
+ * rang. Returns when woken, on timeout or at once if ready; the caller checks
+ * again. Never loses a wake-up rung after @ready saw nothing (Dekker: see
+ * docs/shm-layout.md). One sleeper per bell.
+ */
+void shmrun_bell_sleep(struct shmrun_bell *bell, bool (*ready)(void *arg), void *arg,
+		       int64_t max_ns);
 
 /**
  * shmrun_ring_peer_alive() - whether the other side's process is alive.

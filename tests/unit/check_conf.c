@@ -1,0 +1,1083 @@
+/*
+ * tests/unit/check_conf.c: topology.conf -> struct shmrun_job (runtime/conf.c).
+ *
+ *   parse      the strict number, size, duration and CPU-list parsers
+ *   good       valid files load to the expected values: defaults (line 0),
+ *              units, relative paths resolved against the conf's directory,
+ *              edge kinds, the topological order, CPU lists, round-robin CPUs
+ *              with a warning, tolerated syntax (BOM, CRLF, indentation,
+ *              comments)
+ *   bad        a table of broken files: each must fail with -EINVAL and a
+ *              message that starts with exactly "<path>:<line>: " and says
+ *              what is wrong; plus over-long lines, NUL bytes, offline CPUs,
+ *              I/O errors, and all errors of one file reported at once,
+ *              sorted by line
+ *
+ * Files are written into a fresh mkdtemp() directory per TCase, created and
+ * removed by an unchecked fixture (in the parent process, so it is removed
+ * even when a test fails in its forked child).
+ */
+#include <check.h>
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shmrun/job.h"
+
+static char tmpdir[256]; /* realpath of this TCase's directory */
+
+static void tmpdir_create(void)
+{
+	char tmpl[] = "/tmp/shmrun-check-conf-XXXXXX", *real;
+
+	ck_assert_ptr_nonnull(mkdtemp(tmpl));
+	real = realpath(tmpl, NULL);
+	ck_assert_ptr_nonnull(real);
+	ck_assert_uint_lt(strlen(real), sizeof(tmpdir));
+	strcpy(tmpdir, real);
+	free(real);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void tmpdir_remove(void)
+{
+	if (tmpdir[0])
+		nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	tmpdir[0] = '\0';
+}
+
+/* tmpdir/@name into @path; subdirectories are created. */
+static void put_file(const char *name, const char *text, size_t len, char *path)
+{
+	char dir[PATH_MAX], *slash;
+	FILE *f;
+
+	snprintf(path, PATH_MAX, "%s/%s", tmpdir, name);
+	strcpy(dir, path);
+	slash = strrchr(dir, '/');
+	*slash = '\0';
+	mkdir(dir, 0700);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(text, 1, len, f), len);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+static void put_conf(const char *name, const char *text, char *path)
+{
+	put_file(name, text, strlen(text), path);
+}
+
+/* All messages, one per line, for assertion output. */
+static const char *dump(const struct shmrun_job_errors *e)
+{
+	static char buf[8192];
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (uint32_t i = 0; i < e->n && off < sizeof(buf); i++)
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off, "  %s\n", e->msgs[i]);
+	return buf;
+}
+
+/* Load a file that must be valid. */
+static void load_ok(const char *path, struct shmrun_job *job)
+{
+	struct shmrun_job_errors errs;
+	int r = shmrun_job_load(path, job, &errs);
+
+	ck_assert_msg(r == 0, "load %s: %d\n%s", path, r, dump(&errs));
+	ck_assert_uint_eq(errs.n, 0);
+	shmrun_job_errors_free(&errs);
+}
+
+/* The CPUs this process may run on (what the loader pins `workers = N` to). */
+static uint32_t allowed_cpus(int32_t *out, uint32_t max)
+{
+	cpu_set_t set;
+	uint32_t n = 0;
+
+	ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+	for (int c = 0; c < CPU_SETSIZE && n < max; c++)
+		if (CPU_ISSET(c, &set))
+			out[n++] = c;
+	ck_assert_uint_ge(n, 1);
+	return n;
+}
+
+/* ---- parse -------------------------------------------------------------- */
+
+struct num_case {
+	const char *s;
+	int r;
+	uint64_t v;
+};
+
+START_TEST(test_parse_size)
+{
+	/* clang-format off */
+	static const struct num_case c[] = {
+		{"0", 0, 0},
+		{"64", 0, 64},
+		{"4K", 0, 4096},
+		{"1M", 0, 1ull << 20},
+		{"2G", 0, 2ull << 30},
+		{"16384G", 0, 1ull << 44},
+		{"18446744073709551615", 0, UINT64_MAX},
+		{"18446744073709551616", -ERANGE, 0},
+		{"17179869184G", -ERANGE, 0},
+		{"99999999999999999999K", -ERANGE, 0},
+		{"99999999999999999999X", -EINVAL, 0},
+		{"", -EINVAL, 0},
+		{"K", -EINVAL, 0},
+		{"4k", -EINVAL, 0},
+		{"4KB", -EINVAL, 0},
+		{"4T", -EINVAL, 0},
+		{" 4K", -EINVAL, 0},
+		{"4K ", -EINVAL, 0},
+		{"4 K", -EINVAL, 0},
+		{"-1", -EINVAL, 0},
+		{"+1", -EINVAL, 0},
+		{"1.5M", -EINVAL, 0},
+		{"0x10", -EINVAL, 0},
+	};
+	/* clang-format on */
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		uint64_t v = 12345;
+
+		ck_assert_msg(shmrun_parse_size(c[i].s, &v) == c[i].r, "'%s'", c[i].s);
+		if (c[i].r == 0)
+			ck_assert_msg(v == c[i].v, "'%s' -> %llu", c[i].s, (unsigned long long)v);
+	}
+}
+END_TEST
+
+START_TEST(test_parse_duration)
+{
+	/* clang-format off */
+	static const struct num_case c[] = {
+		{"500ms", 0, 500000000ull},
+		{"2s", 0, 2000000000ull},
+		{"0s", 0, 0},
+		{"0ms", 0, 0},
+		{"18446744073s", 0, 18446744073000000000ull},
+		{"18446744074s", -ERANGE, 0},
+		{"18446744073709551616ms", -ERANGE, 0},
+		{"5", -EINVAL, 0},
+		{"5m", -EINVAL, 0},
+		{"5min", -EINVAL, 0},
+		{"5us", -EINVAL, 0},
+		{"5S", -EINVAL, 0},
+		{"5MS", -EINVAL, 0},
+		{"5 ms", -EINVAL, 0},
+		{"1.5s", -EINVAL, 0},
+		{"-1s", -EINVAL, 0},
+		{"ms", -EINVAL, 0},
+		{"", -EINVAL, 0},
+	};
+	/* clang-format on */
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		uint64_t v = 12345;
+
+		ck_assert_msg(shmrun_parse_duration(c[i].s, &v) == c[i].r, "'%s'", c[i].s);
+		if (c[i].r == 0)
+			ck_assert_msg(v == c[i].v, "'%s' -> %llu", c[i].s, (unsigned long long)v);
+	}
+}
+END_TEST
+
+START_TEST(test_parse_count)
+{
+	/* clang-format off */
+	static const struct num_case c[] = {
+		{"0", 0, 0},
+		{"7", 0, 7},
+		{"007", 0, 7},
+		{"18446744073709551615", 0, UINT64_MAX},
+		{"18446744073709551616", -ERANGE, 0},
+		{"3x", -EINVAL, 0},
+		{"-1", -EINVAL, 0},
+		{"+5", -EINVAL, 0},
+		{" 5", -EINVAL, 0},
+		{"5 ", -EINVAL, 0},
+		{"", -EINVAL, 0},
+		{"1e3", -EINVAL, 0},
+		{"0x1", -EINVAL, 0},
+		{"4K", -EINVAL, 0},
+	};
+	/* clang-format on */
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		uint64_t v = 12345;
+
+		ck_assert_msg(shmrun_parse_count(c[i].s, &v) == c[i].r, "'%s'", c[i].s);
+		if (c[i].r == 0)
+			ck_assert_msg(v == c[i].v, "'%s' -> %llu", c[i].s, (unsigned long long)v);
+	}
+}
+END_TEST
+
+START_TEST(test_parse_cpus)
+{
+	/* clang-format off */
+	static const struct {
+		const char *s;
+		int r;
+		uint32_t n;
+		int32_t cpus[8];
+	} c[] = {
+		{"0", 0, 1, {0}},
+		{"0-3,8", 0, 5, {0, 1, 2, 3, 8}},
+		{"8,0-3", 0, 5, {0, 1, 2, 3, 8}},
+		{"1,1", 0, 1, {1}},
+		{"0-3,2-5", 0, 6, {0, 1, 2, 3, 4, 5}},
+		{"5-5", 0, 1, {5}},
+		{"4095", 0, 1, {4095}},
+		{"4096", -ERANGE, 0, {0}},
+		{"0-4096", -ERANGE, 0, {0}},
+		{"99999999999999999999", -ERANGE, 0, {0}},
+		{"3-1", -EINVAL, 0, {0}},
+		{"", -EINVAL, 0, {0}},
+		{",", -EINVAL, 0, {0}},
+		{"0,", -EINVAL, 0, {0}},
+		{",0", -EINVAL, 0, {0}},
+		{"0-", -EINVAL, 0, {0}},
+		{"-1", -EINVAL, 0, {0}},
+		{"a", -EINVAL, 0, {0}},
+		{"0 ,1", -EINVAL, 0, {0}},
+		{"0-3-5", -EINVAL, 0, {0}},
+	};
+	/* clang-format on */
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		int32_t *cpus = NULL;
+		uint32_t n = 0;
+		int r = shmrun_parse_cpus(c[i].s, &cpus, &n);
+
+		ck_assert_msg(r == c[i].r, "'%s': %d", c[i].s, r);
+		if (r)
+			continue;
+		ck_assert_uint_eq(n, c[i].n);
+		ck_assert_mem_eq(cpus, c[i].cpus, n * sizeof(*cpus));
+		free(cpus);
+	}
+}
+END_TEST
+
+/* ---- good files ---------------------------------------------------------- */
+
+#define MINIMAL                                                                                    \
+	"[s]\n"                                                                                    \
+	"op = sequence\n"                                                                          \
+	"count = 10\n"                                                                             \
+	"[o]\n"                                                                                    \
+	"op = null_sink\n"                                                                         \
+	"input = s\n"
+
+START_TEST(test_defaults)
+{
+	struct shmrun_job job;
+	char path[PATH_MAX];
+	const struct shmrun_operator *seq = shmrun_operator_find("sequence");
+	const struct shmrun_stage *s;
+	int32_t cpus[CPU_SETSIZE];
+
+	allowed_cpus(cpus, CPU_SETSIZE);
+	put_conf("minimal.conf", MINIMAL, path);
+	load_ok(path, &job);
+
+	ck_assert_str_eq(job.conf_path, path);
+	ck_assert_str_eq(job.conf_dir, tmpdir);
+	ck_assert_str_eq(job.name, "minimal");
+	ck_assert_uint_eq(job.workers, 1);
+	ck_assert(!job.cpus_listed);
+	ck_assert_int_eq(job.cpus[0], cpus[0]);
+	ck_assert_uint_eq(job.vnodes, 256);
+	ck_assert_uint_eq(job.ring_bytes, 1u << 20);
+	ck_assert_int_eq(job.idle, SHMRUN_IDLE_HYBRID);
+	ck_assert_ptr_null(job.checkpoint_dir);
+	ck_assert_uint_eq(job.checkpoint_interval_ns, 500000000ull);
+	ck_assert_uint_eq(job.checkpoint_timeout_ns, 60000000000ull);
+	ck_assert_uint_eq(job.checkpoint_retain, 2);
+	ck_assert_uint_eq(job.restart_attempts, 10);
+	ck_assert_uint_eq(job.nwarnings, 0);
+
+	ck_assert_uint_eq(job.nstages, 2);
+	s = &job.stages[0];
+	ck_assert_str_eq(s->name, "s");
+	ck_assert_int_eq(s->line, 1);
+	ck_assert_ptr_eq(s->op, seq);
+	ck_assert_uint_eq(s->width, 1);
+	/* one param per declared key, in declaration order */
+	ck_assert_uint_eq(s->nparams, 4);
+	for (uint32_t i = 0; i < s->nparams; i++)
+		ck_assert_ptr_eq(s->params[i].def, &seq->params[i]);
+	ck_assert_str_eq(s->params[0].def->key, "count");
+	ck_assert_str_eq(s->params[0].value, "10");
+	ck_assert_uint_eq(s->params[0].u64, 10);
+	ck_assert_int_eq(s->params[0].line, 3);
+	/* defaults: value as written in the table, line 0 */
+	ck_assert_str_eq(s->params[1].def->key, "keys");
+	ck_assert_str_eq(s->params[1].value, "1");
+	ck_assert_uint_eq(s->params[1].u64, 1);
+	ck_assert_int_eq(s->params[1].line, 0);
+	ck_assert_str_eq(s->params[2].value, "1048576");
+	ck_assert_uint_eq(s->params[2].u64, 1048576);
+	/* absent without default */
+	ck_assert_str_eq(s->params[3].def->key, "rate");
+	ck_assert_ptr_null(s->params[3].value);
+	ck_assert_int_eq(s->params[3].line, 0);
+
+	ck_assert_str_eq(job.stages[1].name, "o");
+	ck_assert_int_eq(job.stages[1].line, 4);
+	ck_assert_uint_eq(job.stages[1].nparams, 0);
+
+	ck_assert_uint_eq(job.nedges, 1);
+	ck_assert_uint_eq(job.edges[0].from, 0);
+	ck_assert_uint_eq(job.edges[0].to, 1);
+	ck_assert_int_eq(job.edges[0].kind, SHMRUN_EDGE_FORWARD);
+	ck_assert_int_eq(job.edges[0].line, 6);
+	ck_assert_uint_eq(job.topo[0], 0);
+	ck_assert_uint_eq(job.topo[1], 1);
+
+	shmrun_job_free(&job);
+	ck_assert_ptr_null(job.stages);
+	ck_assert_uint_eq(job.nstages, 0);
+}
+END_TEST
+
+START_TEST(test_units_and_values)
+{
+	struct shmrun_job job;
+	char path[PATH_MAX];
+	const struct shmrun_stage *st;
+
+	put_conf("units.conf",
+		 "[job]\n"
+		 "name = my-job.v2\n"
+		 "vnodes = 1024\n"
+		 "ring_bytes = 64K\n"
+		 "idle = spin\n"
+		 "checkpoint_dir = ck\n"
+		 "checkpoint_interval = 2s\n"
+		 "checkpoint_timeout = 250ms\n"
+		 "checkpoint_retain = 5\n"
+		 "restart_attempts = 0\n"
+		 "[r]\n"
+		 "op = file_source\n"
+		 "path = in.txt\n"
+		 "piece_bytes = 4K\n"
+		 "rate = 1000\n"
+		 "width = 1024\n"
+		 "[t]\n"
+		 "op = tokenize\n"
+		 "input = r rebalance\n"
+		 "lowercase = off\n"
+		 "[c]\n"
+		 "op = count\n"
+		 "input = t by key\n"
+		 "emit = update\n"
+		 "[o]\n"
+		 "op = file_sink\n"
+		 "input = c\n"
+		 "path = /abs/out.tsv\n",
+		 path);
+	load_ok(path, &job);
+	ck_assert_str_eq(job.name, "my-job.v2");
+	ck_assert_uint_eq(job.vnodes, 1024);
+	ck_assert_uint_eq(job.ring_bytes, 65536);
+	ck_assert_int_eq(job.idle, SHMRUN_IDLE_SPIN);
+	ck_assert_ptr_nonnull(job.checkpoint_dir);
+	ck_assert_uint_eq(job.checkpoint_interval_ns, 2000000000ull);
+	ck_assert_uint_eq(job.checkpoint_timeout_ns, 250000000ull);
+	ck_assert_uint_eq(job.checkpoint_retain, 5);
+	ck_assert_uint_eq(job.restart_attempts, 0);
+
+	st = &job.stages[0];
+	ck_assert_uint_eq(st->width, 1024);
+	ck_assert_str_eq(st->params[2].def->key, "piece_bytes");
+	ck_assert_str_eq(st->params[2].value, "4K");
+	ck_assert_uint_eq(st->params[2].u64, 4096);
+	ck_assert_int_eq(st->params[2].line, 14);
+	ck_assert_str_eq(st->params[3].def->key, "rate");
+	ck_assert_uint_eq(st->params[3].u64, 1000);
+	ck_assert_ptr_null(st->params[1].value); /* match: absent */
+
+	st = &job.stages[1];
+	ck_assert_str_eq(st->params[0].value, "off");
+	ck_assert_uint_eq(st->params[0].u64, 0);
+	st = &job.stages[2];
+	ck_assert_str_eq(st->params[0].value, "update");
+	ck_assert_uint_eq(st->params[0].u64, 1); /* ENUM: index of the choice */
+	st = &job.stages[3];
+	ck_assert_str_eq(st->params[0].value, "/abs/out.tsv");
+	shmrun_job_free(&job);
+
+	/* the other idle words, and booleans in every spelling */
+	put_conf("idle.conf",
+		 "[job]\n"
+		 "idle = sleep\n"
+		 "[s]\n"
+		 "op = sequence\n"
+		 "count = 1\n"
+		 "[t]\n"
+		 "op = tokenize\n"
+		 "input = s\n"
+		 "lowercase = YES\n"
+		 "[o]\n"
+		 "op = null_sink\n"
+		 "input = t\n",
+		 path);
+	load_ok(path, &job);
+	ck_assert_int_eq(job.idle, SHMRUN_IDLE_SLEEP);
+	ck_assert_uint_eq(job.stages[1].params[0].u64, 1);
+	shmrun_job_free(&job);
+}
+END_TEST
+
+START_TEST(test_relative_paths)
+{
+	struct shmrun_job job;
+	char path[PATH_MAX], want[3 * PATH_MAX];
+	const char *text = "[job]\n"
+			   "checkpoint_dir = ./state/ck\n"
+			   "[r]\n"
+			   "op = file_source\n"
+			   "path = data/*.txt /abs/x ./more\n"
+			   "[o]\n"
+			   "op = file_sink\n"
+			   "input = r\n"
+			   "path = out/result.tsv\n";
+
+	put_conf("sub/paths.conf", text, path);
+	for (int pass = 0; pass < 2; pass++) {
+		/* pass 1: the same file named relative to the working directory */
+		if (pass == 1) {
+			ck_assert_int_eq(chdir(tmpdir), 0);
+			load_ok("sub/paths.conf", &job);
+			ck_assert_str_eq(job.conf_path, "sub/paths.conf");
+		} else {
+			load_ok(path, &job);
+		}
+		snprintf(want, sizeof(want), "%s/sub", tmpdir);
+		ck_assert_str_eq(job.conf_dir, want);
+		ck_assert_str_eq(job.name, "paths");
+		snprintf(want, sizeof(want), "%s/sub/state/ck", tmpdir);
+		ck_assert_str_eq(job.checkpoint_dir, want);
+		snprintf(want, sizeof(want), "%s/sub/data/*.txt /abs/x %s/sub/more", tmpdir,
+			 tmpdir);
+		ck_assert_str_eq(job.stages[0].params[0].value, want);
+		snprintf(want, sizeof(want), "%s/sub/out/result.tsv", tmpdir);
+		ck_assert_str_eq(job.stages[1].params[0].value, want);
+		shmrun_job_free(&job);
+	}
+}
+END_TEST
+
+START_TEST(test_edge_kinds)
+{
+	/* clang-format off */
+	static const struct {
+		uint32_t from, to;
+		enum shmrun_edge_kind kind;
+		int line;
+	} want[] = {
+		{0, 1, SHMRUN_EDGE_FORWARD, 7},   /* a -> b: equal widths */
+		{1, 2, SHMRUN_EDGE_SHUFFLE, 11},  /* b by key */
+		{2, 3, SHMRUN_EDGE_REBALANCE, 15}, /* c (3) -> d (2): unequal */
+		{0, 4, SHMRUN_EDGE_REBALANCE, 19}, /* explicit rebalance, equal widths */
+		{3, 4, SHMRUN_EDGE_FORWARD, 19},   /* explicit forward, equal widths */
+		{4, 5, SHMRUN_EDGE_BROADCAST, 23},
+		{5, 6, SHMRUN_EDGE_REBALANCE, 27},
+		{2, 6, SHMRUN_EDGE_SHUFFLE, 27},
+	};
+	/* clang-format on */
+	struct shmrun_job job;
+	char path[PATH_MAX];
+
+	/* clang-format off */
+	put_conf("edges.conf",
+		 "[a]\n"             /* 1 */
+		 "op = sequence\n"
+		 "count = 100\n"
+		 "width = 2\n"
+		 "[b]\n"             /* 5 */
+		 "op = tokenize\n"
+		 "input = a\n"       /* 7 */
+		 "width = 2\n"
+		 "[c]\n"             /* 9 */
+		 "op = count\n"
+		 "input = b by key\n" /* 11 */
+		 "width = 3\n"
+		 "[d]\n"             /* 13 */
+		 "op = tokenize\n"
+		 "input = c\n"       /* 15 */
+		 "width = 2\n"
+		 "[e]\n"             /* 17 */
+		 "op = tokenize\n"
+		 "input = a rebalance ,  d   forward\n" /* 19 */
+		 "width = 2\n"
+		 "[f]\n"             /* 21 */
+		 "op = tokenize\n"
+		 "input = e broadcast\n" /* 23 */
+		 "width = 4\n"
+		 "[o]\n"             /* 25 */
+		 "op = null_sink\n"
+		 "input = f, c by key\n", /* 27 */
+		 path);
+	/* clang-format on */
+	load_ok(path, &job);
+	ck_assert_uint_eq(job.nedges, sizeof(want) / sizeof(want[0]));
+	for (uint32_t i = 0; i < job.nedges; i++) {
+		ck_assert_uint_eq(job.edges[i].from, want[i].from);
+		ck_assert_uint_eq(job.edges[i].to, want[i].to);
+		ck_assert_int_eq(job.edges[i].kind, want[i].kind);
+		ck_assert_int_eq(job.edges[i].line, want[i].line);
+	}
+	shmrun_job_free(&job);
+}
+END_TEST
+
+START_TEST(test_topo_order)
+{
+	const uint32_t want[] = {3, 2, 1, 4, 0};
+	struct shmrun_job job;
+	char path[PATH_MAX];
+	uint32_t pos[5];
+
+	/* sink first in the file, two sources */
+	put_conf("topo.conf",
+		 "[out]\n"
+		 "op = stdout_sink\n"
+		 "input = count, seq\n"
+		 "[count]\n"
+		 "op = count\n"
+		 "input = words by key\n"
+		 "[words]\n"
+		 "op = tokenize\n"
+		 "input = read\n"
+		 "[read]\n"
+		 "op = file_source\n"
+		 "path = x\n"
+		 "[seq]\n"
+		 "op = sequence\n"
+		 "count = 3\n",
+		 path);
+	load_ok(path, &job);
+	ck_assert_uint_eq(job.nstages, 5);
+	ck_assert_mem_eq(job.topo, want, sizeof(want));
+	for (uint32_t i = 0; i < 5; i++)
+		pos[job.topo[i]] = i;
+	for (uint32_t e = 0; e < job.nedges; e++)
+		ck_assert_uint_lt(pos[job.edges[e].from], pos[job.edges[e].to]);
+	shmrun_job_free(&job);
+}
+END_TEST
+
+START_TEST(test_cpus_listed)
+{
+	struct shmrun_job job;
+	char path[PATH_MAX], text[512];
+	int32_t cpus[CPU_SETSIZE];
+	uint32_t n = allowed_cpus(cpus, CPU_SETSIZE);
+
+	snprintf(text, sizeof(text), "[job]\ncpus = %d\n" MINIMAL, cpus[0]);
+	put_conf("cpus1.conf", text, path);
+	load_ok(path, &job);
+	ck_assert(job.cpus_listed);
+	ck_assert_uint_eq(job.workers, 1);
+	ck_assert_int_eq(job.cpus[0], cpus[0]);
+	shmrun_job_free(&job);
+
+	if (n >= 2) {
+		snprintf(text, sizeof(text), "[job]\ncpus = %d,%d\n" MINIMAL, cpus[1], cpus[0]);
+		put_conf("cpus2.conf", text, path);
+		load_ok(path, &job);
+		ck_assert(job.cpus_listed);
+		ck_assert_uint_eq(job.workers, 2);
+		ck_assert_int_eq(job.cpus[0], cpus[0]);
+		ck_assert_int_eq(job.cpus[1], cpus[1]);
+		shmrun_job_free(&job);
+	}
+}
+END_TEST
+
+/* More workers than CPUs: allowed, CPUs dealt round-robin, one warning. */
+START_TEST(test_workers_round_robin)
+{
+	struct shmrun_job job;
+	char path[PATH_MAX], text[512], prefix[PATH_MAX + 16];
+	int32_t cpus[CPU_SETSIZE];
+	uint32_t n = allowed_cpus(cpus, CPU_SETSIZE);
+
+	if (n + 1 > 4096)
+		return;
+	snprintf(text, sizeof(text), "[job]\nworkers = %u\n" MINIMAL, n + 1);
+	put_conf("rr.conf", text, path);
+	load_ok(path, &job);
+	ck_assert_uint_eq(job.workers, n + 1);
+	ck_assert(!job.cpus_listed);
+	for (uint32_t k = 0; k < job.workers; k++)
+		ck_assert_int_eq(job.cpus[k], cpus[k % n]);
+	ck_assert_uint_eq(job.nwarnings, 1);
+	snprintf(prefix, sizeof(prefix), "%s:2: ", path);
+	ck_assert_msg(strncmp(job.warnings[0], prefix, strlen(prefix)) == 0, "%s", job.warnings[0]);
+	ck_assert_ptr_nonnull(strstr(job.warnings[0], "round-robin"));
+	shmrun_job_free(&job);
+
+	/* as many workers as CPUs: no warning */
+	snprintf(text, sizeof(text), "[job]\nworkers = %u\n" MINIMAL, n);
+	put_conf("rr2.conf", text, path);
+	load_ok(path, &job);
+	ck_assert_uint_eq(job.nwarnings, 0);
+	for (uint32_t k = 0; k < job.workers; k++)
+		ck_assert_int_eq(job.cpus[k], cpus[k]);
+	shmrun_job_free(&job);
+}
+END_TEST
+
+START_TEST(test_checkpoint_keys_without_dir_warn)
+{
+	struct shmrun_job job;
+	char path[PATH_MAX], prefix[PATH_MAX + 16];
+
+	put_conf("ckw.conf", "[job]\ncheckpoint_interval = 1s\n" MINIMAL, path);
+	load_ok(path, &job);
+	ck_assert_uint_eq(job.checkpoint_interval_ns, 1000000000ull);
+	ck_assert_uint_eq(job.nwarnings, 1);
+	snprintf(prefix, sizeof(prefix), "%s:2: ", path);
+	ck_assert_msg(strncmp(job.warnings[0], prefix, strlen(prefix)) == 0, "%s", job.warnings[0]);
+	ck_assert_ptr_nonnull(strstr(job.warnings[0], "without checkpoint_dir"));
+	shmrun_job_free(&job);
+}
+END_TEST
+
+/* BOM, CRLF, indentation, comments, ':' separators, spaces around '='. */
+START_TEST(test_syntax_tolerated)
+{
+	struct shmrun_job job;
+	char path[PATH_MAX];
+
+	put_conf("syntax.conf",
+		 "\xEF\xBB\xBF# a comment\r\n"
+		 "; another\r\n"
+		 "\r\n"
+		 "[job]   ; trailing comment\r\n"
+		 "   workers=1\r\n"
+		 "\tvnodes   =   64   ; inline comment\r\n"
+		 "[ s ]\r\n"
+		 "  op: sequence\r\n"
+		 "  count = 10\r\n"
+		 "[o]\r\n"
+		 "op = null_sink\r\n"
+		 "    input = s\r\n",
+		 path);
+	load_ok(path, &job);
+	ck_assert_uint_eq(job.vnodes, 64);
+	ck_assert_str_eq(job.stages[0].name, "s");
+	ck_assert_int_eq(job.stages[0].line, 7);
+	ck_assert_uint_eq(job.stages[0].params[0].u64, 10);
+	ck_assert_int_eq(job.stages[0].params[0].line, 9);
+	ck_assert_int_eq(job.edges[0].line, 12);
+	shmrun_job_free(&job);
+}
+END_TEST
+
+/* ---- bad files ----------------------------------------------------------- */
+
+/* A valid graph appended after the lines under test. */
+#define TAIL MINIMAL
+
+struct bad_case {
+	const char *text;
+	int line;	    /* of the expected message */
+	const char *phrase; /* in the expected message */
+};
+
+/* clang-format off */
+static const struct bad_case bad[] = {
+	/* [job] values */
+	{"[job]\nworkers = 3x\n" TAIL, 2, "workers = '3x' in [job] is not a valid count"},
+	{"[job]\nworkers = -1\n" TAIL, 2, "is not a valid count; expected an unsigned decimal"},
+	{"[job]\nworkers = 0\n" TAIL, 2,
+	 "workers = '0' in [job] is out of range; expected 1 to 4096"},
+	{"[job]\nworkers = 99999999999999999999999\n" TAIL, 2, "is too large"},
+	{"[job]\nworkers =\n" TAIL, 2, "workers in [job] has an empty value"},
+	{"[job]\nvnodes = 0\n" TAIL, 2, "vnodes = '0' in [job] is out of range"},
+	{"[job]\nvnodes = 65537\n" TAIL, 2, "expected 1 to 65536"},
+	{"[job]\nring_bytes = 12K\n" TAIL, 2, "ring_bytes = '12K' in [job] is not a power of two"},
+	{"[job]\nring_bytes = 2K\n" TAIL, 2, "out of range; expected 4K to 1G"},
+	{"[job]\nring_bytes = 2G\n" TAIL, 2, "out of range; expected 4K to 1G"},
+	{"[job]\nring_bytes = 1MB\n" TAIL, 2, "'1MB' in [job] is not a valid size"},
+	{"[job]\nring_bytes = 1m\n" TAIL, 2, "is not a valid size; expected bytes"},
+	{"[job]\nidle = spinn\n" TAIL, 2,
+	 "is not one of: spin, sleep, hybrid; did you mean 'spin'?"},
+	{"[job]\ncheckpoint_dir = ck\ncheckpoint_interval = 500\n" TAIL, 3,
+	 "is not a valid duration; expected an unsigned integer followed by ms or s"},
+	{"[job]\ncheckpoint_dir = ck\ncheckpoint_interval = 0ms\n" TAIL, 3,
+	 "checkpoint_interval = '0ms' in [job] is out of range; expected at least 1ms"},
+	{"[job]\ncheckpoint_dir = ck\ncheckpoint_timeout = 1.5s\n" TAIL, 3,
+	 "is not a valid duration"},
+	{"[job]\ncheckpoint_dir = ck\ncheckpoint_retain = 0\n" TAIL, 3,
+	 "checkpoint_retain = '0' in [job] is out of range"},
+	{"[job]\nrestart_attempts = -1\n" TAIL, 2, "is not a valid count"},
+	{"[job]\nworkers = 2\ncpus = 0\n" TAIL, 3, "both 'workers' (line 2) and 'cpus' (line 3)"},
+	{"[job]\ncpus = 3-1\n" TAIL, 2, "is not a valid CPU list"},
+	{"[job]\ncpus = 0,0\n" TAIL, 2, "lists CPU 0 twice"},
+	{"[job]\ncpus = 9999\n" TAIL, 2, "names a CPU above 4095"},
+	{"[job]\nname = my job\n" TAIL, 2, "name = 'my job' in [job] must be"},
+	/* [job] keys and sections */
+	{"[job]\nwokers = 2\n" TAIL, 2, "unknown key 'wokers' in [job]; did you mean 'workers'?"},
+	{"[job]\nzzzzzz = 1\n" TAIL, 2,
+	 "unknown key 'zzzzzz' in [job]; accepted keys: name, workers"},
+	{"workers = 2\n[job]\n" TAIL, 1, "key 'workers' before any section"},
+	{"[job]\nvnodes = 8\nvnodes = 16\n" TAIL, 3,
+	 "duplicate key 'vnodes' in [job] (first at line 2)"},
+	{"[job]\n[job]\n" TAIL, 2, "duplicate section [job] (first at line 1)"},
+	{"[jbo]\nworkers = 2\n" TAIL, 1, "stage [jbo] has no 'op' key; did you mean [job]?"},
+	/* syntax */
+	{"[job]\nworkers\n" TAIL, 2, "expected 'key = value', '[section]' or a comment"},
+	{"[job\n" TAIL, 1, "section header has no closing ']'"},
+	{"[job] x\n" TAIL, 1, "unexpected text 'x' after the section header"},
+	{"[a b]\n" TAIL, 1, "section name 'a b' must be 1 to 64 letters"},
+	{"[]\n" TAIL, 1, "empty section name"},
+	{"[job]\n= 3\n" TAIL, 2, "missing key before '='"},
+	/* stages */
+	{"[s]\ncount = 1\n[o]\nop = null_sink\ninput = s\n", 1,
+	 "stage 's' is missing required key 'op'"},
+	{"[s]\nop = sequense\ncount = 1\n[o]\nop = null_sink\ninput = s\n", 2,
+	 "unknown operator 'sequense' in stage 's'; did you mean 'sequence'?"},
+	{"[s]\nop = frobnicate\n[o]\nop = null_sink\ninput = s\n", 2,
+	 "unknown operator 'frobnicate' in stage 's'; known operators: file_source, sequence"},
+	{"[s]\nop = sequence\ncount = 1\nwidth = 0\n[o]\nop = null_sink\ninput = s\n", 4,
+	 "width = '0' in stage 's' is out of range; expected at least 1"},
+	{"[s]\nop = sequence\ncount = 1\nwidth = 2x\n[o]\nop = null_sink\ninput = s\n", 4,
+	 "width = '2x' in stage 's' is not a valid count"},
+	{"[s]\nop = sequence\ncount = 1\nwidth = 300\n[o]\nop = null_sink\ninput = s\n", 4,
+	 "width = 300 of stage 's' exceeds vnodes = 256"},
+	{"[job]\nvnodes = 4\n[s]\nop = sequence\ncount = 1\nwidth = 5\n[o]\nop = null_sink\n"
+	 "input = s\n",
+	 6, "exceeds vnodes = 4"},
+	{"[s]\nop = sequence\ncount = 1\nwidht = 2\n[o]\nop = null_sink\ninput = s\n", 4,
+	 "unknown key 'widht' in stage 's'; did you mean 'width'?"},
+	{"[s]\nop = sequence\ncount = 1\nkey = 3\n[o]\nop = null_sink\ninput = s\n", 4,
+	 "unknown key 'key' in stage 's'; did you mean 'keys'?"},
+	{"[s]\nop = sequence\ncount = 1\n[o]\nop = null_sink\ninput = s\npath = x\n", 7,
+	 "unknown key 'path' in stage 'o'; accepted keys: op, width, input"},
+	{"[s]\nop = sequence\ncount = 1\ncount = 2\n[o]\nop = null_sink\ninput = s\n", 4,
+	 "duplicate key 'count' in stage 's' (first at line 3)"},
+	{TAIL "[s]\nop = sequence\n", 7, "duplicate section [s] (first at line 1)"},
+	{"[s]\nop = sequence\n[o]\nop = null_sink\ninput = s\n", 1,
+	 "stage 's' (op sequence) is missing required key 'count'"},
+	{"[s]\nop = sequence\ncount = 1\n[o]\nop = file_sink\ninput = s\n", 4,
+	 "stage 'o' (op file_sink) is missing required key 'path'"},
+	/* operator params */
+	{"[s]\nop = sequence\ncount = 0\n[o]\nop = null_sink\ninput = s\n", 3,
+	 "count = '0' in stage 's' is out of range; expected 1 to"},
+	{"[s]\nop = sequence\ncount = 1.5\n[o]\nop = null_sink\ninput = s\n", 3,
+	 "count = '1.5' in stage 's' is not a valid count"},
+	{"[s]\nop = sequence\ncount = 1\nrate = 0\n[o]\nop = null_sink\ninput = s\n", 4,
+	 "rate = '0' in stage 's' is out of range"},
+	{"[s]\nop = file_source\npath = x\npiece_bytes = 32X\n[o]\nop = null_sink\ninput = s\n", 4,
+	 "piece_bytes = '32X' in stage 's' is not a valid size"},
+	{"[s]\nop = sequence\ncount = 1\n[t]\nop = tokenize\ninput = s\nlowercase = maybe\n"
+	 "[o]\nop = null_sink\ninput = t\n",
+	 7, "lowercase = 'maybe' in stage 't' is not a valid boolean"},
+	{"[s]\nop = sequence\ncount = 1\n[c]\nop = count\ninput = s\nemit = finale\n"
+	 "[o]\nop = null_sink\ninput = c\n",
+	 7, "emit = 'finale' in stage 'c' is not one of: final, update; did you mean 'final'?"},
+	/* graph */
+	{"[s]\nop = sequence\ncount = 1\n[o]\nop = null_sink\ninput = ss\n", 6,
+	 "unknown stage 'ss' in input of stage 'o'; did you mean 's'?"},
+	{"[s]\nop = sequence\ncount = 1\n[o]\nop = null_sink\ninput = s by kye\n", 6,
+	 "input 's by kye' of stage 'o' is not valid"},
+	{"[s]\nop = sequence\ncount = 1\n[o]\nop = null_sink\ninput = s,,s\n", 6,
+	 "input of stage 'o' has an empty entry"},
+	{"[s]\nop = sequence\ncount = 1\n[o]\nop = null_sink\ninput =\n", 6,
+	 "input in stage 'o' has an empty value"},
+	{"[s]\nop = sequence\ncount = 1\n[o]\nop = null_sink\ninput = s, s by key\n", 6,
+	 "stage 's' is named twice in the input of stage 'o'"},
+	{"[s]\nop = sequence\ncount = 1\ninput = o\n[o]\nop = null_sink\ninput = s\n", 4,
+	 "stage 's' (op sequence) is a source and takes no input"},
+	{"[s]\nop = sequence\ncount = 1\n[t]\nop = tokenize\n[o]\nop = null_sink\ninput = s\n", 4,
+	 "stage 't' (op tokenize) has no 'input'"},
+	{"[s]\nop = sequence\ncount = 1\n[a]\nop = tokenize\ninput = s, b\n[b]\nop = tokenize\n"
+	 "input = a\n[o]\nop = null_sink\ninput = b\n",
+	 6, "input of stage 'a' closes a cycle: a -> b -> a"},
+	{"[s]\nop = sequence\ncount = 1\n[a]\nop = tokenize\ninput = s, a\n[o]\nop = null_sink\n"
+	 "input = a\n",
+	 6, "closes a cycle: a -> a"},
+	{"[s]\nop = sequence\ncount = 1\n[t]\nop = tokenize\ninput = s\n", 4,
+	 "no sink stage: the job's records go nowhere"},
+	{"[s]\nop = sequence\ncount = 1\n[t]\nop = tokenize\ninput = s\n[o]\nop = null_sink\n"
+	 "input = s\n",
+	 4, "stage 't' (op tokenize) feeds no stage"},
+	{"[s]\nop = sequence\ncount = 1\n[o]\nop = null_sink\ninput = s\n[p]\nop = null_sink\n"
+	 "input = o\n",
+	 9, "stage 'p' reads from 'o', a sink (op null_sink) that emits nothing"},
+	{"[s]\nop = sequence\ncount = 1\nwidth = 2\n[t]\nop = tokenize\ninput = s forward\n"
+	 "width = 3\n[o]\nop = null_sink\ninput = t\n",
+	 7, "a forward edge needs equal widths, but 's' has width 2 and 't' width 3"},
+	{"[a]\nop = tokenize\ninput = b\n[b]\nop = tokenize\ninput = a\n[o]\nop = null_sink\n"
+	 "input = b\n",
+	 1, "no source stage"},
+	{"[s]\nop = sequence\ncount = 1\n[o]\nop = null_sink\ninput = s\n[x]\nop = tokenize\n"
+	 "[y]\nop = tokenize\ninput = x\n[p]\nop = null_sink\ninput = y\n",
+	 9, "stage 'y' has no path from a source"},
+	{"[job]\nworkers = 1\n", 1, "no stages: a job needs at least a source stage and a sink"},
+	{"", 1, "no stages"},
+};
+/* clang-format on */
+
+START_TEST(test_bad_config)
+{
+	const struct bad_case *b = &bad[_i];
+	struct shmrun_job job;
+	struct shmrun_job_errors errs;
+	char name[32], path[PATH_MAX], prefix[PATH_MAX + 16];
+	bool found = false;
+	int r;
+
+	snprintf(name, sizeof(name), "bad%03d.conf", _i);
+	put_conf(name, b->text, path);
+	r = shmrun_job_load(path, &job, &errs);
+	ck_assert_msg(r == -EINVAL, "case %d: load returned %d\n%s", _i, r, dump(&errs));
+	ck_assert_uint_ge(errs.n, 1);
+	snprintf(prefix, sizeof(prefix), "%s:%d: ", path, b->line);
+	for (uint32_t i = 0; i < errs.n && !found; i++)
+		found = strncmp(errs.msgs[i], prefix, strlen(prefix)) == 0 &&
+			strstr(errs.msgs[i] + strlen(prefix), b->phrase);
+	ck_assert_msg(found, "case %d: want \"%s... %s...\"; got:\n%s", _i, prefix, b->phrase,
+		      dump(&errs));
+	/* every message names file:line */
+	for (uint32_t i = 0; i < errs.n; i++) {
+		const char *p = errs.msgs[i] + strlen(path);
+
+		ck_assert_msg(strncmp(errs.msgs[i], path, strlen(path)) == 0 && p[0] == ':' &&
+				  atoi(p + 1) > 0,
+			      "case %d: no file:line in '%s'", _i, errs.msgs[i]);
+	}
+	/* a failed load leaves nothing to free */
+	ck_assert_ptr_null(job.stages);
+	ck_assert_ptr_null(job.name);
+	ck_assert_ptr_null(job.cpus);
+	shmrun_job_errors_free(&errs);
+	ck_assert_ptr_null(errs.msgs);
+}
+END_TEST
+
+/* Expect exactly one message with @prefix-relative @line containing @phrase. */
+static void expect_error(const char *path, int r, const struct shmrun_job_errors *errs, int line,
+			 const char *phrase)
+{
+	char prefix[PATH_MAX + 16];
+	bool found = false;
+
+	ck_assert_msg(r == -EINVAL, "load returned %d\n%s", r, dump(errs));
+	snprintf(prefix, sizeof(prefix), "%s:%d: ", path, line);
+	for (uint32_t i = 0; i < errs->n && !found; i++)
+		found = strncmp(errs->msgs[i], prefix, strlen(prefix)) == 0 &&
+			strstr(errs->msgs[i], phrase);
+	ck_assert_msg(found, "want \"%s... %s...\"; got:\n%s", prefix, phrase, dump(errs));
+}
+
+START_TEST(test_line_too_long)
+{
+	struct shmrun_job job;
+	struct shmrun_job_errors errs;
+	char path[PATH_MAX], text[1024];
+	int r;
+
+	snprintf(text, sizeof(text), "[job]\nname = %0300d\n" TAIL, 7);
+	put_conf("long.conf", text, path);
+	r = shmrun_job_load(path, &job, &errs);
+	expect_error(path, r, &errs, 2, "line is longer than");
+	/* the lines after it are still read with the right numbers */
+	ck_assert_uint_eq(errs.n, 1);
+	shmrun_job_errors_free(&errs);
+}
+END_TEST
+
+START_TEST(test_nul_byte)
+{
+	static const char text[] = "[job]\nname = a\0b\n" TAIL;
+	struct shmrun_job job;
+	struct shmrun_job_errors errs;
+	char path[PATH_MAX];
+	int r;
+
+	put_file("nul.conf", text, sizeof(text) - 1, path);
+	r = shmrun_job_load(path, &job, &errs);
+	expect_error(path, r, &errs, 2, "NUL byte");
+	ck_assert_uint_eq(errs.n, 1);
+	shmrun_job_errors_free(&errs);
+}
+END_TEST
+
+/* A CPU number that exists in no machine this runs on, and one above the limit. */
+START_TEST(test_cpus_not_online)
+{
+	struct shmrun_job job;
+	struct shmrun_job_errors errs;
+	char path[PATH_MAX], text[512], phrase[64];
+	long conf = sysconf(_SC_NPROCESSORS_CONF), onln = sysconf(_SC_NPROCESSORS_ONLN);
+	long cpu = (conf > onln ? conf : onln) + 1;
+	int r;
+
+	if (cpu > 4095)
+		return;
+	snprintf(text, sizeof(text), "[job]\ncpus = %ld\n" TAIL, cpu);
+	put_conf("offline.conf", text, path);
+	r = shmrun_job_load(path, &job, &errs);
+	snprintf(phrase, sizeof(phrase), "CPU %ld is not online", cpu);
+	expect_error(path, r, &errs, 2, phrase);
+	shmrun_job_errors_free(&errs);
+
+	put_conf("cpu9999.conf", "[job]\ncpus = 9999\n" TAIL, path);
+	r = shmrun_job_load(path, &job, &errs);
+	expect_error(path, r, &errs, 2, "CPU above 4095");
+	shmrun_job_errors_free(&errs);
+}
+END_TEST
+
+/* One run reports every error of the file, sorted by line. */
+START_TEST(test_all_errors_collected)
+{
+	/* clang-format off */
+	static const struct {
+		int line;
+		const char *phrase;
+	} want[] = {
+		{2, "workers = '0'"},
+		{3, "unknown key 'vnode'"},
+		{6, "count = '-5'"},
+		{8, "unknown operator 'tokenise'"},
+		{10, "unknown stage 'wrods'"},
+		{14, "unknown key 'widht'"},
+	};
+	/* clang-format on */
+	struct shmrun_job job;
+	struct shmrun_job_errors errs;
+	char path[PATH_MAX], prefix[PATH_MAX + 16];
+	int r;
+
+	put_conf("many.conf",
+		 "[job]\n"
+		 "workers = 0\n"
+		 "vnode = 8\n"
+		 "[s]\n"
+		 "op = sequence\n"
+		 "count = -5\n"
+		 "[words]\n"
+		 "op = tokenise\n"
+		 "[c]\n"
+		 "input = wrods by key\n"
+		 "op = count\n"
+		 "[o]\n"
+		 "op = null_sink\n"
+		 "widht = 1\n"
+		 "input = c\n",
+		 path);
+	r = shmrun_job_load(path, &job, &errs);
+	ck_assert_int_eq(r, -EINVAL);
+	ck_assert_msg(errs.n == sizeof(want) / sizeof(want[0]), "%s", dump(&errs));
+	for (uint32_t i = 0; i < errs.n; i++) {
+		snprintf(prefix, sizeof(prefix), "%s:%d: ", path, want[i].line);
+		ck_assert_msg(strncmp(errs.msgs[i], prefix, strlen(prefix)) == 0 &&
+				  strstr(errs.msgs[i], want[i].phrase),
+			      "message %u: want %s %s; got:\n%s", i, prefix, want[i].phrase,
+			      dump(&errs));
+	}
+	shmrun_job_errors_free(&errs);
+}
+END_TEST
+
+START_TEST(test_io_errors)
+{
+	struct shmrun_job job;
+	struct shmrun_job_errors errs;
+	char path[PATH_MAX], want[PATH_MAX + 64];
+	int r;
+
+	snprintf(path, sizeof(path), "%s/missing.conf", tmpdir);
+	r = shmrun_job_load(path, &job, &errs);
+	ck_assert_int_eq(r, -ENOENT);
+	ck_assert_uint_eq(errs.n, 1);
+	snprintf(want, sizeof(want), "%s: cannot open: No such file or directory", path);
+	ck_assert_str_eq(errs.msgs[0], want);
+	ck_assert_ptr_null(job.stages);
+	shmrun_job_errors_free(&errs);
+
+	/* a directory opens but cannot be read */
+	r = shmrun_job_load(tmpdir, &job, &errs);
+	ck_assert_int_eq(r, -EISDIR);
+	ck_assert_uint_eq(errs.n, 1);
+	ck_assert_msg(strncmp(errs.msgs[0], tmpdir, strlen(tmpdir)) == 0 &&
+			  strstr(errs.msgs[0], "Is a directory"),
+		      "%s", errs.msgs[0]);
+	shmrun_job_errors_free(&errs);
+}
+END_TEST
+
+static Suite *conf_suite(void)
+{
+	Suite *s = suite_create("conf");
+	TCase *tc;
+
+	tc = tcase_create("parse");
+	tcase_add_test(tc, test_parse_size);
+	tcase_add_test(tc, test_parse_duration);
+	tcase_add_test(tc, test_parse_count);
+	tcase_add_test(tc, test_parse_cpus);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("good");
+	tcase_add_unchecked_fixture(tc, tmpdir_create, tmpdir_remove);
+	tcase_add_test(tc, test_defaults);
+	tcase_add_test(tc, test_units_and_values);
+	tcase_add_test(tc, test_relative_paths);
+	tcase_add_test(tc, test_edge_kinds);
+	tcase_add_test(tc, test_topo_order);
+	tcase_add_test(tc, test_cpus_listed);
+	tcase_add_test(tc, test_workers_round_robin);
+	tcase_add_test(tc, test_checkpoint_keys_without_dir_warn);
+	tcase_add_test(tc, test_syntax_tolerated);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("bad");
+	tcase_add_unchecked_fixture(tc, tmpdir_create, tmpdir_remove);
+	tcase_add_loop_test(tc, test_bad_config, 0, (int)(sizeof(bad) / sizeof(bad[0])));
+	tcase_add_test(tc, test_line_too_long);
+	tcase_add_test(tc, test_nul_byte);
+	tcase_add_test(tc, test_cpus_not_online);
+	tcase_add_test(tc, test_all_errors_collected);
+	tcase_add_test(tc, test_io_errors);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(conf_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1602,6 +1602,11 @@ static int parse_input_item(struct loader *ld, uint32_t to, const char *item, si
 			       job->stages[from].name, job->stages[to].name, job->stages[from].name,
 			       job->stages[from].width, job->stages[to].name,
 			       job->stages[to].width);
+		/* Between two width-1 stages every routing sends each record to
+		 * the one downstream instance in order: the same as a forward edge,
+		 * which is a direct call instead of a ring. */
+		if (job->stages[from].width == 1 && job->stages[to].width == 1)
+			kind = SHMRUN_EDGE_FORWARD;
 	}
 	return add_edge(ld, cap, (uint32_t)from, to, kind, line);
 }

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# tests/integration/cli.sh SHMRUN: the shmrun command line — --help, --version,
+# usage errors, `check`, `plan`, and bad topologies: each of these exits 2,
+# names file:line in its message and starts nothing (checked through `shmrun
+# run`, not only `check`).
+set -euo pipefail
+shmrun=${1:?usage: cli.sh path/to/shmrun}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$shmrun" --help | grep -q "usage: shmrun" || fail "--help"
+"$shmrun" --version | grep -Eq "^shmrun [0-9]+\.[0-9]+" || fail "--version"
+set +e
+"$shmrun" > /dev/null 2>&1; [ $? -eq 2 ] || fail "no argument: exit status"
+"$shmrun" --bogus x.conf > /dev/null 2>&1; [ $? -eq 2 ] || fail "unknown option: exit status"
+"$shmrun" --log-level loud x.conf 2> "$tmp/err"; [ $? -eq 2 ] || fail "bad --log-level: exit"
+grep -q "log-level" "$tmp/err" || fail "bad --log-level: message"
+"$shmrun" "$tmp/nope.conf" 2> "$tmp/err"; [ $? -eq 2 ] || fail "missing conf: exit"
+grep -q "nope.conf" "$tmp/err" || fail "missing conf: path not named"
+set -e
+
+good='[job]
+workers = 2
+[read]
+op = sequence
+count = 1000
+keys = 7
+width = 2
+[count]
+op = count
+input = read by key
+width = 3
+[out]
+op = file_sink
+input = count
+path = out/good.tsv'
+printf '%s\n' "$good" > "$tmp/good.conf"
+"$shmrun" check "$tmp/good.conf" | grep -q "ok" || fail "check of a good conf"
+"$shmrun" plan "$tmp/good.conf" > "$tmp/plan"
+grep -q "read -> count: shuffle by key, 6 channels" "$tmp/plan" || fail "plan: edges"
+grep -Eq "^[0-9]+ +count +2 +[01] +[0-9]+ +\[170, 256\)" "$tmp/plan" || fail "plan: task rows"
+"$shmrun" --log-level error "$tmp/good.conf" 2> /dev/null
+[ "$(wc -l < "$tmp/out/good.tsv")" -eq 7 ] || fail "run of a good conf"
+rm -rf "$tmp/out"
+
+# name | line | text appended to a minimal good job (line numbers count from 1)
+n=0
+bad() {
+	local name=$1 line=$2 body=$3
+	n=$((n + 1))
+	printf '%s\n' "$body" > "$tmp/$name.conf"
+	for cmd in check run; do
+		set +e
+		if [ $cmd = run ]; then "$shmrun" "$tmp/$name.conf" > /dev/null 2> "$tmp/err"
+		else "$shmrun" check "$tmp/$name.conf" > /dev/null 2> "$tmp/err"; fi
+		rc=$?
+		set -e
+		[ $rc -eq 2 ] || { cat "$tmp/err" >&2; fail "$name ($cmd): exit status $rc, expected 2"; }
+		grep -q "$tmp/$name.conf:$line: " "$tmp/err" ||
+			{ cat "$tmp/err" >&2; fail "$name ($cmd): no '$name.conf:$line:' in the message"; }
+		grep -q "INFO" "$tmp/err" && fail "$name ($cmd): something started"
+	done
+	[ -e "$tmp/out" ] && fail "$name: output was written"
+	return 0
+}
+src='[src]
+op = sequence
+count = 10'
+sink='[out]
+op = null_sink
+input = src'
+bad unknown_job_key 2 "[job]
+wrokers = 2
+$src
+$sink"
+bad width_3x 4 "$src
+width = 3x
+$sink"
+bad width_negative 4 "$src
+width = -1
+$sink"
+bad width_zero 4 "$src
+width = 0
+$sink"
+bad count_overflow 3 "[src]
+op = sequence
+count = 99999999999999999999999
+$sink"
+bad ring_not_pow2 2 "[job]
+ring_bytes = 3000
+$src
+$sink"
+bad ring_unit 2 "[job]
+ring_bytes = 1Q
+$src
+$sink"
+bad ring_too_small 2 "[job]
+ring_bytes = 1K
+$src
+$sink"
+bad vnodes_zero 2 "[job]
+vnodes = 0
+$src
+$sink"
+bad width_over_vnodes 6 "[job]
+vnodes = 4
+$src
+width = 8
+$sink"
+bad unknown_op 2 "[src]
+op = sequense
+count = 10
+$sink"
+bad unknown_stage_key 4 "$src
+widht = 2
+$sink"
+bad missing_required 1 "[src]
+op = sequence
+$sink"
+bad unknown_input 6 "$src
+[out]
+op = null_sink
+input = scr"
+bad cycle 6 "$src
+[a]
+op = count
+input = src, b
+[b]
+op = count
+input = a
+$sink"
+bad no_sink 4 "$src
+[c]
+op = count
+input = src"
+bad source_with_input 7 "$src
+[s2]
+op = sequence
+count = 5
+input = src
+$sink"
+bad forward_unequal 8 "$src
+width = 2
+[out]
+op = null_sink
+width = 3
+input = src forward"
+bad duration_unit 2 "[job]
+checkpoint_interval = 5 minutes
+checkpoint_dir = ck
+$src
+$sink"
+bad bad_bool 6 "$src
+[t]
+op = tokenize
+lowercase = maybe
+input = src
+$sink"
+bad bad_enum 7 "$src
+[c]
+op = count
+input = src
+emit = sometimes
+[out2]
+op = null_sink
+input = c"
+bad duplicate_key 4 "$src
+count = 20
+$sink"
+bad cpu_offline 2 "[job]
+cpus = 4000
+$src
+$sink"
+bad workers_and_cpus 3 "[job]
+workers = 2
+cpus = 0
+$src
+$sink"
+bad key_outside_section 1 "width = 2
+$src
+$sink"
+[ $n -ge 20 ] || fail "only $n bad configurations"
+echo "cli: $n bad configurations each exit 2 with file:line; help, version, check, plan, run ok"

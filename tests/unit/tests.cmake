@@ -1,0 +1,34 @@
+# Unit tests of shm/ (DESIGN.md §4): rings and segments in one process.
+# check_ring_threads also carries the "tsan" label: .ci/run runs it under TSan.
+shmrun_check_test(check_ring
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_ring.c
+	LIBS shmrun_shm
+	LABELS ring
+	TIMEOUT 180)
+shmrun_check_test(check_segment
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_segment.c
+	LIBS shmrun_shm
+	LABELS ring
+	TIMEOUT 60)
+shmrun_check_test(check_ring_threads
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_ring_threads.c
+	LIBS shmrun_shm
+	LABELS ring tsan
+	TIMEOUT 240)
+
+# Unit tests of runtime/ (DESIGN.md §3, §7): placement properties, topology.conf.
+shmrun_check_test(check_placement
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_placement.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 120)
+shmrun_check_test(check_conf
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_conf.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 120)
+shmrun_check_test(check_plan
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_plan.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)

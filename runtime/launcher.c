@@ -163,7 +163,7 @@ static void print_summary(const struct shmrun_plan *plan, struct shmrun_worker_s
 			  int64_t elapsed_ns)
 {
 	const struct shmrun_job *job = plan->job;
-	uint64_t in = 0, out = 0, keys = 0, bytes = 0;
+	uint64_t in = 0, out = 0, keys = 0, bytes = 0, key_bytes = 0;
 	double secs = (double)elapsed_ns / 1e9;
 
 	for (uint32_t w = 0; w < job->workers; w++) {
@@ -171,11 +171,14 @@ static void print_summary(const struct shmrun_plan *plan, struct shmrun_worker_s
 		out += atomic_load_explicit(&stats[w].records_out, memory_order_relaxed);
 		keys += atomic_load_explicit(&stats[w].keys, memory_order_relaxed);
 		bytes += atomic_load_explicit(&stats[w].state_bytes, memory_order_relaxed);
+		key_bytes += atomic_load_explicit(&stats[w].key_bytes, memory_order_relaxed);
 	}
 	shmrun_log(SHMRUN_LOG_INFO,
 		   "job %s done in %.3f s: records in %" PRIu64 ", records out %" PRIu64
-		   ", distinct keys %" PRIu64 " (%.1f MiB of key-bound state)",
-		   job->name, secs, in, out, keys, (double)bytes / 1048576.0);
+		   ", distinct keys %" PRIu64 ", key-bound state %" PRIu64
+		   " bytes (%.1f per key beyond the key)",
+		   job->name, secs, in, out, keys, bytes,
+		   keys ? (double)(bytes - key_bytes) / (double)keys : 0.0);
 	fprintf(stderr, "records in:    %" PRIu64 "\nrecords out:   %" PRIu64
 			"\ndistinct keys: %" PRIu64 "\n",
 		in, out, keys);

@@ -190,7 +190,7 @@ static unsigned char *entry_alloc(struct shmrun_kv *kv, size_t n)
 			kv->chunks->next = c;
 		else
 			kv->chunks = c;
-		kv->bytes += sizeof(*c) + n;
+		kv->bytes += n;
 		return c->data;
 	}
 	if ((size_t)(kv->bump_end - kv->bump) < n) {
@@ -202,10 +202,10 @@ static unsigned char *entry_alloc(struct shmrun_kv *kv, size_t n)
 		kv->chunks = c;
 		kv->bump = c->data;
 		kv->bump_end = c->data + CHUNK_BYTES;
-		kv->bytes += sizeof(*c) + CHUNK_BYTES;
 	}
 	p = kv->bump;
 	kv->bump += n;
+	kv->bytes += n;
 	return p;
 }
 
@@ -236,6 +236,7 @@ void *shmrun_kv_get(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash, const v
 			return NULL;
 		}
 		kv->tables[vnode] = t;
+		kv->bytes += sizeof(*t);
 	}
 	for (i = slot_index(hash, t->cap); t->slots[i]; i = (i + 1) & (t->cap - 1)) {
 		uint64_t s = t->slots[i];
@@ -267,6 +268,7 @@ void *shmrun_kv_get(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash, const v
 	t->slots[i] = tag | (uint64_t)(uintptr_t)e;
 	t->used++;
 	kv->keys++;
+	kv->key_bytes += key_len;
 	return e + 8;
 }
 

@@ -15,7 +15,8 @@ struct shmrun_kv {
 	uint32_t value_bytes;             /* fixed per task; 0 until first use */
 	struct shmrun_kv_table **tables;  /* V entries, NULL until used */
 	uint64_t keys;                    /* distinct keys in all tables */
-	uint64_t bytes;                   /* bytes allocated (slots, entries, chunks) */
+	uint64_t bytes;                   /* bytes in use: tables, slots, entries (keys included) */
+	uint64_t key_bytes;               /* sum of the keys' lengths */
 	struct kv_chunk *chunks;          /* bump-allocation chunks for entries */
 	unsigned char *bump, *bump_end;
 };

@@ -854,6 +854,8 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 		atomic_fetch_add_explicit(&stats->keys, w.tasks[x].kv.keys, memory_order_relaxed);
 		atomic_fetch_add_explicit(&stats->state_bytes, w.tasks[x].kv.bytes,
 					  memory_order_relaxed);
+		atomic_fetch_add_explicit(&stats->key_bytes, w.tasks[x].kv.key_bytes,
+					  memory_order_relaxed);
 	}
 	err = w.failed ? 1 : *stop ? 3 : 0;
 	teardown(&w);

@@ -23,7 +23,8 @@ struct shmrun_worker_stats {
 	_Atomic uint64_t records_out; /* records written by sinks */
 	_Atomic uint64_t keys;        /* distinct keys in key-bound state at end of input */
 	_Atomic uint64_t state_bytes; /* bytes of key-bound state at end of input */
-	char error[472];              /* why the worker failed, if it did */
+	_Atomic uint64_t key_bytes;   /* of which the keys themselves */
+	char error[464];              /* why the worker failed, if it did */
 } __attribute__((aligned(SHMRUN_CACHELINE)));
 
 struct shmrun_worker;

@@ -236,9 +236,9 @@ void shmrun_ring_set_wake_bell(struct shmrun_ring *r, struct shmrun_bell *bell)
 
 static void publish_tail(struct shmrun_ring *r)
 {
-	/* release: pairs with the acquire load of tail in refresh_tail(); makes
+	/* release: pairs with the acquire load of tail in shmrun_ring_peek(); makes
 	 * the bytes of every frame below r->tail visible to the consumer. */
-	atomic_store_explicit(&r->sh->tail, r->tail, memory_order_relaxed);
+	atomic_store_explicit(&r->sh->tail, r->tail, memory_order_release);
 	r->tail_pub = r->tail;
 	shmrun_bell_ring(r->wake);
 }

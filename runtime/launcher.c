@@ -39,6 +39,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
+#include "ckpt_io.h"
 #include "plan.h"
 #include "worker.h"
 
@@ -95,8 +97,7 @@ static void describe_tasks(const struct shmrun_plan *plan, uint32_t worker, char
 }
 
 static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segment *seg,
-			uint32_t index, struct shmrun_worker_stats *stats /* all workers' */,
-			pid_t launcher,
+			uint32_t index, struct shmrun_control *ctl, pid_t launcher,
 			const sigset_t *oldmask)
 {
 	const struct shmrun_job *job = plan->job;
@@ -123,7 +124,7 @@ static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segm
 		shmrun_log(SHMRUN_LOG_WARN, "cannot pin to CPU %d: %s; running unpinned",
 			   job->cpus[index], strerror(errno));
 	shmrun_log(SHMRUN_LOG_DEBUG, "started on CPU %d", job->cpus[index]);
-	status = shmrun_worker_run(plan, seg, index, stats, &worker_stop);
+	status = shmrun_worker_run(plan, seg, index, ctl, &worker_stop);
 	fflush(NULL);
 	_exit(status);
 }
@@ -199,30 +200,89 @@ static void print_summary(const struct shmrun_plan *plan, struct shmrun_worker_s
 	}
 }
 
-int shmrun_run(const struct shmrun_job *job)
-{
-	struct shmrun_worker_stats *stats = MAP_FAILED;
-	struct shmrun_segment seg = {.fd = -1};
-	struct shmrun_plan *plan = NULL;
-	size_t stats_len = 0;
-	pid_t *pids = NULL, self = getpid();
-	sigset_t set, oldmask;
-	uint32_t running = 0;
-	int64_t start = now_ns();
-	int rc = 2, err;
-	char msg[512];
+/* How one start of the job ended. */
+enum run_end {
+	RUN_DONE,     /* every worker reached end of input */
+	RUN_STOPPED,  /* graceful stop: final checkpoint taken */
+	RUN_SIGNALED, /* stopped by a signal without checkpoints */
+	RUN_FAILED,   /* a worker died or failed: restartable */
+	RUN_NOSTART,  /* could not start (segment, restore selection) */
+};
 
-	for (uint32_t i = 0; i < job->nwarnings; i++)
-		shmrun_log(SHMRUN_LOG_WARN, "%s", job->warnings[i]);
-	err = shmrun_plan_build(job, &plan);
-	if (err)
+struct run {
+	const struct shmrun_job *job;
+	const struct shmrun_plan *plan;
+	struct shmrun_control *ctl;
+	sigset_t set, oldmask;
+	int signal;        /* the signal that stopped the run */
+	char cause[512];   /* why it failed */
+	uint64_t epoch;    /* restored (start) / stopped at (end) */
+};
+
+/* Pick the checkpoint to restore and check it fits this topology. */
+static int select_restore(struct run *r)
+{
+	const struct shmrun_job *job = r->job;
+	struct shmrun_manifest m = {0};
+	uint64_t *epochs = NULL;
+	char why[300];
+	int64_t e;
+	int n;
+
+	if (!job->checkpoint_dir)
+		return 0;
+	e = shmrun_ckpt_select(job->checkpoint_dir, &m);
+	if (e < 0)
+		return (int)e;
+	/* New epochs number past every directory there, damaged ones included,
+	 * so no epoch ever writes into a directory it did not create. */
+	n = shmrun_ckpt_list(job->checkpoint_dir, &epochs);
+	if (n > 0)
+		atomic_store_explicit(&r->ctl->trigger_epoch, epochs[0], memory_order_relaxed);
+	free(epochs);
+	if (e == 0) {
+		shmrun_log(SHMRUN_LOG_INFO, "no checkpoint in %s: starting from empty state",
+			   job->checkpoint_dir);
+		return 0;
+	}
+	if (shmrun_ckpt_check_topology(&m, job, why, sizeof(why))) {
+		shmrun_log(SHMRUN_LOG_ERROR,
+			   "%s/ckpt-%" PRId64 " was taken by another topology (%s); restoring it "
+			   "would corrupt state. Undo the change, or start from empty state with "
+			   "STREAM_RESET_STATE=1",
+			   job->checkpoint_dir, e, why);
+		shmrun_manifest_free(&m);
+		return -ESTALE;
+	}
+	shmrun_manifest_free(&m);
+	r->ctl->restored_epoch = (uint64_t)e;
+	r->epoch = (uint64_t)e;
+	shmrun_log(SHMRUN_LOG_INFO, "restoring epoch %" PRId64 " from %s/ckpt-%" PRId64, e,
+		   job->checkpoint_dir, e);
+	return 0;
+}
+
+static enum run_end run_once(struct run *r)
+{
+	const struct shmrun_job *job = r->job;
+	const struct shmrun_plan *plan = r->plan;
+	struct shmrun_segment seg = {.fd = -1};
+	struct shmrun_worker_stats *stats;
+	pid_t *pids = NULL, self = getpid();
+	uint32_t running = 0;
+	enum run_end end = RUN_NOSTART;
+	bool stopping = false;
+	int err;
+
+	r->ctl = shmrun_control_create(job->workers, plan->ntasks);
+	pids = calloc(job->workers, sizeof(*pids));
+	if (!r->ctl || !pids) {
+		shmrun_log(SHMRUN_LOG_ERROR, "out of memory starting workers");
 		goto out;
-	for (uint32_t s = 0; s < job->nstages; s++)
-		if (shmrun_task_prepare_stage(plan, s, msg, sizeof(msg))) {
-			shmrun_log(SHMRUN_LOG_ERROR, "%s: %s; nothing was started", job->conf_path,
-				   msg);
-			goto out;
-		}
+	}
+	stats = shmrun_control_stats(r->ctl);
+	if (select_restore(r))
+		goto out;
 	err = shmrun_segment_create(&seg, plan->rings, plan->nchannels, 0);
 	if (err) {
 		shmrun_log(SHMRUN_LOG_ERROR, "cannot create the shared-memory segment (%" PRIu64
@@ -231,32 +291,20 @@ int shmrun_run(const struct shmrun_job *job)
 		goto out;
 	}
 	bind_rings(plan, &seg);
-	stats_len = job->workers * sizeof(*stats);
-	stats = mmap(NULL, stats_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	pids = calloc(job->workers, sizeof(*pids));
-	if (stats == MAP_FAILED || !pids) {
-		shmrun_log(SHMRUN_LOG_ERROR, "out of memory starting workers");
-		goto out;
-	}
-
-	sigemptyset(&set);
-	sigaddset(&set, SIGCHLD);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigprocmask(SIG_BLOCK, &set, &oldmask);
 	fflush(NULL);
 	for (uint32_t w = 0; w < job->workers; w++) {
 		pid_t pid = fork();
 
 		if (pid == 0)
-			worker_main(plan, &seg, w, stats, self, &oldmask);
+			worker_main(plan, &seg, w, r->ctl, self, &r->oldmask);
 		if (pid < 0) {
 			shmrun_log(SHMRUN_LOG_ERROR, "fork of worker %u failed: %s", w,
 				   strerror(errno));
 			kill_all(pids, job->workers, SIGKILL);
 			reap_all(pids, job->workers, 0);
-			rc = 1;
-			goto out_mask;
+			snprintf(r->cause, sizeof(r->cause), "fork failed");
+			end = RUN_FAILED;
+			goto out;
 		}
 		pids[w] = pid;
 		running++;
@@ -264,18 +312,30 @@ int shmrun_run(const struct shmrun_job *job)
 	shmrun_log(SHMRUN_LOG_INFO, "job %s: %u workers, %u tasks, %u rings", job->name,
 		   job->workers, plan->ntasks, plan->nchannels);
 
-	rc = 0;
+	end = RUN_DONE;
 	while (running) {
 		struct timespec tick = {0, 100000000};
 		siginfo_t info;
-		int sig = sigtimedwait(&set, &info, &tick);
+		int sig = sigtimedwait(&r->set, &info, &tick);
 
+		if ((sig == SIGINT || sig == SIGTERM) && job->checkpoint_dir && !stopping) {
+			/* stop with checkpoint: the next epoch is the final one */
+			shmrun_log(SHMRUN_LOG_WARN,
+				   "%s: taking a final checkpoint, then stopping (send it again to "
+				   "stop at once)",
+				   strsignal(sig));
+			atomic_store_explicit(&r->ctl->stop_requested, 1, memory_order_release);
+			stopping = true;
+			r->signal = sig;
+			continue;
+		}
 		if (sig == SIGINT || sig == SIGTERM) {
 			shmrun_log(SHMRUN_LOG_WARN, "%s: stopping %u workers", strsignal(sig),
 				   running);
 			kill_all(pids, job->workers, SIGTERM);
 			reap_all(pids, job->workers, now_ns() + STOP_GRACE_NS);
-			rc = 128 + sig;
+			r->signal = sig;
+			end = RUN_SIGNALED;
 			break;
 		}
 		for (uint32_t w = 0; w < job->workers; w++) {
@@ -290,33 +350,171 @@ int shmrun_run(const struct shmrun_job *job)
 				continue;
 			describe_tasks(plan, w, tasks, sizeof(tasks));
 			if (WIFSIGNALED(status))
-				shmrun_log(SHMRUN_LOG_ERROR,
-					   "worker %u (CPU %d, tasks %s) was killed by signal %d (%s)",
-					   w, job->cpus[w], tasks, WTERMSIG(status),
-					   strsignal(WTERMSIG(status)));
+				snprintf(r->cause, sizeof(r->cause),
+					 "worker %u (CPU %d, tasks %s) was killed by signal %d (%s)", w,
+					 job->cpus[w], tasks, WTERMSIG(status),
+					 strsignal(WTERMSIG(status)));
 			else
-				shmrun_log(SHMRUN_LOG_ERROR,
-					   "worker %u (CPU %d, tasks %s) failed with exit status %d%s%s",
-					   w, job->cpus[w], tasks, WEXITSTATUS(status),
-					   stats[w].error[0] ? ": " : "", stats[w].error);
+				snprintf(r->cause, sizeof(r->cause),
+					 "worker %u (CPU %d, tasks %s) failed with exit status %d%s%.200s",
+					 w, job->cpus[w], tasks, WEXITSTATUS(status),
+					 stats[w].error[0] ? ": " : "", stats[w].error);
+			shmrun_log(SHMRUN_LOG_ERROR, "%s", r->cause);
 			kill_all(pids, job->workers, SIGKILL);
 			reap_all(pids, job->workers, 0);
 			running = 0;
-			rc = 1;
-			shmrun_log(SHMRUN_LOG_ERROR, "job %s stopped: every worker was stopped",
-				   job->name);
+			end = RUN_FAILED;
 			break;
 		}
 	}
-	if (rc == 0)
-		print_summary(plan, stats, now_ns() - start);
-out_mask:
-	sigprocmask(SIG_SETMASK, &oldmask, NULL);
+	if (end == RUN_DONE && stopping) {
+		end = RUN_STOPPED;
+		r->epoch = atomic_load_explicit(&r->ctl->final_epoch, memory_order_acquire);
+	}
 out:
 	free(pids);
-	if (stats != MAP_FAILED)
-		munmap(stats, stats_len);
 	shmrun_segment_close(&seg);
+	return end;
+}
+
+/* Sleep @ts unless SIGINT or SIGTERM comes. Return: that signal, or 0. */
+static int backoff_wait(const sigset_t *set, const struct timespec *ts)
+{
+	int64_t end = now_ns() + (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+
+	for (;;) {
+		int64_t left = end - now_ns();
+		struct timespec t = {left / 1000000000, left % 1000000000};
+		siginfo_t info;
+		int sig;
+
+		if (left <= 0)
+			return 0;
+		sig = sigtimedwait(set, &info, &t);
+		if (sig == SIGINT || sig == SIGTERM)
+			return sig;
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			; /* stray children of the previous start */
+	}
+}
+
+static void print_stalls(const struct shmrun_job *job, struct shmrun_worker_stats *stats)
+{
+	uint64_t snaps = 0, p50 = 0, p99 = 0, max = 0;
+
+	for (uint32_t w = 0; w < job->workers; w++) {
+		snaps += stats[w].snapshots;
+		if (stats[w].stall_p50_ns > p50)
+			p50 = stats[w].stall_p50_ns;
+		if (stats[w].stall_p99_ns > p99)
+			p99 = stats[w].stall_p99_ns;
+		if (stats[w].stall_max_ns > max)
+			max = stats[w].stall_max_ns;
+	}
+	if (snaps)
+		shmrun_log(SHMRUN_LOG_INFO,
+			   "checkpoint stalls: %" PRIu64 " snapshots, p50 %.3f ms, p99 %.3f ms, "
+			   "max %.3f ms (worst worker)",
+			   snaps, (double)p50 / 1e6, (double)p99 / 1e6, (double)max / 1e6);
+}
+
+int shmrun_run(const struct shmrun_job *job)
+{
+	struct shmrun_plan *plan = NULL;
+	struct run r = {.job = job};
+	int64_t start = now_ns();
+	uint32_t attempt = 0;
+	int rc = 2;
+	char msg[512];
+
+	for (uint32_t i = 0; i < job->nwarnings; i++)
+		shmrun_log(SHMRUN_LOG_WARN, "%s", job->warnings[i]);
+	if (shmrun_plan_build(job, &plan))
+		return 2;
+	r.plan = plan;
+	for (uint32_t s = 0; s < job->nstages; s++)
+		if (shmrun_task_prepare_stage(plan, s, msg, sizeof(msg))) {
+			shmrun_log(SHMRUN_LOG_ERROR, "%s: %s; nothing was started", job->conf_path,
+				   msg);
+			goto out;
+		}
+	if (job->checkpoint_dir) {
+		struct shmrun_ckpt_writer w;
+		char why[256] = "";
+
+		if (shmrun_ckpt_writer_init(&w, 4, why, sizeof(why)) == 0) {
+			if (why[0])
+				shmrun_log(SHMRUN_LOG_WARN,
+					   "checkpoints use pwrite/fsync instead of io_uring: %s", why);
+			shmrun_ckpt_writer_close(&w);
+		}
+	}
+	sigemptyset(&r.set);
+	sigaddset(&r.set, SIGCHLD);
+	sigaddset(&r.set, SIGINT);
+	sigaddset(&r.set, SIGTERM);
+	sigprocmask(SIG_BLOCK, &r.set, &r.oldmask);
+	for (;;) {
+		enum run_end end = run_once(&r);
+		struct timespec backoff;
+
+		if (end == RUN_DONE) {
+			print_summary(plan, shmrun_control_stats(r.ctl), now_ns() - start);
+			print_stalls(job, shmrun_control_stats(r.ctl));
+			rc = 0;
+			break;
+		}
+		if (end == RUN_STOPPED) {
+			print_stalls(job, shmrun_control_stats(r.ctl));
+			shmrun_log(SHMRUN_LOG_INFO, "stopped at epoch %" PRIu64
+						    "; run the same topology again to resume",
+				   r.epoch);
+			fprintf(stderr, "stopped at epoch %" PRIu64 "\n", r.epoch);
+			rc = 0;
+			break;
+		}
+		if (end == RUN_SIGNALED) {
+			rc = 128 + r.signal;
+			break;
+		}
+		if (end == RUN_NOSTART) {
+			rc = 1;
+			break;
+		}
+		/* RUN_FAILED */
+		if (!job->checkpoint_dir || attempt >= job->restart_attempts) {
+			shmrun_log(SHMRUN_LOG_ERROR, "job %s failed%s", job->name,
+				   job->checkpoint_dir ? ": no restart attempts left"
+						       : " (no checkpoint_dir: not restarted)");
+			rc = 1;
+			break;
+		}
+		attempt++;
+		{
+			int64_t ns = 100000000ll << (attempt < 6 ? attempt - 1 : 5);
+
+			backoff.tv_sec = ns / 1000000000;
+			backoff.tv_nsec = ns % 1000000000;
+			shmrun_log(SHMRUN_LOG_WARN,
+				   "restart %u of %u in %.1f s after: %s", attempt,
+				   job->restart_attempts, (double)ns / 1e9, r.cause);
+		}
+		shmrun_control_destroy(r.ctl);
+		r.ctl = NULL;
+		{
+			int sig = backoff_wait(&r.set, &backoff);
+
+			if (sig) {
+				shmrun_log(SHMRUN_LOG_WARN, "%s during restart backoff: stopping",
+					   strsignal(sig));
+				rc = 128 + sig;
+				break;
+			}
+		}
+	}
+	sigprocmask(SIG_SETMASK, &r.oldmask, NULL);
+out:
+	shmrun_control_destroy(r.ctl);
 	shmrun_plan_free(plan);
 	return rc;
 }

@@ -272,28 +272,43 @@ void *shmrun_kv_get(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash, const v
 	return e + 8;
 }
 
+uint64_t shmrun_kv_vnode_keys(const struct shmrun_kv *kv, uint32_t vnode)
+{
+	return vnode < kv->vnodes && kv->tables[vnode] ? kv->tables[vnode]->used : 0;
+}
+
+int shmrun_kv_foreach_in(struct shmrun_kv *kv, uint32_t vnode,
+			 int (*fn)(void *arg, const void *key, uint32_t key_len, void *value),
+			 void *arg)
+{
+	size_t vspan = value_span(kv->value_bytes);
+	struct shmrun_kv_table *t = vnode < kv->vnodes ? kv->tables[vnode] : NULL;
+
+	if (!t)
+		return 0;
+	for (uint64_t i = 0; i < t->cap; i++) {
+		unsigned char *e;
+		int r;
+
+		if (!t->slots[i])
+			continue;
+		e = entry_of(t->slots[i]);
+		r = fn(arg, e + 8 + vspan, entry_key_len(e), e + 8);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
 int shmrun_kv_foreach(struct shmrun_kv *kv,
 		      int (*fn)(void *arg, const void *key, uint32_t key_len, void *value),
 		      void *arg)
 {
-	size_t vspan = value_span(kv->value_bytes);
-
 	for (uint32_t v = 0; v < kv->vnodes; v++) {
-		struct shmrun_kv_table *t = kv->tables[v];
+		int r = shmrun_kv_foreach_in(kv, v, fn, arg);
 
-		if (!t)
-			continue;
-		for (uint64_t i = 0; i < t->cap; i++) {
-			unsigned char *e;
-			int r;
-
-			if (!t->slots[i])
-				continue;
-			e = entry_of(t->slots[i]);
-			r = fn(arg, e + 8 + vspan, entry_key_len(e), e + 8);
-			if (r)
-				return r;
-		}
+		if (r)
+			return r;
 	}
 	return 0;
 }

@@ -42,4 +42,12 @@ int shmrun_kv_foreach(struct shmrun_kv *kv,
 		      int (*fn)(void *arg, const void *key, uint32_t key_len, void *value),
 		      void *arg);
 
+/* shmrun_kv_vnode_keys() - keys in vnode @vnode. */
+uint64_t shmrun_kv_vnode_keys(const struct shmrun_kv *kv, uint32_t vnode);
+
+/* shmrun_kv_foreach_in() - as shmrun_kv_foreach(), for one vnode only. */
+int shmrun_kv_foreach_in(struct shmrun_kv *kv, uint32_t vnode,
+			 int (*fn)(void *arg, const void *key, uint32_t key_len, void *value),
+			 void *arg);
+
 #endif /* SHMRUN_RT_STATE_H */

@@ -45,15 +45,23 @@
  * successors in turn. A consumer counts END frames, one per input channel.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "ckpt_io.h"
 #include "shmrun/placement.h"
 #include "worker.h"
 
@@ -328,7 +336,7 @@ static bool task_parked_slow(const struct shmrun_task *t)
 		const struct out_edge *e = &t->outs[o];
 
 		if (e->kind == SHMRUN_EDGE_FORWARD) {
-			if (task_parked_slow(e->forward))
+			if (e->forward->fwd_held || task_parked_slow(e->forward))
 				return true;
 			continue;
 		}
@@ -341,12 +349,18 @@ static bool task_parked_slow(const struct shmrun_task *t)
 
 static inline bool task_parked(const struct shmrun_task *t)
 {
-	return t->w->backlogged && task_parked_slow(t);
+	return (t->w->backlogged || t->w->fwd_holds) && task_parked_slow(t);
 }
 
 /* ---- emit and delivery ----------------------------------------------------- */
 
 /* Hand @rec to @t. @hash is the key's hash when @hashed (it came off a ring). */
+static int task_end(struct shmrun_task *t, uint64_t e, bool stop);
+static int task_checkpoint(struct shmrun_task *t, uint64_t e);
+static int task_snapshot(struct shmrun_task *t, uint64_t e);
+static void task_unhold(struct shmrun_task *t);
+static int deliver_barrier(struct shmrun_task *t, uint64_t e, bool forward);
+
 static int deliver(struct shmrun_task *t, const struct shmrun_record *rec, uint64_t hash,
 		   bool hashed)
 {
@@ -428,30 +442,44 @@ int shmrun_emit(struct shmrun_task *t, const struct shmrun_record *rec)
 	return err;
 }
 
-/* End of input for @t: final emits, END on every channel, then forward successors. */
-static int task_end(struct shmrun_task *t)
+/*
+ * End of input for @t: final emits (unless the job is stopping), the snapshot
+ * of the final epoch @e (0 without checkpoints), then END(@e) on every channel
+ * and the end of each forward successor. END is the final epoch's barrier: it
+ * comes after everything the task emitted, so the last checkpoint holds it all.
+ */
+static int task_end(struct shmrun_task *t, uint64_t e, bool stop)
 {
-	struct pieces none = {.total = 0};
+	struct {
+		uint64_t epoch;
+		uint32_t stop, pad;
+	} end = {e, stop, 0};
+	struct pieces pc = {.p = {&end}, .n = {sizeof(end)}, .total = sizeof(end)};
 	int err = 0;
 
-	if (t->op->end_of_input)
+	if (t->op->end_of_input && !stop)
 		err = t->op->end_of_input(t, t->state);
 	if (err) {
 		if (!t->w->failed)
 			shmrun_task_error(t, "end of input failed: %s", strerror(-err));
 		return err;
 	}
+	if (e)
+		err = task_snapshot(t, e);
+	if (err)
+		return err;
+	task_unhold(t);
 	t->ended = true;
 	for (uint32_t o = 0; o < t->nouts && !err; o++) {
-		struct out_edge *e = &t->outs[o];
+		struct out_edge *oe = &t->outs[o];
 
-		if (e->kind == SHMRUN_EDGE_FORWARD) {
-			if (--e->forward->inputs_open == 0)
-				err = task_end(e->forward);
+		if (oe->kind == SHMRUN_EDGE_FORWARD) {
+			if (--oe->forward->inputs_open == 0)
+				err = task_end(oe->forward, e, stop);
 			continue;
 		}
-		for (uint32_t j = 0; j < e->nchans && !err; j++)
-			err = chan_put(e->chans[j], SHMRUN_FRAME_END, &none);
+		for (uint32_t j = 0; j < oe->nchans && !err; j++)
+			err = chan_put(oe->chans[j], SHMRUN_FRAME_END, &pc);
 	}
 	return err;
 }
@@ -494,15 +522,538 @@ static uint32_t read_channel(struct shmrun_task *t, struct chan_in *in)
 			rec.value_len = vl;
 			deliver(t, &rec, hash, true);
 		} else if (f->kind == SHMRUN_FRAME_END) {
+			uint64_t e = 0;
+			uint32_t stop = 0;
+
+			if (f->len >= 12) {
+				memcpy(&e, f->payload, 8);
+				memcpy(&stop, f->payload + 8, 4);
+			}
 			in->ended = true;
 			shmrun_ring_release(&in->ring, f);
 			if (--t->inputs_open == 0)
-				task_end(t);
+				task_end(t, e, stop);
+			break;
+		} else if (f->kind == SHMRUN_FRAME_BARRIER) {
+			uint64_t e = 0;
+
+			if (f->len >= 8)
+				memcpy(&e, f->payload, 8);
+			shmrun_ring_release(&in->ring, f);
+			if (e > t->barrier_epoch &&
+			    e > atomic_load_explicit(&t->w->ctl->aborted_epoch, memory_order_acquire)) {
+				in->held = e; /* hold this channel until every input has e */
+				deliver_barrier(t, e, false);
+			}
 			break;
 		}
 		shmrun_ring_release(&in->ring, f);
 	}
 	return n;
+}
+
+/* ---- checkpoints -------------------------------------------------------------- */
+
+int shmrun_pw_add(struct shmrun_task *t, const void *entry, uint32_t len)
+{
+	size_t need = 4 + (size_t)len;
+
+	if (!t->in_snapshot)
+		return -EINVAL;
+	if (t->pw_len + need > t->pw_cap) {
+		size_t cap = t->pw_cap ? t->pw_cap : 256;
+		unsigned char *n;
+
+		while (t->pw_len + need > cap)
+			cap *= 2;
+		n = realloc(t->pw, cap);
+		if (!n)
+			return -ENOMEM;
+		t->pw = n;
+		t->pw_cap = cap;
+	}
+	memcpy(t->pw + t->pw_len, &len, 4);
+	if (len)
+		memcpy(t->pw + t->pw_len + 4, entry, len);
+	t->pw_len += need;
+	t->pw_n++;
+	return 0;
+}
+
+int shmrun_task_sync_fd(struct shmrun_task *t, int fd)
+{
+	if (!t->in_snapshot)
+		return -EINVAL;
+	if (t->nsync == t->sync_cap) {
+		uint32_t cap = t->sync_cap ? t->sync_cap * 2 : 4;
+		int *n = realloc(t->sync_fds, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		t->sync_fds = n;
+		t->sync_cap = cap;
+	}
+	t->sync_fds[t->nsync++] = fd;
+	return 0;
+}
+
+bool shmrun_task_checkpointing(const struct shmrun_task *t)
+{
+	return t->w && t->w->checkpointing;
+}
+
+uint64_t shmrun_task_restored_epoch(const struct shmrun_task *t)
+{
+	return t->w && t->w->ctl ? t->w->ctl->restored_epoch : 0;
+}
+
+/*
+ * State file, logical content (ckpt_io.h frames it in checksummed blocks):
+ *
+ *     "SHMRSTAT" u32 version=1 u32 value_bytes u64 epoch u32 instance u32 width
+ *     u32 vnodes u32 nsections
+ *     nsections x { u32 vnode, u32 0, u64 nkeys, nkeys x { u32 key_len, key, value } }
+ *     u64 n_pw, n_pw x { u32 len, bytes }
+ *
+ * Sections are whole vnodes, so a rescale can move them without parsing keys.
+ */
+#define STATE_MAGIC "SHMRSTAT"
+#define STATE_VERSION 1u
+
+struct kv_writer {
+	struct shmrun_ckpt_buf *buf;
+	uint32_t value_bytes;
+	int err;
+};
+
+static int put_entry(void *arg, const void *key, uint32_t key_len, void *value)
+{
+	struct kv_writer *kw = arg;
+
+	kw->err = shmrun_ckpt_buf_append(kw->buf, &key_len, 4);
+	if (!kw->err)
+		kw->err = shmrun_ckpt_buf_append(kw->buf, key, key_len);
+	if (!kw->err)
+		kw->err = shmrun_ckpt_buf_append(kw->buf, value, kw->value_bytes);
+	return kw->err;
+}
+
+static int encode_state(struct shmrun_task *t, uint64_t e, struct shmrun_ckpt_buf *buf,
+			uint64_t *kv_bytes)
+{
+	struct kv_writer kw = {.buf = buf, .value_bytes = t->kv.value_bytes};
+	uint32_t head[6] = {STATE_VERSION, t->kv.value_bytes, 0, 0, t->instance, t->width};
+	uint32_t nsec = 0, v2[2] = {t->vnodes, 0};
+	uint64_t npw = t->pw_n;
+	size_t before;
+	int err;
+
+	memcpy(&head[2], &e, 8);
+	for (uint32_t v = 0; v < t->vnodes; v++)
+		nsec += shmrun_kv_vnode_keys(&t->kv, v) > 0;
+	v2[1] = nsec;
+	err = shmrun_ckpt_buf_append(buf, STATE_MAGIC, 8);
+	if (!err)
+		err = shmrun_ckpt_buf_append(buf, head, sizeof(head));
+	if (!err)
+		err = shmrun_ckpt_buf_append(buf, v2, sizeof(v2));
+	before = shmrun_ckpt_buf_len(buf);
+	for (uint32_t v = 0; v < t->vnodes && !err; v++) {
+		uint64_t n = shmrun_kv_vnode_keys(&t->kv, v);
+		uint32_t sec[2] = {v, 0};
+
+		if (!n)
+			continue;
+		err = shmrun_ckpt_buf_append(buf, sec, sizeof(sec));
+		if (!err)
+			err = shmrun_ckpt_buf_append(buf, &n, 8);
+		if (!err)
+			err = shmrun_kv_foreach_in(&t->kv, v, put_entry, &kw) ? kw.err : 0;
+	}
+	*kv_bytes = shmrun_ckpt_buf_len(buf) - before;
+	if (!err)
+		err = shmrun_ckpt_buf_append(buf, &npw, 8);
+	if (!err && t->pw_len)
+		err = shmrun_ckpt_buf_append(buf, t->pw, t->pw_len);
+	return err;
+}
+
+/*
+ * The snapshot child: write @t's state file of epoch @e into its checkpoint
+ * directory with io_uring, fsync it and the task's registered fds, and record
+ * the result in the task's slot. Runs in a forked child of the worker, on a
+ * copy-on-write image of the state as of the barrier.
+ */
+static int write_state_file(struct shmrun_worker *w, struct shmrun_task *t, uint64_t e)
+{
+	const struct shmrun_job *job = w->plan->job;
+	struct shmrun_task_slot *slot = &w->slots[t->id];
+	struct shmrun_ckpt_writer wr;
+	struct shmrun_ckpt_buf buf;
+	char path[PATH_MAX], name[160], why[200];
+	uint64_t size = 0, sum = 0, kv_bytes = 0;
+	int dirfd = -1, err;
+
+	shmrun_ckpt_buf_init(&buf);
+	shmrun_ckpt_path(job->checkpoint_dir, e, path, sizeof(path));
+	shmrun_ckpt_file_name(w->plan, t->id, name, sizeof(name));
+	if (mkdir(job->checkpoint_dir, 0777) < 0 && errno != EEXIST) {
+		err = -errno;
+		goto out;
+	}
+	if (mkdir(path, 0777) < 0 && errno != EEXIST) {
+		err = -errno;
+		goto out;
+	}
+	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0) {
+		err = -errno;
+		goto out;
+	}
+	err = encode_state(t, e, &buf, &kv_bytes);
+	if (!err)
+		err = shmrun_ckpt_buf_seal(&buf);
+	if (err)
+		goto out;
+	for (uint32_t i = 0; i < t->nsync && !err; i++)
+		if (fsync(t->sync_fds[i]) < 0)
+			err = -errno;
+	if (err)
+		goto out;
+	err = shmrun_ckpt_writer_init(&wr, 32, why, sizeof(why));
+	if (err)
+		goto out;
+	unlinkat(dirfd, name, 0); /* a retry of an aborted epoch */
+	err = shmrun_ckpt_write_file(&wr, dirfd, name, &buf, &size, &sum);
+	if (!err)
+		err = shmrun_ckpt_fsync_dir(dirfd);
+	shmrun_ckpt_writer_close(&wr);
+out:
+	if (dirfd >= 0)
+		close(dirfd);
+	shmrun_ckpt_buf_free(&buf);
+	if (err) {
+		atomic_store_explicit(&slot->error, err, memory_order_relaxed);
+		/* release: the error is visible with failed_epoch. */
+		atomic_store_explicit(&slot->failed_epoch, e, memory_order_release);
+		return err;
+	}
+	slot->size = size;
+	slot->xxh64 = sum;
+	slot->kv_bytes = kv_bytes;
+	slot->pw_bytes = t->pw_len;
+	/* release: pairs with the acquire load of done_epoch in shmrun_coordinate();
+	 * size and checksum above are visible with it. */
+	atomic_store_explicit(&slot->done_epoch, e, memory_order_release);
+	return 0;
+}
+
+static void record_stall(struct shmrun_worker *w, int64_t ns)
+{
+	if (!w->stalls) {
+		w->stalls = calloc(1024, sizeof(*w->stalls));
+		if (!w->stalls)
+			return;
+	}
+	w->stalls[w->nstalls++ % 1024] = ns;
+}
+
+static void task_unhold(struct shmrun_task *t)
+{
+	for (uint32_t i = 0; i < t->nins; i++)
+		t->ins[i]->held = 0;
+	if (t->fwd_held)
+		t->w->fwd_holds--;
+	t->fwd_held = false;
+	t->align_epoch = 0;
+	t->aligned = 0;
+}
+
+static int deliver_barrier(struct shmrun_task *t, uint64_t e, bool forward);
+
+/*
+ * Snapshot @t for epoch @e. The stall — the time @t processes nothing because
+ * of the checkpoint — is the operator's snapshot() plus one fork(); the state
+ * file is written by the child from its copy-on-write image while the worker
+ * goes on.
+ */
+static int task_snapshot(struct shmrun_task *t, uint64_t e)
+{
+	struct shmrun_worker *w = t->w;
+	int64_t t0 = now_ns();
+	pid_t pid;
+	int err = 0;
+
+	t->pw_len = 0;
+	t->pw_n = 0;
+	t->nsync = 0;
+	t->in_snapshot = true;
+	if (t->op->snapshot)
+		err = t->op->snapshot(t, t->state, e);
+	t->in_snapshot = false;
+	if (err) {
+		if (!w->failed)
+			shmrun_task_error(t, "snapshot of epoch %" PRIu64 " failed: %s", e,
+					  strerror(-err));
+		return err;
+	}
+	pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		_exit(write_state_file(w, t, e) ? 1 : 0);
+	}
+	if (pid < 0) {
+		atomic_store_explicit(&w->slots[t->id].error, -errno, memory_order_relaxed);
+		atomic_store_explicit(&w->slots[t->id].failed_epoch, e, memory_order_release);
+	}
+	record_stall(w, now_ns() - t0);
+	t->barrier_epoch = e;
+	return 0;
+}
+
+/* @t is aligned on barrier(@e): snapshot it and send the barrier on. */
+static int task_checkpoint(struct shmrun_task *t, uint64_t e)
+{
+	struct pieces pc = {.p = {&e}, .n = {8}, .total = 8};
+	int err = task_snapshot(t, e);
+
+	task_unhold(t);
+	for (uint32_t o = 0; o < t->nouts && !err; o++) {
+		struct out_edge *oe = &t->outs[o];
+
+		if (oe->kind == SHMRUN_EDGE_FORWARD) {
+			err = deliver_barrier(oe->forward, e, true);
+			continue;
+		}
+		for (uint32_t j = 0; j < oe->nchans && !err; j++)
+			err = chan_put(oe->chans[j], SHMRUN_FRAME_BARRIER, &pc);
+	}
+	return err;
+}
+
+/* Inputs of @t that still deliver barriers: open ring channels and forward inputs. */
+static uint32_t barrier_inputs(const struct shmrun_task *t)
+{
+	uint32_t n = t->fwd_inputs;
+
+	for (uint32_t i = 0; i < t->nins; i++)
+		n += !t->ins[i]->ended;
+	return n;
+}
+
+/*
+ * Barrier(@e) arrived at @t on one input (a ring channel, already marked held
+ * by the caller, or a forward input). Aligned on every input -> checkpoint.
+ */
+static int deliver_barrier(struct shmrun_task *t, uint64_t e, bool forward)
+{
+	struct shmrun_worker *w = t->w;
+
+	if (e <= t->barrier_epoch ||
+	    e <= atomic_load_explicit(&w->ctl->aborted_epoch, memory_order_acquire))
+		return 0; /* stale: an aborted epoch's barrier */
+	if (t->align_epoch != e) {
+		/* a newer epoch: whatever was aligned before was aborted */
+		uint64_t keep = forward ? 0 : e;
+
+		for (uint32_t i = 0; i < t->nins; i++)
+			if (t->ins[i]->held != keep)
+				t->ins[i]->held = 0;
+		if (t->fwd_held)
+			w->fwd_holds--;
+		t->fwd_held = false;
+		t->align_epoch = e;
+		t->aligned = 0;
+		for (uint32_t i = 0; i < t->nins; i++)
+			t->aligned += t->ins[i]->held == e;
+		if (!forward)
+			t->aligned = t->aligned ? t->aligned - 1 : 0; /* counted below */
+	}
+	if (forward) {
+		t->fwd_held = true;
+		w->fwd_holds++;
+	}
+	if (++t->aligned < barrier_inputs(t))
+		return 0;
+	return task_checkpoint(t, e);
+}
+
+/* Drop an alignment whose epoch was aborted. */
+static void drop_aborted(struct shmrun_task *t)
+{
+	if (t->align_epoch &&
+	    t->align_epoch <= atomic_load_explicit(&t->w->ctl->aborted_epoch, memory_order_acquire))
+		task_unhold(t);
+}
+
+/* A source: inject the barrier of a newly triggered epoch, end after the final one. */
+static int source_barrier(struct shmrun_task *t)
+{
+	struct shmrun_control *ctl = t->w->ctl;
+	/* acquire: pairs with the release store of trigger_epoch in
+	 * shmrun_coordinate(); final_epoch is visible with it. */
+	uint64_t e = atomic_load_explicit(&ctl->trigger_epoch, memory_order_acquire);
+	int err;
+
+	if (e <= t->barrier_epoch)
+		return 0;
+	if (e == atomic_load_explicit(&ctl->final_epoch, memory_order_acquire))
+		err = task_end(t, e, atomic_load_explicit(&ctl->final_is_stop, memory_order_acquire));
+	else
+		err = task_checkpoint(t, e);
+	return err ? err : 1;
+}
+
+/* Sinks: commit every epoch up to the newest complete one. */
+static uint32_t commit_epochs(struct shmrun_worker *w)
+{
+	/* acquire: pairs with the release store of complete_epoch by the
+	 * MANIFEST writer; the checkpoint is durable. */
+	uint64_t done = atomic_load_explicit(&w->ctl->complete_epoch, memory_order_acquire);
+
+	if (done <= w->committed_epoch)
+		return 0;
+	w->committed_epoch = done;
+	for (uint32_t x = 0; x < w->ntasks; x++) {
+		struct shmrun_task *t = &w->tasks[x];
+
+		if (t->op->commit && t->opened && t->op->commit(t, t->state, done) && !w->failed)
+			shmrun_task_error(t, "commit of epoch %" PRIu64 " failed", done);
+	}
+	return 1;
+}
+
+/* Reap finished snapshot and MANIFEST children (they report through the slots). */
+static void reap_children(struct shmrun_worker *w)
+{
+	pid_t pid;
+
+	while ((pid = waitpid(-1, NULL, WNOHANG)) > 0)
+		if (pid == w->co.manifest_pid)
+			w->co.manifest_exited = true; /* the coordinator judges it */
+}
+
+/* Restore @t's key-bound state and stash its per-worker entries. */
+static int restore_task(struct shmrun_worker *w, struct shmrun_task *t)
+{
+	const struct shmrun_job *job = w->plan->job;
+	char path[PATH_MAX], name[160], why[256];
+	struct shmrun_manifest m;
+	const struct shmrun_manifest_file *f = NULL;
+	unsigned char *data = NULL, *p, *end;
+	size_t len;
+	uint32_t value_bytes, nsec;
+	uint64_t npw;
+	int dirfd, err;
+
+	shmrun_ckpt_path(job->checkpoint_dir, w->ctl->restored_epoch, path, sizeof(path));
+	shmrun_ckpt_file_name(w->plan, t->id, name, sizeof(name));
+	err = shmrun_ckpt_read_manifest(job->checkpoint_dir, w->ctl->restored_epoch, &m,
+					       why, sizeof(why));
+	if (err) {
+		shmrun_task_error(t, "restore from %s: %s", path, why);
+		return err;
+	}
+	for (uint32_t i = 0; i < m.nfiles; i++)
+		if (strcmp(m.files[i].name, name) == 0)
+			f = &m.files[i];
+	if (!f) {
+		shmrun_task_error(t, "restore from %s: MANIFEST lists no %s", path, name);
+		shmrun_manifest_free(&m);
+		return -EBADMSG;
+	}
+	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	err = dirfd < 0 ? -errno
+			: shmrun_ckpt_read_file(dirfd, name, f->size, f->xxh64, (void **)&data, &len,
+						why, sizeof(why));
+	if (dirfd >= 0)
+		close(dirfd);
+	shmrun_manifest_free(&m);
+	if (err) {
+		shmrun_task_error(t, "restore of %s/%s: %s", path, name, why);
+		return err;
+	}
+	p = data;
+	end = data + len;
+	err = -EBADMSG;
+	if (len < 8 + 24 + 8 || memcmp(p, STATE_MAGIC, 8) != 0)
+		goto bad;
+	memcpy(&value_bytes, p + 12, 4);
+	memcpy(&nsec, p + 36, 4);
+	p += 40;
+	for (uint32_t s = 0; s < nsec; s++) {
+		uint32_t vnode;
+		uint64_t n;
+
+		if (end - p < 16)
+			goto bad;
+		memcpy(&vnode, p, 4);
+		memcpy(&n, p + 8, 8);
+		p += 16;
+		if (vnode >= t->vnodes)
+			goto bad;
+		for (uint64_t k = 0; k < n; k++) {
+			uint32_t kl;
+			void *v;
+			int e2;
+
+			if (end - p < 4)
+				goto bad;
+			memcpy(&kl, p, 4);
+			if ((size_t)(end - p) < 4 + (size_t)kl + value_bytes)
+				goto bad;
+			v = shmrun_kv_get(&t->kv, vnode, XXH3_64bits(p + 4, kl), p + 4, kl,
+					  value_bytes, true, &e2);
+			if (!v) {
+				err = e2 ? e2 : -ENOMEM;
+				goto bad;
+			}
+			memcpy(v, p + 4 + kl, value_bytes);
+			p += 4 + kl + value_bytes;
+		}
+	}
+	if (end - p < 8)
+		goto bad;
+	memcpy(&npw, p, 8);
+	p += 8;
+	t->restore_pw = malloc((size_t)(end - p) + 1);
+	if (!t->restore_pw) {
+		err = -ENOMEM;
+		goto bad;
+	}
+	memcpy(t->restore_pw, p, (size_t)(end - p));
+	t->restore_pw_len = (size_t)(end - p);
+	t->barrier_epoch = w->ctl->restored_epoch;
+	free(data);
+	return 0;
+bad:
+	shmrun_task_error(t, "restore of %s/%s: %s", path, name,
+			  err == -EBADMSG ? "state file content is malformed" : strerror(-err));
+	free(data);
+	return err;
+}
+
+/* Hand the restored per-worker entries to the operator, after open(). */
+static int restore_entries(struct shmrun_task *t)
+{
+	unsigned char *p = t->restore_pw, *end = p + t->restore_pw_len;
+	int err = 0;
+
+	while (p && end - p >= 4 && !err) {
+		uint32_t len;
+
+		memcpy(&len, p, 4);
+		if ((size_t)(end - p) < 4 + (size_t)len) {
+			shmrun_task_error(t, "restored per-worker state is truncated");
+			return -EBADMSG;
+		}
+		if (t->op->restore)
+			err = t->op->restore(t, t->state, p + 4, len);
+		p += 4 + len;
+	}
+	free(t->restore_pw);
+	t->restore_pw = NULL;
+	return err;
 }
 
 /* ---- setup ----------------------------------------------------------------- */
@@ -552,8 +1103,10 @@ static int wire_task(struct shmrun_worker *w, struct shmrun_task *t, const uint3
 		const struct shmrun_stage *to = &job->stages[ed->to];
 		struct out_edge *oe;
 
-		if (ed->to == stage && ed->kind == SHMRUN_EDGE_FORWARD)
+		if (ed->to == stage && ed->kind == SHMRUN_EDGE_FORWARD) {
 			t->inputs_open++;
+			t->fwd_inputs++;
+		}
 		else if (ed->to == stage)
 			for (uint32_t i = 0; i < job->stages[ed->from].width; i++) {
 				t->ins[t->nins++] =
@@ -662,6 +1215,11 @@ static int setup(struct shmrun_worker *w)
 		err = wire_task(w, &w->tasks[x], task_slot);
 		if (err)
 			goto out;
+		if (w->ctl->restored_epoch) {
+			err = restore_task(w, &w->tasks[x]);
+			if (err)
+				goto out;
+		}
 	}
 	err = 0;
 out:
@@ -682,6 +1240,9 @@ static void teardown(struct shmrun_worker *w)
 		}
 		free(t->outs);
 		free(t->ins);
+		free(t->pw);
+		free(t->sync_fds);
+		free(t->restore_pw);
 		shmrun_kv_free(&t->kv);
 	}
 	for (uint32_t c = 0; c < w->nouts; c++) {
@@ -693,6 +1254,7 @@ static void teardown(struct shmrun_worker *w)
 	free(w->tasks);
 	free(w->outs);
 	free(w->ins);
+	free(w->stalls);
 }
 
 /* ---- the loop --------------------------------------------------------------- */
@@ -707,25 +1269,45 @@ static uint32_t step(struct shmrun_worker *w)
 	for (uint32_t x = w->ntasks; x-- > 0 && !w->failed;) {
 		struct shmrun_task *t = &w->tasks[x];
 
+		if (t->align_epoch && w->checkpointing)
+			drop_aborted(t);
 		if (t->ended || task_parked(t))
 			continue;
 		if (t->op->flags & SHMRUN_OP_SOURCE) {
 			uint64_t before = t->records_in;
-			int r = t->op->produce(t, t->state, PRODUCE_BUDGET);
+			int r;
 
+			if (w->checkpointing) {
+				r = source_barrier(t);
+				progress += r > 0;
+				if (t->ended || t->exhausted || r < 0)
+					continue;
+			}
+			r = t->op->produce(t, t->state, PRODUCE_BUDGET);
 			progress += (uint32_t)(t->records_in - before) + (r <= 0);
-			if (r < 0 && !w->failed)
+			if (r < 0 && !w->failed) {
 				shmrun_task_error(t, "produce failed: %s", strerror(-r));
-			else if (r == 0)
-				task_end(t);
+			} else if (r == 0 && w->checkpointing) {
+				/* wait for the final epoch, which ends it */
+				t->exhausted = true;
+				atomic_store_explicit(&w->slots[t->id].exhausted, 1,
+						      memory_order_release);
+			} else if (r == 0) {
+				task_end(t, 0, false);
+			}
 			continue;
 		}
 		for (uint32_t i = 0; i < t->nins && !t->ended; i++)
-			if (!t->ins[i]->ended)
+			if (!t->ins[i]->ended && !t->ins[i]->held)
 				progress += read_channel(t, t->ins[i]);
 	}
 	for (uint32_t c = 0; c < w->nouts; c++)
 		shmrun_ring_flush(&w->outs[c].ring);
+	if (w->checkpointing) {
+		progress += commit_epochs(w);
+		if (w->index == 0)
+			progress += shmrun_coordinate(&w->co, w->plan, w->ctl, now_ns());
+	}
 	return progress;
 }
 
@@ -737,6 +1319,15 @@ static bool all_done(const struct shmrun_worker *w)
 	for (uint32_t c = 0; c < w->nouts; c++)
 		if (chan_backlogged(&w->outs[c]) || shmrun_ring_pending(&w->outs[c].ring))
 			return false;
+	if (w->checkpointing) {
+		/* acquire: pairs with the coordinator's release stores. */
+		uint64_t fin = atomic_load_explicit(&w->ctl->final_epoch, memory_order_acquire);
+
+		if (!fin || w->committed_epoch < fin)
+			return false;
+		if (w->index == 0 && w->co.manifest_pid)
+			return false;
+	}
 	return true;
 }
 
@@ -751,7 +1342,8 @@ static bool worker_ready(void *arg)
 		if (t->ended || task_parked(t))
 			continue;
 		for (uint32_t i = 0; i < t->nins; i++)
-			if (!t->ins[i]->ended && shmrun_ring_readable(&t->ins[i]->ring))
+			if (!t->ins[i]->ended && !t->ins[i]->held &&
+			    shmrun_ring_readable(&t->ins[i]->ring))
 				return true;
 	}
 	for (uint32_t c = 0; c < w->nouts; c++) {
@@ -796,21 +1388,59 @@ static void idle_wait(struct shmrun_worker *w, int64_t *idle_since)
 		cpu_relax();
 		return;
 	}
+	/* Checkpoint progress (snapshot children, MANIFEST, commits) rings no
+	 * bell: with checkpoints on, look again every millisecond. */
 	shmrun_bell_sleep(&w->stats->bell, worker_ready, w,
-			  sources_active(w) ? 100000 : 10000000);
+			  sources_active(w) ? 100000 : w->checkpointing ? 1000000 : 10000000);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void publish_stats(struct shmrun_worker *w)
+{
+	struct shmrun_worker_stats *stats = w->stats;
+	uint64_t n = w->nstalls < 1024 ? w->nstalls : 1024;
+
+	for (uint32_t x = 0; x < w->ntasks; x++) {
+		struct shmrun_task *t = &w->tasks[x];
+
+		atomic_fetch_add_explicit(&stats->records_in, t->records_in, memory_order_relaxed);
+		atomic_fetch_add_explicit(&stats->records_out, t->records_out, memory_order_relaxed);
+		atomic_fetch_add_explicit(&stats->keys, t->kv.keys, memory_order_relaxed);
+		atomic_fetch_add_explicit(&stats->state_bytes, t->kv.bytes, memory_order_relaxed);
+		atomic_fetch_add_explicit(&stats->key_bytes, t->kv.key_bytes, memory_order_relaxed);
+	}
+	if (n) {
+		qsort(w->stalls, n, sizeof(*w->stalls), cmp_i64);
+		atomic_store_explicit(&stats->stall_p50_ns, (uint64_t)w->stalls[n / 2],
+				      memory_order_relaxed);
+		atomic_store_explicit(&stats->stall_p99_ns, (uint64_t)w->stalls[(n * 99) / 100],
+				      memory_order_relaxed);
+		atomic_store_explicit(&stats->stall_max_ns, (uint64_t)w->stalls[n - 1],
+				      memory_order_relaxed);
+		atomic_store_explicit(&stats->snapshots, w->nstalls, memory_order_relaxed);
+	}
 }
 
 int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segment *seg,
-		      uint32_t index, struct shmrun_worker_stats *all_stats,
-		      const volatile int *stop)
+		      uint32_t index, struct shmrun_control *ctl, const volatile int *stop)
 {
-	struct shmrun_worker_stats *stats = &all_stats[index];
+	struct shmrun_worker_stats *all = shmrun_control_stats(ctl);
 	struct shmrun_worker w = {
 		.plan = plan,
 		.seg = seg,
 		.index = index,
-		.stats = stats,
-		.all_stats = all_stats,
+		.ctl = ctl,
+		.stats = &all[index],
+		.all_stats = all,
+		.slots = shmrun_control_slots(ctl),
+		.checkpointing = plan->job->checkpoint_dir != NULL,
+		.committed_epoch = ctl->restored_epoch,
 		.stop = stop,
 	};
 	int64_t idle_since = 0;
@@ -820,9 +1450,10 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 	if (!err)
 		err = setup(&w);
 	if (err) {
-		snprintf(stats->error, sizeof(stats->error), "worker setup failed: %s",
-			 strerror(-err));
-		shmrun_log(SHMRUN_LOG_ERROR, "%s", stats->error);
+		if (!w.failed)
+			snprintf(w.stats->error, sizeof(w.stats->error), "worker setup failed: %s",
+				 strerror(-err));
+		shmrun_log(SHMRUN_LOG_ERROR, "%s", w.stats->error);
 		teardown(&w);
 		return 1;
 	}
@@ -836,27 +1467,30 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 			break;
 		}
 		t->opened = true;
+		if (restore_entries(t) && !w.failed)
+			shmrun_task_error(t, "restore of per-worker state failed");
 	}
+	w.co.next_ns = now_ns() + (int64_t)plan->job->checkpoint_interval_ns;
 	while (!w.failed && !*stop) {
+		if (atomic_load_explicit(&ctl->failed, memory_order_acquire)) {
+			snprintf(w.stats->error, sizeof(w.stats->error),
+				 "the final checkpoint failed");
+			w.failed = true;
+			break;
+		}
 		if (step(&w)) {
 			idle_since = 0;
 			continue;
 		}
 		if (all_done(&w))
 			break;
+		reap_children(&w);
 		idle_wait(&w, &idle_since);
 	}
-	for (uint32_t x = 0; x < w.ntasks; x++) {
-		atomic_fetch_add_explicit(&stats->records_in, w.tasks[x].records_in,
-					  memory_order_relaxed);
-		atomic_fetch_add_explicit(&stats->records_out, w.tasks[x].records_out,
-					  memory_order_relaxed);
-		atomic_fetch_add_explicit(&stats->keys, w.tasks[x].kv.keys, memory_order_relaxed);
-		atomic_fetch_add_explicit(&stats->state_bytes, w.tasks[x].kv.bytes,
-					  memory_order_relaxed);
-		atomic_fetch_add_explicit(&stats->key_bytes, w.tasks[x].kv.key_bytes,
-					  memory_order_relaxed);
-	}
+	/* Snapshot children still writing finish on their own (their results
+	 * are in the slots); reap what has exited. */
+	reap_children(&w);
+	publish_stats(&w);
 	err = w.failed ? 1 : *stop ? 3 : 0;
 	teardown(&w);
 	return err;
@@ -870,6 +1504,7 @@ int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, ch
 	const struct shmrun_job *job = plan->job;
 	struct shmrun_worker_stats stats;
 	struct shmrun_worker w = {.plan = plan, .stats = &stats};
+
 	struct shmrun_task t = {
 		.id = plan->stage_task0[stage],
 		.stage = &job->stages[stage],

@@ -8,24 +8,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "checkpoint.h"
 #include "plan.h"
 #include "shmrun/segment.h"
 #include "state.h"
-
-/*
- * Per-worker counters in a MAP_SHARED anonymous mapping the launcher creates
- * before forking. Written by one worker (relaxed; read by the launcher only
- * after the worker has exited, which waitpid orders).
- */
-struct shmrun_worker_stats {
-	struct shmrun_bell bell;      /* this worker sleeps here; its peers ring it */
-	_Atomic uint64_t records_in;  /* records read by sources */
-	_Atomic uint64_t records_out; /* records written by sinks */
-	_Atomic uint64_t keys;        /* distinct keys in key-bound state at end of input */
-	_Atomic uint64_t state_bytes; /* bytes of key-bound state at end of input */
-	_Atomic uint64_t key_bytes;   /* of which the keys themselves */
-	char error[464];              /* why the worker failed, if it did */
-} __attribute__((aligned(SHMRUN_CACHELINE)));
 
 struct shmrun_worker;
 
@@ -41,6 +27,7 @@ struct chan_out {
 struct chan_in {
 	struct shmrun_ring ring;
 	bool ended;
+	uint64_t held; /* barrier epoch this channel is held back for (aligning), 0 if none */
 };
 
 struct out_edge {
@@ -67,6 +54,21 @@ struct shmrun_task {
 	uint32_t nins;
 	uint32_t inputs_open; /* open ring channels + forward upstreams */
 	struct shmrun_kv kv;
+	/* checkpoints */
+	uint64_t barrier_epoch;  /* newest epoch this task snapshotted and forwarded */
+	uint64_t align_epoch;    /* epoch being aligned, 0 if none */
+	uint32_t aligned;        /* inputs that delivered align_epoch's barrier */
+	uint32_t fwd_inputs;     /* forward inputs (direct calls from upstream tasks) */
+	bool fwd_held;           /* a forward input delivered align_epoch: upstream parks */
+	bool exhausted;          /* source: no more input, waiting for the final epoch */
+	bool in_snapshot;        /* inside op->snapshot(): shmrun_pw_add() allowed */
+	unsigned char *pw;       /* per-worker entries of the snapshot: [u32 len][bytes]... */
+	size_t pw_len, pw_cap;
+	uint32_t pw_n;
+	int *sync_fds;           /* fds to fsync with the snapshot */
+	uint32_t nsync, sync_cap;
+	unsigned char *restore_pw; /* restored per-worker entries, same encoding */
+	size_t restore_pw_len;
 	const void *cur_key;  /* key of the record being processed, if its hash is known */
 	uint32_t cur_key_len;
 	uint64_t cur_hash;    /* XXH3-64 of cur_key */
@@ -83,23 +85,30 @@ struct shmrun_worker {
 	uint32_t nouts;
 	struct chan_in *ins;         /* every channel this worker consumes */
 	uint32_t nins;
+	struct shmrun_control *ctl;            /* the run's shared control area */
 	struct shmrun_worker_stats *stats;     /* this worker's */
 	struct shmrun_worker_stats *all_stats; /* every worker's, for their bells */
+	struct shmrun_task_slot *slots;        /* every task's checkpoint slot */
+	bool checkpointing;                    /* checkpoint_dir is set */
+	uint64_t committed_epoch;              /* newest epoch committed to sinks */
+	struct shmrun_coordinator co;          /* worker 0 only */
+	int64_t *stalls;                       /* snapshot stalls, ns (ring of 1024) */
+	uint64_t nstalls;
 	const volatile int *stop;    /* set by a signal handler: stop now */
 	uint32_t backlogged;         /* channels with frames queued behind a full ring */
+	uint32_t fwd_holds;          /* tasks holding a forward input for alignment */
 	bool failed;
 };
 
 /*
- * shmrun_worker_run() - the body of worker process @index (its counters and
- * bell are all_stats[index]; the others' bells are rung): attach its rings,
+ * shmrun_worker_run() - the body of worker process @index (its counters, bell
+ * and checkpoint slots are in @ctl, shared with every worker): attach its rings,
  * open its tasks, loop until every task reached end of input and every frame
  * is published, close. Return: the process exit status (0, or 1 after a
  * failure described in stats->error and the log).
  */
 int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segment *seg,
-		      uint32_t index, struct shmrun_worker_stats *all_stats,
-		      const volatile int *stop);
+		      uint32_t index, struct shmrun_control *ctl, const volatile int *stop);
 
 /*
  * shmrun_task_prepare_stage() - run a stage's prepare() callback in the

@@ -14,12 +14,18 @@
  *
  * `rate` limits the whole stage to that many records per second (each instance
  * takes rate / width).
+ *
+ * Per-worker state (rule split): one entry per piece not yet fully read, the
+ * current one first: [u64 offset][u64 end][path bytes]. A restore replaces
+ * the instance's pieces with the entries it is given, so reading resumes at
+ * the first line not yet emitted before the checkpoint's barrier.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <ftw.h>
 #include <glob.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -45,7 +51,8 @@ struct file_list {
 struct source {
 	struct file_list fl;
 	struct piece *pieces; /* this instance's */
-	uint32_t npieces, cur;
+	uint32_t npieces, cur, cap_pieces;
+	bool restored;       /* pieces came from a checkpoint */
 	int fd;
 	uint64_t pos;        /* file offset of buf[lo] */
 	unsigned char *buf;
@@ -243,6 +250,7 @@ static int make_pieces(struct shmrun_task *task, struct source *s)
 		}
 		close(fd);
 	}
+	s->cap_pieces = cap;
 	return 0;
 }
 
@@ -419,6 +427,76 @@ static int source_produce(struct shmrun_task *task, void *state, uint32_t budget
 	return 1;
 }
 
+/* Per-worker state: the pieces still to read, from the current position on. */
+static int source_snapshot(struct shmrun_task *task, void *state, uint64_t epoch)
+{
+	struct source *s = state;
+	unsigned char entry[16 + PATH_MAX];
+
+	(void)epoch;
+	for (uint32_t i = s->cur; i < s->npieces; i++) {
+		const struct piece *p = &s->pieces[i];
+		uint64_t off = i == s->cur && s->fd >= 0 ? s->pos : p->off;
+		size_t n = strlen(s->fl.files[p->file]);
+		int err;
+
+		if (off >= p->end)
+			continue;
+		memcpy(entry, &off, 8);
+		memcpy(entry + 8, &p->end, 8);
+		memcpy(entry + 16, s->fl.files[p->file], n);
+		err = shmrun_pw_add(task, entry, (uint32_t)(16 + n));
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/* Find or add @path in the file list. Return: its index, or -ENOMEM. */
+static int file_index(struct source *s, const char *path)
+{
+	for (uint32_t f = 0; f < s->fl.n; f++)
+		if (strcmp(s->fl.files[f], path) == 0)
+			return (int)f;
+	return add_file(&s->fl, path, false) ? -ENOMEM : (int)s->fl.n - 1;
+}
+
+static int source_restore(struct shmrun_task *task, void *state, const void *entry, uint32_t len)
+{
+	struct source *s = state;
+	const unsigned char *e = entry;
+	char path[PATH_MAX];
+	uint64_t off, end;
+	int f;
+
+	if (len <= 16 || len - 16 >= PATH_MAX) {
+		shmrun_task_error(task, "restored read position is malformed (%u bytes)", len);
+		return -EBADMSG;
+	}
+	if (!s->restored) { /* the checkpoint's pieces replace the computed ones */
+		s->npieces = 0;
+		s->restored = true;
+	}
+	memcpy(&off, e, 8);
+	memcpy(&end, e + 8, 8);
+	memcpy(path, e + 16, len - 16);
+	path[len - 16] = 0;
+	f = file_index(s, path);
+	if (f < 0)
+		return f;
+	if (s->npieces == s->cap_pieces) {
+		uint32_t cap = s->cap_pieces ? s->cap_pieces * 2 : 64;
+		struct piece *n = realloc(s->pieces, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		s->pieces = n;
+		s->cap_pieces = cap;
+	}
+	s->pieces[s->npieces++] = (struct piece){(uint32_t)f, off, end};
+	return 0;
+}
+
 static const struct shmrun_param_def params[] = {
 	{.key = "path", .type = SHMRUN_PARAM_PATHS, .required = true,
 	 .doc = "files, directories (read recursively) or glob patterns, space-separated"},
@@ -440,4 +518,7 @@ const struct shmrun_operator shmrun_op_file_source = {
 	.open = source_open,
 	.produce = source_produce,
 	.close = source_close,
+	.pw_rule = SHMRUN_PW_SPLIT,
+	.snapshot = source_snapshot,
+	.restore = source_restore,
 };

@@ -5,20 +5,28 @@
  * The range is cut into pieces of `piece_records` and piece k goes to instance
  * k mod width, as file_source deals file pieces; so the output, as a multiset,
  * does not depend on the width. `rate` limits the whole stage.
+ *
+ * Per-worker state (rule split): one entry per range still to generate,
+ * [u64 next][u64 end], the current one first.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "ops.h"
 
+struct range {
+	uint64_t next, end;
+};
+
 struct sequence {
-	uint64_t count, keys, piece;
-	uint64_t next_piece; /* global index of the piece being generated */
-	uint64_t i;          /* next record of that piece */
-	uint32_t width, me;
+	uint64_t keys;
+	struct range *ranges; /* this instance's, in order */
+	uint32_t n, cap, cur;
+	bool restored;
 	double per_ns;
 	int64_t start_ns;
 	uint64_t emitted;
@@ -32,24 +40,42 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+static int add_range(struct sequence *s, uint64_t next, uint64_t end)
+{
+	if (s->n == s->cap) {
+		uint32_t cap = s->cap ? s->cap * 2 : 16;
+		struct range *r = realloc(s->ranges, cap * sizeof(*r));
+
+		if (!r)
+			return -ENOMEM;
+		s->ranges = r;
+		s->cap = cap;
+	}
+	s->ranges[s->n++] = (struct range){next, end};
+	return 0;
+}
+
 static int seq_open(struct shmrun_task *task, void **state)
 {
 	struct sequence *s = calloc(1, sizeof(*s));
 	uint64_t rate = shmrun_task_param_u64(task, "rate", 0);
+	uint64_t count = shmrun_task_param_u64(task, "count", 0);
+	uint64_t piece = shmrun_task_param_u64(task, "piece_records", 1u << 20);
+	uint32_t width = shmrun_task_width(task);
 
 	if (!s)
 		return -ENOMEM;
-	s->count = shmrun_task_param_u64(task, "count", 0);
-	s->keys = shmrun_task_param_u64(task, "keys", 1);
-	s->piece = shmrun_task_param_u64(task, "piece_records", 1u << 20);
-	s->width = shmrun_task_width(task);
-	s->me = shmrun_task_instance(task);
-	s->next_piece = s->me;
-	s->i = s->next_piece * s->piece;
-	if (rate)
-		s->per_ns = (double)rate / s->width / 1e9;
-	s->start_ns = now_ns();
 	*state = s;
+	s->keys = shmrun_task_param_u64(task, "keys", 1);
+	for (uint64_t k = shmrun_task_instance(task); k * piece < count; k += width) {
+		uint64_t end = (k + 1) * piece < count ? (k + 1) * piece : count;
+
+		if (add_range(s, k * piece, end))
+			return -ENOMEM;
+	}
+	if (rate)
+		s->per_ns = (double)rate / width / 1e9;
+	s->start_ns = now_ns();
 	return 0;
 }
 
@@ -68,32 +94,69 @@ static int seq_produce(struct shmrun_task *task, void *state, uint32_t budget)
 	}
 	while (budget-- > 0) {
 		struct shmrun_record rec = {.key = key, .value = value};
-		uint64_t piece_end;
+		struct range *r;
 		int err;
 
-		if (s->i >= s->count)
+		while (s->cur < s->n && s->ranges[s->cur].next >= s->ranges[s->cur].end)
+			s->cur++;
+		if (s->cur == s->n)
 			return 0;
-		rec.key_len = (uint32_t)snprintf(key, sizeof(key), "k%" PRIu64, s->i % s->keys);
-		rec.value_len = (uint32_t)snprintf(value, sizeof(value), "%" PRIu64, s->i);
-		s->i++;
+		r = &s->ranges[s->cur];
+		rec.key_len = (uint32_t)snprintf(key, sizeof(key), "k%" PRIu64, r->next % s->keys);
+		rec.value_len = (uint32_t)snprintf(value, sizeof(value), "%" PRIu64, r->next);
+		r->next++;
 		s->emitted++;
-		piece_end = (s->next_piece + 1) * s->piece;
-		if (s->i == piece_end || s->i == s->count) {
-			s->next_piece += s->width;
-			s->i = s->next_piece * s->piece;
-		}
 		shmrun_task_count(task, SHMRUN_COUNT_RECORDS_IN, 1);
 		err = shmrun_emit(task, &rec);
 		if (err)
 			return err;
 	}
-	return s->i < s->count;
+	return 1;
+}
+
+static int seq_snapshot(struct shmrun_task *task, void *state, uint64_t epoch)
+{
+	struct sequence *s = state;
+
+	(void)epoch;
+	for (uint32_t i = s->cur; i < s->n; i++) {
+		int err;
+
+		if (s->ranges[i].next >= s->ranges[i].end)
+			continue;
+		err = shmrun_pw_add(task, &s->ranges[i], sizeof(s->ranges[i]));
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static int seq_restore(struct shmrun_task *task, void *state, const void *entry, uint32_t len)
+{
+	struct sequence *s = state;
+	struct range r;
+
+	if (len != sizeof(r)) {
+		shmrun_task_error(task, "restored range is malformed (%u bytes)", len);
+		return -EBADMSG;
+	}
+	if (!s->restored) {
+		s->n = 0;
+		s->cur = 0;
+		s->restored = true;
+	}
+	memcpy(&r, entry, sizeof(r));
+	return add_range(s, r.next, r.end);
 }
 
 static void seq_close(struct shmrun_task *task, void *state)
 {
+	struct sequence *s = state;
+
 	(void)task;
-	free(state);
+	if (s)
+		free(s->ranges);
+	free(s);
 }
 
 static const struct shmrun_param_def params[] = {
@@ -116,4 +179,7 @@ const struct shmrun_operator shmrun_op_sequence = {
 	.open = seq_open,
 	.produce = seq_produce,
 	.close = seq_close,
+	.pw_rule = SHMRUN_PW_SPLIT,
+	.snapshot = seq_snapshot,
+	.restore = seq_restore,
 };

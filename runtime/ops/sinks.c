@@ -3,14 +3,34 @@
  *
  * Both writing sinks write one line per record: key, TAB, value, '\n' — or the
  * value alone when the key is empty. Lines are gathered in a 1 MiB buffer and
- * written with write(2) in whole lines, so the lines of several instances
- * sharing standard output never interleave mid-line.
+ * written with write(2) in whole lines.
  *
  * file_sink: width 1 writes `path`, width k writes `path.<instance>`; missing
- * parent directories are created; an existing file is replaced.
+ * parent directories are created.
+ *
+ * Without checkpoints the file is replaced and written directly.
+ *
+ * With checkpoints it is exactly-once (two-phase commit, DESIGN.md §6). The
+ * output of epoch e — the lines between barrier(e-1) and barrier(e) — goes to
+ * a hidden staging file beside the visible one, `.<name>.<e>.staged`. At
+ * barrier(e) the staging file is closed (fsynced with the checkpoint) and the
+ * sink's per-worker state records L(e): the length the visible file has once
+ * every epoch up to e is committed. When e completes (its MANIFEST is
+ * durable), each staged file up to e is copied to the visible file at its
+ * offset, the visible file is fsynced, and the staged file removed. A crash
+ * anywhere leaves staged files that are either uncommitted or committed but
+ * not yet removed; restoring epoch r therefore replays every staged file up
+ * to r at the offsets that end at L(r) (idempotent pwrites), removes staged
+ * files after r, and truncates the visible file to L(r): output after the
+ * restored checkpoint is rolled back, so a replay cannot duplicate it.
+ *
+ * stdout_sink is at-least-once under restarts (standard output cannot be
+ * rolled back); null_sink only counts.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,23 +42,42 @@
 
 #define BUF_BYTES (1u << 20)
 
-struct sink {
+/* A staged epoch not yet committed. */
+struct staged {
+	uint64_t epoch;
+	uint64_t offset; /* where it goes in the visible file */
+	uint64_t size;
 	int fd;
-	bool owns_fd;
-	char path[PATH_MAX];
-	unsigned char *buf;
-	size_t len;
 };
 
-static int write_all(struct shmrun_task *task, struct sink *s, const unsigned char *p, size_t n)
+struct sink {
+	int fd;        /* visible file (or stdout) */
+	bool owns_fd;
+	bool exactly_once;
+	char path[PATH_MAX];
+	char dir[PATH_MAX], base[NAME_MAX + 1]; /* of path, for staging names */
+	unsigned char *buf;
+	size_t len;
+	unsigned char *copy;   /* for copying staged files into the visible one */
+	/* exactly-once */
+	int stage_fd;          /* staging file of the open epoch, -1 if none yet */
+	uint64_t stage_epoch;  /* the epoch it belongs to */
+	uint64_t stage_size;
+	uint64_t length;       /* L: visible length once everything staged is committed */
+	struct staged *pending;
+	uint32_t npending, cap;
+};
+
+static int write_fd(struct shmrun_task *task, const char *what, int fd, const unsigned char *p,
+		    size_t n)
 {
 	while (n > 0) {
-		ssize_t w = write(s->fd, p, n);
+		ssize_t w = write(fd, p, n);
 
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0) {
-			shmrun_task_error(task, "writing %s: %s", s->path, strerror(errno));
+			shmrun_task_error(task, "writing %s: %s", what, strerror(errno));
 			return -errno;
 		}
 		p += w;
@@ -47,10 +86,40 @@ static int write_all(struct shmrun_task *task, struct sink *s, const unsigned ch
 	return 0;
 }
 
+static void staged_name(const struct sink *s, uint64_t epoch, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/.%s.%" PRIu64 ".staged", s->dir, s->base, epoch);
+}
+
+/* Where the buffer goes: the visible file, or the open epoch's staging file. */
 static int sink_flush(struct shmrun_task *task, struct sink *s)
 {
-	int err = write_all(task, s, s->buf, s->len);
+	int err;
 
+	if (!s->len)
+		return 0;
+	if (!s->exactly_once) {
+		err = write_fd(task, s->path, s->fd, s->buf, s->len);
+		s->len = 0;
+		return err;
+	}
+	if (s->stage_fd < 0) {
+		char name[PATH_MAX + NAME_MAX + 40];
+
+		s->stage_epoch = 0; /* set at the barrier that closes it */
+		staged_name(s, 0, name, sizeof(name));
+		/* the epoch is not known until its barrier: open as ".0" and
+		 * rename at the barrier */
+		s->stage_fd = open(name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (s->stage_fd < 0) {
+			shmrun_task_error(task, "cannot create staging file %s: %s", name,
+					  strerror(errno));
+			return -errno;
+		}
+		s->stage_size = 0;
+	}
+	err = write_fd(task, "a staging file", s->stage_fd, s->buf, s->len);
+	s->stage_size += s->len;
 	s->len = 0;
 	return err;
 }
@@ -68,22 +137,59 @@ static int mkdirs(char *path)
 	return 0;
 }
 
-static int sink_new(struct shmrun_task *task, void **state, int fd, const char *name)
+static int sink_new(void **state, int fd, const char *name)
 {
 	struct sink *s = calloc(1, sizeof(*s));
+	const char *slash;
 
 	if (!s)
 		return -ENOMEM;
 	*state = s;
 	s->fd = fd;
+	s->stage_fd = -1;
 	snprintf(s->path, sizeof(s->path), "%s", name);
+	slash = strrchr(name, '/');
+	if (slash) {
+		snprintf(s->dir, sizeof(s->dir), "%.*s", (int)(slash - name), name);
+		snprintf(s->base, sizeof(s->base), "%s", slash + 1);
+	} else {
+		snprintf(s->dir, sizeof(s->dir), ".");
+		snprintf(s->base, sizeof(s->base), "%s", name);
+	}
 	s->buf = malloc(BUF_BYTES);
 	return s->buf ? 0 : -ENOMEM;
+}
+
+/* Remove staging files of this sink whose epoch is above @keep_upto. */
+static void remove_staged_after(struct sink *s, uint64_t keep_upto)
+{
+	DIR *d = opendir(s->dir);
+	struct dirent *de;
+	size_t blen = strlen(s->base);
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		const char *n = de->d_name;
+		char *end;
+		unsigned long long e;
+		char full[PATH_MAX + NAME_MAX + 2];
+
+		if (n[0] != '.' || strncmp(n + 1, s->base, blen) != 0 || n[1 + blen] != '.')
+			continue;
+		e = strtoull(n + 2 + blen, &end, 10);
+		if (strcmp(end, ".staged") != 0 || e <= keep_upto)
+			continue;
+		snprintf(full, sizeof(full), "%s/%s", s->dir, n);
+		unlink(full);
+	}
+	closedir(d);
 }
 
 static int file_open(struct shmrun_task *task, void **state)
 {
 	const char *path = shmrun_task_param(task, "path");
+	bool exactly_once = shmrun_task_checkpointing(task);
 	char name[PATH_MAX];
 	struct sink *s;
 	int err, fd;
@@ -98,23 +204,35 @@ static int file_open(struct shmrun_task *task, void **state)
 				  strerror(-err));
 		return err;
 	}
-	fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	/* Exactly-once: keep what is there until restore() says what is committed. */
+	fd = open(name, O_WRONLY | O_CREAT | O_CLOEXEC | (exactly_once ? 0 : O_TRUNC), 0666);
 	if (fd < 0) {
 		shmrun_task_error(task, "cannot open %s for writing: %s", name, strerror(errno));
 		return -errno;
 	}
-	err = sink_new(task, state, fd, name);
+	err = sink_new(state, fd, name);
 	s = *state;
-	if (s)
-		s->owns_fd = true;
-	else
+	if (!s) {
 		close(fd);
+		return err;
+	}
+	s->owns_fd = true;
+	s->exactly_once = exactly_once;
+	if (exactly_once && shmrun_task_restored_epoch(task) == 0) {
+		/* a fresh start: nothing is committed */
+		remove_staged_after(s, 0);
+		if (ftruncate(fd, 0) < 0) {
+			shmrun_task_error(task, "truncating %s: %s", name, strerror(errno));
+			return -errno;
+		}
+	}
 	return err;
 }
 
 static int stdout_open(struct shmrun_task *task, void **state)
 {
-	return sink_new(task, state, STDOUT_FILENO, "standard output");
+	(void)task;
+	return sink_new(state, STDOUT_FILENO, "standard output");
 }
 
 static int sink_process(struct shmrun_task *task, void *state, const struct shmrun_record *rec)
@@ -129,15 +247,23 @@ static int sink_process(struct shmrun_task *task, void *state, const struct shmr
 			return err;
 	}
 	shmrun_task_count(task, SHMRUN_COUNT_RECORDS_OUT, 1);
-	if (need > BUF_BYTES) { /* a line longer than the buffer goes straight out */
-		const unsigned char tab = '\t', nl = '\n';
+	if (need > BUF_BYTES) { /* a line longer than the buffer: in pieces */
+		const unsigned char *parts[3] = {rec->key, (const unsigned char *)"\t", rec->value};
+		size_t lens[3] = {rec->key_len, rec->key_len ? 1 : 0, rec->value_len};
 
-		if (rec->key_len && ((err = write_all(task, s, rec->key, rec->key_len)) ||
-				     (err = write_all(task, s, &tab, 1))))
-			return err;
-		if ((err = write_all(task, s, rec->value, rec->value_len)))
-			return err;
-		return write_all(task, s, &nl, 1);
+		for (int i = 0; i < 3; i++)
+			for (size_t done = 0; done < lens[i];) {
+				size_t n = lens[i] - done < BUF_BYTES - s->len ? lens[i] - done
+									 : BUF_BYTES - s->len;
+
+				memcpy(s->buf + s->len, parts[i] + done, n);
+				s->len += n;
+				done += n;
+				if (s->len == BUF_BYTES && (err = sink_flush(task, s)))
+					return err;
+			}
+		s->buf[s->len++] = '\n';
+		return 0;
 	}
 	if (rec->key_len) {
 		memcpy(s->buf + s->len, rec->key, rec->key_len);
@@ -156,10 +282,213 @@ static int sink_end(struct shmrun_task *task, void *state)
 	struct sink *s = state;
 	int err = sink_flush(task, s);
 
-	if (!err && s->owns_fd && fsync(s->fd) < 0 && errno != EINVAL) {
+	if (!err && s->owns_fd && !s->exactly_once && fsync(s->fd) < 0 && errno != EINVAL) {
 		shmrun_task_error(task, "fsync %s: %s", s->path, strerror(errno));
 		err = -errno;
 	}
+	return err;
+}
+
+/* Barrier(e): close epoch e's staging file and record L(e). */
+static int file_snapshot(struct shmrun_task *task, void *state, uint64_t epoch)
+{
+	struct sink *s = state;
+	int err;
+
+	if (!s->exactly_once)
+		return 0;
+	err = sink_flush(task, s);
+	if (err)
+		return err;
+	if (s->stage_fd >= 0) {
+		char from[PATH_MAX + NAME_MAX + 40], to[PATH_MAX + NAME_MAX + 40];
+
+		staged_name(s, 0, from, sizeof(from));
+		staged_name(s, epoch, to, sizeof(to));
+		if (rename(from, to) < 0) {
+			shmrun_task_error(task, "renaming %s: %s", from, strerror(errno));
+			return -errno;
+		}
+		if (s->npending == s->cap) {
+			uint32_t cap = s->cap ? s->cap * 2 : 8;
+			struct staged *n = realloc(s->pending, cap * sizeof(*n));
+
+			if (!n)
+				return -ENOMEM;
+			s->pending = n;
+			s->cap = cap;
+		}
+		s->pending[s->npending++] =
+			(struct staged){epoch, s->length, s->stage_size, s->stage_fd};
+		s->length += s->stage_size;
+		err = shmrun_task_sync_fd(task, s->stage_fd);
+		s->stage_fd = -1;
+		if (err)
+			return err;
+	}
+	return shmrun_pw_add(task, &s->length, sizeof(s->length));
+}
+
+/* Copy staged file @from (its fd or path) into the visible file at @offset. */
+static int copy_staged(struct shmrun_task *task, struct sink *s, int fd, uint64_t offset,
+		       uint64_t size)
+{
+	uint64_t done = 0;
+
+	/* not s->buf: it holds the lines of the epoch now open */
+	if (!s->copy && !(s->copy = malloc(BUF_BYTES)))
+		return -ENOMEM;
+	while (done < size) {
+		ssize_t n = pread(fd, s->copy, size - done < BUF_BYTES ? size - done : BUF_BYTES,
+				  (off_t)done);
+		ssize_t w;
+
+		if (n <= 0) {
+			shmrun_task_error(task, "reading a staging file of %s: %s", s->path,
+					  n < 0 ? strerror(errno) : "shorter than recorded");
+			return n < 0 ? -errno : -EIO;
+		}
+		for (ssize_t off = 0; off < n; off += w) {
+			w = pwrite(s->fd, s->copy + off, (size_t)(n - off),
+				   (off_t)(offset + done + (uint64_t)off));
+			if (w < 0 && errno == EINTR) {
+				w = 0;
+				continue;
+			}
+			if (w < 0) {
+				shmrun_task_error(task, "writing %s: %s", s->path, strerror(errno));
+				return -errno;
+			}
+		}
+		done += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Epochs up to @epoch are complete: make their staged output visible. */
+static int file_commit(struct shmrun_task *task, void *state, uint64_t epoch)
+{
+	struct sink *s = state;
+	uint32_t k = 0;
+	int err = 0;
+
+	if (!s->exactly_once || !s->npending || s->pending[0].epoch > epoch)
+		return 0;
+	for (; k < s->npending && s->pending[k].epoch <= epoch && !err; k++)
+		err = copy_staged(task, s, s->pending[k].fd, s->pending[k].offset,
+				  s->pending[k].size);
+	if (!err && fsync(s->fd) < 0) {
+		shmrun_task_error(task, "fsync %s: %s", s->path, strerror(errno));
+		err = -errno;
+	}
+	if (err)
+		return err;
+	for (uint32_t i = 0; i < k; i++) {
+		char name[PATH_MAX + NAME_MAX + 40];
+
+		staged_name(s, s->pending[i].epoch, name, sizeof(name));
+		close(s->pending[i].fd);
+		unlink(name);
+	}
+	memmove(s->pending, s->pending + k, (s->npending - k) * sizeof(*s->pending));
+	s->npending -= k;
+	return 0;
+}
+
+/* qsort: staged epochs, newest first */
+static int cmp_epoch_desc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/*
+ * Restore to L(r): replay staged files up to r (their offsets end at L(r)),
+ * drop later ones, truncate the visible file to L(r).
+ */
+static int file_restore(struct shmrun_task *task, void *state, const void *entry, uint32_t len)
+{
+	struct sink *s = state;
+	uint64_t r = shmrun_task_restored_epoch(task), target, cursor, *epochs = NULL;
+	uint32_t n = 0, cap = 0;
+	size_t blen = strlen(s->base);
+	DIR *d;
+	struct dirent *de;
+	int err = 0;
+
+	if (!s->exactly_once || len != sizeof(target)) {
+		shmrun_task_error(task, "restored committed length is malformed");
+		return -EBADMSG;
+	}
+	memcpy(&target, entry, sizeof(target));
+	remove_staged_after(s, r);
+	d = opendir(s->dir);
+	if (!d) {
+		shmrun_task_error(task, "cannot read %s: %s", s->dir, strerror(errno));
+		return -errno;
+	}
+	while ((de = readdir(d))) {
+		const char *nm = de->d_name;
+		char *end;
+		unsigned long long e;
+
+		if (nm[0] != '.' || strncmp(nm + 1, s->base, blen) != 0 || nm[1 + blen] != '.')
+			continue;
+		e = strtoull(nm + 2 + blen, &end, 10);
+		if (strcmp(end, ".staged") != 0 || e == 0 || e > r)
+			continue;
+		if (n == cap) {
+			uint64_t *ne = realloc(epochs, (cap = cap ? cap * 2 : 8) * sizeof(*ne));
+
+			if (!ne) {
+				closedir(d);
+				free(epochs);
+				return -ENOMEM;
+			}
+			epochs = ne;
+		}
+		epochs[n++] = e;
+	}
+	closedir(d);
+	qsort(epochs, n, sizeof(*epochs), cmp_epoch_desc);
+	cursor = target;
+	for (uint32_t i = 0; i < n && !err; i++) {
+		char name[PATH_MAX + NAME_MAX + 40];
+		struct stat st;
+		int fd;
+
+		staged_name(s, epochs[i], name, sizeof(name));
+		fd = open(name, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st) < 0 || (uint64_t)st.st_size > cursor) {
+			shmrun_task_error(task, "staging file %s does not fit the committed length "
+						"%" PRIu64 " of %s",
+					  name, target, s->path);
+			if (fd >= 0)
+				close(fd);
+			err = -EBADMSG;
+			break;
+		}
+		cursor -= (uint64_t)st.st_size;
+		err = copy_staged(task, s, fd, cursor, (uint64_t)st.st_size);
+		close(fd);
+	}
+	if (!err && ftruncate(s->fd, (off_t)target) < 0) {
+		shmrun_task_error(task, "truncating %s: %s", s->path, strerror(errno));
+		err = -errno;
+	}
+	if (!err && fsync(s->fd) < 0) {
+		shmrun_task_error(task, "fsync %s: %s", s->path, strerror(errno));
+		err = -errno;
+	}
+	for (uint32_t i = 0; i < n && !err; i++) {
+		char name[PATH_MAX + NAME_MAX + 40];
+
+		staged_name(s, epochs[i], name, sizeof(name));
+		unlink(name);
+	}
+	free(epochs);
+	s->length = target;
 	return err;
 }
 
@@ -172,6 +501,12 @@ static void sink_close(struct shmrun_task *task, void *state)
 		return;
 	if (s->owns_fd)
 		close(s->fd);
+	if (s->stage_fd >= 0)
+		close(s->stage_fd);
+	for (uint32_t i = 0; i < s->npending; i++)
+		close(s->pending[i].fd);
+	free(s->pending);
+	free(s->copy);
 	free(s->buf);
 	free(s);
 }
@@ -201,6 +536,10 @@ const struct shmrun_operator shmrun_op_file_sink = {
 	.process = sink_process,
 	.end_of_input = sink_end,
 	.close = sink_close,
+	.pw_rule = SHMRUN_PW_SPLIT,
+	.snapshot = file_snapshot,
+	.restore = file_restore,
+	.commit = file_commit,
 };
 
 const struct shmrun_operator shmrun_op_stdout_sink = {

@@ -32,3 +32,11 @@ shmrun_check_test(check_plan
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)
+
+# Checkpoint state files (DESIGN.md §6, docs/checkpoints.md): block format, io_uring
+# writer and its pwrite/fsync fallback, the SHMRUN_FAULT switch, the verifying reader.
+shmrun_check_test(check_ckpt_io
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_ckpt_io.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 120)

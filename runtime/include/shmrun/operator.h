@@ -64,6 +64,16 @@ struct shmrun_param_def {
 
 struct shmrun_task; /* opaque: the runtime's view of one instance of one stage */
 
+/**
+ * How an operator's per-worker state is redistributed when its stage's width
+ * changes (seed 003): there is no silent "keep what you had".
+ */
+enum shmrun_pw_rule {
+	SHMRUN_PW_NONE = 0,  /**< no per-worker state declared: the stage cannot be rescaled */
+	SHMRUN_PW_SPLIT = 1, /**< pool every old instance's entries, deal them out: each entry owned once */
+	SHMRUN_PW_UNION = 2, /**< every new instance gets every entry */
+};
+
 /** Operator flags. */
 #define SHMRUN_OP_SOURCE 0x1u /**< has no input; implements produce() */
 #define SHMRUN_OP_SINK 0x2u   /**< emits nothing; a graph needs at least one */
@@ -111,6 +121,34 @@ struct shmrun_operator {
 	 * shmrun_task_error().
 	 */
 	int (*prepare)(struct shmrun_task *task);
+
+	/** The composition rule of this operator's per-worker state. */
+	enum shmrun_pw_rule pw_rule;
+
+	/**
+	 * snapshot() - optional: called at barrier(@epoch), once the task is
+	 * aligned, before the barrier goes downstream; record this instance's
+	 * per-worker state with shmrun_pw_add(), one entry per item (a read
+	 * position, a committed length). Key-bound state is saved by the runtime.
+	 * Must be quick: the task does not process records meanwhile (its stall).
+	 * Return: 0, or a negative errno after shmrun_task_error().
+	 */
+	int (*snapshot)(struct shmrun_task *task, void *state, uint64_t epoch);
+
+	/**
+	 * restore() - optional: called after open(), before any record, once per
+	 * per-worker entry this instance got from the restored checkpoint
+	 * (shmrun_task_restored_epoch()). Key-bound state is already restored.
+	 * Return: 0, or a negative errno after shmrun_task_error().
+	 */
+	int (*restore)(struct shmrun_task *task, void *state, const void *entry, uint32_t len);
+
+	/**
+	 * commit() - optional: every epoch up to @epoch is complete (its MANIFEST
+	 * is durable): make the output staged for them visible (two-phase commit).
+	 * Return: 0, or a negative errno after shmrun_task_error().
+	 */
+	int (*commit)(struct shmrun_task *task, void *state, uint64_t epoch);
 };
 
 /**
@@ -188,6 +226,28 @@ int shmrun_keyed_state_foreach(struct shmrun_task *task,
 
 /** shmrun_keyed_state_keys() - distinct keys in this task's key-bound state. */
 uint64_t shmrun_keyed_state_keys(const struct shmrun_task *task);
+
+/**
+ * shmrun_pw_add() - add one per-worker state entry (copied) during snapshot().
+ * Return: 0; -ENOMEM; -EINVAL outside snapshot().
+ */
+int shmrun_pw_add(struct shmrun_task *task, const void *entry, uint32_t len);
+
+/**
+ * shmrun_task_sync_fd() - during snapshot(): @fd must be fsynced before the
+ * checkpoint counts as durable (a sink's staged output). The runtime fsyncs it
+ * off the processing path. Return: 0; -EINVAL outside snapshot(); -ENOMEM.
+ */
+int shmrun_task_sync_fd(struct shmrun_task *task, int fd);
+
+/** shmrun_task_checkpointing() - whether the job takes checkpoints (checkpoint_dir set). */
+bool shmrun_task_checkpointing(const struct shmrun_task *task);
+
+/**
+ * shmrun_task_restored_epoch() - the epoch this run restored from, 0 for a
+ * fresh start. Known from open() on.
+ */
+uint64_t shmrun_task_restored_epoch(const struct shmrun_task *task);
 
 /**
  * shmrun_task_error() - record why the task failed (printf-style). The worker

@@ -1,0 +1,691 @@
+/*
+ * runtime/checkpoint.c: the checkpoint protocol's bookkeeping — the control
+ * area, the coordinator (worker 0), the MANIFEST, restore selection.
+ *
+ * The protocol (Chandy–Lamport as Flink's asynchronous barrier snapshots,
+ * DESIGN.md §6; docs/checkpoints.md):
+ *
+ *   1. Worker 0 starts epoch e: trigger_epoch = e (release).
+ *   2. Each source task, between two records, snapshots its read positions and
+ *      sends barrier(e) on every output. A task with several inputs holds back
+ *      each input that delivered barrier(e) until all have (alignment), then
+ *      snapshots and forwards barrier(e). (worker.c)
+ *   3. A snapshot is taken in the task's worker in O(per-worker state): the
+ *      worker forks, and the child — holding a copy-on-write image of the
+ *      key-bound state as of the barrier — writes the task's state file with
+ *      io_uring, fsyncs it and records size and checksum in the task's slot.
+ *      The parent goes on processing at once.
+ *   4. When every task's slot shows e done, worker 0 forks a child that writes
+ *      MANIFEST to a temporary name, fsyncs it, renames it into place, fsyncs
+ *      the directory and only then stores complete_epoch = e. Then it deletes
+ *      checkpoints beyond checkpoint_retain, never before.
+ *   5. Sinks learn complete_epoch and commit the output they staged up to e.
+ *
+ * An epoch whose snapshot failed, or that is not complete within
+ * checkpoint_timeout, is aborted: aborted_epoch = e, its directory removed,
+ * tasks drop its alignment, stale barrier(e) frames are ignored, and the next
+ * epoch starts. The previous checkpoint is untouched.
+ *
+ * End of input: a source that has no more input does not end; it reports
+ * itself exhausted. Once every source is, worker 0 starts the final epoch;
+ * sources send its barrier and then end. So the last checkpoint holds the
+ * whole input and commits the sinks' tail. A stop request (SIGTERM) also
+ * makes the next epoch the final one.
+ *
+ * MANIFEST is text, one item per line, closed by a checksum line:
+ *
+ *     shmrun-manifest 1
+ *     epoch 7
+ *     time 1764453000123456789
+ *     fingerprint 0000000000000000
+ *     job wordcount
+ *     vnodes 256
+ *     workers 2
+ *     stage count count 4 none
+ *     file count.0.state 123456 89abcdef01234567 120000 0
+ *     end 0123456789abcdef          (XXH64 of every byte above this line)
+ *
+ * Rejected: the launcher as coordinator — DESIGN.md wants no control plane,
+ * the leader is an ordinary worker; writing the MANIFEST in worker 0's loop —
+ * two fsyncs would stall its tasks.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "checkpoint.h"
+#include "ckpt_io.h"
+
+#define MANIFEST "MANIFEST"
+#define MANIFEST_TMP "MANIFEST.tmp"
+#define MANIFEST_VERSION 1
+
+/* ---- control area ---------------------------------------------------------- */
+
+struct shmrun_control *shmrun_control_create(uint32_t workers, uint32_t tasks)
+{
+	size_t head = (sizeof(struct shmrun_control) + 63) & ~(size_t)63;
+	size_t stats = workers * sizeof(struct shmrun_worker_stats);
+	size_t slots = (tasks ? tasks : 1) * sizeof(struct shmrun_task_slot);
+	size_t bytes = head + stats + slots;
+	struct shmrun_control *c = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+					MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (c == MAP_FAILED)
+		return NULL;
+	c->workers = workers;
+	c->tasks = tasks;
+	c->stats_off = head;
+	c->slots_off = head + stats;
+	c->bytes = bytes;
+	return c;
+}
+
+void shmrun_control_destroy(struct shmrun_control *c)
+{
+	if (c)
+		munmap(c, c->bytes);
+}
+
+/* ---- names ------------------------------------------------------------------- */
+
+void shmrun_ckpt_path(const char *dir, uint64_t epoch, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/ckpt-%" PRIu64, dir, epoch);
+}
+
+void shmrun_ckpt_file_name(const struct shmrun_plan *plan, uint32_t task, char *buf, size_t len)
+{
+	const struct shmrun_plan_task *t = &plan->tasks[task];
+
+	snprintf(buf, len, "%s.%u.state", plan->job->stages[t->stage].name, t->instance);
+}
+
+static const char *rule_name(int rule)
+{
+	return rule == SHMRUN_PW_SPLIT ? "split" : rule == SHMRUN_PW_UNION ? "union" : "none";
+}
+
+static int rule_of(const char *s)
+{
+	return strcmp(s, "split") == 0 ? SHMRUN_PW_SPLIT : strcmp(s, "union") == 0 ? SHMRUN_PW_UNION
+										   : SHMRUN_PW_NONE;
+}
+
+/* ---- MANIFEST ------------------------------------------------------------------ */
+
+struct text {
+	char *p;
+	size_t len, cap;
+};
+
+static int text_printf(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int text_printf(struct text *t, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0)
+			return -EINVAL;
+		if (t->p && t->len + (size_t)n < t->cap) {
+			t->len += (size_t)n;
+			return 0;
+		}
+		t->cap = (t->cap ? t->cap * 2 : 4096) + (size_t)n;
+		t->p = realloc(t->p, t->cap);
+		if (!t->p)
+			return -ENOMEM;
+	}
+}
+
+/* The MANIFEST text of epoch @e, from the task slots. */
+static int manifest_text(const struct shmrun_plan *plan, struct shmrun_control *ctl, uint64_t e,
+			 struct text *t)
+{
+	const struct shmrun_job *job = plan->job;
+	struct shmrun_task_slot *slots = shmrun_control_slots(ctl);
+	struct timespec ts;
+	int err = 0;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	err |= text_printf(t, "shmrun-manifest %d\nepoch %" PRIu64 "\ntime %" PRId64 "\n",
+			   MANIFEST_VERSION, e, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
+	err |= text_printf(t, "fingerprint %016" PRIx64 "\njob %s\nvnodes %u\nworkers %u\n",
+			   (uint64_t)0, job->name, job->vnodes, job->workers);
+	for (uint32_t s = 0; s < job->nstages; s++)
+		err |= text_printf(t, "stage %s %s %u %s\n", job->stages[s].name,
+				   job->stages[s].op->name, job->stages[s].width,
+				   rule_name(job->stages[s].op->pw_rule));
+	for (uint32_t k = 0; k < plan->ntasks; k++) {
+		char name[160];
+
+		shmrun_ckpt_file_name(plan, k, name, sizeof(name));
+		err |= text_printf(t, "file %s %" PRIu64 " %016" PRIx64 " %" PRIu64 " %" PRIu64 "\n",
+				   name, slots[k].size, slots[k].xxh64, slots[k].kv_bytes,
+				   slots[k].pw_bytes);
+	}
+	if (!err)
+		err = text_printf(t, "end %016" PRIx64 "\n", (uint64_t)XXH64(t->p, t->len, 0));
+	return err ? -ENOMEM : 0;
+}
+
+/* Remove a checkpoint directory and everything in it (one level). */
+static void remove_ckpt(const char *dir, uint64_t epoch)
+{
+	char path[PATH_MAX], file[PATH_MAX + 300];
+	DIR *d;
+	struct dirent *de;
+
+	shmrun_ckpt_path(dir, epoch, path, sizeof(path));
+	d = opendir(path);
+	if (!d)
+		return;
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+			snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
+			unlink(file);
+		}
+	closedir(d);
+	rmdir(path);
+}
+
+/*
+ * The manifest child: write MANIFEST.tmp, fsync, rename to MANIFEST, fsync the
+ * directory, publish complete_epoch, then apply retention. Runs in a child of
+ * worker 0 so that none of it stalls worker 0's tasks.
+ */
+static int write_manifest(const struct shmrun_plan *plan, struct shmrun_control *ctl, uint64_t e)
+{
+	const struct shmrun_job *job = plan->job;
+	struct shmrun_ckpt_writer wr;
+	struct text t = {0};
+	char path[PATH_MAX], why[256];
+	uint64_t *epochs = NULL;
+	int dirfd = -1, err, n;
+
+	shmrun_ckpt_path(job->checkpoint_dir, e, path, sizeof(path));
+	err = manifest_text(plan, ctl, e, &t);
+	if (err)
+		goto out;
+	err = shmrun_ckpt_writer_init(&wr, 8, why, sizeof(why));
+	if (err)
+		goto out;
+	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0) {
+		err = -errno;
+		goto out_writer;
+	}
+	unlinkat(dirfd, MANIFEST_TMP, 0);
+	err = shmrun_ckpt_write_bytes(&wr, dirfd, MANIFEST_TMP, t.p, t.len, SHMRUN_CKPT_TRUNC);
+	if (!err && renameat(dirfd, MANIFEST_TMP, dirfd, MANIFEST) < 0)
+		err = -errno;
+	if (!err)
+		err = shmrun_ckpt_fsync_dir(dirfd);
+	if (err)
+		goto out_writer;
+	/* release: pairs with the acquire loads of complete_epoch in every
+	 * worker; the MANIFEST is durable before any sink commits epoch e. */
+	atomic_store_explicit(&ctl->complete_epoch, e, memory_order_release);
+	/* Retention: after the new MANIFEST is durable, never before. */
+	n = shmrun_ckpt_list(job->checkpoint_dir, &epochs);
+	for (int i = 0, kept = 0; i < n; i++) {
+		char p2[PATH_MAX + 20];
+		struct stat st;
+
+		shmrun_ckpt_path(job->checkpoint_dir, epochs[i], path, sizeof(path));
+		snprintf(p2, sizeof(p2), "%s/" MANIFEST, path);
+		if (epochs[i] > e)
+			continue; /* not ours to judge */
+		if (stat(p2, &st) == 0 && (uint32_t)kept < job->checkpoint_retain) {
+			kept++;
+			continue;
+		}
+		if (epochs[i] < e)
+			remove_ckpt(job->checkpoint_dir, epochs[i]);
+	}
+	free(epochs);
+out_writer:
+	shmrun_ckpt_writer_close(&wr);
+out:
+	if (dirfd >= 0)
+		close(dirfd);
+	free(t.p);
+	if (err)
+		shmrun_log(SHMRUN_LOG_ERROR, "epoch %" PRIu64 ": writing %s/" MANIFEST ": %s", e,
+			   path, strerror(-err));
+	return err;
+}
+
+/* ---- the coordinator --------------------------------------------------------------- */
+
+static void abort_epoch(struct shmrun_coordinator *co, const struct shmrun_plan *plan,
+			struct shmrun_control *ctl, const char *why)
+{
+	shmrun_log(SHMRUN_LOG_WARN, "epoch %" PRIu64 " aborted: %s; the previous checkpoint "
+				    "stands and the next epoch starts",
+		   co->epoch, why);
+	/* release: tasks aligning this epoch drop it (acquire in worker.c). */
+	atomic_store_explicit(&ctl->aborted_epoch, co->epoch, memory_order_release);
+	remove_ckpt(plan->job->checkpoint_dir, co->epoch);
+	if (atomic_load_explicit(&ctl->final_epoch, memory_order_acquire) == co->epoch)
+		atomic_store_explicit(&ctl->failed, 1, memory_order_release);
+	co->epoch = 0;
+}
+
+bool shmrun_coordinate(struct shmrun_coordinator *co, const struct shmrun_plan *plan,
+		       struct shmrun_control *ctl, int64_t now_ns)
+{
+	const struct shmrun_job *job = plan->job;
+	struct shmrun_task_slot *slots = shmrun_control_slots(ctl);
+	uint32_t done = 0, sources = 0, exhausted = 0;
+
+	if (co->manifest_pid > 0) {
+		/* acquire: pairs with the MANIFEST child's release store. */
+		bool ok = atomic_load_explicit(&ctl->complete_epoch, memory_order_acquire) >=
+			  co->manifest_epoch;
+
+		if (!ok && !co->manifest_exited &&
+		    waitpid(co->manifest_pid, NULL, WNOHANG) != co->manifest_pid)
+			return false; /* still writing */
+		if (!co->manifest_exited)
+			waitpid(co->manifest_pid, NULL, WNOHANG);
+		co->manifest_pid = 0;
+		co->manifest_exited = false;
+		if (!ok) {
+			co->epoch = co->manifest_epoch;
+			abort_epoch(co, plan, ctl, "its MANIFEST could not be written");
+			return true;
+		}
+		shmrun_log(SHMRUN_LOG_DEBUG, "epoch %" PRIu64 " complete", co->manifest_epoch);
+		co->epoch = 0;
+		return true;
+	}
+	if (co->epoch) {
+		for (uint32_t k = 0; k < plan->ntasks; k++) {
+			if (atomic_load_explicit(&slots[k].failed_epoch, memory_order_acquire) ==
+			    co->epoch) {
+				char why[200];
+				char name[160];
+
+				shmrun_ckpt_file_name(plan, k, name, sizeof(name));
+				snprintf(why, sizeof(why), "writing %s failed: %s", name,
+					 strerror(-atomic_load(&slots[k].error)));
+				abort_epoch(co, plan, ctl, why);
+				return true;
+			}
+			/* acquire: pairs with the release store of done_epoch by the
+			 * snapshot child; its size and checksum are visible. */
+			if (atomic_load_explicit(&slots[k].done_epoch, memory_order_acquire) ==
+			    co->epoch)
+				done++;
+		}
+		if (done == plan->ntasks) {
+			pid_t pid;
+
+			co->manifest_epoch = co->epoch;
+			pid = fork();
+			if (pid == 0) {
+				prctl(PR_SET_PDEATHSIG, SIGKILL);
+				_exit(write_manifest(plan, ctl, co->manifest_epoch) ? 1 : 0);
+			}
+			if (pid < 0) {
+				abort_epoch(co, plan, ctl, "fork of the MANIFEST writer failed");
+				return true;
+			}
+			co->manifest_pid = pid;
+			return true;
+		}
+		if (now_ns - co->started_ns > (int64_t)job->checkpoint_timeout_ns) {
+			abort_epoch(co, plan, ctl, "not complete within checkpoint_timeout");
+			return true;
+		}
+		return false;
+	}
+	if (atomic_load_explicit(&ctl->final_epoch, memory_order_acquire))
+		return false; /* the final epoch is done (or failed): nothing more */
+	for (uint32_t k = 0; k < plan->ntasks; k++) {
+		if (!(job->stages[plan->tasks[k].stage].op->flags & SHMRUN_OP_SOURCE))
+			continue;
+		sources++;
+		exhausted += atomic_load_explicit(&slots[k].exhausted, memory_order_acquire) != 0;
+	}
+	{
+		bool final = exhausted == sources ||
+			     atomic_load_explicit(&ctl->stop_requested, memory_order_acquire);
+		uint64_t e;
+
+		if (!final && now_ns < co->next_ns)
+			return false;
+		e = atomic_load_explicit(&ctl->trigger_epoch, memory_order_relaxed) + 1;
+		if (e <= ctl->restored_epoch)
+			e = ctl->restored_epoch + 1;
+		if (final && exhausted != sources)
+			atomic_store_explicit(&ctl->final_is_stop, 1, memory_order_relaxed);
+		if (final)
+			atomic_store_explicit(&ctl->final_epoch, e, memory_order_release);
+		co->epoch = e;
+		co->started_ns = now_ns;
+		co->next_ns = now_ns + (int64_t)job->checkpoint_interval_ns;
+		/* release: pairs with the acquire load of trigger_epoch by sources
+		 * (worker.c); final_epoch above is visible with it. */
+		atomic_store_explicit(&ctl->trigger_epoch, e, memory_order_release);
+		shmrun_log(SHMRUN_LOG_DEBUG, "epoch %" PRIu64 " started%s", e, final ? " (final)" : "");
+	}
+	return true;
+}
+
+/* ---- reading checkpoints ----------------------------------------------------------- */
+
+void shmrun_manifest_free(struct shmrun_manifest *m)
+{
+	free(m->stages);
+	free(m->files);
+	memset(m, 0, sizeof(*m));
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+int shmrun_ckpt_list(const char *dir, uint64_t **epochs)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	uint64_t *v = NULL;
+	int n = 0, cap = 0;
+
+	*epochs = NULL;
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		char *end;
+		unsigned long long e;
+
+		if (strncmp(de->d_name, "ckpt-", 5) != 0 || !de->d_name[5])
+			continue;
+		errno = 0;
+		e = strtoull(de->d_name + 5, &end, 10);
+		if (*end || errno || e == 0)
+			continue;
+		if (n == cap) {
+			uint64_t *nv = realloc(v, (cap = cap ? cap * 2 : 16) * sizeof(*v));
+
+			if (!nv) {
+				free(v);
+				closedir(d);
+				return -ENOMEM;
+			}
+			v = nv;
+		}
+		v[n++] = e;
+	}
+	closedir(d);
+	qsort(v, (size_t)n, sizeof(*v), cmp_desc);
+	*epochs = v;
+	return n;
+}
+
+static int parse_manifest(char *text, size_t len, struct shmrun_manifest *m, char *why,
+			  size_t whylen)
+{
+	char *end_line = NULL, *save = NULL;
+	uint64_t sum;
+
+	memset(m, 0, sizeof(*m));
+	/* the checksum line closes the file */
+	for (char *p = text + len; p > text; p--)
+		if (p[-1] == '\n' && strncmp(p, "end ", 4) == 0) {
+			end_line = p;
+			break;
+		}
+	if (!end_line || sscanf(end_line, "end %" SCNx64, &sum) != 1) {
+		snprintf(why, whylen, "MANIFEST has no end line (truncated?)");
+		return -EBADMSG;
+	}
+	if (XXH64(text, (size_t)(end_line - text), 0) != sum) {
+		snprintf(why, whylen, "MANIFEST checksum mismatch");
+		return -EBADMSG;
+	}
+	*end_line = 0;
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char a[160];
+		unsigned w;
+		int r = 0;
+
+		if (sscanf(line, "shmrun-manifest %u", &m->version) == 1)
+			continue;
+		if (sscanf(line, "epoch %" SCNu64, &m->epoch) == 1 ||
+		    sscanf(line, "time %" SCNd64, &m->time_ns) == 1 ||
+		    sscanf(line, "fingerprint %" SCNx64, &m->fingerprint) == 1 ||
+		    sscanf(line, "job %71s", m->job) == 1 || sscanf(line, "vnodes %u", &m->vnodes) == 1 ||
+		    sscanf(line, "workers %u", &m->workers) == 1)
+			continue;
+		if (strncmp(line, "stage ", 6) == 0) {
+			struct shmrun_manifest_stage st = {0}, *ns;
+			char rule[16];
+
+			r = sscanf(line, "stage %71s %39s %u %15s", st.name, st.op, &st.width, rule);
+			if (r != 4)
+				goto bad;
+			st.rule = rule_of(rule);
+			ns = realloc(m->stages, (m->nstages + 1) * sizeof(*ns));
+			if (!ns)
+				return -ENOMEM;
+			m->stages = ns;
+			m->stages[m->nstages++] = st;
+			continue;
+		}
+		if (strncmp(line, "file ", 5) == 0) {
+			struct shmrun_manifest_file f = {0}, *nf;
+			char *dot;
+
+			r = sscanf(line, "file %159s %" SCNu64 " %" SCNx64 " %" SCNu64 " %" SCNu64,
+				   f.name, &f.size, &f.xxh64, &f.kv_bytes, &f.pw_bytes);
+			if (r != 5 || strchr(f.name, '/'))
+				goto bad;
+			snprintf(a, sizeof(a), "%s", f.name);
+			dot = strrchr(a, '.'); /* ".state" */
+			if (dot)
+				*dot = 0;
+			dot = strrchr(a, '.');
+			if (!dot || sscanf(dot + 1, "%u", &w) != 1)
+				goto bad;
+			*dot = 0;
+			if (strlen(a) >= sizeof(f.stage))
+				goto bad;
+			memcpy(f.stage, a, strlen(a) + 1);
+			f.instance = w;
+			nf = realloc(m->files, (m->nfiles + 1) * sizeof(*nf));
+			if (!nf)
+				return -ENOMEM;
+			m->files = nf;
+			m->files[m->nfiles++] = f;
+			continue;
+		}
+bad:
+		snprintf(why, whylen, "MANIFEST line '%.60s' is not understood", line);
+		return -EBADMSG;
+	}
+	if (m->version != MANIFEST_VERSION || !m->epoch) {
+		snprintf(why, whylen, "MANIFEST version %u or epoch missing", m->version);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/* Read and parse the MANIFEST of an open checkpoint directory. */
+static int read_manifest_at(int dirfd, uint64_t epoch, struct shmrun_manifest *m, char *why,
+			    size_t whylen)
+{
+	char *text = NULL;
+	struct stat st;
+	int fd, err;
+
+	memset(m, 0, sizeof(*m));
+	fd = openat(dirfd, MANIFEST, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		snprintf(why, whylen, err == -ENOENT ? "no MANIFEST (incomplete)" : "MANIFEST: %s",
+			 strerror(errno));
+		return err;
+	}
+	if (fstat(fd, &st) < 0 || st.st_size > (64 << 20) ||
+	    !(text = malloc((size_t)st.st_size + 1)) ||
+	    pread(fd, text, (size_t)st.st_size, 0) != st.st_size) {
+		snprintf(why, whylen, "MANIFEST cannot be read");
+		free(text);
+		close(fd);
+		return -EIO;
+	}
+	close(fd);
+	text[st.st_size] = 0;
+	err = parse_manifest(text, (size_t)st.st_size, m, why, whylen);
+	free(text);
+	if (!err && m->epoch != epoch) {
+		snprintf(why, whylen, "MANIFEST says epoch %" PRIu64, m->epoch);
+		err = -EBADMSG;
+	}
+	if (err)
+		shmrun_manifest_free(m);
+	return err;
+}
+
+static int open_ckpt_dir(const char *dir, uint64_t epoch, char *why, size_t whylen)
+{
+	char path[PATH_MAX];
+	int dirfd;
+
+	shmrun_ckpt_path(dir, epoch, path, sizeof(path));
+	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0) {
+		snprintf(why, whylen, "%s", strerror(errno));
+		return -errno;
+	}
+	return dirfd;
+}
+
+int shmrun_ckpt_read_manifest(const char *dir, uint64_t epoch, struct shmrun_manifest *m,
+			      char *why, size_t whylen)
+{
+	int dirfd = open_ckpt_dir(dir, epoch, why, whylen), err;
+
+	if (dirfd < 0)
+		return dirfd;
+	err = read_manifest_at(dirfd, epoch, m, why, whylen);
+	close(dirfd);
+	return err;
+}
+
+int shmrun_ckpt_verify(const char *dir, uint64_t epoch, struct shmrun_manifest *out, char *why,
+		       size_t whylen)
+{
+	struct shmrun_manifest m;
+	int dirfd = open_ckpt_dir(dir, epoch, why, whylen), err;
+
+	if (dirfd < 0)
+		return dirfd;
+	err = read_manifest_at(dirfd, epoch, &m, why, whylen);
+	for (uint32_t i = 0; i < m.nfiles && !err; i++) {
+		void *data = NULL;
+		size_t len;
+		char fwhy[200];
+
+		err = shmrun_ckpt_read_file(dirfd, m.files[i].name, m.files[i].size,
+					    m.files[i].xxh64, &data, &len, fwhy, sizeof(fwhy));
+		free(data);
+		if (err == -ENOENT) {
+			snprintf(why, whylen, "%s named in MANIFEST is missing", m.files[i].name);
+			err = -EBADMSG;
+		} else if (err) {
+			snprintf(why, whylen, "%s: %s", m.files[i].name, fwhy);
+			err = -EBADMSG;
+		}
+	}
+	if (!err && out)
+		*out = m;
+	else
+		shmrun_manifest_free(&m);
+	close(dirfd);
+	return err;
+}
+
+int64_t shmrun_ckpt_select(const char *dir, struct shmrun_manifest *m)
+{
+	uint64_t *epochs;
+	int n = shmrun_ckpt_list(dir, &epochs);
+	int64_t chosen = -EBADMSG;
+
+	if (n == -ENOENT || n == 0) {
+		free(epochs);
+		return 0;
+	}
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++) {
+		char why[300];
+		int err = shmrun_ckpt_verify(dir, epochs[i], m, why, sizeof(why));
+
+		if (!err) {
+			chosen = (int64_t)epochs[i];
+			break;
+		}
+		shmrun_log(SHMRUN_LOG_WARN, "checkpoint %s/ckpt-%" PRIu64 " skipped: %s", dir,
+			   epochs[i], why);
+	}
+	if (chosen < 0)
+		shmrun_log(SHMRUN_LOG_ERROR,
+			   "%s holds %d checkpoint%s but none verifies; move the directory aside "
+			   "to start from empty state",
+			   dir, n, n == 1 ? "" : "s");
+	free(epochs);
+	return chosen;
+}
+
+int shmrun_ckpt_check_topology(const struct shmrun_manifest *m, const struct shmrun_job *job,
+			       char *why, size_t whylen)
+{
+	if (m->vnodes != job->vnodes) {
+		snprintf(why, whylen, "vnodes: %u → %u", m->vnodes, job->vnodes);
+		return -ESTALE;
+	}
+	if (m->nstages != job->nstages) {
+		snprintf(why, whylen, "stage count: %u → %u", m->nstages, job->nstages);
+		return -ESTALE;
+	}
+	for (uint32_t s = 0; s < job->nstages; s++) {
+		const struct shmrun_manifest_stage *ms = &m->stages[s];
+		const struct shmrun_stage *js = &job->stages[s];
+
+		if (strcmp(ms->name, js->name) || strcmp(ms->op, js->op->name)) {
+			snprintf(why, whylen, "stage %s (%s) → %s (%s)", ms->name, ms->op, js->name,
+				 js->op->name);
+			return -ESTALE;
+		}
+		if (ms->width != js->width) {
+			snprintf(why, whylen, "stage %s: width %u → %u", ms->name, ms->width,
+				 js->width);
+			return -ESTALE;
+		}
+	}
+	return 0;
+}

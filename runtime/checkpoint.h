@@ -1,0 +1,184 @@
+/*
+ * runtime/checkpoint.h: epochs, barriers' bookkeeping, state files, MANIFEST,
+ * restore selection (private to runtime/; docs/checkpoints.md is the reference).
+ */
+#ifndef SHMRUN_RT_CHECKPOINT_H
+#define SHMRUN_RT_CHECKPOINT_H
+
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "plan.h"
+#include "shmrun/ring.h"
+
+/*
+ * Per-task checkpoint slot in the shared control mapping. Written by the
+ * task's worker and its snapshot children; read by worker 0 (the coordinator).
+ * size/xxh64/kv_bytes/pw_bytes are stored before done_epoch (release), so a
+ * reader that loads done_epoch with acquire sees the ones of that epoch.
+ */
+struct shmrun_task_slot {
+	_Atomic uint64_t done_epoch;   /* newest epoch whose state file is durable */
+	_Atomic uint64_t failed_epoch; /* newest epoch whose snapshot failed */
+	_Atomic int32_t error;         /* -errno of failed_epoch */
+	_Atomic uint32_t exhausted;    /* source: produce() has returned 0 */
+	uint64_t size, xxh64;          /* of the state file of done_epoch */
+	uint64_t kv_bytes, pw_bytes;   /* its key-bound and per-worker parts, bytes */
+} __attribute__((aligned(64)));
+
+/*
+ * Per-worker counters and bell. Written by one worker (relaxed; the launcher
+ * reads counters only after the worker has exited, which waitpid orders).
+ */
+struct shmrun_worker_stats {
+	struct shmrun_bell bell;      /* this worker sleeps here; its peers ring it */
+	_Atomic uint64_t records_in;  /* records read by sources */
+	_Atomic uint64_t records_out; /* records written by sinks */
+	_Atomic uint64_t keys;        /* distinct keys in key-bound state at exit */
+	_Atomic uint64_t state_bytes; /* bytes of key-bound state at exit */
+	_Atomic uint64_t key_bytes;   /* of which the keys themselves */
+	_Atomic uint64_t stall_p50_ns, stall_p99_ns, stall_max_ns, snapshots; /* checkpoint stalls */
+	char error[432];              /* why the worker failed, if it did */
+} __attribute__((aligned(64)));
+
+/*
+ * The shared control mapping of one run (MAP_SHARED | MAP_ANONYMOUS, created
+ * by the launcher before it forks; a restart creates a new one):
+ *
+ *     struct shmrun_control | workers x struct shmrun_worker_stats | tasks x struct shmrun_task_slot
+ *
+ * Epoch words are written by worker 0 (the coordinator) or its manifest child
+ * and read by everyone with acquire; stop_requested by the launcher.
+ */
+struct shmrun_control {
+	_Atomic uint64_t trigger_epoch;  /* newest epoch worker 0 started */
+	_Atomic uint64_t complete_epoch; /* newest epoch whose MANIFEST is durable */
+	_Atomic uint64_t aborted_epoch;  /* newest epoch given up (timeout, write error) */
+	_Atomic uint64_t final_epoch;    /* the last epoch (end of input or stop), 0 until chosen */
+	_Atomic uint32_t stop_requested; /* launcher: take a final checkpoint, then stop */
+	_Atomic uint32_t failed;         /* the final epoch failed: every worker stops, exit 1 */
+	_Atomic uint32_t final_is_stop;  /* final_epoch is a stop, not end of input */
+	uint64_t restored_epoch;         /* launcher, before fork: 0 = fresh start */
+	uint32_t workers, tasks;
+	uint64_t stats_off, slots_off;   /* from the start of the mapping */
+	size_t bytes;                    /* of the whole mapping */
+};
+
+static inline struct shmrun_worker_stats *shmrun_control_stats(struct shmrun_control *c)
+{
+	return (struct shmrun_worker_stats *)((unsigned char *)c + c->stats_off);
+}
+
+static inline struct shmrun_task_slot *shmrun_control_slots(struct shmrun_control *c)
+{
+	return (struct shmrun_task_slot *)((unsigned char *)c + c->slots_off);
+}
+
+/* shmrun_control_create() - map and lay out a zeroed control area. NULL on ENOMEM. */
+struct shmrun_control *shmrun_control_create(uint32_t workers, uint32_t tasks);
+void shmrun_control_destroy(struct shmrun_control *c);
+
+/* ---- on disk -------------------------------------------------------------- */
+
+/* One state file of a checkpoint, as the MANIFEST lists it. */
+struct shmrun_manifest_file {
+	char name[160];      /* "<stage>.<instance>.state" */
+	char stage[72];
+	uint32_t instance;
+	uint64_t size, xxh64;
+	uint64_t kv_bytes, pw_bytes;
+};
+
+struct shmrun_manifest_stage {
+	char name[72], op[40];
+	uint32_t width;
+	int rule; /* enum shmrun_pw_rule */
+};
+
+struct shmrun_manifest {
+	uint32_t version;
+	uint64_t epoch;
+	int64_t time_ns;     /* CLOCK_REALTIME when written */
+	uint64_t fingerprint;
+	char job[72];
+	uint32_t vnodes, workers;
+	struct shmrun_manifest_stage *stages;
+	uint32_t nstages;
+	struct shmrun_manifest_file *files;
+	uint32_t nfiles;
+};
+
+void shmrun_manifest_free(struct shmrun_manifest *m);
+
+/*
+ * shmrun_ckpt_verify() - read checkpoint_dir/ckpt-<epoch>/: parse its MANIFEST
+ * and check every file's size and checksums. @m (optional) receives the
+ * parsed MANIFEST. Return: 0; -ENOENT (no MANIFEST: incomplete); -EBADMSG
+ * (damaged; @why says what, naming the file); -errno for I/O.
+ */
+int shmrun_ckpt_verify(const char *dir, uint64_t epoch, struct shmrun_manifest *m, char *why,
+		       size_t whylen);
+
+/*
+ * shmrun_ckpt_read_manifest() - parse checkpoint_dir/ckpt-<epoch>/MANIFEST
+ * (its own checksum included) without reading the state files.
+ * Return: as shmrun_ckpt_verify().
+ */
+int shmrun_ckpt_read_manifest(const char *dir, uint64_t epoch, struct shmrun_manifest *m,
+			      char *why, size_t whylen);
+
+/*
+ * shmrun_ckpt_list() - the epochs of every ckpt-<epoch> directory under @dir,
+ * newest first, in a malloc'd array. Return: count, or -errno (-ENOENT if @dir
+ * does not exist).
+ */
+int shmrun_ckpt_list(const char *dir, uint64_t **epochs);
+
+/*
+ * shmrun_ckpt_select() - the checkpoint to restore: the newest one that
+ * verifies, logging each newer one that does not (by directory name, with the
+ * reason) as skipped. Return: its epoch; 0 when @dir holds no checkpoint;
+ * -EBADMSG when it holds some but none verifies (logged); -errno.
+ */
+int64_t shmrun_ckpt_select(const char *dir, struct shmrun_manifest *m);
+
+/*
+ * shmrun_ckpt_check_topology() - whether @m was written by this topology:
+ * same vnode count and the same stages (name, operator, width). Return: 0, or
+ * -ESTALE with the first difference in @why.
+ */
+int shmrun_ckpt_check_topology(const struct shmrun_manifest *m, const struct shmrun_job *job,
+			       char *why, size_t whylen);
+
+/* ---- the coordinator (worker 0) -------------------------------------------- */
+
+struct shmrun_coordinator {
+	uint64_t epoch;        /* in flight, 0 if none */
+	int64_t started_ns;    /* when it was triggered */
+	int64_t next_ns;       /* when to trigger the next one */
+	int manifest_pid;      /* child writing epoch's MANIFEST, 0 if none */
+	bool manifest_exited;  /* that child was reaped by someone else's waitpid(-1) */
+	uint64_t manifest_epoch;
+};
+
+/*
+ * shmrun_coordinate() - worker 0's checkpoint duties, called every loop turn:
+ * trigger epochs every checkpoint_interval (and the final one once every
+ * source is exhausted or a stop was requested), notice when every task's
+ * snapshot is durable and have the MANIFEST written (by a child, off the
+ * processing path), abort an epoch past checkpoint_timeout or with a failed
+ * write. Return: true if it did something.
+ */
+bool shmrun_coordinate(struct shmrun_coordinator *co, const struct shmrun_plan *plan,
+		       struct shmrun_control *ctl, int64_t now_ns);
+
+/* The path of checkpoint_dir/ckpt-<epoch> into @buf. */
+void shmrun_ckpt_path(const char *dir, uint64_t epoch, char *buf, size_t len);
+
+/* The state file name of a task. */
+void shmrun_ckpt_file_name(const struct shmrun_plan *plan, uint32_t task, char *buf, size_t len);
+
+#endif /* SHMRUN_RT_CHECKPOINT_H */

@@ -689,3 +689,85 @@ int shmrun_ckpt_check_topology(const struct shmrun_manifest *m, const struct shm
 	}
 	return 0;
 }
+
+/* ---- the ckpt CLI -------------------------------------------------------------- */
+
+static void print_one(const char *dir, uint64_t epoch, bool verify, FILE *out, int *status)
+{
+	struct shmrun_manifest m;
+	char why[300], when[40] = "-";
+	uint64_t total = 0;
+	int err = verify ? shmrun_ckpt_verify(dir, epoch, &m, why, sizeof(why))
+			 : shmrun_ckpt_read_manifest(dir, epoch, &m, why, sizeof(why));
+
+	if (status)
+		*status = err;
+	if (err) {
+		fprintf(out, "ckpt-%-8" PRIu64 " %-20s %10s  %s: %s\n", epoch, "-", "-",
+			err == -ENOENT ? "incomplete" : "damaged", why);
+		return;
+	}
+	{
+		time_t secs = (time_t)(m.time_ns / 1000000000);
+		struct tm tm;
+
+		gmtime_r(&secs, &tm);
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	}
+	for (uint32_t i = 0; i < m.nfiles; i++)
+		total += m.files[i].size;
+	fprintf(out, "ckpt-%-8" PRIu64 " %-20s %10" PRIu64 "  %s ", epoch, when, total,
+		verify ? "ok" : "listed");
+	for (uint32_t s = 0; s < m.nstages; s++) {
+		uint64_t kv = 0, pw = 0, pw_max = 0;
+
+		for (uint32_t i = 0; i < m.nfiles; i++)
+			if (strcmp(m.files[i].stage, m.stages[s].name) == 0) {
+				kv += m.files[i].kv_bytes;
+				pw += m.files[i].pw_bytes;
+				if (m.files[i].pw_bytes > pw_max)
+					pw_max = m.files[i].pw_bytes;
+			}
+		fprintf(out, " %s(w%u): key-bound %" PRIu64 " B, per-worker %" PRIu64
+			     " B (max %" PRIu64 " B/instance)%s",
+			m.stages[s].name, m.stages[s].width, kv, pw, pw_max,
+			s + 1 < m.nstages ? ";" : "");
+	}
+	fputc('\n', out);
+	shmrun_manifest_free(&m);
+}
+
+static int print_all(const char *dir, FILE *out, bool verify)
+{
+	uint64_t *epochs;
+	int n = shmrun_ckpt_list(dir, &epochs), newest = -ENOENT;
+
+	if (n < 0) {
+		fprintf(stderr, "shmrun: cannot read checkpoint directory %s: %s\n", dir,
+			strerror(-n));
+		return 1;
+	}
+	if (n == 0)
+		fprintf(out, "%s: no checkpoints\n", dir);
+	else
+		fprintf(out, "%-13s %-20s %10s  %s\n", "epoch", "time (UTC)", "bytes",
+			"status and state per stage");
+	for (int i = 0; i < n; i++)
+		print_one(dir, epochs[i], true, out, i == 0 ? &newest : NULL);
+	free(epochs);
+	if (!verify)
+		return 0;
+	if (newest)
+		fprintf(out, "%s: the newest checkpoint does not verify\n", dir);
+	return newest ? 1 : 0;
+}
+
+int shmrun_ckpt_print_list(const char *dir, FILE *out)
+{
+	return print_all(dir, out, false);
+}
+
+int shmrun_ckpt_print_verify(const char *dir, FILE *out)
+{
+	return print_all(dir, out, true);
+}

@@ -54,6 +54,13 @@ static void on_term(int sig)
 	worker_stop = 1;
 }
 
+/* SIGUSR2 wakes a worker from a sleep and does nothing else (tests use it to
+ * interrupt every system call of a worker and its snapshot children). */
+static void on_wake(int sig)
+{
+	(void)sig;
+}
+
 static int64_t now_ns(void)
 {
 	struct timespec ts;
@@ -114,6 +121,8 @@ static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segm
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_term;
 	sigaction(SIGTERM, &sa, NULL);
+	sa.sa_handler = on_wake; /* no SA_RESTART: interrupts, on purpose */
+	sigaction(SIGUSR2, &sa, NULL);
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGINT, &sa, NULL);
 	sigprocmask(SIG_SETMASK, oldmask, NULL);

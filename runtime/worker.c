@@ -720,6 +720,17 @@ static int write_state_file(struct shmrun_worker *w, struct shmrun_task *t, uint
 			err = -errno;
 	if (err)
 		goto out;
+	{
+		/* Test-only: SHMRUN_TEST_FAIL_EPOCH=e makes every write of epoch e
+		 * fail with EIO (the fault switch of ckpt_io.h, armed here so it
+		 * hits one epoch, not every snapshot child). */
+		const char *fe = getenv("SHMRUN_TEST_FAIL_EPOCH");
+
+		if (fe && strtoull(fe, NULL, 10) == e) {
+			setenv("SHMRUN_FAULT", "write:EIO:1", 1);
+			shmrun_ckpt_fault_reload();
+		}
+	}
 	err = shmrun_ckpt_writer_init(&wr, 32, why, sizeof(why));
 	if (err)
 		goto out;

@@ -28,6 +28,7 @@ static void usage(FILE *out)
 		"usage: shmrun [options] topology.conf\n"
 		"       shmrun plan [options] topology.conf\n"
 		"       shmrun check [options] topology.conf\n"
+		"       shmrun ckpt list DIR | shmrun ckpt verify DIR\n"
 		"\n"
 		"Runs a stream-processing job on this host: one worker process per CPU,\n"
 		"pinned, connected by shared-memory rings.\n"
@@ -37,6 +38,9 @@ static void usage(FILE *out)
 		"  plan     print the placement: every task's worker, CPU and vnode range,\n"
 		"           and every edge as local or ring\n"
 		"  check    validate topology.conf and exit\n"
+		"  ckpt list DIR    the checkpoints in checkpoint_dir DIR: epoch, time,\n"
+		"                   size, status and state size per stage\n"
+		"  ckpt verify DIR  verify every checkpoint; exit 0 only if the newest does\n"
 		"\n"
 		"options:\n"
 		"  --log-level LEVEL  error, warn, info (default) or debug\n"
@@ -78,6 +82,14 @@ int main(int argc, char **argv)
 	struct shmrun_job job;
 	int c, rc;
 
+	if (argc > 1 && strcmp(argv[1], "ckpt") == 0) {
+		if (argc == 4 && strcmp(argv[2], "list") == 0)
+			return shmrun_ckpt_print_list(argv[3], stdout);
+		if (argc == 4 && strcmp(argv[2], "verify") == 0)
+			return shmrun_ckpt_print_verify(argv[3], stdout);
+		fprintf(stderr, "usage: shmrun ckpt list DIR | shmrun ckpt verify DIR\n");
+		return 2;
+	}
 	if (argc > 1 && (strcmp(argv[1], "plan") == 0 || strcmp(argv[1], "check") == 0 ||
 			 strcmp(argv[1], "run") == 0)) {
 		cmd = argv[1];

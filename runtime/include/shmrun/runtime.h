@@ -70,6 +70,24 @@ void shmrun_plan_print(const struct shmrun_plan *plan, FILE *out);
  */
 int shmrun_run(const struct shmrun_job *job);
 
+/**
+ * shmrun_ckpt_print_list() - `shmrun ckpt list DIR`: one line per checkpoint
+ * directory under @dir, newest first: epoch, time (UTC), total size, status
+ * (ok, incomplete, or damaged with the reason) and the state size of each
+ * stage (key-bound + per-worker bytes).
+ * Return: exit status: 0; 1 if @dir cannot be read (message on stderr).
+ */
+int shmrun_ckpt_print_list(const char *dir, FILE *out);
+
+/**
+ * shmrun_ckpt_print_verify() - `shmrun ckpt verify DIR`: verify every
+ * checkpoint under @dir (MANIFEST checksum, every file's size, whole-file and
+ * per-block checksums) and print one line each.
+ * Return: exit status: 0 only if the newest checkpoint verifies; 1 otherwise
+ * (also when there is none).
+ */
+int shmrun_ckpt_print_verify(const char *dir, FILE *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# tests/integration/checkpoint.sh SHMRUN: checkpoints seen from outside.
+#   - SIGTERM takes a final checkpoint and exits 0 ("stopped at epoch e");
+#     running the same conf again resumes, and the final output equals an
+#     uninterrupted run's.
+#   - damaged checkpoints (truncated file, flipped byte, missing MANIFEST,
+#     MANIFEST naming a missing file) are reported by name and skipped; the
+#     older checkpoint is restored and the output is still exact; when none
+#     verifies the job exits non-zero and says so.
+#   - a disk error during one epoch aborts that epoch only; the job completes
+#     with exact output.
+#   - a storm of signals at the workers and their snapshot children during
+#     checkpoints: checkpoints still complete and the output is exact.
+#   - shmrun ckpt list / verify.
+set -euo pipefail
+shmrun=${1:?usage: checkpoint.sh path/to/shmrun}
+tmp=$(mktemp -d)
+launcher=
+cleanup() {
+	[ -n "$launcher" ] && kill -9 "$launcher" 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
+
+conf() { # dir rate
+	mkdir -p "$1"
+	cat > "$1/job.conf" <<CONF
+[job]
+workers = 2
+checkpoint_dir = ckpt
+checkpoint_interval = 100ms
+checkpoint_retain = 2
+[gen]
+op = sequence
+count = 400000
+keys = 300
+piece_records = 4000
+rate = $2
+width = 2
+[count]
+op = count
+input = gen by key
+emit = update
+width = 2
+[out]
+op = file_sink
+input = count
+path = out/result.tsv
+width = 1
+CONF
+}
+
+run() { # dir [env...]: run to completion, log in $tmp/log
+	local d=$1
+	shift
+	(cd "$d" && env "$@" "$shmrun" job.conf) 2> "$tmp/log"
+}
+
+check_output() { # dir name
+	sort "$1/out/result.tsv" > "$1/got"
+	cmp -s "$tmp/expected" "$1/got" || { diff "$tmp/expected" "$1/got" | head -5 >&2; fail "$2: output differs"; }
+	ls -a "$1/out" | grep -q '\.staged$' && fail "$2: staging files left"
+	return 0
+}
+
+# The reference: a run without interruptions.
+conf "$tmp/ref" 2000000
+run "$tmp/ref" || fail "reference run: exit $?"
+sort "$tmp/ref/out/result.tsv" > "$tmp/expected"
+[ "$(wc -l < "$tmp/expected")" -eq 400000 ] || fail "reference: wrong line count"
+"$shmrun" ckpt verify "$tmp/ref/ckpt" > "$tmp/verify" || fail "ckpt verify of a clean run"
+grep -q "ok" "$tmp/verify" || fail "ckpt verify prints no ok"
+"$shmrun" ckpt list "$tmp/ref/ckpt" | grep -q "count(w2): key-bound" || fail "ckpt list: no per-stage sizes"
+
+# 1. SIGTERM, then resume.
+conf "$tmp/stop" 200000
+(cd "$tmp/stop" && exec "$shmrun" job.conf) 2> "$tmp/log" &
+launcher=$!
+sleep 0.8
+kill -TERM $launcher
+set +e; wait $launcher; rc=$?; set -e
+launcher=
+[ $rc -eq 0 ] || fail "SIGTERM: exit status $rc, expected 0"
+grep -q "stopped at epoch [0-9]" "$tmp/log" || fail "SIGTERM: no 'stopped at epoch'"
+lines=$(wc -l < "$tmp/stop/out/result.tsv")
+[ "$lines" -gt 0 ] && [ "$lines" -lt 400000 ] || fail "SIGTERM: $lines lines committed at the stop"
+sed -i 's/rate = 200000/rate = 2000000/' "$tmp/stop/job.conf"
+run "$tmp/stop" || fail "resume: exit $?"
+grep -q "restoring epoch" "$tmp/log" || fail "resume: did not restore"
+check_output "$tmp/stop" "SIGTERM then resume"
+echo "ok SIGTERM -> stopped at epoch, resume -> exact output"
+
+# 2. Damaged checkpoints. Make two checkpoints mid-input with a SIGTERM stop.
+conf "$tmp/base" 200000
+(cd "$tmp/base" && exec "$shmrun" job.conf) 2> "$tmp/log" &
+launcher=$!
+sleep 0.8
+kill -TERM $launcher
+wait $launcher || fail "damage base: stop failed"
+launcher=
+mapfile -t cks < <(ls "$tmp/base/ckpt" | sort -t- -k2 -n -r)
+[ ${#cks[@]} -eq 2 ] || fail "expected 2 retained checkpoints, got ${#cks[@]}"
+newest=${cks[0]}
+sed -i 's/rate = 200000/rate = 2000000/' "$tmp/base/job.conf"
+for damage in truncate flip no_manifest missing_file; do
+	d="$tmp/dmg-$damage"
+	cp -a "$tmp/base" "$d"
+	f=$(ls "$d/ckpt/$newest" | grep 'count.0.state')
+	case $damage in
+	truncate) truncate -s -7 "$d/ckpt/$newest/$f" ;;
+	flip) printf '\xff' | dd of="$d/ckpt/$newest/$f" bs=1 seek=40 conv=notrunc status=none ;;
+	no_manifest) rm "$d/ckpt/$newest/MANIFEST" ;;
+	missing_file) rm "$d/ckpt/$newest/$f" ;;
+	esac
+	set +e; "$shmrun" ckpt verify "$d/ckpt" > "$tmp/verify"; rc=$?; set -e
+	[ $rc -eq 1 ] || fail "$damage: ckpt verify exit $rc, expected 1"
+	run "$d" || fail "$damage: resume exit $?"
+	grep -q "checkpoint .*/$newest skipped" "$tmp/log" || fail "$damage: $newest not reported as skipped"
+	grep -q "restoring epoch ${cks[1]#ckpt-}" "$tmp/log" || fail "$damage: older checkpoint not restored"
+	check_output "$d" "$damage"
+	echo "ok damaged checkpoint ($damage): skipped by name, older one restored, exact output"
+done
+d="$tmp/dmg-all"
+cp -a "$tmp/base" "$d"
+for c in "${cks[@]}"; do rm "$d/ckpt/$c/MANIFEST"; done
+set +e; run "$d"; rc=$?; set -e
+[ $rc -ne 0 ] || fail "no valid checkpoint: exit 0"
+grep -q "none verifies" "$tmp/log" || fail "no valid checkpoint: no message"
+echo "ok no checkpoint verifies -> exit $rc with a message"
+
+# 3. A disk error during epoch 3: that epoch aborts, the job goes on.
+conf "$tmp/eio" 1000000
+run "$tmp/eio" SHMRUN_TEST_FAIL_EPOCH=3 || fail "disk error: exit $?"
+grep -q "epoch 3 aborted: writing .* failed: Input/output error" "$tmp/log" || fail "disk error: epoch 3 not aborted with the cause"
+check_output "$tmp/eio" "disk error"
+echo "ok disk error in epoch 3 -> epoch aborted, job completed, exact output"
+
+# 4. A signal storm at every process of the job while it checkpoints.
+conf "$tmp/storm" 500000
+(cd "$tmp/storm" && exec "$shmrun" job.conf) 2> "$tmp/log" &
+launcher=$!
+while kill -0 $launcher 2>/dev/null; do
+	for p in $(pgrep -P $launcher 2>/dev/null); do
+		kill -USR2 $p $(pgrep -P $p 2>/dev/null) 2>/dev/null || true
+	done
+done
+set +e; wait $launcher; rc=$?; set -e
+launcher=
+[ $rc -eq 0 ] || fail "signal storm: exit $rc"
+grep -q "aborted" "$tmp/log" && fail "signal storm: an epoch was aborted"
+check_output "$tmp/storm" "signal storm"
+echo "ok signal storm during checkpoints: all complete, exact output"
+echo "checkpoint: all cases passed"

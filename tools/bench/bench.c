@@ -1,0 +1,662 @@
+/*
+ * tools/bench/bench.c: shmrun-bench, micro-benchmarks of the shm/ rings.
+ *
+ * What it measures. Each subcommand compares the shmrun ring with a minimal
+ * hand-written reference measured in the same run, on the same CPUs, between
+ * the same kind of processes (bench_ring.c): `ring` the throughput of one
+ * producer and one consumer process, `pingpong` the round-trip latency of small
+ * frames bounced between two processes.
+ *
+ * How. This file parses the options, then for every measurement forks two
+ * children from a parent that only supervises: each child pins itself to its
+ * CPU (sched_setaffinity), attaches its side, meets the other at a start
+ * barrier in a shared control block, runs, writes its results into the block
+ * and exits. The parent waits on pidfds (no polling wake-ups to disturb the two
+ * pinned CPUs), kills the survivor if one child fails or the run overruns, and
+ * always reaps both; children also die with the parent (PR_SET_PDEATHSIG).
+ *
+ * Round-trip timestamps come from the TSC on x86-64 (rdtscp then lfence, so
+ * the read waits for the loads before it), calibrated against CLOCK_MONOTONIC
+ * for 20 ms at start-up; the TSC is constant and shared by all CPUs wherever
+ * the kernel uses it as its clocksource. Elsewhere they are CLOCK_MONOTONIC.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+#include "bench.h"
+
+bool bench_shared_cpu;
+
+static const char *prog = "shmrun-bench";
+
+static const char usage_text[] =
+    "Usage: shmrun-bench ring     [options]   producer/consumer throughput vs an ideal SPSC loop\n"
+    "       shmrun-bench pingpong [options]   32-byte round-trip latency vs a bare cache line\n"
+    "       shmrun-bench --help\n"
+    "\n"
+    "Both subcommands run two processes pinned to two CPUs and print, for each\n"
+    "case, the ring's result, an ideal reference measured right after it in the\n"
+    "same run, and their ratio. Lines starting with '#' are commentary.\n"
+    "\n"
+    "Options (both subcommands):\n"
+    "  --ring-bytes N   ring capacity, a power of two (K/M/G suffixes; default 1M)\n"
+    "  --reps N         repetitions per case, the best is reported (default 3)\n"
+    "  --idle MODE      ring wait strategy: spin or hybrid (default spin)\n"
+    "  --cpus A,B       CPUs of the two processes (default 0,1)\n"
+    "  --quick          tiny volumes, one repetition, verify checksums (ctest)\n"
+    "  -v, --verbose    also print every repetition (and, for ring, how often\n"
+    "                   each side had to wait) as '#' lines\n"
+    "Options (ring):\n"
+    "  --seconds S      timed part of each measurement (default 0.5)\n"
+    "  --records N      timed records per measurement instead of --seconds\n"
+    "  --batch N        shmrun_ring_set_batch() bytes (default: the ring's)\n"
+    "  --sizes A,B,...  payload bytes per record, multiples of 8 (default\n"
+    "                   16,32,64,256,1024)\n"
+    "Options (pingpong):\n"
+    "  --iters N        round trips per measurement (default 1000000)\n"
+    "\n"
+    "Output:\n"
+    "  ring bytes=B mrec_s=F gb_s=F        (B payload bytes per record)\n"
+    "  ideal bytes=B mrec_s=F gb_s=F\n"
+    "  ratio bytes=B ring_vs_ideal=F\n"
+    "  pingpong bytes=32 rtt_ns_p50=N rtt_ns_p99=N rtt_ns_p999=N\n"
+    "  ideal bytes=32 rtt_ns_p50=N rtt_ns_p99=N rtt_ns_p999=N\n"
+    "  ratio bytes=32 p50_vs_ideal=F\n"
+    "\n"
+    "Exit status: 0 ok, 1 the benchmark failed (checksum mismatch, ring error,\n"
+    "a process died), 2 usage error.\n";
+
+static void usage(FILE *out)
+{
+	fputs(usage_text, out);
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry '%s --help'.\n", prog);
+	return BENCH_EXIT_USAGE;
+}
+
+/* ---- time --------------------------------------------------------------- */
+
+int64_t bench_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static double ns_per_tick = 1.0;
+
+uint64_t bench_ts(void)
+{
+#if defined(__x86_64__)
+	unsigned int aux;
+	uint64_t t = __rdtscp(&aux);
+
+	_mm_lfence();
+	return t;
+#else
+	return (uint64_t)bench_now_ns();
+#endif
+}
+
+void bench_ts_init(void)
+{
+#if defined(__x86_64__)
+	int64_t t0 = bench_now_ns(), t1;
+	uint64_t c0 = bench_ts(), c1;
+
+	do {
+		t1 = bench_now_ns();
+	} while (t1 - t0 < 20000000);
+	c1 = bench_ts();
+	if (c1 > c0)
+		ns_per_tick = (double)(t1 - t0) / (double)(c1 - c0);
+#endif
+}
+
+uint64_t bench_ts_to_ns(uint64_t ticks)
+{
+	return (uint64_t)llround((double)ticks * ns_per_tick);
+}
+
+/* ---- percentiles ---------------------------------------------------------- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+void bench_sort_u64(uint64_t *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_u64);
+}
+
+uint64_t bench_percentile_sorted(const uint64_t *v, size_t n, double q)
+{
+	size_t rank;
+
+	if (!n)
+		return 0;
+	rank = (size_t)ceil(q * (double)n);
+	if (rank < 1)
+		rank = 1;
+	if (rank > n)
+		rank = n;
+	return v[rank - 1];
+}
+
+/* ---- spinning and the start barrier ------------------------------------- */
+
+void bench_spin_start(struct bench_spin *s, int64_t timeout_ns)
+{
+	s->n = 0;
+	s->deadline = bench_now_ns() + timeout_ns;
+}
+
+int bench_spin_slow(struct bench_spin *s)
+{
+	if (bench_shared_cpu)
+		sched_yield();
+	return bench_now_ns() > s->deadline ? -ETIMEDOUT : 0;
+}
+
+int bench_barrier(struct bench_ctl *ctl)
+{
+	struct bench_spin s;
+
+	/* acq_rel: pairs with the other child's acquire load below, so each
+	 * child's attach (pid stores in the ring) precedes the other's run. */
+	atomic_fetch_add_explicit(&ctl->ready, 1, memory_order_acq_rel);
+	bench_spin_start(&s, 10 * 1000000000ll);
+	/* acquire: pairs with the other child's fetch_add above. */
+	while (atomic_load_explicit(&ctl->ready, memory_order_acquire) < 2) {
+		if (bench_spin(&s)) {
+			fprintf(stderr,
+				"%s: pid %d: the other process never reached the start barrier\n",
+				prog, (int)getpid());
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* ---- shared memory ---------------------------------------------------- */
+
+void *bench_map_shared(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED) {
+		fprintf(stderr, "%s: mmap of %zu shared bytes failed: %s\n", prog, bytes,
+			strerror(errno));
+		return NULL;
+	}
+	return p;
+}
+
+void bench_unmap_shared(void *mem, size_t bytes)
+{
+	if (mem)
+		munmap(mem, bytes);
+}
+
+/* ---- the two measured processes --------------------------------------- */
+
+static int pin_to(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set)) {
+		fprintf(stderr, "%s: pid %d: cannot pin to CPU %d: %s\n", prog, (int)getpid(), cpu,
+			strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static _Noreturn void child_main(int side, int cpu, pid_t parent, bench_child_fn fn, void *arg)
+{
+	/* Die with the parent; the getppid() check closes the race with a
+	 * parent that died before prctl(). */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+		_exit(BENCH_EXIT_FAIL);
+	if (cpu >= 0 && pin_to(cpu))
+		_exit(BENCH_EXIT_FAIL);
+	_exit(fn(side, arg));
+}
+
+static int child_failed(int side, pid_t pid, int status)
+{
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	if (WIFEXITED(status))
+		fprintf(stderr, "%s: process %d (pid %d) exited with status %d\n", prog, side,
+			(int)pid, WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		fprintf(stderr, "%s: process %d (pid %d) was killed by signal %d (%s)\n", prog,
+			side, (int)pid, WTERMSIG(status), strsignal(WTERMSIG(status)));
+	return -1;
+}
+
+/* Wait for whichever live child exits first, until @deadline; -1 on timeout. */
+static int wait_any(const pid_t pid[2], const int pidfd[2], const bool reaped[2], int64_t deadline,
+		    int *status)
+{
+	for (;;) {
+		struct pollfd pfd[2];
+		int n = 0, i, ms;
+		int64_t left = deadline - bench_now_ns();
+
+		for (i = 0; i < 2; i++) {
+			if (reaped[i])
+				continue;
+			if (waitpid(pid[i], status, WNOHANG) == pid[i])
+				return i;
+		}
+		if (left <= 0)
+			return -1;
+		ms = left / 1000000 + 1 < INT_MAX ? (int)(left / 1000000 + 1) : INT_MAX;
+		for (i = 0; i < 2; i++) {
+			if (!reaped[i] && pidfd[i] >= 0) {
+				pfd[n].fd = pidfd[i];
+				pfd[n].events = POLLIN;
+				n++;
+			}
+		}
+		if (n == 2 - reaped[0] - reaped[1]) {
+			/* Every live child has a pidfd: sleep until one exits. */
+			if (poll(pfd, (nfds_t)n, ms) < 0 && errno != EINTR)
+				return -1;
+		} else {
+			/* No pidfd (old kernel): look again every 10 ms. */
+			struct timespec ts = {0, 10000000};
+
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+int bench_run_pair(const struct bench_opts *opts, struct bench_ctl *ctl, bench_child_fn fn,
+		   void *arg, double timeout_s)
+{
+	pid_t parent = getpid(), pid[2] = {-1, -1};
+	int pidfd[2] = {-1, -1}, status, rc = 0, i;
+	bool reaped[2] = {false, false};
+	int64_t deadline = bench_now_ns() + (int64_t)(timeout_s * 1e9);
+
+	atomic_store_explicit(&ctl->ready, 0, memory_order_relaxed);
+	fflush(stdout);
+	fflush(stderr);
+	for (i = 0; i < 2; i++) {
+		pid[i] = fork();
+		if (pid[i] < 0) {
+			fprintf(stderr, "%s: fork failed: %s\n", prog, strerror(errno));
+			rc = -1;
+			goto err_kill;
+		}
+		if (pid[i] == 0)
+			child_main(i, opts->cpu[i], parent, fn, arg);
+		pidfd[i] = (int)syscall(SYS_pidfd_open, pid[i], 0);
+	}
+
+	/* Reap both; the first failure or the deadline kills the other. */
+	while (!reaped[0] || !reaped[1]) {
+		i = wait_any(pid, pidfd, reaped, deadline, &status);
+		if (i < 0) {
+			fprintf(stderr, "%s: the measurement overran %.0f s; killing it\n", prog,
+				timeout_s);
+			rc = -1;
+			goto err_kill;
+		}
+		reaped[i] = true;
+		if (child_failed(i, pid[i], status)) {
+			rc = -1;
+			goto err_kill;
+		}
+	}
+	goto out_close;
+
+err_kill:
+	for (i = 0; i < 2; i++) {
+		if (pid[i] > 0 && !reaped[i]) {
+			kill(pid[i], SIGKILL);
+			while (waitpid(pid[i], &status, 0) < 0 && errno == EINTR)
+				;
+			reaped[i] = true;
+		}
+	}
+out_close:
+	for (i = 0; i < 2; i++)
+		if (pidfd[i] >= 0)
+			close(pidfd[i]);
+	return rc;
+}
+
+/* ---- options ------------------------------------------------------------ */
+
+enum {
+	OPT_RING_BYTES = 256,
+	OPT_SECONDS,
+	OPT_RECORDS,
+	OPT_ITERS,
+	OPT_REPS,
+	OPT_BATCH,
+	OPT_IDLE,
+	OPT_CPUS,
+	OPT_QUICK,
+	OPT_SIZES,
+	OPT_VERBOSE,
+	OPT_HELP,
+};
+
+static const struct option long_opts[] = {
+    {"ring-bytes", required_argument, NULL, OPT_RING_BYTES},
+    {"seconds", required_argument, NULL, OPT_SECONDS},
+    {"records", required_argument, NULL, OPT_RECORDS},
+    {"iters", required_argument, NULL, OPT_ITERS},
+    {"reps", required_argument, NULL, OPT_REPS},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"idle", required_argument, NULL, OPT_IDLE},
+    {"cpus", required_argument, NULL, OPT_CPUS},
+    {"quick", no_argument, NULL, OPT_QUICK},
+    {"sizes", required_argument, NULL, OPT_SIZES},
+    {"verbose", no_argument, NULL, OPT_VERBOSE},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+/* Parse a count with an optional binary K/M/G suffix; 0 on success. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	if (!*s || *s == '-')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -1;
+	switch (*end) {
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
+	}
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+/* A comma-separated list of payload sizes, each a multiple of 8 from 8 to 1G. */
+static int parse_sizes(const char *s, struct bench_opts *o)
+{
+	o->nsizes = 0;
+	for (;;) {
+		char *end;
+		unsigned long v;
+
+		errno = 0;
+		v = strtoul(s, &end, 10);
+		if (errno || end == s || *s == '-' || !v || v % 8 || v > (1ul << 30) ||
+		    o->nsizes == BENCH_MAX_SIZES)
+			return -1;
+		o->sizes[o->nsizes++] = (uint32_t)v;
+		if (!*end)
+			return 0;
+		if (*end != ',')
+			return -1;
+		s = end + 1;
+	}
+}
+
+static int parse_cpus(const char *s, int cpu[2])
+{
+	char *end;
+	long a, b;
+
+	errno = 0;
+	a = strtol(s, &end, 10);
+	if (errno || end == s || *end != ',' || a < 0 || a >= CPU_SETSIZE)
+		return -1;
+	s = end + 1;
+	b = strtol(s, &end, 10);
+	if (errno || end == s || *end || b < 0 || b >= CPU_SETSIZE || a == b)
+		return -1;
+	cpu[0] = (int)a;
+	cpu[1] = (int)b;
+	return 0;
+}
+
+/*
+ * Decide the pinning: the requested CPUs (default 0 and 1) if this process may
+ * run on both; without --cpus, the first two it may run on; unpinned, sharing
+ * one CPU, if it may run on only one. Return: 0, or an exit code.
+ */
+static int choose_cpus(struct bench_opts *o, bool cpus_given)
+{
+	cpu_set_t allowed;
+	int i, n = 0;
+
+	if (sched_getaffinity(0, sizeof(allowed), &allowed)) {
+		fprintf(stderr, "%s: sched_getaffinity: %s\n", prog, strerror(errno));
+		return BENCH_EXIT_FAIL;
+	}
+	if (CPU_COUNT(&allowed) < 2) {
+		printf("# only one CPU is online (or allowed): running unpinned, both processes "
+		       "share it; ring waits use hybrid and spinners yield, so the numbers "
+		       "mean little\n");
+		o->cpu[0] = o->cpu[1] = -1;
+		o->idle = SHMRUN_IDLE_HYBRID;
+		bench_shared_cpu = true;
+		return 0;
+	}
+	if (CPU_ISSET(o->cpu[0], &allowed) && CPU_ISSET(o->cpu[1], &allowed))
+		return 0;
+	if (cpus_given) {
+		fprintf(stderr,
+			"%s: --cpus %d,%d: CPU %d is not online or not allowed for "
+			"this process\n",
+			prog, o->cpu[0], o->cpu[1],
+			CPU_ISSET(o->cpu[0], &allowed) ? o->cpu[1] : o->cpu[0]);
+		return BENCH_EXIT_FAIL;
+	}
+	for (i = 0; i < CPU_SETSIZE && n < 2; i++)
+		if (CPU_ISSET(i, &allowed))
+			o->cpu[n++] = i;
+	printf("# CPUs 0 and 1 are not both available: using %d and %d\n", o->cpu[0], o->cpu[1]);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_opts o = {
+	    .ring_bytes = 1u << 20,
+	    .seconds = 0.5,
+	    .iters = 1000000,
+	    .reps = 3,
+	    .idle = SHMRUN_IDLE_SPIN,
+	    .cpu = {0, 1},
+	    .sizes = {16, 32, 64, 256, 1024},
+	    .nsizes = 5,
+	};
+	bool is_ring, cpus_given = false, records_given = false, seconds_given = false;
+	bool reps_given = false;
+	char **av = argv + 1; /* the subcommand's argv: av[0] is its name */
+	const char *cmd;
+	uint64_t v;
+	char *end;
+	int c, rc;
+
+	if (argc < 2)
+		return usage_error("missing subcommand (ring or pingpong)");
+	cmd = argv[1];
+	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+		usage(stdout);
+		return 0;
+	}
+	if (strcmp(cmd, "ring") && strcmp(cmd, "pingpong"))
+		return usage_error("unknown subcommand '%s' (expected ring or pingpong)", cmd);
+	is_ring = !strcmp(cmd, "ring");
+
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc - 1, av, ":hv", long_opts, NULL)) != -1) {
+		const char *arg = optarg;
+
+		switch (c) {
+		case 'h':
+		case OPT_HELP:
+			usage(stdout);
+			return 0;
+		case OPT_RING_BYTES:
+			if (parse_size(arg, &o.ring_bytes) || !shmrun_ring_memsize(o.ring_bytes))
+				return usage_error("--ring-bytes '%s': need a power of two from 4K "
+						   "to 1G",
+						   arg);
+			break;
+		case OPT_SECONDS:
+			if (!is_ring)
+				return usage_error("--seconds applies to ring only");
+			errno = 0;
+			o.seconds = strtod(arg, &end);
+			if (errno || end == arg || *end || !(o.seconds > 0) || o.seconds > 3600)
+				return usage_error("--seconds '%s': need a number in (0, 3600]",
+						   arg);
+			seconds_given = true;
+			break;
+		case OPT_RECORDS:
+			if (!is_ring)
+				return usage_error("--records applies to ring only");
+			if (parse_size(arg, &o.records) || !o.records)
+				return usage_error("--records '%s': need a positive count", arg);
+			records_given = true;
+			break;
+		case OPT_ITERS:
+			if (is_ring)
+				return usage_error("--iters applies to pingpong only");
+			if (parse_size(arg, &o.iters) || !o.iters || o.iters > (1ull << 30))
+				return usage_error("--iters '%s': need a count from 1 to 1G", arg);
+			break;
+		case OPT_REPS:
+			if (parse_size(arg, &v) || !v || v > 1000)
+				return usage_error("--reps '%s': need a count from 1 to 1000", arg);
+			o.reps = (unsigned)v;
+			reps_given = true;
+			break;
+		case OPT_BATCH:
+			if (!is_ring)
+				return usage_error("--batch applies to ring only");
+			if (parse_size(arg, &o.batch) || !o.batch)
+				return usage_error("--batch '%s': need a positive byte count", arg);
+			break;
+		case OPT_IDLE:
+			if (!strcmp(arg, "spin"))
+				o.idle = SHMRUN_IDLE_SPIN;
+			else if (!strcmp(arg, "hybrid"))
+				o.idle = SHMRUN_IDLE_HYBRID;
+			else
+				return usage_error("--idle '%s': need spin or hybrid", arg);
+			break;
+		case OPT_CPUS:
+			if (parse_cpus(arg, o.cpu))
+				return usage_error("--cpus '%s': need two different CPU numbers, "
+						   "e.g. 0,1",
+						   arg);
+			cpus_given = true;
+			break;
+		case OPT_QUICK:
+			o.quick = true;
+			break;
+		case 'v':
+		case OPT_VERBOSE:
+			o.verbose = true;
+			break;
+		case OPT_SIZES:
+			if (!is_ring)
+				return usage_error("--sizes applies to ring only");
+			if (parse_sizes(arg, &o))
+				return usage_error("--sizes '%s': need up to %d multiples of 8, "
+						   "comma-separated",
+						   arg, BENCH_MAX_SIZES);
+			break;
+		case ':':
+			return usage_error("option '%s' needs a value", av[optind - 1]);
+		default:
+			return usage_error("unknown option '%s'", av[optind - 1]);
+		}
+	}
+	if (optind < argc - 1)
+		return usage_error("unexpected argument '%s'", av[optind]);
+	for (unsigned i = 0; is_ring && i < o.nsizes; i++)
+		if (o.sizes[i] > o.ring_bytes / 2 - SHMRUN_FRAME_HEADER)
+			return usage_error("a %" PRIu32 "-byte record does not fit a %" PRIu64
+					   "-byte ring (at most half the ring, header included)",
+					   o.sizes[i], o.ring_bytes);
+	if (records_given && seconds_given)
+		return usage_error("--records and --seconds exclude each other");
+	if (o.quick) {
+		if (!records_given)
+			o.records = 20000;
+		if (!reps_given)
+			o.reps = 1;
+		if (!is_ring && o.iters == 1000000)
+			o.iters = 20000;
+	}
+
+	rc = choose_cpus(&o, cpus_given);
+	if (rc)
+		return rc;
+	bench_ts_init();
+	rc = is_ring ? bench_ring_main(&o) : bench_pingpong_main(&o);
+	fflush(stdout);
+	return rc;
+}

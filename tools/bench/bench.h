@@ -1,0 +1,140 @@
+/*
+ * tools/bench/bench.h: what the shmrun-bench sources share.
+ *
+ * bench.c owns main(), option parsing and the process plumbing every
+ * subcommand needs (pinning, forking two measured processes and reaping them
+ * on every path, the shared control block, timestamps, percentiles);
+ * bench_ring.c holds the ring and pingpong subcommands. Only public shmrun
+ * headers are used.
+ */
+#ifndef SHMRUN_TOOLS_BENCH_H
+#define SHMRUN_TOOLS_BENCH_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shmrun/ring.h"
+
+/* Exit codes: 0 ok, 1 the benchmark failed (checksum, ring error, child
+ * died), 2 usage error. */
+#define BENCH_EXIT_FAIL	 1
+#define BENCH_EXIT_USAGE 2
+
+#define BENCH_MAX_SIZES 16
+
+/* Options of one invocation; defaults set by bench.c per subcommand. */
+struct bench_opts {
+	uint64_t ring_bytes;		 /* ring capacity, bytes (power of two) */
+	double seconds;			 /* timed part of one throughput measurement */
+	uint64_t records;		 /* if non-zero, timed records per measurement instead */
+	uint64_t iters;			 /* pingpong round trips per measurement */
+	unsigned reps;			 /* repetitions; the best is reported */
+	uint64_t batch;			 /* shmrun_ring_set_batch() bytes, 0 = ring default */
+	enum shmrun_idle idle;		 /* idle strategy on the ring's wait paths */
+	int cpu[2];			 /* CPUs of the two measured processes, -1 = unpinned */
+	uint32_t sizes[BENCH_MAX_SIZES]; /* ring: payload bytes per record, each case */
+	unsigned nsizes;
+	bool quick;   /* tiny volumes, verify checksums, for ctest */
+	bool verbose; /* print every measurement as a '#' line */
+};
+
+/*
+ * Control block shared by the parent and its two measured children, mapped
+ * MAP_SHARED before fork. The children meet at a start barrier (ready) so
+ * neither measures the other's start-up; results are written by the children
+ * before they exit and read by the parent after it has reaped them (the
+ * exit/wait pair orders them).
+ */
+struct bench_ctl {
+	alignas(SHMRUN_CACHELINE) _Atomic uint32_t ready; /* children past attach */
+	/* results, written by the children */
+	alignas(SHMRUN_CACHELINE) uint64_t sent; /* records the producer sent */
+	uint64_t sent_sum;			 /* sum of every payload word sent */
+	uint64_t recv;				 /* records the consumer read */
+	uint64_t recv_sum;			 /* sum of every payload word read */
+	uint64_t timed;				 /* records inside the timed window */
+	int64_t timed_ns;			 /* length of the timed window */
+	uint64_t p50_ns, p99_ns, p999_ns;	 /* pingpong percentiles */
+	uint64_t waits[2];			 /* ring: wait_writable / wait_readable calls */
+};
+
+/* A child's work: returns 0 or an exit code; runs pinned to its CPU. */
+typedef int (*bench_child_fn)(int side, void *arg);
+
+/*
+ * bench_run_pair() - fork two children running @fn(0, @arg) and @fn(1, @arg),
+ * pinned to opts->cpu[0] and opts->cpu[1], and reap both.
+ *
+ * Each child dies with the parent (PR_SET_PDEATHSIG). If a child fails or
+ * @timeout_s passes, the other is killed; both are always reaped.
+ *
+ * Return: 0 if both exited 0; -1 otherwise (the reason has been printed).
+ */
+int bench_run_pair(const struct bench_opts *opts, struct bench_ctl *ctl, bench_child_fn fn,
+		   void *arg, double timeout_s);
+
+/* bench_barrier() - a child's start barrier: wait until both children reach it. */
+int bench_barrier(struct bench_ctl *ctl);
+
+/* Shared anonymous memory (MAP_SHARED, inherited across fork), page aligned. */
+void *bench_map_shared(size_t bytes);
+void bench_unmap_shared(void *mem, size_t bytes);
+
+/* CLOCK_MONOTONIC, nanoseconds. */
+int64_t bench_now_ns(void);
+
+/*
+ * Cheap timestamps for per-round-trip timing: the TSC on x86-64 (serialised
+ * with rdtscp + lfence, calibrated against CLOCK_MONOTONIC by bench_ts_init()),
+ * CLOCK_MONOTONIC elsewhere. bench_ts_to_ns() converts a difference.
+ */
+void bench_ts_init(void);
+uint64_t bench_ts(void);
+uint64_t bench_ts_to_ns(uint64_t ticks);
+
+/* Sort @n values ascending; then the @q-quantile (0 < q <= 1, nearest rank). */
+void bench_sort_u64(uint64_t *v, size_t n);
+uint64_t bench_percentile_sorted(const uint64_t *v, size_t n, double q);
+
+/*
+ * Spin-wait bookkeeping for the hand-written reference loops and the start
+ * barrier: bench_spin() pauses once, and every 4096 calls checks the deadline
+ * (every 16, yielding the CPU, when both children share one CPU).
+ */
+struct bench_spin {
+	uint32_t n;
+	int64_t deadline; /* CLOCK_MONOTONIC ns */
+};
+
+/* Set when the two children share a CPU (one CPU online): spinners yield. */
+extern bool bench_shared_cpu;
+
+static inline void bench_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+void bench_spin_start(struct bench_spin *s, int64_t timeout_ns);
+/* Return: 0 to keep spinning, -ETIMEDOUT once the deadline has passed. */
+int bench_spin_slow(struct bench_spin *s);
+
+static inline int bench_spin(struct bench_spin *s)
+{
+	bench_relax();
+	if (++s->n % (bench_shared_cpu ? 16 : 4096))
+		return 0;
+	return bench_spin_slow(s);
+}
+
+/* The subcommands: return an exit code. */
+int bench_ring_main(const struct bench_opts *opts);
+int bench_pingpong_main(const struct bench_opts *opts);
+
+#endif /* SHMRUN_TOOLS_BENCH_H */

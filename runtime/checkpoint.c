@@ -440,7 +440,8 @@ int shmrun_ckpt_list(const char *dir, uint64_t **epochs)
 		v[n++] = e;
 	}
 	closedir(d);
-	qsort(v, (size_t)n, sizeof(*v), cmp_desc);
+	if (n > 1)
+		qsort(v, (size_t)n, sizeof(*v), cmp_desc);
 	*epochs = v;
 	return n;
 }

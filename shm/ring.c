@@ -161,6 +161,9 @@ int shmrun_ring_attach(struct shmrun_ring *r, void *mem, size_t len, enum shmrun
 	r->mask = sh->capacity - 1;
 	r->role = role;
 	r->wake = role == SHMRUN_RING_PRODUCER ? &sh->data_bell : &sh->room_bell;
+	r->tail_p = &sh->tail;
+	r->head_p = &sh->head;
+	r->max_payload = (uint32_t)(sh->capacity / 2 - SHMRUN_FRAME_HEADER);
 	r->tail = r->tail_pub = tail;
 	r->head_cache = head;
 	r->head = r->head_pub = head;
@@ -289,7 +292,7 @@ bool shmrun_ring_writable(struct shmrun_ring *r, uint32_t len)
 	return has_room(r, placement_bytes(r, frame_bytes(len)));
 }
 
-int shmrun_ring_reserve(struct shmrun_ring *r, uint32_t len, struct shmrun_frame **frame)
+int shmrun_ring_reserve_slow(struct shmrun_ring *r, uint32_t len, struct shmrun_frame **frame)
 {
 	uint64_t need, to_end;
 	struct shmrun_frame *f;
@@ -320,20 +323,6 @@ int shmrun_ring_reserve(struct shmrun_ring *r, uint32_t len, struct shmrun_frame
 	r->reserved_len = len;
 	r->reserving = true;
 	*frame = f;
-	return 0;
-}
-
-int shmrun_ring_commit(struct shmrun_ring *r, struct shmrun_frame *frame)
-{
-	/* Compare lengths, not end indices: an end index may wrap through 2^64
-	 * (and be 0), and a len that grew inside the padding is still a grown len. */
-	if (!r->reserving || (unsigned char *)frame != r->data + (r->tail & r->mask) ||
-	    frame->len > r->reserved_len)
-		return -EINVAL;
-	r->tail += frame_bytes(frame->len);
-	r->reserving = false;
-	if (r->tail - r->tail_pub >= r->batch_bytes)
-		publish_tail(r);
 	return 0;
 }
 
@@ -374,7 +363,7 @@ static void store_head(struct shmrun_ring *r)
 	atomic_store_explicit(&r->sh->head, r->head, memory_order_release);
 }
 
-int shmrun_ring_peek(struct shmrun_ring *r, const struct shmrun_frame **frame)
+int shmrun_ring_peek_slow(struct shmrun_ring *r, const struct shmrun_frame **frame)
 {
 	const struct shmrun_frame *f;
 	uint64_t avail, to_end;
@@ -410,12 +399,9 @@ int shmrun_ring_peek(struct shmrun_ring *r, const struct shmrun_frame **frame)
 	}
 }
 
-void shmrun_ring_release(struct shmrun_ring *r, const struct shmrun_frame *frame)
+void shmrun_ring_release_slow(struct shmrun_ring *r)
 {
-	r->head += frame_bytes(frame->len);
-	store_head(r);
-	if (r->head - r->head_pub >= r->release_batch)
-		publish_head_bell(r);
+	publish_head_bell(r);
 }
 
 bool shmrun_ring_readable(struct shmrun_ring *r)

@@ -155,7 +155,8 @@ static int list_files(struct shmrun_task *task, struct file_list *fl)
 	free(paths);
 	if (err)
 		return err;
-	qsort(fl->files, fl->n, sizeof(*fl->files), cmp_str);
+	if (fl->n > 1)
+		qsort(fl->files, fl->n, sizeof(*fl->files), cmp_str);
 	for (uint32_t i = 1; i < fl->n;) { /* a file named twice is read once */
 		if (strcmp(fl->files[i], fl->files[i - 1]) == 0) {
 			free(fl->files[i]);

@@ -451,7 +451,8 @@ static int file_restore(struct shmrun_task *task, void *state, const void *entry
 		epochs[n++] = e;
 	}
 	closedir(d);
-	qsort(epochs, n, sizeof(*epochs), cmp_epoch_desc);
+	if (n > 1)
+		qsort(epochs, n, sizeof(*epochs), cmp_epoch_desc);
 	cursor = target;
 	for (uint32_t i = 0; i < n && !err; i++) {
 		char name[PATH_MAX + NAME_MAX + 40];

@@ -31,6 +31,8 @@
 #ifndef SHMRUN_RING_H
 #define SHMRUN_RING_H
 
+#include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -123,6 +125,9 @@ struct shmrun_ring {
 	uint64_t mask;                 /* capacity - 1 */
 	int role;                      /* enum shmrun_ring_role */
 	struct shmrun_bell *wake;      /* rung after publishing: the peer's bell */
+	_Atomic uint64_t *tail_p;      /* &shared tail (the inline fast paths' view) */
+	_Atomic uint64_t *head_p;      /* &shared head */
+	uint32_t max_payload;          /* capacity / 2 - SHMRUN_FRAME_HEADER */
 	int peer_pidfd;                /* pidfd of the peer, -1 until opened */
 	int32_t peer_pid;              /* pid that peer_pidfd refers to */
 	/* producer side */
@@ -218,7 +223,10 @@ uint32_t shmrun_ring_max_payload(const struct shmrun_ring *r);
  * shmrun_ring_wait_writable()); -EMSGSIZE if @len exceeds the largest frame;
  * -EBUSY if a reservation is already open.
  */
-int shmrun_ring_reserve(struct shmrun_ring *r, uint32_t len, struct shmrun_frame **frame);
+static inline int shmrun_ring_reserve(struct shmrun_ring *r, uint32_t len,
+				      struct shmrun_frame **frame);
+/* The out-of-line part of shmrun_ring_reserve(); call shmrun_ring_reserve(). */
+int shmrun_ring_reserve_slow(struct shmrun_ring *r, uint32_t len, struct shmrun_frame **frame);
 
 /**
  * shmrun_ring_commit() - make the reserved frame part of the stream.
@@ -232,7 +240,7 @@ int shmrun_ring_reserve(struct shmrun_ring *r, uint32_t len, struct shmrun_frame
  *
  * Return: 0; -EINVAL if no reservation is open, @frame is not it, or len grew.
  */
-int shmrun_ring_commit(struct shmrun_ring *r, struct shmrun_frame *frame);
+static inline int shmrun_ring_commit(struct shmrun_ring *r, struct shmrun_frame *frame);
 
 /**
  * shmrun_ring_write() - reserve, copy @len bytes from @payload, commit.
@@ -278,14 +286,19 @@ bool shmrun_ring_writable(struct shmrun_ring *r, uint32_t len);
  * shmrun_ring_wait_readable()); -EPROTO if the next frame header is corrupt
  * (a length running past the published tail or a kind out of range).
  */
-int shmrun_ring_peek(struct shmrun_ring *r, const struct shmrun_frame **frame);
+static inline int shmrun_ring_peek(struct shmrun_ring *r, const struct shmrun_frame **frame);
+/* The out-of-line part of shmrun_ring_peek(); call shmrun_ring_peek(). */
+int shmrun_ring_peek_slow(struct shmrun_ring *r, const struct shmrun_frame **frame);
 
 /**
  * shmrun_ring_release() - hand the peeked frame's bytes back to the producer.
  * The room becomes visible to the producer in batches (a quarter... see
  * docs/shm-layout.md) and whenever shmrun_ring_peek() finds the ring empty.
  */
-void shmrun_ring_release(struct shmrun_ring *r, const struct shmrun_frame *frame);
+static inline void shmrun_ring_release(struct shmrun_ring *r, const struct shmrun_frame *frame);
+/* The out-of-line part of shmrun_ring_release(): the doorbell check once per
+ * release batch. Call shmrun_ring_release(). */
+void shmrun_ring_release_slow(struct shmrun_ring *r);
 
 /**
  * shmrun_ring_consumer_flush() - publish the released room now and ring the
@@ -360,6 +373,86 @@ void shmrun_bell_sleep(struct shmrun_bell *bell, bool (*ready)(void *arg), void 
  * is not mistaken for the peer once the pidfd is open.
  */
 bool shmrun_ring_peer_alive(struct shmrun_ring *r);
+
+
+/* ---- inline fast paths ------------------------------------------------------ */
+
+/*
+ * The four per-record calls are inline (as DPDK's rte_ring): the common case —
+ * room before the wrap, a valid frame already published — touches only the
+ * private handle and the frame; everything else (a skip marker, refreshing the
+ * peer's index, publishing, errors) is in the *_slow functions of ring.c,
+ * which the inline versions call and which callers never call directly.
+ */
+
+static inline uint64_t shmrun_ring_frame_bytes_(uint32_t len)
+{
+	return ((uint64_t)SHMRUN_FRAME_HEADER + len + (SHMRUN_FRAME_ALIGN - 1)) &
+	       ~(uint64_t)(SHMRUN_FRAME_ALIGN - 1);
+}
+
+static inline int shmrun_ring_reserve(struct shmrun_ring *r, uint32_t len,
+				      struct shmrun_frame **frame)
+{
+	uint64_t need = shmrun_ring_frame_bytes_(len), pos = r->tail & r->mask;
+
+	if (__builtin_expect(!r->reserving && len <= r->max_payload && need <= r->capacity - pos &&
+				     r->tail + need - r->head_cache <= r->capacity,
+			     1)) {
+		struct shmrun_frame *f = (struct shmrun_frame *)(r->data + pos);
+
+		f->len = len;
+		f->kind = 0;
+		f->flags = 0;
+		r->reserved_len = len;
+		r->reserving = true;
+		*frame = f;
+		return 0;
+	}
+	return shmrun_ring_reserve_slow(r, len, frame);
+}
+
+static inline int shmrun_ring_commit(struct shmrun_ring *r, struct shmrun_frame *frame)
+{
+	if (__builtin_expect(!r->reserving ||
+				     (unsigned char *)frame != r->data + (r->tail & r->mask) ||
+				     frame->len > r->reserved_len,
+			     0))
+		return -EINVAL;
+	r->tail += shmrun_ring_frame_bytes_(frame->len);
+	r->reserving = false;
+	if (r->tail - r->tail_pub >= r->batch_bytes)
+		shmrun_ring_flush(r);
+	return 0;
+}
+
+static inline int shmrun_ring_peek(struct shmrun_ring *r, const struct shmrun_frame **frame)
+{
+	if (__builtin_expect(r->head != r->tail_cache, 1)) {
+		uint64_t pos = r->head & r->mask;
+		const struct shmrun_frame *f = (const struct shmrun_frame *)(r->data + pos);
+		uint64_t need = shmrun_ring_frame_bytes_(f->len);
+
+		/* tail_cache was validated by the slow path that loaded it */
+		if (f->kind >= SHMRUN_FRAME_DATA && f->kind <= SHMRUN_FRAME_END &&
+		    need <= r->tail_cache - r->head && need <= r->capacity - pos) {
+			*frame = f;
+			return 0;
+		}
+	}
+	return shmrun_ring_peek_slow(r, frame);
+}
+
+static inline void shmrun_ring_release(struct shmrun_ring *r, const struct shmrun_frame *frame)
+{
+	r->head += shmrun_ring_frame_bytes_(frame->len);
+	/* release: pairs with the acquire load of head in the producer's
+	 * has_room() (ring.c); every read of the bytes below head happens
+	 * before the producer may reuse them. */
+	atomic_store_explicit(r->head_p, r->head, memory_order_release);
+	if (r->head - r->head_pub >= r->release_batch)
+		shmrun_ring_release_slow(r);
+}
 
 #ifdef __cplusplus
 }

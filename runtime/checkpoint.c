@@ -168,7 +168,17 @@ static int manifest_text(const struct shmrun_plan *plan, struct shmrun_control *
 	err |= text_printf(t, "shmrun-manifest %d\nepoch %" PRIu64 "\ntime %" PRId64 "\n",
 			   MANIFEST_VERSION, e, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
 	err |= text_printf(t, "fingerprint %016" PRIx64 "\njob %s\nvnodes %u\nworkers %u\n",
-			   (uint64_t)0, job->name, job->vnodes, job->workers);
+			   shmrun_fingerprint(job), job->name, job->vnodes, job->workers);
+	{
+		char *topo, *save = NULL;
+		size_t tlen;
+
+		if (shmrun_fingerprint_text(job, &topo, &tlen))
+			return -ENOMEM;
+		for (char *l = strtok_r(topo, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+			err |= text_printf(t, "topo %s\n", l);
+		free(topo);
+	}
 	for (uint32_t s = 0; s < job->nstages; s++)
 		err |= text_printf(t, "stage %s %s %u %s\n", job->stages[s].name,
 				   job->stages[s].op->name, job->stages[s].width,
@@ -395,6 +405,7 @@ bool shmrun_coordinate(struct shmrun_coordinator *co, const struct shmrun_plan *
 
 void shmrun_manifest_free(struct shmrun_manifest *m)
 {
+	free(m->topology);
 	free(m->stages);
 	free(m->files);
 	memset(m, 0, sizeof(*m));
@@ -475,6 +486,18 @@ static int parse_manifest(char *text, size_t len, struct shmrun_manifest *m, cha
 
 		if (sscanf(line, "shmrun-manifest %u", &m->version) == 1)
 			continue;
+		if (strncmp(line, "topo ", 5) == 0) {
+			size_t have = m->topology ? strlen(m->topology) : 0, add = strlen(line + 5);
+			char *nt = realloc(m->topology, have + add + 2);
+
+			if (!nt)
+				return -ENOMEM;
+			memcpy(nt + have, line + 5, add);
+			nt[have + add] = '\n';
+			nt[have + add + 1] = 0;
+			m->topology = nt;
+			continue;
+		}
 		if (sscanf(line, "epoch %" SCNu64, &m->epoch) == 1 ||
 		    sscanf(line, "time %" SCNd64, &m->time_ns) == 1 ||
 		    sscanf(line, "fingerprint %" SCNx64, &m->fingerprint) == 1 ||
@@ -665,30 +688,20 @@ int64_t shmrun_ckpt_select(const char *dir, struct shmrun_manifest *m)
 int shmrun_ckpt_check_topology(const struct shmrun_manifest *m, const struct shmrun_job *job,
 			       char *why, size_t whylen)
 {
-	if (m->vnodes != job->vnodes) {
-		snprintf(why, whylen, "vnodes: %u → %u", m->vnodes, job->vnodes);
-		return -ESTALE;
-	}
-	if (m->nstages != job->nstages) {
-		snprintf(why, whylen, "stage count: %u → %u", m->nstages, job->nstages);
-		return -ESTALE;
-	}
-	for (uint32_t s = 0; s < job->nstages; s++) {
-		const struct shmrun_manifest_stage *ms = &m->stages[s];
-		const struct shmrun_stage *js = &job->stages[s];
+	char *now = NULL, *diff = NULL;
+	size_t len;
 
-		if (strcmp(ms->name, js->name) || strcmp(ms->op, js->op->name)) {
-			snprintf(why, whylen, "stage %s (%s) → %s (%s)", ms->name, ms->op, js->name,
-				 js->op->name);
-			return -ESTALE;
-		}
-		if (ms->width != js->width) {
-			snprintf(why, whylen, "stage %s: width %u → %u", ms->name, ms->width,
-				 js->width);
-			return -ESTALE;
-		}
-	}
-	return 0;
+	if (m->fingerprint == shmrun_fingerprint(job))
+		return 0;
+	if (shmrun_fingerprint_text(job, &now, &len) == 0 && m->topology &&
+	    shmrun_fingerprint_diff(m->topology, now, &diff) == 0)
+		snprintf(why, whylen, "%s", diff);
+	else
+		snprintf(why, whylen, "fingerprint %016" PRIx64 " → %016" PRIx64, m->fingerprint,
+			 shmrun_fingerprint(job));
+	free(now);
+	free(diff);
+	return -ESTALE;
 }
 
 /* ---- the ckpt CLI -------------------------------------------------------------- */

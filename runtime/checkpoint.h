@@ -109,6 +109,7 @@ struct shmrun_manifest {
 	uint32_t nstages;
 	struct shmrun_manifest_file *files;
 	uint32_t nfiles;
+	char *topology; /* the canonical topology encoding it was written by (malloc'd) */
 };
 
 void shmrun_manifest_free(struct shmrun_manifest *m);
@@ -146,9 +147,8 @@ int shmrun_ckpt_list(const char *dir, uint64_t **epochs);
 int64_t shmrun_ckpt_select(const char *dir, struct shmrun_manifest *m);
 
 /*
- * shmrun_ckpt_check_topology() - whether @m was written by this topology:
- * same vnode count and the same stages (name, operator, width). Return: 0, or
- * -ESTALE with the first difference in @why.
+ * shmrun_ckpt_check_topology() - whether @m was written by this topology: the
+ * same fingerprint. Return: 0, or -ESTALE with every difference in @why.
  */
 int shmrun_ckpt_check_topology(const struct shmrun_manifest *m, const struct shmrun_job *job,
 			       char *why, size_t whylen);

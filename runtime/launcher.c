@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -226,7 +227,67 @@ struct run {
 	int signal;        /* the signal that stopped the run */
 	char cause[512];   /* why it failed */
 	uint64_t epoch;    /* restored (start) / stopped at (end) */
+	bool reset_done;   /* STREAM_RESET_STATE=1 applied */
 };
+
+static bool reset_requested(void)
+{
+	const char *v = getenv("STREAM_RESET_STATE");
+
+	return v && strcmp(v, "1") == 0;
+}
+
+/*
+ * STREAM_RESET_STATE=1: move every ckpt-* of @dir into @dir/reset-<UTC time>/
+ * (never delete), so the job starts from empty state. Return: 0, or -errno
+ * after a message; nothing is half-moved on the first failure.
+ */
+static int reset_state(const char *dir)
+{
+	char aside[PATH_MAX], from[PATH_MAX], to[PATH_MAX + 32], stamp[32];
+	uint64_t *epochs;
+	time_t now = time(NULL);
+	struct tm tm;
+	int n = shmrun_ckpt_list(dir, &epochs);
+
+	if (n == -ENOENT || n == 0) {
+		free(epochs);
+		shmrun_log(SHMRUN_LOG_INFO, "STREAM_RESET_STATE=1: %s holds no checkpoint", dir);
+		return 0;
+	}
+	if (n < 0) {
+		shmrun_log(SHMRUN_LOG_ERROR, "STREAM_RESET_STATE=1: cannot read %s: %s", dir,
+			   strerror(-n));
+		return n;
+	}
+	gmtime_r(&now, &tm);
+	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+	snprintf(aside, sizeof(aside), "%s/reset-%s", dir, stamp);
+	for (int k = 0; mkdir(aside, 0777) < 0; k++) {
+		if (errno != EEXIST || k > 100) {
+			shmrun_log(SHMRUN_LOG_ERROR, "STREAM_RESET_STATE=1: cannot create %s: %s",
+				   aside, strerror(errno));
+			free(epochs);
+			return -EIO;
+		}
+		snprintf(aside, sizeof(aside), "%s/reset-%s-%d", dir, stamp, k + 1);
+	}
+	for (int i = 0; i < n; i++) {
+		shmrun_ckpt_path(dir, epochs[i], from, sizeof(from));
+		snprintf(to, sizeof(to), "%s/ckpt-%" PRIu64, aside, epochs[i]);
+		if (rename(from, to) < 0) {
+			shmrun_log(SHMRUN_LOG_ERROR, "STREAM_RESET_STATE=1: moving %s to %s: %s",
+				   from, to, strerror(errno));
+			free(epochs);
+			return -EIO;
+		}
+	}
+	free(epochs);
+	shmrun_log(SHMRUN_LOG_WARN,
+		   "STREAM_RESET_STATE=1: moved %d checkpoint%s to %s; starting from empty state",
+		   n, n == 1 ? "" : "s", aside);
+	return 0;
+}
 
 /* Pick the checkpoint to restore and check it fits this topology. */
 static int select_restore(struct run *r)
@@ -240,6 +301,15 @@ static int select_restore(struct run *r)
 
 	if (!job->checkpoint_dir)
 		return 0;
+	if (reset_requested() && !r->reset_done) {
+		/* once per invocation: a restart after a crash restores what this
+		 * run checkpointed, it does not reset again */
+		int err = reset_state(job->checkpoint_dir);
+
+		if (err)
+			return err;
+		r->reset_done = true;
+	}
 	e = shmrun_ckpt_select(job->checkpoint_dir, &m);
 	if (e < 0)
 		return (int)e;
@@ -256,10 +326,14 @@ static int select_restore(struct run *r)
 	}
 	if (shmrun_ckpt_check_topology(&m, job, why, sizeof(why))) {
 		shmrun_log(SHMRUN_LOG_ERROR,
-			   "%s/ckpt-%" PRId64 " was taken by another topology (%s); restoring it "
-			   "would corrupt state. Undo the change, or start from empty state with "
-			   "STREAM_RESET_STATE=1",
-			   job->checkpoint_dir, e, why);
+			   "%s/ckpt-%" PRId64 " was written by a different topology: %s. "
+			   "Restoring it would corrupt state, so it is refused. Either start "
+			   "from empty state with STREAM_RESET_STATE=1 (the old checkpoints "
+			   "are moved aside, not deleted), or, if the change is a new width "
+			   "or worker count, re-assign the state with `shmrun --rescale %s` "
+			   "(see `shmrun plan --rescale-from %s %s` first)",
+			   job->checkpoint_dir, e, why, job->conf_path, job->checkpoint_dir,
+			   job->conf_path);
 		shmrun_manifest_free(&m);
 		return -ESTALE;
 	}
@@ -292,7 +366,7 @@ static enum run_end run_once(struct run *r)
 	stats = shmrun_control_stats(r->ctl);
 	if (select_restore(r))
 		goto out;
-	err = shmrun_segment_create(&seg, plan->rings, plan->nchannels, 0);
+	err = shmrun_segment_create(&seg, plan->rings, plan->nchannels, shmrun_fingerprint(job));
 	if (err) {
 		shmrun_log(SHMRUN_LOG_ERROR, "cannot create the shared-memory segment (%" PRIu64
 					     " bytes): %s",

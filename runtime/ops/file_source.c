@@ -506,7 +506,7 @@ static const struct shmrun_param_def params[] = {
 	{.key = "piece_bytes", .type = SHMRUN_PARAM_SIZE, .def = "32M", .min = 1, .max = 1ull << 40,
 	 .doc = "files are cut into pieces of at most this many bytes, at line starts"},
 	{.key = "rate", .type = SHMRUN_PARAM_RATE, .min = 1, .max = 1000000000000ull,
-	 .doc = "records per second for the whole stage (default: unlimited)"},
+	 .doc = "records per second for the whole stage (default: unlimited)", .tuning = true},
 	{0},
 };
 

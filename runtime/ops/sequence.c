@@ -167,7 +167,7 @@ static const struct shmrun_param_def params[] = {
 	{.key = "piece_records", .type = SHMRUN_PARAM_COUNT, .def = "1048576", .min = 1,
 	 .max = UINT64_MAX / 4, .doc = "the range is cut into pieces of this many records"},
 	{.key = "rate", .type = SHMRUN_PARAM_RATE, .min = 1, .max = 1000000000000ull,
-	 .doc = "records per second for the whole stage (default: unlimited)"},
+	 .doc = "records per second for the whole stage (default: unlimited)", .tuning = true},
 	{0},
 };
 

@@ -104,6 +104,28 @@ void shmrun_job_free(struct shmrun_job *job);
 /** shmrun_job_errors_free() - release collected errors. */
 void shmrun_job_errors_free(struct shmrun_job_errors *errs);
 
+/**
+ * shmrun_fingerprint_text() - the canonical encoding of @job's state-relevant
+ * topology (stages, operators and their non-tuning keys, widths, per-worker
+ * rules, edges, vnode count, and the member set's fingerprint clause, empty
+ * for a solo run), one item per line; see runtime/fingerprint.c.
+ * @text: receives a malloc'd NUL-terminated string (caller frees); @len its length.
+ * Return: 0; -ENOMEM.
+ */
+int shmrun_fingerprint_text(const struct shmrun_job *job, char **text, size_t *len);
+
+/** shmrun_fingerprint() - XXH64 of shmrun_fingerprint_text(); 0 on ENOMEM. */
+uint64_t shmrun_fingerprint(const struct shmrun_job *job);
+
+/**
+ * shmrun_fingerprint_diff() - every difference between two canonical
+ * encodings, in the field's terms ("stage count: width 4 → 2", "members: 2 → 3
+ * workers", "vnodes: 256 → 128", "stage filter: new"), joined by "; ".
+ * @msg: receives a malloc'd string (caller frees).
+ * Return: 0; -ENOMEM.
+ */
+int shmrun_fingerprint_diff(const char *old_text, const char *new_text, char **msg);
+
 /** shmrun_operator_find() - a built-in operator by name, or NULL. */
 const struct shmrun_operator *shmrun_operator_find(const char *name);
 

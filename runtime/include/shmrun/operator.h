@@ -60,6 +60,7 @@ struct shmrun_param_def {
 	uint64_t min, max;   /**< bounds for COUNT/SIZE/RATE/DURATION (0, 0: none) */
 	const char *choices; /**< ENUM: space-separated words */
 	const char *doc;     /**< one line for docs and `shmrun check` messages */
+	bool tuning;         /**< changes speed, not state (e.g. rate): left out of the fingerprint */
 };
 
 struct shmrun_task; /* opaque: the runtime's view of one instance of one stage */

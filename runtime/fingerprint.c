@@ -1,0 +1,339 @@
+/*
+ * runtime/fingerprint.c: the fingerprint that guards every restore.
+ *
+ * Restoring state into a topology it was not made for corrupts results
+ * silently: a source that loses read positions skips input, one that gets them
+ * twice duplicates output (seed 000, "fingerprint clause"; seed 003). So every
+ * checkpoint records a fingerprint of the topology that wrote it, and a restore
+ * into a different one is refused, naming each difference.
+ *
+ * The fingerprint is XXH64 of a canonical text encoding — one item per line,
+ * in a fixed order, values as validated (defaults applied, paths resolved), so
+ * key order, spacing and comments in topology.conf do not matter:
+ *
+ *     shmrun-topology 1
+ *     vnodes 256
+ *     stage count op=count width=4 rule=none
+ *     param count emit=final
+ *     edge words count shuffle
+ *     members 2:0,1                    (Members::fingerprint_clause; absent when solo)
+ *
+ * Stages in file order; params in the operator's declaration order, leaving
+ * out tuning keys (`rate`) that change speed, not state; edges in file order.
+ * The members line is the member set's clause, empty for a solo run, so a solo
+ * run's fingerprint never depends on member-related settings.
+ *
+ * The MANIFEST carries the same lines (prefixed "topo "), which is what lets a
+ * refusal say what differs, in the field's terms.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "shmrun/job.h"
+#include "shmrun/placement.h"
+
+static const char *edge_word(enum shmrun_edge_kind k)
+{
+	static const char *const w[] = {"forward", "shuffle", "rebalance", "broadcast"};
+
+	return (unsigned)k < 4 ? w[k] : "?";
+}
+
+static const char *rule_word(int rule)
+{
+	return rule == SHMRUN_PW_SPLIT ? "split" : rule == SHMRUN_PW_UNION ? "union" : "none";
+}
+
+struct out {
+	char *p;
+	size_t len, cap;
+	int err;
+};
+
+static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (o->err)
+		return;
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(o->p ? o->p + o->len : NULL, o->p ? o->cap - o->len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			o->err = -EINVAL;
+			return;
+		}
+		if (o->p && o->len + (size_t)n < o->cap) {
+			o->len += (size_t)n;
+			return;
+		}
+		o->cap = o->cap * 2 + (size_t)n + 256;
+		o->p = realloc(o->p, o->cap);
+		if (!o->p) {
+			o->err = -ENOMEM;
+			return;
+		}
+	}
+}
+
+int shmrun_fingerprint_text(const struct shmrun_job *job, char **text, size_t *len)
+{
+	struct out o = {0};
+	struct shmrun_members m;
+	uint32_t *ids = calloc(job->workers ? job->workers : 1, sizeof(*ids));
+	char clause[1024];
+
+	if (!ids)
+		return -ENOMEM;
+	for (uint32_t w = 0; w < job->workers; w++)
+		ids[w] = w;
+	put(&o, "shmrun-topology 1\nvnodes %u\n", job->vnodes);
+	for (uint32_t s = 0; s < job->nstages; s++) {
+		const struct shmrun_stage *st = &job->stages[s];
+
+		put(&o, "stage %s op=%s width=%u rule=%s\n", st->name, st->op->name, st->width,
+		    rule_word(st->op->pw_rule));
+		for (uint32_t i = 0; i < st->nparams; i++) {
+			const struct shmrun_param *p = &st->params[i];
+
+			if (p->def->tuning || !p->value)
+				continue;
+			put(&o, "param %s %s=%s\n", st->name, p->def->key, p->value);
+		}
+	}
+	for (uint32_t e = 0; e < job->nedges; e++)
+		put(&o, "edge %s %s %s\n", job->stages[job->edges[e].from].name,
+		    job->stages[job->edges[e].to].name, edge_word(job->edges[e].kind));
+	if (shmrun_members_init(&m, ids, job->workers ? job->workers : 1, UINT32_MAX) == 0) {
+		if (shmrun_members_fingerprint_clause(&m, clause, sizeof(clause)) > 0)
+			put(&o, "members %s\n", clause);
+		shmrun_members_free(&m);
+	}
+	free(ids);
+	if (o.err) {
+		free(o.p);
+		return o.err;
+	}
+	*text = o.p;
+	*len = o.len;
+	return 0;
+}
+
+uint64_t shmrun_fingerprint(const struct shmrun_job *job)
+{
+	char *text;
+	size_t len;
+	uint64_t h;
+
+	if (shmrun_fingerprint_text(job, &text, &len))
+		return 0;
+	h = XXH64(text, len, 0);
+	free(text);
+	return h;
+}
+
+/* ---- differences ------------------------------------------------------------ */
+
+struct topo {
+	char **lines;
+	uint32_t n;
+};
+
+static int split_lines(const char *text, struct topo *t)
+{
+	const char *p = text;
+
+	t->lines = NULL;
+	t->n = 0;
+	while (*p) {
+		const char *nl = strchr(p, '\n');
+		size_t n = nl ? (size_t)(nl - p) : strlen(p);
+		char **nv = realloc(t->lines, (t->n + 1) * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		t->lines = nv;
+		t->lines[t->n] = strndup(p, n);
+		if (!t->lines[t->n])
+			return -ENOMEM;
+		t->n++;
+		p += n + (nl ? 1 : 0);
+	}
+	return 0;
+}
+
+static void free_lines(struct topo *t)
+{
+	for (uint32_t i = 0; i < t->n; i++)
+		free(t->lines[i]);
+	free(t->lines);
+}
+
+/* The line of @t starting with @prefix followed by a space or '=', or NULL. */
+static const char *find(const struct topo *t, const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	for (uint32_t i = 0; i < t->n; i++)
+		if (strncmp(t->lines[i], prefix, n) == 0 &&
+		    (t->lines[i][n] == ' ' || t->lines[i][n] == '=' || !t->lines[i][n]))
+			return t->lines[i];
+	return NULL;
+}
+
+/* The value of " key=" in a stage line. */
+static void field(const char *line, const char *key, char *buf, size_t len)
+{
+	char k[40];
+	const char *p;
+
+	snprintf(k, sizeof(k), " %s=", key);
+	p = line ? strstr(line, k) : NULL;
+	buf[0] = 0;
+	if (p) {
+		p += strlen(k);
+		snprintf(buf, len, "%.*s", (int)strcspn(p, " "), p);
+	}
+}
+
+static uint32_t members_of(const struct topo *t)
+{
+	const char *m = find(t, "members");
+	unsigned n = 1;
+
+	if (m && sscanf(m, "members members=%u", &n) != 1 && sscanf(m, "members %u", &n) != 1)
+		n = 1;
+	return n;
+}
+
+static void add(struct out *o, const char *what)
+{
+	put(o, "%s%s", o->len ? "; " : "", what);
+}
+
+int shmrun_fingerprint_diff(const char *old_text, const char *new_text, char **msg)
+{
+	struct topo a, b;
+	struct out o = {0};
+	char buf[600];
+	int err;
+
+	err = split_lines(old_text, &a);
+	if (!err)
+		err = split_lines(new_text, &b);
+	if (err)
+		return err;
+	{
+		const char *va = find(&a, "vnodes"), *vb = find(&b, "vnodes");
+
+		if (va && vb && strcmp(va, vb)) {
+			snprintf(buf, sizeof(buf), "vnodes: %s → %s", va + 7, vb + 7);
+			add(&o, buf);
+		}
+	}
+	if (members_of(&a) != members_of(&b)) {
+		snprintf(buf, sizeof(buf), "members: %u → %u workers", members_of(&a),
+			 members_of(&b));
+		add(&o, buf);
+	}
+	for (int pass = 0; pass < 2; pass++) { /* 0: stages of a, 1: stages only in b */
+		const struct topo *x = pass ? &b : &a, *y = pass ? &a : &b;
+
+		for (uint32_t i = 0; i < x->n; i++) {
+			char name[80], prefix[100], f1[80], f2[80];
+			const char *other;
+
+			if (sscanf(x->lines[i], "stage %79s", name) != 1)
+				continue;
+			snprintf(prefix, sizeof(prefix), "stage %s", name);
+			other = find(y, prefix);
+			if (!other) {
+				snprintf(buf, sizeof(buf), "stage %s: %s", name,
+					 pass ? "new" : "removed");
+				add(&o, buf);
+				continue;
+			}
+			if (pass)
+				continue;
+			field(x->lines[i], "op", f1, sizeof(f1));
+			field(other, "op", f2, sizeof(f2));
+			if (strcmp(f1, f2)) {
+				snprintf(buf, sizeof(buf), "stage %s: op %s → %s", name, f1, f2);
+				add(&o, buf);
+				continue;
+			}
+			field(x->lines[i], "width", f1, sizeof(f1));
+			field(other, "width", f2, sizeof(f2));
+			if (strcmp(f1, f2)) {
+				snprintf(buf, sizeof(buf), "stage %s: width %s → %s", name, f1, f2);
+				add(&o, buf);
+			}
+		}
+	}
+	for (int pass = 0; pass < 2; pass++) { /* params and edges */
+		const struct topo *x = pass ? &b : &a, *y = pass ? &a : &b;
+
+		for (uint32_t i = 0; i < x->n; i++) {
+			char s1[80], s2[100], k[80], prefix[200];
+			const char *other, *eq;
+
+			if (sscanf(x->lines[i], "param %79s %79s", s1, k) == 2) {
+				eq = strchr(k, '=');
+				if (!eq)
+					continue;
+				snprintf(prefix, sizeof(prefix), "param %s %.*s", s1, (int)(eq - k), k);
+				snprintf(s2, sizeof(s2), "stage %s", s1);
+				if (!find(y, s2))
+					continue; /* the stage itself is new or removed */
+				other = find(y, prefix);
+				if (!other && pass) {
+					snprintf(buf, sizeof(buf), "stage %s: %.*s: (unset) → %s", s1,
+						 (int)(eq - k), k, eq + 1);
+					add(&o, buf);
+				} else if (!other) {
+					snprintf(buf, sizeof(buf), "stage %s: %.*s: %s → (unset)", s1,
+						 (int)(eq - k), k, eq + 1);
+					add(&o, buf);
+				} else if (!pass && strcmp(other, x->lines[i])) {
+					snprintf(buf, sizeof(buf), "stage %s: %.*s: %s → %s", s1,
+						 (int)(eq - k), k, eq + 1,
+						 strchr(other + strlen(prefix), '=') + 1);
+					add(&o, buf);
+				}
+				continue;
+			}
+			if (sscanf(x->lines[i], "edge %79s %79s", s1, s2) == 2) {
+				snprintf(prefix, sizeof(prefix), "edge %s %s", s1, s2);
+				other = find(y, prefix);
+				if (!other) {
+					snprintf(buf, sizeof(buf), "edge %s → %s: %s", s1, s2,
+						 pass ? "new" : "removed");
+					add(&o, buf);
+				} else if (!pass && strcmp(other, x->lines[i])) {
+					snprintf(buf, sizeof(buf), "edge %s → %s: %s → %s", s1, s2,
+						 strrchr(x->lines[i], ' ') + 1, strrchr(other, ' ') + 1);
+					add(&o, buf);
+				}
+			}
+		}
+	}
+	free_lines(&a);
+	free_lines(&b);
+	if (o.err) {
+		free(o.p);
+		return o.err;
+	}
+	if (!o.p)
+		o.p = strdup("the topologies differ");
+	*msg = o.p;
+	return o.p ? 0 : -ENOMEM;
+}

@@ -250,9 +250,6 @@ static int write_manifest(const struct shmrun_plan *plan, struct shmrun_control 
 		err = shmrun_ckpt_fsync_dir(dirfd);
 	if (err)
 		goto out_writer;
-	/* release: pairs with the acquire loads of complete_epoch in every
-	 * worker; the MANIFEST is durable before any sink commits epoch e. */
-	atomic_store_explicit(&ctl->complete_epoch, e, memory_order_release);
 	/* Retention: after the new MANIFEST is durable, never before. */
 	n = shmrun_ckpt_list(job->checkpoint_dir, &epochs);
 	for (int i = 0, kept = 0; i < n; i++) {
@@ -271,6 +268,11 @@ static int write_manifest(const struct shmrun_plan *plan, struct shmrun_control 
 			remove_ckpt(job->checkpoint_dir, epochs[i]);
 	}
 	free(epochs);
+	/* release: pairs with the acquire loads of complete_epoch in every
+	 * worker; the MANIFEST is durable (and retention done, so a job that
+	 * ends with this epoch leaves exactly checkpoint_retain behind)
+	 * before any sink commits epoch e. */
+	atomic_store_explicit(&ctl->complete_epoch, e, memory_order_release);
 out_writer:
 	shmrun_ckpt_writer_close(&wr);
 out:

@@ -85,6 +85,34 @@ static void put(struct out *o, const char *fmt, ...)
 	}
 }
 
+/*
+ * A key's value; paths inside the conf file's directory are written relative
+ * to it, so a job directory that is moved or copied keeps its fingerprint.
+ */
+static void put_value(struct out *o, const struct shmrun_job *job, const struct shmrun_param *p)
+{
+	size_t dl = job->conf_dir ? strlen(job->conf_dir) : 0;
+	const char *v = p->value;
+
+	if (p->def->type != SHMRUN_PARAM_PATH && p->def->type != SHMRUN_PARAM_PATHS) {
+		put(o, "%s", v);
+		return;
+	}
+	while (*v) {
+		size_t n = strcspn(v, " \t");
+
+		if (dl && n > dl && strncmp(v, job->conf_dir, dl) == 0 && v[dl] == '/')
+			put(o, "%.*s", (int)(n - dl - 1), v + dl + 1);
+		else
+			put(o, "%.*s", (int)n, v);
+		v += n;
+		if (*v) {
+			put(o, " ");
+			v += strspn(v, " \t");
+		}
+	}
+}
+
 int shmrun_fingerprint_text(const struct shmrun_job *job, char **text, size_t *len)
 {
 	struct out o = {0};
@@ -107,7 +135,9 @@ int shmrun_fingerprint_text(const struct shmrun_job *job, char **text, size_t *l
 
 			if (p->def->tuning || !p->value)
 				continue;
-			put(&o, "param %s %s=%s\n", st->name, p->def->key, p->value);
+			put(&o, "param %s %s=", st->name, p->def->key);
+			put_value(&o, job, p);
+			put(&o, "\n");
 		}
 	}
 	for (uint32_t e = 0; e < job->nedges; e++)

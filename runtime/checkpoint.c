@@ -155,12 +155,10 @@ static int text_printf(struct text *t, const char *fmt, ...)
 	}
 }
 
-/* The MANIFEST text of epoch @e, from the task slots. */
-static int manifest_text(const struct shmrun_plan *plan, struct shmrun_control *ctl, uint64_t e,
-			 struct text *t)
+/* The MANIFEST text of epoch @e of @job with these files. */
+static int manifest_text(const struct shmrun_job *job, uint64_t e,
+			 const struct shmrun_manifest_file *files, uint32_t nfiles, struct text *t)
 {
-	const struct shmrun_job *job = plan->job;
-	struct shmrun_task_slot *slots = shmrun_control_slots(ctl);
 	struct timespec ts;
 	int err = 0;
 
@@ -183,17 +181,51 @@ static int manifest_text(const struct shmrun_plan *plan, struct shmrun_control *
 		err |= text_printf(t, "stage %s %s %u %s\n", job->stages[s].name,
 				   job->stages[s].op->name, job->stages[s].width,
 				   rule_name(job->stages[s].op->pw_rule));
-	for (uint32_t k = 0; k < plan->ntasks; k++) {
-		char name[160];
-
-		shmrun_ckpt_file_name(plan, k, name, sizeof(name));
+	for (uint32_t k = 0; k < nfiles; k++)
 		err |= text_printf(t, "file %s %" PRIu64 " %016" PRIx64 " %" PRIu64 " %" PRIu64 "\n",
-				   name, slots[k].size, slots[k].xxh64, slots[k].kv_bytes,
-				   slots[k].pw_bytes);
-	}
+				   files[k].name, files[k].size, files[k].xxh64, files[k].kv_bytes,
+				   files[k].pw_bytes);
 	if (!err)
 		err = text_printf(t, "end %016" PRIx64 "\n", (uint64_t)XXH64(t->p, t->len, 0));
 	return err ? -ENOMEM : 0;
+}
+
+int shmrun_ckpt_write_manifest(const struct shmrun_job *job, uint64_t e,
+			       const struct shmrun_manifest_file *files, uint32_t nfiles)
+{
+	struct shmrun_ckpt_writer wr;
+	struct text t = {0};
+	char path[PATH_MAX], why[256];
+	int dirfd = -1, err;
+
+	shmrun_ckpt_path(job->checkpoint_dir, e, path, sizeof(path));
+	err = manifest_text(job, e, files, nfiles, &t);
+	if (err)
+		goto out;
+	err = shmrun_ckpt_writer_init(&wr, 8, why, sizeof(why));
+	if (err)
+		goto out;
+	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0) {
+		err = -errno;
+		goto out_writer;
+	}
+	unlinkat(dirfd, MANIFEST_TMP, 0);
+	err = shmrun_ckpt_write_bytes(&wr, dirfd, MANIFEST_TMP, t.p, t.len, SHMRUN_CKPT_TRUNC);
+	if (!err && renameat(dirfd, MANIFEST_TMP, dirfd, MANIFEST) < 0)
+		err = -errno;
+	if (!err)
+		err = shmrun_ckpt_fsync_dir(dirfd);
+out_writer:
+	shmrun_ckpt_writer_close(&wr);
+out:
+	if (dirfd >= 0)
+		close(dirfd);
+	free(t.p);
+	if (err)
+		shmrun_log(SHMRUN_LOG_ERROR, "epoch %" PRIu64 ": writing %s/" MANIFEST ": %s", e,
+			   path, strerror(-err));
+	return err;
 }
 
 /* Remove a checkpoint directory and everything in it (one level). */
@@ -217,39 +249,32 @@ static void remove_ckpt(const char *dir, uint64_t epoch)
 }
 
 /*
- * The manifest child: write MANIFEST.tmp, fsync, rename to MANIFEST, fsync the
- * directory, publish complete_epoch, then apply retention. Runs in a child of
- * worker 0 so that none of it stalls worker 0's tasks.
+ * The manifest child: write MANIFEST (temporary name, fsync, rename, fsync
+ * the directory), apply retention, then publish complete_epoch. Runs in a
+ * child of worker 0 so that none of it stalls worker 0's tasks.
  */
 static int write_manifest(const struct shmrun_plan *plan, struct shmrun_control *ctl, uint64_t e)
 {
 	const struct shmrun_job *job = plan->job;
-	struct shmrun_ckpt_writer wr;
-	struct text t = {0};
-	char path[PATH_MAX], why[256];
+	struct shmrun_task_slot *slots = shmrun_control_slots(ctl);
+	struct shmrun_manifest_file *files = calloc(plan->ntasks + 1, sizeof(*files));
+	char path[PATH_MAX];
 	uint64_t *epochs = NULL;
-	int dirfd = -1, err, n;
+	int err, n;
 
-	shmrun_ckpt_path(job->checkpoint_dir, e, path, sizeof(path));
-	err = manifest_text(plan, ctl, e, &t);
-	if (err)
-		goto out;
-	err = shmrun_ckpt_writer_init(&wr, 8, why, sizeof(why));
-	if (err)
-		goto out;
-	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dirfd < 0) {
-		err = -errno;
-		goto out_writer;
+	if (!files)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < plan->ntasks; k++) {
+		shmrun_ckpt_file_name(plan, k, files[k].name, sizeof(files[k].name));
+		files[k].size = slots[k].size;
+		files[k].xxh64 = slots[k].xxh64;
+		files[k].kv_bytes = slots[k].kv_bytes;
+		files[k].pw_bytes = slots[k].pw_bytes;
 	}
-	unlinkat(dirfd, MANIFEST_TMP, 0);
-	err = shmrun_ckpt_write_bytes(&wr, dirfd, MANIFEST_TMP, t.p, t.len, SHMRUN_CKPT_TRUNC);
-	if (!err && renameat(dirfd, MANIFEST_TMP, dirfd, MANIFEST) < 0)
-		err = -errno;
-	if (!err)
-		err = shmrun_ckpt_fsync_dir(dirfd);
+	err = shmrun_ckpt_write_manifest(job, e, files, plan->ntasks);
+	free(files);
 	if (err)
-		goto out_writer;
+		return err;
 	/* Retention: after the new MANIFEST is durable, never before. */
 	n = shmrun_ckpt_list(job->checkpoint_dir, &epochs);
 	for (int i = 0, kept = 0; i < n; i++) {
@@ -273,16 +298,7 @@ static int write_manifest(const struct shmrun_plan *plan, struct shmrun_control 
 	 * ends with this epoch leaves exactly checkpoint_retain behind)
 	 * before any sink commits epoch e. */
 	atomic_store_explicit(&ctl->complete_epoch, e, memory_order_release);
-out_writer:
-	shmrun_ckpt_writer_close(&wr);
-out:
-	if (dirfd >= 0)
-		close(dirfd);
-	free(t.p);
-	if (err)
-		shmrun_log(SHMRUN_LOG_ERROR, "epoch %" PRIu64 ": writing %s/" MANIFEST ": %s", e,
-			   path, strerror(-err));
-	return err;
+	return 0;
 }
 
 /* ---- the coordinator --------------------------------------------------------------- */
@@ -786,4 +802,82 @@ int shmrun_ckpt_print_list(const char *dir, FILE *out)
 int shmrun_ckpt_print_verify(const char *dir, FILE *out)
 {
 	return print_all(dir, out, true);
+}
+
+/* ---- state files ------------------------------------------------------------------ */
+
+void shmrun_state_view_free(struct shmrun_state_view *v)
+{
+	free(v->sections);
+	memset(v, 0, sizeof(*v));
+}
+
+int shmrun_state_parse(const unsigned char *data, size_t len, struct shmrun_state_view *v)
+{
+	const unsigned char *p = data, *end = data + len;
+	uint32_t version, nsec;
+
+	memset(v, 0, sizeof(*v));
+	if (len < SHMRUN_STATE_HEAD + 8 || memcmp(p, SHMRUN_STATE_MAGIC, 8) != 0)
+		return -EBADMSG;
+	memcpy(&version, p + 8, 4);
+	memcpy(&v->value_bytes, p + 12, 4);
+	memcpy(&v->epoch, p + 16, 8);
+	memcpy(&v->instance, p + 24, 4);
+	memcpy(&v->width, p + 28, 4);
+	memcpy(&v->vnodes, p + 32, 4);
+	memcpy(&nsec, p + 36, 4);
+	if (version != SHMRUN_STATE_VERSION || nsec > v->vnodes)
+		return -EBADMSG;
+	p += SHMRUN_STATE_HEAD;
+	v->sections = calloc(nsec + 1, sizeof(*v->sections));
+	if (!v->sections)
+		return -ENOMEM;
+	for (uint32_t s = 0; s < nsec; s++) {
+		struct shmrun_state_section *sec = &v->sections[s];
+		const unsigned char *start = p;
+
+		if (end - p < 16)
+			goto bad;
+		memcpy(&sec->vnode, p, 4);
+		memcpy(&sec->keys, p + 8, 8);
+		p += 16;
+		if (sec->vnode >= v->vnodes)
+			goto bad;
+		for (uint64_t k = 0; k < sec->keys; k++) {
+			uint32_t kl;
+
+			if (end - p < 4)
+				goto bad;
+			memcpy(&kl, p, 4);
+			if ((size_t)(end - p) < 4 + (size_t)kl + v->value_bytes)
+				goto bad;
+			p += 4 + (size_t)kl + v->value_bytes;
+		}
+		sec->bytes = start;
+		sec->len = (size_t)(p - start);
+		v->nsections++;
+	}
+	if (end - p < 8)
+		goto bad;
+	memcpy(&v->npw, p, 8);
+	p += 8;
+	v->pw = p;
+	v->pw_len = (size_t)(end - p);
+	for (uint64_t i = 0; i < v->npw; i++) {
+		uint32_t l;
+
+		if (end - p < 4)
+			goto bad;
+		memcpy(&l, p, 4);
+		if ((size_t)(end - p) < 4 + (size_t)l)
+			goto bad;
+		p += 4 + l;
+	}
+	if (p != end)
+		goto bad;
+	return 0;
+bad:
+	shmrun_state_view_free(v);
+	return -EBADMSG;
 }

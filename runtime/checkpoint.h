@@ -153,6 +153,46 @@ int64_t shmrun_ckpt_select(const char *dir, struct shmrun_manifest *m);
 int shmrun_ckpt_check_topology(const struct shmrun_manifest *m, const struct shmrun_job *job,
 			       char *why, size_t whylen);
 
+/*
+ * shmrun_ckpt_write_manifest() - write checkpoint_dir/ckpt-<e>/MANIFEST for
+ * @job with @files: to a temporary name, fsync, rename into place, fsync the
+ * directory. Return: 0 or -errno (logged).
+ */
+int shmrun_ckpt_write_manifest(const struct shmrun_job *job, uint64_t e,
+			       const struct shmrun_manifest_file *files, uint32_t nfiles);
+
+/*
+ * A parsed state file (see worker.c for the layout): pointers into @data.
+ * Sections are whole vnodes, copied as they are when a rescale moves them.
+ */
+struct shmrun_state_section {
+	uint32_t vnode;
+	uint64_t keys;
+	const unsigned char *bytes; /* the whole section: header + entries */
+	size_t len;
+};
+
+struct shmrun_state_view {
+	uint32_t value_bytes, instance, width, vnodes;
+	uint64_t epoch;
+	struct shmrun_state_section *sections; /* malloc'd */
+	uint32_t nsections;
+	const unsigned char *pw;  /* [u32 len][bytes]... */
+	size_t pw_len;
+	uint64_t npw;
+};
+
+#define SHMRUN_STATE_MAGIC "SHMRSTAT"
+#define SHMRUN_STATE_VERSION 1u
+#define SHMRUN_STATE_HEAD 40u /* magic + 6 x u32/u64 fields + vnodes + nsections */
+
+/*
+ * shmrun_state_parse() - check and index a state file's logical content.
+ * Return: 0; -EBADMSG if malformed; -ENOMEM.
+ */
+int shmrun_state_parse(const unsigned char *data, size_t len, struct shmrun_state_view *v);
+void shmrun_state_view_free(struct shmrun_state_view *v);
+
 /* ---- the coordinator (worker 0) -------------------------------------------- */
 
 struct shmrun_coordinator {

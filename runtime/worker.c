@@ -617,8 +617,8 @@ uint64_t shmrun_task_restored_epoch(const struct shmrun_task *t)
  *
  * Sections are whole vnodes, so a rescale can move them without parsing keys.
  */
-#define STATE_MAGIC "SHMRSTAT"
-#define STATE_VERSION 1u
+#define STATE_MAGIC SHMRUN_STATE_MAGIC
+#define STATE_VERSION SHMRUN_STATE_VERSION
 
 struct kv_writer {
 	struct shmrun_ckpt_buf *buf;
@@ -951,10 +951,9 @@ static int restore_task(struct shmrun_worker *w, struct shmrun_task *t)
 	char path[PATH_MAX], name[160], why[256];
 	struct shmrun_manifest m;
 	const struct shmrun_manifest_file *f = NULL;
-	unsigned char *data = NULL, *p, *end;
+	struct shmrun_state_view view = {0};
+	unsigned char *data = NULL;
 	size_t len;
-	uint32_t value_bytes, nsec;
-	uint64_t npw;
 	int dirfd, err;
 
 	shmrun_ckpt_path(job->checkpoint_dir, w->ctl->restored_epoch, path, sizeof(path));
@@ -984,62 +983,44 @@ static int restore_task(struct shmrun_worker *w, struct shmrun_task *t)
 		shmrun_task_error(t, "restore of %s/%s: %s", path, name, why);
 		return err;
 	}
-	p = data;
-	end = data + len;
-	err = -EBADMSG;
-	if (len < 8 + 24 + 8 || memcmp(p, STATE_MAGIC, 8) != 0)
+	err = shmrun_state_parse(data, len, &view);
+	if (err)
 		goto bad;
-	memcpy(&value_bytes, p + 12, 4);
-	memcpy(&nsec, p + 36, 4);
-	p += 40;
-	for (uint32_t s = 0; s < nsec; s++) {
-		uint32_t vnode;
-		uint64_t n;
+	for (uint32_t s = 0; s < view.nsections; s++) {
+		const struct shmrun_state_section *sec = &view.sections[s];
+		const unsigned char *p = sec->bytes + 16;
 
-		if (end - p < 16)
-			goto bad;
-		memcpy(&vnode, p, 4);
-		memcpy(&n, p + 8, 8);
-		p += 16;
-		if (vnode >= t->vnodes)
-			goto bad;
-		for (uint64_t k = 0; k < n; k++) {
+		for (uint64_t k = 0; k < sec->keys; k++) {
 			uint32_t kl;
 			void *v;
 			int e2;
 
-			if (end - p < 4)
-				goto bad;
 			memcpy(&kl, p, 4);
-			if ((size_t)(end - p) < 4 + (size_t)kl + value_bytes)
-				goto bad;
-			v = shmrun_kv_get(&t->kv, vnode, XXH3_64bits(p + 4, kl), p + 4, kl,
-					  value_bytes, true, &e2);
+			v = shmrun_kv_get(&t->kv, sec->vnode, XXH3_64bits(p + 4, kl), p + 4, kl,
+					  view.value_bytes, true, &e2);
 			if (!v) {
 				err = e2 ? e2 : -ENOMEM;
 				goto bad;
 			}
-			memcpy(v, p + 4 + kl, value_bytes);
-			p += 4 + kl + value_bytes;
+			memcpy(v, p + 4 + kl, view.value_bytes);
+			p += 4 + kl + view.value_bytes;
 		}
 	}
-	if (end - p < 8)
-		goto bad;
-	memcpy(&npw, p, 8);
-	p += 8;
-	t->restore_pw = malloc((size_t)(end - p) + 1);
+	t->restore_pw = malloc(view.pw_len + 1);
 	if (!t->restore_pw) {
 		err = -ENOMEM;
 		goto bad;
 	}
-	memcpy(t->restore_pw, p, (size_t)(end - p));
-	t->restore_pw_len = (size_t)(end - p);
+	memcpy(t->restore_pw, view.pw, view.pw_len);
+	t->restore_pw_len = view.pw_len;
 	t->barrier_epoch = w->ctl->restored_epoch;
+	shmrun_state_view_free(&view);
 	free(data);
 	return 0;
 bad:
 	shmrun_task_error(t, "restore of %s/%s: %s", path, name,
 			  err == -EBADMSG ? "state file content is malformed" : strerror(-err));
+	shmrun_state_view_free(&view);
 	free(data);
 	return err;
 }

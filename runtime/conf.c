@@ -1135,6 +1135,8 @@ enum {
 	JK_CKPT_TIMEOUT,
 	JK_CKPT_RETAIN,
 	JK_RESTART_ATTEMPTS,
+	JK_UNION_LIMIT,
+	JK_PW_WARN,
 	JK_COUNT,
 };
 
@@ -1166,6 +1168,13 @@ static const struct shmrun_param_def job_keys[] = {
 	[JK_RESTART_ATTEMPTS] = {.key = "restart_attempts", .type = SHMRUN_PARAM_COUNT,
 				 .def = "10", .max = 1000000,
 				 .doc = "restarts after a crash before the job gives up"},
+	[JK_UNION_LIMIT] = {.key = "union_state_limit", .type = SHMRUN_PARAM_SIZE, .def = "64M",
+			    .min = 1, .max = 1ull << 40,
+			    .doc = "largest pool of union per-worker state a rescale hands to "
+				   "every instance"},
+	[JK_PW_WARN] = {.key = "per_worker_state_warn", .type = SHMRUN_PARAM_SIZE, .def = "1M",
+			.min = 1, .max = 1ull << 40,
+			.doc = "warn when an instance's per-worker state passes this size"},
 	[JK_COUNT] = {0},
 };
 
@@ -1360,6 +1369,8 @@ static int load_job(struct loader *ld)
 	job->checkpoint_retain = p[JK_CKPT_RETAIN].value ? (uint32_t)p[JK_CKPT_RETAIN].u64 : 2;
 	job->restart_attempts =
 	    p[JK_RESTART_ATTEMPTS].value ? (uint32_t)p[JK_RESTART_ATTEMPTS].u64 : 10;
+	job->union_state_limit = p[JK_UNION_LIMIT].value ? p[JK_UNION_LIMIT].u64 : 64ull << 20;
+	job->per_worker_state_warn = p[JK_PW_WARN].value ? p[JK_PW_WARN].u64 : 1ull << 20;
 	r = load_cpus(ld, p);
 
 out:

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: shmrun [options] topology.conf\n"
-		"       shmrun plan [options] topology.conf\n"
+		"       shmrun plan [--rescale-from CKPT_DIR] [options] topology.conf\n"
 		"       shmrun check [options] topology.conf\n"
 		"       shmrun ckpt list DIR | shmrun ckpt verify DIR\n"
 		"\n"
@@ -44,6 +45,12 @@ static void usage(FILE *out)
 		"\n"
 		"options:\n"
 		"  --log-level LEVEL  error, warn, info (default) or debug\n"
+		"  --rescale          restore the newest checkpoint into a changed topology\n"
+		"                     (new widths, worker count, new stages): key-bound state\n"
+		"                     moves whole vnodes to their new owners, per-worker state\n"
+		"                     is re-dealt by each operator's rule; see docs/state.md\n"
+		"  --drop-state=STAGE with --rescale: a removed stage whose state may be dropped\n"
+		"  --rescale-from DIR with plan: print what a rescale from DIR would move\n"
 		"  -h, --help         this text\n"
 		"  -V, --version      print the version\n"
 		"\n"
@@ -74,11 +81,16 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"log-level", required_argument, NULL, 'l'},
+		{"rescale", no_argument, NULL, 'r'},
+		{"drop-state", required_argument, NULL, 'd'},
+		{"rescale-from", required_argument, NULL, 'f'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{0},
 	};
-	const char *cmd = "run";
+	const char *cmd = "run", *rescale_from = NULL, *drop[64];
+	uint32_t ndrop = 0;
+	bool rescale = false;
 	struct shmrun_job job;
 	int c, rc;
 
@@ -111,6 +123,19 @@ int main(int argc, char **argv)
 			shmrun_log_set_level(level);
 			break;
 		}
+		case 'r':
+			rescale = true;
+			break;
+		case 'd':
+			if (ndrop == sizeof(drop) / sizeof(drop[0])) {
+				fprintf(stderr, "shmrun: too many --drop-state options\n");
+				return 2;
+			}
+			drop[ndrop++] = optarg;
+			break;
+		case 'f':
+			rescale_from = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -129,6 +154,18 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (rescale_from && strcmp(cmd, "plan") != 0) {
+		fprintf(stderr, "shmrun: --rescale-from goes with `shmrun plan`\n");
+		return 2;
+	}
+	if ((rescale || ndrop) && strcmp(cmd, "run") != 0) {
+		fprintf(stderr, "shmrun: --rescale and --drop-state go with a run\n");
+		return 2;
+	}
+	if (ndrop && !rescale) {
+		fprintf(stderr, "shmrun: --drop-state needs --rescale\n");
+		return 2;
+	}
 	rc = load(argv[optind], &job);
 	if (rc)
 		return rc;
@@ -145,8 +182,21 @@ int main(int argc, char **argv)
 			shmrun_plan_print(plan, stdout);
 			shmrun_plan_free(plan);
 		}
+		if (!rc && rescale_from) {
+			fputc('\n', stdout);
+			rc = shmrun_rescale(&job, rescale_from, drop, ndrop, stdout, NULL) ? 1 : 0;
+		}
+	} else if (rescale && !job.checkpoint_dir) {
+		fprintf(stderr, "shmrun: --rescale needs checkpoint_dir in [job] of %s\n",
+			argv[optind]);
+		rc = 2;
 	} else {
-		rc = shmrun_run(&job);
+		rc = rescale ? (shmrun_rescale(&job, job.checkpoint_dir, drop, ndrop, NULL, NULL)
+					? 1
+					: 0)
+			     : 0;
+		if (!rc)
+			rc = shmrun_run(&job);
 	}
 	shmrun_job_free(&job);
 	return rc;

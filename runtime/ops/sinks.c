@@ -537,7 +537,10 @@ const struct shmrun_operator shmrun_op_file_sink = {
 	.process = sink_process,
 	.end_of_input = sink_end,
 	.close = sink_close,
-	.pw_rule = SHMRUN_PW_SPLIT,
+	/* no rule: a committed length belongs to one file, path or path.<i>;
+	 * it cannot be split or copied, so a file_sink's width cannot change
+	 * under --rescale (its worker count can). */
+	.pw_rule = SHMRUN_PW_NONE,
 	.snapshot = file_snapshot,
 	.restore = file_restore,
 	.commit = file_commit,

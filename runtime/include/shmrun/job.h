@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "shmrun/operator.h"
 #include "shmrun/ring.h"
@@ -72,6 +73,8 @@ struct shmrun_job {
 	uint64_t checkpoint_timeout_ns;  /**< a checkpoint not complete by then fails, default 60s */
 	uint32_t checkpoint_retain;      /**< complete checkpoints kept, default 2, >= 1 */
 	uint32_t restart_attempts;       /**< restarts after a crash before giving up, default 10 */
+	uint64_t union_state_limit;      /**< bytes: largest union pool a rescale deals, default 64M */
+	uint64_t per_worker_state_warn;  /**< bytes: warn past this per-worker state per instance, default 1M */
 	struct shmrun_stage *stages;
 	uint32_t nstages;          /**< in file order */
 	struct shmrun_edge *edges;
@@ -125,6 +128,23 @@ uint64_t shmrun_fingerprint(const struct shmrun_job *job);
  * Return: 0; -ENOMEM.
  */
 int shmrun_fingerprint_diff(const char *old_text, const char *new_text, char **msg);
+
+/**
+ * shmrun_rescale() - authorised re-assignment (`shmrun --rescale`, `shmrun plan
+ * --rescale-from`): re-deal the newest checkpoint of @dir to @job's topology —
+ * key-bound state whole vnode by whole vnode to the new owners, per-worker
+ * state by each operator's declared rule (split or union) — see
+ * runtime/rescale.c for every rule and refusal.
+ * @drop, @ndrop: stages whose state may be dropped (--drop-state=STAGE).
+ * @plan_out: if not NULL, print what would move and write nothing.
+ * @new_epoch: receives the epoch of the checkpoint written (0 if nothing needed).
+ * Return: 0; -EPERM (refused: vnodes changed, a removed stage not dropped, an
+ * operator changed, per-worker state without a rule whose width changed);
+ * -EFBIG (a union pool over union_state_limit); -ENOENT (no checkpoint);
+ * -EBADMSG (none verifies); -errno. Every refusal is logged with its reason.
+ */
+int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *const *drop,
+		   uint32_t ndrop, FILE *plan_out, uint64_t *new_epoch);
 
 /** shmrun_operator_find() - a built-in operator by name, or NULL. */
 const struct shmrun_operator *shmrun_operator_find(const char *name);

@@ -1,0 +1,481 @@
+/*
+ * runtime/rescale.c: authorised re-assignment of state to a changed topology.
+ *
+ * `shmrun --rescale topology.conf` restores the newest checkpoint of
+ * checkpoint_dir into a topology it was not written by — a new width, a new
+ * worker count, a new or removed stage — when every piece of state has a
+ * provably right new owner, and refuses otherwise (DESIGN.md §6, seed 003):
+ *
+ *   - key-bound state moves whole vnode by whole vnode to the instance whose
+ *     new vnode_ranges hold it; every key keeps its value. A change of the
+ *     vnode count is refused (a key's vnode would change).
+ *   - per-worker state is recomposed by the rule its operator declared:
+ *     split pools every old instance's entries in (old instance, position)
+ *     order and deals entry k to new instance k mod width — each entry owned
+ *     exactly once; union gives every new instance every distinct entry. A
+ *     stage whose width changes and that holds per-worker state without a
+ *     declared rule is refused, naming it. A stage whose width is unchanged
+ *     keeps each instance's entries as they were.
+ *   - stages match by name; a new stage starts empty; a stage that
+ *     disappeared refuses the rescale unless --drop-state=STAGE names it.
+ *   - a union pool larger than union_state_limit is refused (every new
+ *     instance would load it).
+ *
+ * The result is written as a new, ordinary checkpoint (epoch past every one
+ * in the directory) carrying the new topology's fingerprint, so the restore
+ * that follows is the normal one and a crash half-way leaves at most an
+ * incomplete directory that restore skips. `shmrun plan --rescale-from` runs
+ * the same computation and prints it instead of writing.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "checkpoint.h"
+#include "ckpt_io.h"
+#include "shmrun/placement.h"
+
+/* One old state file, loaded and indexed. */
+struct old_file {
+	const struct shmrun_manifest_file *mf;
+	void *data;
+	size_t len;
+	struct shmrun_state_view view;
+};
+
+/* One per-worker entry of the pool. */
+struct entry {
+	const unsigned char *p; /* the entry's bytes (after its u32 length) */
+	uint32_t len;
+};
+
+struct rescale {
+	const struct shmrun_job *job;
+	const char *dir;
+	struct shmrun_manifest m;
+	uint64_t epoch; /* restored from */
+	struct old_file *files;
+	uint32_t nfiles;
+	char why[PATH_MAX + 1024];
+};
+
+static const struct shmrun_manifest_stage *old_stage(const struct rescale *rs, const char *name)
+{
+	for (uint32_t s = 0; s < rs->m.nstages; s++)
+		if (strcmp(rs->m.stages[s].name, name) == 0)
+			return &rs->m.stages[s];
+	return NULL;
+}
+
+static bool dropped(const char *const *drop, uint32_t ndrop, const char *name)
+{
+	for (uint32_t i = 0; i < ndrop; i++)
+		if (strcmp(drop[i], name) == 0)
+			return true;
+	return false;
+}
+
+static void free_rescale(struct rescale *rs)
+{
+	for (uint32_t i = 0; i < rs->nfiles; i++) {
+		shmrun_state_view_free(&rs->files[i].view);
+		free(rs->files[i].data);
+	}
+	free(rs->files);
+	shmrun_manifest_free(&rs->m);
+}
+
+/* Load the newest checkpoint and every state file in it. */
+static int load(struct rescale *rs)
+{
+	char path[PATH_MAX], why[300];
+	int64_t e = shmrun_ckpt_select(rs->dir, &rs->m);
+	int dirfd, err = 0;
+
+	if (e <= 0) {
+		snprintf(rs->why, sizeof(rs->why), e == 0 ? "%s holds no checkpoint to rescale"
+							  : "%s holds no checkpoint that verifies",
+			 rs->dir);
+		return e == 0 ? -ENOENT : -EBADMSG;
+	}
+	rs->epoch = (uint64_t)e;
+	shmrun_ckpt_path(rs->dir, rs->epoch, path, sizeof(path));
+	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return -errno;
+	rs->files = calloc(rs->m.nfiles + 1, sizeof(*rs->files));
+	if (!rs->files) {
+		close(dirfd);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < rs->m.nfiles && !err; i++) {
+		struct old_file *f = &rs->files[rs->nfiles++];
+
+		f->mf = &rs->m.files[i];
+		err = shmrun_ckpt_read_file(dirfd, f->mf->name, f->mf->size, f->mf->xxh64, &f->data,
+					    &f->len, why, sizeof(why));
+		if (!err)
+			err = shmrun_state_parse(f->data, f->len, &f->view);
+		if (err)
+			snprintf(rs->why, sizeof(rs->why), "%s/%s: %s", path, f->mf->name,
+				 err == -EBADMSG ? "malformed" : why);
+	}
+	close(dirfd);
+	return err;
+}
+
+/* Every refusal, in one message. Return: 0 if the rescale is allowed. */
+static int check(struct rescale *rs, const char *const *drop, uint32_t ndrop)
+{
+	const struct shmrun_job *job = rs->job;
+	size_t n = 0;
+
+	rs->why[0] = 0;
+#define REFUSE(...)                                                                          \
+	do {                                                                                 \
+		if (n < sizeof(rs->why))                                                     \
+			n += (size_t)snprintf(rs->why + n, sizeof(rs->why) - n, "%s",        \
+					      n ? "; " : "");                                \
+		if (n < sizeof(rs->why))                                                     \
+			n += (size_t)snprintf(rs->why + n, sizeof(rs->why) - n, __VA_ARGS__); \
+	} while (0)
+	if (rs->m.vnodes != job->vnodes)
+		REFUSE("vnodes: %u → %u (a key's vnode would change; a vnode count change "
+		       "cannot be rescaled)",
+		       rs->m.vnodes, job->vnodes);
+	for (uint32_t s = 0; s < rs->m.nstages; s++) {
+		const struct shmrun_manifest_stage *os = &rs->m.stages[s];
+		bool found = false;
+
+		for (uint32_t t = 0; t < job->nstages; t++)
+			found |= strcmp(job->stages[t].name, os->name) == 0;
+		if (!found && !dropped(drop, ndrop, os->name))
+			REFUSE("stage %s: removed; its state would be lost — pass "
+			       "--drop-state=%s to drop it",
+			       os->name, os->name);
+	}
+	for (uint32_t t = 0; t < job->nstages; t++) {
+		const struct shmrun_stage *st = &job->stages[t];
+		const struct shmrun_manifest_stage *os = old_stage(rs, st->name);
+		uint64_t pw = 0;
+
+		if (!os)
+			continue; /* new: starts empty */
+		if (strcmp(os->op, st->op->name) != 0) {
+			REFUSE("stage %s: op %s → %s (state cannot move between operators)",
+			       st->name, os->op, st->op->name);
+			continue;
+		}
+		for (uint32_t i = 0; i < rs->nfiles; i++)
+			if (strcmp(rs->files[i].mf->stage, st->name) == 0)
+				pw += rs->files[i].view.npw;
+		if (os->width != st->width && pw && st->op->pw_rule == SHMRUN_PW_NONE)
+			REFUSE("stage %s: its operator %s declares no per-worker state rule "
+			       "(split or union), so its width cannot change (%u → %u)",
+			       st->name, st->op->name, os->width, st->width);
+	}
+#undef REFUSE
+	return rs->why[0] ? -EPERM : 0;
+}
+
+/* The pool of per-worker entries of @stage: old instance order, then position. */
+static int pool_of(struct rescale *rs, const char *stage, uint32_t old_width, bool distinct,
+		   struct entry **out, uint32_t *nout, uint64_t *bytes)
+{
+	struct entry *v = NULL;
+	uint32_t n = 0, cap = 0;
+
+	*bytes = 0;
+	for (uint32_t inst = 0; inst < old_width; inst++)
+		for (uint32_t i = 0; i < rs->nfiles; i++) {
+			const struct old_file *f = &rs->files[i];
+			const unsigned char *p = f->view.pw;
+
+			if (strcmp(f->mf->stage, stage) || f->mf->instance != inst)
+				continue;
+			for (uint64_t k = 0; k < f->view.npw; k++) {
+				uint32_t len;
+				bool dup = false;
+
+				memcpy(&len, p, 4);
+				for (uint32_t j = 0; distinct && j < n && !dup; j++)
+					dup = v[j].len == len && memcmp(v[j].p, p + 4, len) == 0;
+				if (!dup) {
+					if (n == cap) {
+						struct entry *nv =
+							realloc(v, (cap = cap ? cap * 2 : 64) * sizeof(*v));
+
+						if (!nv) {
+							free(v);
+							return -ENOMEM;
+						}
+						v = nv;
+					}
+					v[n++] = (struct entry){p + 4, len};
+					*bytes += 4 + (uint64_t)len;
+				}
+				p += 4 + len;
+			}
+		}
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+struct task_out {
+	uint64_t kv_bytes, vnodes_moved, pw_bytes;
+	uint32_t pw_entries;
+};
+
+/* Build new task @inst of stage @st: its state file's content into @buf. */
+static int build_task(struct rescale *rs, const struct shmrun_stage *st, uint32_t inst,
+		      uint64_t epoch, struct shmrun_ckpt_buf *buf, struct task_out *o)
+{
+	const struct shmrun_manifest_stage *os = old_stage(rs, st->name);
+	uint32_t lo, hi, nsec = 0, value_bytes = 0, old_width = os ? os->width : 0;
+	uint32_t head[6], v2[2];
+	struct entry *pool = NULL;
+	uint32_t npool = 0;
+	uint64_t npw = 0, pool_bytes;
+	int err = 0;
+
+	memset(o, 0, sizeof(*o));
+	shmrun_placement_vnode_range(inst, st->width, rs->job->vnodes, &lo, &hi);
+	/* key-bound: every old section of this stage whose vnode is in [lo, hi) */
+	for (uint32_t i = 0; os && i < rs->nfiles; i++) {
+		const struct old_file *f = &rs->files[i];
+
+		if (strcmp(f->mf->stage, st->name))
+			continue;
+		if (f->view.nsections)
+			value_bytes = f->view.value_bytes;
+		for (uint32_t s = 0; s < f->view.nsections; s++)
+			nsec += f->view.sections[s].vnode >= lo && f->view.sections[s].vnode < hi;
+	}
+	head[0] = SHMRUN_STATE_VERSION;
+	head[1] = value_bytes;
+	memcpy(&head[2], &epoch, 8);
+	head[4] = inst;
+	head[5] = st->width;
+	v2[0] = rs->job->vnodes;
+	v2[1] = nsec;
+	err = shmrun_ckpt_buf_append(buf, SHMRUN_STATE_MAGIC, 8);
+	if (!err)
+		err = shmrun_ckpt_buf_append(buf, head, sizeof(head));
+	if (!err)
+		err = shmrun_ckpt_buf_append(buf, v2, sizeof(v2));
+	for (uint32_t i = 0; os && i < rs->nfiles && !err; i++) {
+		const struct old_file *f = &rs->files[i];
+
+		if (strcmp(f->mf->stage, st->name))
+			continue;
+		for (uint32_t s = 0; s < f->view.nsections && !err; s++) {
+			const struct shmrun_state_section *sec = &f->view.sections[s];
+
+			if (sec->vnode < lo || sec->vnode >= hi)
+				continue;
+			err = shmrun_ckpt_buf_append(buf, sec->bytes, sec->len);
+			o->kv_bytes += sec->len;
+			o->vnodes_moved += f->mf->instance != inst || old_width != st->width;
+		}
+	}
+	if (err)
+		return err;
+	/* per-worker */
+	if (os && old_width == st->width) {
+		for (uint32_t i = 0; i < rs->nfiles && !err; i++) {
+			const struct old_file *f = &rs->files[i];
+
+			if (strcmp(f->mf->stage, st->name) || f->mf->instance != inst)
+				continue;
+			npw = f->view.npw;
+			err = shmrun_ckpt_buf_append(buf, &npw, 8);
+			if (!err && f->view.pw_len)
+				err = shmrun_ckpt_buf_append(buf, f->view.pw, f->view.pw_len);
+			o->pw_entries = (uint32_t)npw;
+			o->pw_bytes = f->view.pw_len;
+			free(pool);
+			return err;
+		}
+	} else if (os) {
+		bool uni = st->op->pw_rule == SHMRUN_PW_UNION;
+
+		err = pool_of(rs, st->name, old_width, uni, &pool, &npool, &pool_bytes);
+		for (uint32_t k = 0; k < npool && !err; k++)
+			npw += uni || k % st->width == inst;
+	}
+	if (!err)
+		err = shmrun_ckpt_buf_append(buf, &npw, 8);
+	for (uint32_t k = 0; k < npool && !err; k++) {
+		if (st->op->pw_rule != SHMRUN_PW_UNION && k % st->width != inst)
+			continue;
+		err = shmrun_ckpt_buf_append(buf, &pool[k].len, 4);
+		if (!err)
+			err = shmrun_ckpt_buf_append(buf, pool[k].p, pool[k].len);
+		o->pw_bytes += 4 + (uint64_t)pool[k].len;
+		o->pw_entries++;
+	}
+	free(pool);
+	return err;
+}
+
+/* Union pools over the limit: refused. */
+static int check_union(struct rescale *rs, FILE *out)
+{
+	const struct shmrun_job *job = rs->job;
+
+	for (uint32_t t = 0; t < job->nstages; t++) {
+		const struct shmrun_stage *st = &job->stages[t];
+		const struct shmrun_manifest_stage *os = old_stage(rs, st->name);
+		struct entry *pool;
+		uint32_t n;
+		uint64_t bytes;
+
+		if (!os || st->op->pw_rule != SHMRUN_PW_UNION || os->width == st->width)
+			continue;
+		if (pool_of(rs, st->name, os->width, true, &pool, &n, &bytes))
+			return -ENOMEM;
+		free(pool);
+		if (out)
+			fprintf(out, "  %s: union of %u entries, %" PRIu64 " bytes, to each of %u "
+				     "instances: fan-out %" PRIu64 " bytes\n",
+				st->name, n, bytes, st->width, bytes * st->width);
+		if (bytes > job->union_state_limit) {
+			snprintf(rs->why, sizeof(rs->why),
+				 "stage %s: its union per-worker state pools %" PRIu64
+				 " bytes, more than union_state_limit = %" PRIu64
+				 " bytes; every new instance would load it all",
+				 st->name, bytes, job->union_state_limit);
+			return -EFBIG;
+		}
+	}
+	return 0;
+}
+
+int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *const *drop,
+		   uint32_t ndrop, FILE *plan_out, uint64_t *new_epoch)
+{
+	struct rescale rs = {.job = job, .dir = dir};
+	struct shmrun_manifest_file *files = NULL;
+	struct shmrun_ckpt_writer wr;
+	uint64_t *epochs = NULL, e = 0;
+	char path[PATH_MAX], why[256];
+	uint32_t nfiles = 0, ntasks = 0;
+	int err, dirfd = -1, n;
+	bool writing = plan_out == NULL;
+
+	err = load(&rs);
+	if (err)
+		goto out;
+	if (rs.m.fingerprint == shmrun_fingerprint(job)) {
+		if (plan_out)
+			fprintf(plan_out, "rescale from %s/ckpt-%" PRIu64 ": the topology is the "
+					  "same; nothing moves\n",
+				dir, rs.epoch);
+		if (new_epoch)
+			*new_epoch = 0;
+		goto out;
+	}
+	err = check(&rs, drop, ndrop);
+	if (err)
+		goto out;
+	if (plan_out)
+		fprintf(plan_out, "rescale from %s/ckpt-%" PRIu64 " (%u stages, vnodes %u):\n", dir,
+			rs.epoch, rs.m.nstages, rs.m.vnodes);
+	err = check_union(&rs, plan_out);
+	if (err)
+		goto out;
+	for (uint32_t t = 0; t < job->nstages; t++)
+		ntasks += job->stages[t].width;
+	files = calloc(ntasks + 1, sizeof(*files));
+	if (!files) {
+		err = -ENOMEM;
+		goto out;
+	}
+	if (writing) {
+		n = shmrun_ckpt_list(dir, &epochs);
+		e = (n > 0 ? epochs[0] : rs.epoch) + 1;
+		free(epochs);
+		shmrun_ckpt_path(dir, e, path, sizeof(path));
+		if (mkdir(path, 0777) < 0 || (dirfd = open(path, O_RDONLY | O_DIRECTORY)) < 0) {
+			err = -errno;
+			snprintf(rs.why, sizeof(rs.why), "cannot create %s: %s", path,
+				 strerror(errno));
+			goto out;
+		}
+		err = shmrun_ckpt_writer_init(&wr, 16, why, sizeof(why));
+		if (err)
+			goto out;
+	}
+	for (uint32_t t = 0; t < job->nstages && !err; t++) {
+		const struct shmrun_stage *st = &job->stages[t];
+		const struct shmrun_manifest_stage *os = old_stage(&rs, st->name);
+
+		if (plan_out)
+			fprintf(plan_out, "  stage %s: %s\n", st->name,
+				!os ? "new, starts empty"
+				: os->width == st->width
+					? "width unchanged, each instance keeps its state"
+					: st->op->pw_rule == SHMRUN_PW_UNION ? "width changes (per-worker rule union)"
+					: st->op->pw_rule == SHMRUN_PW_SPLIT ? "width changes (per-worker rule split)"
+									     : "width changes (key-bound state only)");
+		for (uint32_t i = 0; i < st->width && !err; i++) {
+			struct shmrun_ckpt_buf buf;
+			struct task_out o;
+			struct shmrun_manifest_file *f = &files[nfiles++];
+			uint32_t lo, hi;
+
+			shmrun_ckpt_buf_init(&buf);
+			err = build_task(&rs, st, i, e, &buf, &o);
+			if (!err)
+				err = shmrun_ckpt_buf_seal(&buf);
+			snprintf(f->name, sizeof(f->name), "%s.%u.state", st->name, i);
+			snprintf(f->stage, sizeof(f->stage), "%s", st->name);
+			f->instance = i;
+			f->kv_bytes = o.kv_bytes;
+			f->pw_bytes = o.pw_bytes;
+			if (!err && writing)
+				err = shmrun_ckpt_write_file(&wr, dirfd, f->name, &buf, &f->size,
+							     &f->xxh64);
+			shmrun_ckpt_buf_free(&buf);
+			shmrun_placement_vnode_range(i, st->width, job->vnodes, &lo, &hi);
+			if (plan_out && !err)
+				fprintf(plan_out,
+					"    %s[%u]: vnodes [%u, %u): %" PRIu64 " key-bound bytes, %" PRIu64
+					" vnodes moving in; %u per-worker entries (%" PRIu64 " bytes)\n",
+					st->name, i, lo, hi, o.kv_bytes, o.vnodes_moved, o.pw_entries,
+					o.pw_bytes);
+		}
+	}
+	for (uint32_t d = 0; d < ndrop && plan_out; d++)
+		fprintf(plan_out, "  stage %s: dropped (--drop-state)\n", drop[d]);
+	if (writing && !err)
+		err = shmrun_ckpt_fsync_dir(dirfd);
+	if (writing)
+		shmrun_ckpt_writer_close(&wr);
+	if (writing && !err)
+		err = shmrun_ckpt_write_manifest(job, e, files, nfiles);
+	if (writing && !err) {
+		shmrun_log(SHMRUN_LOG_INFO,
+			   "rescale: %s/ckpt-%" PRIu64 " re-assigned to this topology as %s/ckpt-%" PRIu64,
+			   dir, rs.epoch, dir, e);
+		if (new_epoch)
+			*new_epoch = e;
+	}
+out:
+	if (err && rs.why[0])
+		shmrun_log(SHMRUN_LOG_ERROR, "rescale refused: %s", rs.why);
+	else if (err)
+		shmrun_log(SHMRUN_LOG_ERROR, "rescale failed: %s", strerror(-err));
+	if (dirfd >= 0)
+		close(dirfd);
+	free(files);
+	free_rescale(&rs);
+	return err;
+}

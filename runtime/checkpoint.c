@@ -156,7 +156,7 @@ static int text_printf(struct text *t, const char *fmt, ...)
 }
 
 /* The MANIFEST text of epoch @e of @job with these files. */
-static int manifest_text(const struct shmrun_job *job, uint64_t e,
+static int manifest_text(const struct shmrun_job *job, uint64_t e, bool finished,
 			 const struct shmrun_manifest_file *files, uint32_t nfiles, struct text *t)
 {
 	struct timespec ts;
@@ -167,6 +167,8 @@ static int manifest_text(const struct shmrun_job *job, uint64_t e,
 			   MANIFEST_VERSION, e, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
 	err |= text_printf(t, "fingerprint %016" PRIx64 "\njob %s\nvnodes %u\nworkers %u\n",
 			   shmrun_fingerprint(job), job->name, job->vnodes, job->workers);
+	if (finished)
+		err |= text_printf(t, "finished 1\n");
 	{
 		char *topo, *save = NULL;
 		size_t tlen;
@@ -190,7 +192,7 @@ static int manifest_text(const struct shmrun_job *job, uint64_t e,
 	return err ? -ENOMEM : 0;
 }
 
-int shmrun_ckpt_write_manifest(const struct shmrun_job *job, uint64_t e,
+int shmrun_ckpt_write_manifest(const struct shmrun_job *job, uint64_t e, bool finished,
 			       const struct shmrun_manifest_file *files, uint32_t nfiles)
 {
 	struct shmrun_ckpt_writer wr;
@@ -199,7 +201,7 @@ int shmrun_ckpt_write_manifest(const struct shmrun_job *job, uint64_t e,
 	int dirfd = -1, err;
 
 	shmrun_ckpt_path(job->checkpoint_dir, e, path, sizeof(path));
-	err = manifest_text(job, e, files, nfiles, &t);
+	err = manifest_text(job, e, finished, files, nfiles, &t);
 	if (err)
 		goto out;
 	err = shmrun_ckpt_writer_init(&wr, 8, why, sizeof(why));
@@ -271,7 +273,11 @@ static int write_manifest(const struct shmrun_plan *plan, struct shmrun_control 
 		files[k].kv_bytes = slots[k].kv_bytes;
 		files[k].pw_bytes = slots[k].pw_bytes;
 	}
-	err = shmrun_ckpt_write_manifest(job, e, files, plan->ntasks);
+	err = shmrun_ckpt_write_manifest(
+		job, e,
+		atomic_load_explicit(&ctl->final_epoch, memory_order_acquire) == e &&
+			!atomic_load_explicit(&ctl->final_is_stop, memory_order_acquire),
+		files, plan->ntasks);
 	free(files);
 	if (err)
 		return err;
@@ -514,6 +520,10 @@ static int parse_manifest(char *text, size_t len, struct shmrun_manifest *m, cha
 			nt[have + add] = '\n';
 			nt[have + add + 1] = 0;
 			m->topology = nt;
+			continue;
+		}
+		if (strcmp(line, "finished 1") == 0) {
+			m->finished = true;
 			continue;
 		}
 		if (sscanf(line, "epoch %" SCNu64, &m->epoch) == 1 ||

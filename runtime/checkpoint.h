@@ -62,6 +62,7 @@ struct shmrun_control {
 	_Atomic uint32_t failed;         /* the final epoch failed: every worker stops, exit 1 */
 	_Atomic uint32_t final_is_stop;  /* final_epoch is a stop, not end of input */
 	uint64_t restored_epoch;         /* launcher, before fork: 0 = fresh start */
+	uint32_t restored_finished;      /* launcher: that checkpoint ends a finished run */
 	uint32_t workers, tasks;
 	uint64_t stats_off, slots_off;   /* from the start of the mapping */
 	size_t bytes;                    /* of the whole mapping */
@@ -110,6 +111,7 @@ struct shmrun_manifest {
 	struct shmrun_manifest_file *files;
 	uint32_t nfiles;
 	char *topology; /* the canonical topology encoding it was written by (malloc'd) */
+	bool finished;  /* the end-of-input epoch: every record processed, all output committed */
 };
 
 void shmrun_manifest_free(struct shmrun_manifest *m);
@@ -155,10 +157,10 @@ int shmrun_ckpt_check_topology(const struct shmrun_manifest *m, const struct shm
 
 /*
  * shmrun_ckpt_write_manifest() - write checkpoint_dir/ckpt-<e>/MANIFEST for
- * @job with @files: to a temporary name, fsync, rename into place, fsync the
+ * @job with @files (@finished: e is the end-of-input epoch of a finished run): to a temporary name, fsync, rename into place, fsync the
  * directory. Return: 0 or -errno (logged).
  */
-int shmrun_ckpt_write_manifest(const struct shmrun_job *job, uint64_t e,
+int shmrun_ckpt_write_manifest(const struct shmrun_job *job, uint64_t e, bool finished,
 			       const struct shmrun_manifest_file *files, uint32_t nfiles);
 
 /*

@@ -337,6 +337,16 @@ static int select_restore(struct run *r)
 		shmrun_manifest_free(&m);
 		return -ESTALE;
 	}
+	if (m.finished) {
+		shmrun_log(SHMRUN_LOG_INFO,
+			   "%s/ckpt-%" PRId64 " is the last checkpoint of a finished run: every "
+			   "record was processed and all output committed; nothing to do "
+			   "(STREAM_RESET_STATE=1 runs the job again from the start)",
+			   job->checkpoint_dir, e);
+		/* the workers still restore it: a sink whose last commit was cut
+		 * short by a crash completes it, then every worker exits */
+		r->ctl->restored_finished = 1;
+	}
 	shmrun_manifest_free(&m);
 	r->ctl->restored_epoch = (uint64_t)e;
 	r->epoch = (uint64_t)e;
@@ -366,6 +376,7 @@ static enum run_end run_once(struct run *r)
 	stats = shmrun_control_stats(r->ctl);
 	if (select_restore(r))
 		goto out;
+
 	err = shmrun_segment_create(&seg, plan->rings, plan->nchannels, shmrun_fingerprint(job));
 	if (err) {
 		shmrun_log(SHMRUN_LOG_ERROR, "cannot create the shared-memory segment (%" PRIu64

@@ -460,7 +460,7 @@ int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *co
 	if (writing)
 		shmrun_ckpt_writer_close(&wr);
 	if (writing && !err)
-		err = shmrun_ckpt_write_manifest(job, e, files, nfiles);
+		err = shmrun_ckpt_write_manifest(job, e, rs.m.finished, files, nfiles);
 	if (writing && !err) {
 		shmrun_log(SHMRUN_LOG_INFO,
 			   "rescale: %s/ckpt-%" PRIu64 " re-assigned to this topology as %s/ckpt-%" PRIu64,

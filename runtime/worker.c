@@ -1463,6 +1463,14 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 			shmrun_task_error(t, "restore of per-worker state failed");
 	}
 	w.co.next_ns = now_ns() + (int64_t)plan->job->checkpoint_interval_ns;
+	if (ctl->restored_finished) {
+		/* Restored from the end-of-input checkpoint of a finished run: the
+		 * restore above completed any interrupted sink commit; there is
+		 * nothing left to process (end_of_input must not run twice). */
+		for (uint32_t x = 0; x < w.ntasks; x++)
+			w.tasks[x].ended = true;
+		goto done;
+	}
 	while (!w.failed && !*stop) {
 		if (atomic_load_explicit(&ctl->failed, memory_order_acquire)) {
 			snprintf(w.stats->error, sizeof(w.stats->error),
@@ -1479,6 +1487,7 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 		reap_children(&w);
 		idle_wait(&w, &idle_since);
 	}
+done:
 	/* Snapshot children still writing finish on their own (their results
 	 * are in the slots); reap what has exited. */
 	reap_children(&w);

@@ -10,6 +10,7 @@ extern const struct shmrun_operator shmrun_op_file_source;
 extern const struct shmrun_operator shmrun_op_sequence;
 extern const struct shmrun_operator shmrun_op_tokenize;
 extern const struct shmrun_operator shmrun_op_count;
+extern const struct shmrun_operator shmrun_op_lookup;
 extern const struct shmrun_operator shmrun_op_file_sink;
 extern const struct shmrun_operator shmrun_op_stdout_sink;
 extern const struct shmrun_operator shmrun_op_null_sink;

@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# tests/integration/rescale.sh SHMRUN: every restore is exact or refused.
+#   - word count with file_source width 3 stopped mid-input (SIGTERM), restarted
+#     at width 1: refused, naming the width change; with --rescale: final word
+#     counts equal the coreutils reference. The same for 1 -> 4 and 2 -> 3 -> 2.
+#   - count widths 4 -> 2 -> 1 -> 5 (and the worker count) keep every key's count.
+#   - refusals: a vnode count change; a removed stage without --drop-state; a
+#     file_sink width change (per-worker state without a rule) — each names it.
+#   - a new stage starts empty; a removed stage with --drop-state is dropped.
+#   - STREAM_RESET_STATE=1 moves checkpoints aside and starts empty.
+#   - shmrun plan --rescale-from prints what moves.
+set -euo pipefail
+shmrun=${1:?usage: rescale.sh path/to/shmrun}
+export LC_ALL=C
+tmp=$(mktemp -d)
+launcher=
+cleanup() {
+	[ -n "$launcher" ] && kill -9 "$launcher" 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; [ -f "$tmp/log" ] && tail -8 "$tmp/log" >&2; exit 1; }
+
+stop_after() { # dir seconds: start the job, SIGTERM it after a while, expect a stop
+	(cd "$1" && exec "$shmrun" job.conf) 2> "$tmp/log" &
+	launcher=$!
+	sleep "$2"
+	kill -TERM $launcher 2>/dev/null || true
+	wait $launcher || fail "$1: stop failed"
+	launcher=
+	grep -q "stopped at epoch" "$tmp/log" || fail "$1: finished before the stop; slow it down"
+}
+
+run() { (cd "$1" && shift && "$shmrun" "$@" job.conf) 2> "$tmp/log"; }
+
+# --- word count over files, source width changes --------------------------
+mkdir -p "$tmp/in"
+for i in $(seq 1 60); do
+	seq 1 $((200 + i * 13)) | sed "s/^/Word$((i % 11)) common w/" > "$tmp/in/f$i.txt"
+done
+for f in "$tmp"/in/*; do tr -c 'A-Za-z0-9' '\n' < "$f"; echo; done | tr 'A-Z' 'a-z' |
+	grep -v '^$' | sort | uniq -c | awk '{print $2 "\t" $1}' | sort > "$tmp/wc.expected"
+
+wc_conf() { # dir read_width rate workers
+	cat > "$1/job.conf" <<CONF
+[job]
+workers = ${4:-2}
+checkpoint_dir = ckpt
+checkpoint_interval = 100ms
+[read]
+op = file_source
+path = $tmp/in
+piece_bytes = 4K
+rate = $3
+width = $2
+[words]
+op = tokenize
+input = read
+width = $2
+[count]
+op = count
+input = words by key
+width = 3
+[out]
+op = file_sink
+input = count
+path = out/result.tsv
+CONF
+}
+
+wc_case() { # name widths...: first width stopped mid-input, later ones rescaled to
+	local name=$1 d="$tmp/$1"
+	shift
+	mkdir -p "$d"
+	wc_conf "$d" "$1" 40000
+	stop_after "$d" 0.7
+	shift
+	for w in "$@"; do
+		local last=0
+		[ "$w" = "${*: -1}" ] && last=1
+		wc_conf "$d" "$w" $([ $last -eq 1 ] && echo 100000000 || echo 40000)
+		set +e; run "$d"; rc=$?; set -e
+		[ $rc -ne 0 ] || fail "$name: restart at width $w without --rescale was not refused"
+		grep -q "stage read: width [0-9]* → $w" "$tmp/log" || fail "$name: refusal does not name the width change"
+		grep -q "STREAM_RESET_STATE=1" "$tmp/log" && grep -q -- "--rescale" "$tmp/log" || fail "$name: refusal does not say how to proceed"
+		if [ $last -eq 1 ]; then
+			run "$d" --rescale || fail "$name: --rescale to width $w: exit $?"
+		else
+			(cd "$d" && exec "$shmrun" --rescale job.conf) 2> "$tmp/log" &
+			launcher=$!
+			sleep 0.5
+			kill -TERM $launcher 2>/dev/null || true
+			wait $launcher || fail "$name: rescaled run to $w did not stop cleanly"
+			launcher=
+		fi
+	done
+	sort "$d/out/result.tsv" > "$d/got"
+	cmp -s "$tmp/wc.expected" "$d/got" || { diff "$tmp/wc.expected" "$d/got" | head -5 >&2; fail "$name: counts differ from the coreutils reference"; }
+	echo "ok word count, file_source width $name: refused without --rescale, exact with it"
+}
+wc_case 3-1 3 1
+wc_case 1-4 1 4
+wc_case 2-3-2 2 3 2
+
+# --- count widths 4 -> 2 -> 1 -> 5, workers 2 -> 1 -> 2 ------------------
+seq_conf() { # dir count_width workers rate
+	cat > "$1/job.conf" <<CONF
+[job]
+workers = $3
+checkpoint_dir = ckpt
+checkpoint_interval = 100ms
+[gen]
+op = sequence
+count = 400000
+keys = 700
+piece_records = 2000
+rate = $4
+width = 2
+[count]
+op = count
+input = gen by key
+width = $2
+[out]
+op = file_sink
+input = count
+path = out/result.tsv
+CONF
+}
+d="$tmp/count"
+mkdir -p "$d"
+seq_conf "$d" 4 2 200000
+stop_after "$d" 0.5
+for step in "2 1" "1 2" "5 2"; do
+	set -- $step
+	seq_conf "$d" "$1" "$2" 200000
+	(cd "$d" && exec "$shmrun" --rescale job.conf) 2> "$tmp/log" &
+	launcher=$!
+	sleep 0.4
+	kill -TERM $launcher 2>/dev/null || true
+	wait $launcher || fail "count width $1: rescaled run failed"
+	launcher=
+done
+seq_conf "$d" 5 2 100000000
+run "$d" || fail "count: final run: exit $?"
+[ "$(wc -l < "$d/out/result.tsv")" -eq 700 ] || fail "count: $(wc -l < "$d/out/result.tsv") keys, expected 700"
+awk -F'\t' '$2 != 571 && $2 != 572 {bad++} END {exit bad > 0}' "$d/out/result.tsv" ||
+	fail "count: a key lost or doubled its count across 4 -> 2 -> 1 -> 5"
+echo "ok count widths 4 -> 2 -> 1 -> 5 (workers 2 -> 1 -> 2 -> 2): every key's count kept"
+
+# --- refusals ----------------------------------------------------------------
+d="$tmp/refuse"
+mkdir -p "$d"
+seq_conf "$d" 2 2 200000
+stop_after "$d" 0.4
+cp "$d/job.conf" "$d/orig.conf"
+sed -i 's/^workers = 2/workers = 2\nvnodes = 128/' "$d/job.conf"
+set +e; run "$d" --rescale; rc=$?; set -e
+[ $rc -ne 0 ] && grep -q "rescale refused: vnodes: 256 → 128" "$tmp/log" || fail "vnode change not refused"
+echo "ok vnode count change refused"
+cp "$d/orig.conf" "$d/job.conf"
+sed -i 's/^path = out\/result.tsv/path = out\/result.tsv\nwidth = 2/' "$d/job.conf"
+set +e; run "$d" --rescale; rc=$?; set -e
+[ $rc -ne 0 ] && grep -q "stage out: its operator file_sink declares no per-worker state rule" "$tmp/log" ||
+	fail "file_sink width change (no rule) not refused"
+echo "ok per-worker state without a rule: refused, naming the stage"
+# a removed stage: replace count+out by a direct sink
+cat > "$d/job.conf" <<CONF
+[job]
+workers = 2
+checkpoint_dir = ckpt
+checkpoint_interval = 100ms
+[gen]
+op = sequence
+count = 400000
+keys = 700
+piece_records = 2000
+width = 2
+[out]
+op = file_sink
+input = gen
+path = out/result.tsv
+CONF
+set +e; run "$d" --rescale; rc=$?; set -e
+[ $rc -ne 0 ] && grep -q "stage count: removed.*--drop-state=count" "$tmp/log" || fail "removed stage not refused"
+run "$d" --rescale --drop-state=count || fail "--drop-state=count: exit $?"
+echo "ok removed stage: refused, then dropped with --drop-state"
+# a new stage starts empty
+cp "$d/orig.conf" "$d/job.conf"
+rm -rf "$d/ckpt" "$d/out"
+stop_after "$d" 0.4
+cat >> "$d/job.conf" <<CONF
+[again]
+op = count
+input = count by key
+width = 2
+[out2]
+op = file_sink
+input = again
+path = out/again.tsv
+CONF
+"$shmrun" plan --rescale-from "$d/ckpt" "$d/job.conf" > "$tmp/plan" 2>&1 || fail "plan --rescale-from: exit $?"
+grep -q "stage again: new, starts empty" "$tmp/plan" || fail "plan: new stage not shown"
+grep -q "count\[0\]: vnodes \[0, 128): [0-9]* key-bound bytes" "$tmp/plan" || fail "plan: no per-instance bytes"
+sed -i 's/rate = 200000/rate = 100000000/' "$d/job.conf"
+run "$d" --rescale || fail "new stage: exit $?"
+[ "$(wc -l < "$d/out/again.tsv")" -eq 700 ] || fail "new stage: wrong key count"
+echo "ok new stage starts empty; plan --rescale-from shows it"
+
+# --- STREAM_RESET_STATE=1 ------------------------------------------------------
+d="$tmp/reset"
+mkdir -p "$d"
+seq_conf "$d" 2 2 200000
+stop_after "$d" 0.4
+n_before=$(ls "$d/ckpt" | grep -c '^ckpt-')
+seq_conf "$d" 3 2 100000000
+(cd "$d" && STREAM_RESET_STATE=1 "$shmrun" job.conf) 2> "$tmp/log" || fail "reset: exit $?"
+grep -q "STREAM_RESET_STATE=1: moved $n_before checkpoint" "$tmp/log" || fail "reset: not logged"
+aside=$(ls -d "$d"/ckpt/reset-*)
+[ "$(ls "$aside" | grep -c '^ckpt-')" -eq "$n_before" ] || fail "reset: checkpoints not moved aside"
+awk -F'\t' '$2 != 571 && $2 != 572 {bad++} END {exit bad > 0}' "$d/out/result.tsv" || fail "reset: counts wrong after starting empty"
+echo "ok STREAM_RESET_STATE=1: checkpoints moved to $(basename "$aside"), started empty"
+echo "rescale: all cases passed"

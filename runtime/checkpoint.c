@@ -323,6 +323,70 @@ static void abort_epoch(struct shmrun_coordinator *co, const struct shmrun_plan 
 	co->epoch = 0;
 }
 
+/*
+ * The per-worker state guard (seed 003, "the sizing trap"): per-worker state
+ * must grow with the width, not with the data. At every complete checkpoint,
+ * log each stage's per-worker bytes per instance, and warn when an instance
+ * passes per_worker_state_warn or has grown at each of the last
+ * SHMRUN_PW_GROWTH_CHECKPOINTS checkpoints (the width cannot change within a
+ * run, so growth means it grows with the data and should be key-bound state).
+ */
+static void guard_per_worker_state(struct shmrun_coordinator *co, const struct shmrun_plan *plan,
+				   struct shmrun_control *ctl)
+{
+	const struct shmrun_job *job = plan->job;
+	struct shmrun_task_slot *slots = shmrun_control_slots(ctl);
+
+	if (!co->pw_history) {
+		co->pw_history = calloc((size_t)plan->ntasks * (SHMRUN_PW_GROWTH_CHECKPOINTS + 1),
+					sizeof(*co->pw_history));
+		if (!co->pw_history)
+			return;
+	}
+	co->pw_checkpoints++;
+	for (uint32_t s = 0; s < job->nstages; s++) {
+		char line[900];
+		size_t n = 0;
+		uint64_t total = 0;
+
+		for (uint32_t i = 0; i < job->stages[s].width; i++) {
+			uint32_t k = plan->stage_task0[s] + i;
+			uint64_t b = slots[k].pw_bytes, *h;
+			bool grew = co->pw_checkpoints > SHMRUN_PW_GROWTH_CHECKPOINTS;
+
+			h = &co->pw_history[(size_t)k * (SHMRUN_PW_GROWTH_CHECKPOINTS + 1)];
+			memmove(h, h + 1, SHMRUN_PW_GROWTH_CHECKPOINTS * sizeof(*h));
+			h[SHMRUN_PW_GROWTH_CHECKPOINTS] = b;
+			for (int j = 0; j < SHMRUN_PW_GROWTH_CHECKPOINTS && grew; j++)
+				grew = h[j + 1] > h[j];
+			total += b;
+			if (n < sizeof(line))
+				n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%" PRIu64,
+						      i ? " " : "", b);
+			if (b > job->per_worker_state_warn)
+				shmrun_log(SHMRUN_LOG_WARN,
+					   "stage %s [%u]: per-worker state is %" PRIu64
+					   " bytes, past per_worker_state_warn = %" PRIu64
+					   "; per-worker state should stay small (it is pooled "
+					   "whole at a rescale) — keep large state key-bound",
+					   job->stages[s].name, i, b, job->per_worker_state_warn);
+			else if (grew)
+				shmrun_log(SHMRUN_LOG_WARN,
+					   "stage %s [%u]: per-worker state grew at each of the last "
+					   "%d checkpoints (now %" PRIu64 " bytes) while the width "
+					   "stayed %u: it grows with the data, not the width, and "
+					   "should be key-bound state",
+					   job->stages[s].name, i, SHMRUN_PW_GROWTH_CHECKPOINTS, b,
+					   job->stages[s].width);
+		}
+		if (total)
+			shmrun_log(SHMRUN_LOG_INFO,
+				   "epoch %" PRIu64 ": stage %s per-worker state per instance: %s "
+				   "bytes",
+				   co->manifest_epoch, job->stages[s].name, line);
+	}
+}
+
 bool shmrun_coordinate(struct shmrun_coordinator *co, const struct shmrun_plan *plan,
 		       struct shmrun_control *ctl, int64_t now_ns)
 {
@@ -348,6 +412,7 @@ bool shmrun_coordinate(struct shmrun_coordinator *co, const struct shmrun_plan *
 			return true;
 		}
 		shmrun_log(SHMRUN_LOG_DEBUG, "epoch %" PRIu64 " complete", co->manifest_epoch);
+		guard_per_worker_state(co, plan, ctl);
 		co->epoch = 0;
 		return true;
 	}

@@ -197,12 +197,17 @@ void shmrun_state_view_free(struct shmrun_state_view *v);
 
 /* ---- the coordinator (worker 0) -------------------------------------------- */
 
+/* Checkpoints of steady growth after which per-worker state draws a warning. */
+#define SHMRUN_PW_GROWTH_CHECKPOINTS 5
+
 struct shmrun_coordinator {
 	uint64_t epoch;        /* in flight, 0 if none */
 	int64_t started_ns;    /* when it was triggered */
 	int64_t next_ns;       /* when to trigger the next one */
 	int manifest_pid;      /* child writing epoch's MANIFEST, 0 if none */
 	bool manifest_exited;  /* that child was reaped by someone else's waitpid(-1) */
+	uint64_t *pw_history;  /* per task: per-worker bytes at the last checkpoints */
+	uint64_t pw_checkpoints;
 	uint64_t manifest_epoch;
 };
 

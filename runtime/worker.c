@@ -1247,6 +1247,7 @@ static void teardown(struct shmrun_worker *w)
 	free(w->outs);
 	free(w->ins);
 	free(w->stalls);
+	free(w->co.pw_history);
 }
 
 /* ---- the loop --------------------------------------------------------------- */

@@ -136,6 +136,16 @@ grep -q "epoch 3 aborted: writing .* failed: Input/output error" "$tmp/log" || f
 check_output "$tmp/eio" "disk error"
 echo "ok disk error in epoch 3 -> epoch aborted, job completed, exact output"
 
+# 3b. The per-worker state guard: sizes logged per checkpoint, a warning past
+#     per_worker_state_warn naming the stage and instance.
+conf "$tmp/guard" 2000000
+sed -i 's/^checkpoint_retain = 2/checkpoint_retain = 2\nper_worker_state_warn = 100/' "$tmp/guard/job.conf"
+run "$tmp/guard" || fail "guard: exit $?"
+grep -q "epoch [0-9]*: stage gen per-worker state per instance: [0-9]* [0-9]* bytes" "$tmp/log" || fail "guard: sizes not logged"
+grep -q "stage gen \[[01]\]: per-worker state is [0-9]* bytes, past per_worker_state_warn = 100" "$tmp/log" || fail "guard: no warning past the threshold"
+check_output "$tmp/guard" "guard"
+echo "ok per-worker state sizes logged per checkpoint; warning past per_worker_state_warn"
+
 # 4. A signal storm at every process of the job while it checkpoints.
 conf "$tmp/storm" 500000
 (cd "$tmp/storm" && exec "$shmrun" job.conf) 2> "$tmp/log" &

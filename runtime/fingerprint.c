@@ -18,8 +18,10 @@
  *     edge words count shuffle
  *     members 2:0,1                    (Members::fingerprint_clause; absent when solo)
  *
- * Stages in file order; params in the operator's declaration order, leaving
- * out tuning keys (`rate`) that change speed, not state; edges in file order.
+ * Stages sorted by name, each with its params in the operator's declaration
+ * order (numbers, sizes and durations in their unit, so "32M" = "33554432"),
+ * leaving out tuning keys (`rate`) that change speed, not state; edges sorted
+ * by their stages' names.
  * The members line is the member set's clause, empty for a solo run, so a solo
  * run's fingerprint never depends on member-related settings.
  *
@@ -85,6 +87,13 @@ static void put(struct out *o, const char *fmt, ...)
 	}
 }
 
+static int edge_cmp(const struct shmrun_job *job, uint32_t a, uint32_t b)
+{
+	int c = strcmp(job->stages[job->edges[a].from].name, job->stages[job->edges[b].from].name);
+
+	return c ? c : strcmp(job->stages[job->edges[a].to].name, job->stages[job->edges[b].to].name);
+}
+
 /*
  * A key's value; paths inside the conf file's directory are written relative
  * to it, so a job directory that is moved or copied keeps its fingerprint.
@@ -94,7 +103,20 @@ static void put_value(struct out *o, const struct shmrun_job *job, const struct 
 	size_t dl = job->conf_dir ? strlen(job->conf_dir) : 0;
 	const char *v = p->value;
 
-	if (p->def->type != SHMRUN_PARAM_PATH && p->def->type != SHMRUN_PARAM_PATHS) {
+	switch (p->def->type) {
+	case SHMRUN_PARAM_COUNT:
+	case SHMRUN_PARAM_SIZE:
+	case SHMRUN_PARAM_RATE:
+	case SHMRUN_PARAM_DURATION:
+		put(o, "%" PRIu64, p->u64); /* "32M" and "33554432" are one value */
+		return;
+	case SHMRUN_PARAM_BOOL:
+		put(o, "%s", p->u64 ? "true" : "false");
+		return;
+	case SHMRUN_PARAM_PATH:
+	case SHMRUN_PARAM_PATHS:
+		break;
+	default:
 		put(o, "%s", v);
 		return;
 	}
@@ -124,9 +146,32 @@ int shmrun_fingerprint_text(const struct shmrun_job *job, char **text, size_t *l
 		return -ENOMEM;
 	for (uint32_t w = 0; w < job->workers; w++)
 		ids[w] = w;
-	put(&o, "shmrun-topology 1\nvnodes %u\n", job->vnodes);
+	uint32_t *order = calloc(job->nstages + job->nedges + 1, sizeof(*order));
+	uint32_t *eorder = order ? order + job->nstages : NULL;
+
+	if (!order) {
+		free(ids);
+		return -ENOMEM;
+	}
+	/* Stages by name and edges by (from, to) name: the order of sections in
+	 * the file does not matter (state files are named by stage and instance). */
 	for (uint32_t s = 0; s < job->nstages; s++) {
-		const struct shmrun_stage *st = &job->stages[s];
+		uint32_t j = s;
+
+		for (; j > 0 && strcmp(job->stages[order[j - 1]].name, job->stages[s].name) > 0; j--)
+			order[j] = order[j - 1];
+		order[j] = s;
+	}
+	for (uint32_t e = 0; e < job->nedges; e++) {
+		uint32_t j = e;
+
+		for (; j > 0 && edge_cmp(job, eorder[j - 1], e) > 0; j--)
+			eorder[j] = eorder[j - 1];
+		eorder[j] = e;
+	}
+	put(&o, "shmrun-topology 1\nvnodes %u\n", job->vnodes);
+	for (uint32_t x = 0; x < job->nstages; x++) {
+		const struct shmrun_stage *st = &job->stages[order[x]];
 
 		put(&o, "stage %s op=%s width=%u rule=%s\n", st->name, st->op->name, st->width,
 		    rule_word(st->op->pw_rule));
@@ -140,9 +185,13 @@ int shmrun_fingerprint_text(const struct shmrun_job *job, char **text, size_t *l
 			put(&o, "\n");
 		}
 	}
-	for (uint32_t e = 0; e < job->nedges; e++)
-		put(&o, "edge %s %s %s\n", job->stages[job->edges[e].from].name,
-		    job->stages[job->edges[e].to].name, edge_word(job->edges[e].kind));
+	for (uint32_t x = 0; x < job->nedges; x++) {
+		const struct shmrun_edge *ed = &job->edges[eorder[x]];
+
+		put(&o, "edge %s %s %s\n", job->stages[ed->from].name, job->stages[ed->to].name,
+		    edge_word(ed->kind));
+	}
+	free(order);
 	if (shmrun_members_init(&m, ids, job->workers ? job->workers : 1, UINT32_MAX) == 0) {
 		if (shmrun_members_fingerprint_clause(&m, clause, sizeof(clause)) > 0)
 			put(&o, "members %s\n", clause);
@@ -305,6 +354,13 @@ int shmrun_fingerprint_diff(const char *old_text, const char *new_text, char **m
 			field(other, "width", f2, sizeof(f2));
 			if (strcmp(f1, f2)) {
 				snprintf(buf, sizeof(buf), "stage %s: width %s → %s", name, f1, f2);
+				add(&o, buf);
+			}
+			field(x->lines[i], "rule", f1, sizeof(f1));
+			field(other, "rule", f2, sizeof(f2));
+			if (strcmp(f1, f2)) {
+				snprintf(buf, sizeof(buf), "stage %s: per-worker rule %s → %s", name,
+					 f1, f2);
 				add(&o, buf);
 			}
 		}

@@ -38,8 +38,10 @@
  * restore, so prepare() checks the file on every start: a restart needs the
  * file to exist and parse even though it is not read.
  *
- *     bytes  [k0 v0][k1 v1]...      the file itself on a first start; rows
- *                                   appended on a restore
+ *     bytes  [k0 v0][k1 v1]...      on a first start the file itself, each
+ *                                   key moved one byte right over its TAB so
+ *                                   key and value touch; on a restore the
+ *                                   rows appended one after another
  *     rows   {off, key_len, value_len} per row, in file order (row i = line i+1)
  *     slots  {xxh3(key), row + 1}, open addressing with linear probing,
  *            a power of two, at most half full; 0 = empty

@@ -40,3 +40,19 @@ shmrun_check_test(check_ckpt_io
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 120)
+
+# The topology fingerprint that guards every restore (DESIGN.md §6, issue 5):
+# what changes it, what must not, and the messages naming each difference.
+shmrun_check_test(check_fingerprint
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_fingerprint.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)
+
+# shmrun_rescale() on fabricated checkpoints (runtime/rescale.c): split dealing of
+# per-worker state, whole-vnode moves of key-bound state, refusals, plan mode.
+shmrun_check_test(check_rescale
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_rescale.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 120)

@@ -1252,6 +1252,30 @@ static void teardown(struct shmrun_worker *w)
 
 /* ---- the loop --------------------------------------------------------------- */
 
+/*
+ * How many records source @t may produce now. A stage's `rate` key (records
+ * per second for the whole stage) gives each instance rate / width; the pace
+ * is kept against the records the task has read since it opened, so a source
+ * behind (parked, or starting) catches up in PRODUCE_BUDGET steps.
+ */
+static int source_budget(struct shmrun_task *t)
+{
+	uint64_t rate = shmrun_task_param_u64(t, "rate", 0);
+	double allowed;
+
+	if (!rate)
+		return (int)PRODUCE_BUDGET;
+	if (!t->pace_start_ns) {
+		t->pace_start_ns = now_ns();
+		t->pace_base = t->records_in;
+	}
+	allowed = (double)(now_ns() - t->pace_start_ns) * (double)rate / t->width / 1e9 + 1 -
+		  (double)(t->records_in - t->pace_base);
+	if (allowed < 1)
+		return 0;
+	return allowed < PRODUCE_BUDGET ? (int)allowed : (int)PRODUCE_BUDGET;
+}
+
 static uint32_t step(struct shmrun_worker *w)
 {
 	uint32_t progress = 0;
@@ -1276,7 +1300,10 @@ static uint32_t step(struct shmrun_worker *w)
 				if (t->ended || t->exhausted || r < 0)
 					continue;
 			}
-			r = t->op->produce(t, t->state, PRODUCE_BUDGET);
+			r = source_budget(t);
+			if (r == 0)
+				continue; /* paced: not yet */
+			r = t->op->produce(t, t->state, (uint32_t)r);
 			progress += (uint32_t)(t->records_in - before) + (r <= 0);
 			if (r < 0 && !w->failed) {
 				shmrun_task_error(t, "produce failed: %s", strerror(-r));

@@ -13,7 +13,7 @@
  * may be longer than the buffer, which then grows). Empty files have no lines.
  *
  * `rate` limits the whole stage to that many records per second (each instance
- * takes rate / width).
+ * takes rate / width; the worker paces every source, see worker.c).
  *
  * Per-worker state (rule split): one entry per piece not yet fully read, the
  * current one first: [u64 offset][u64 end][path bytes]. A restore replaces
@@ -29,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ops.h"
@@ -57,9 +56,6 @@ struct source {
 	uint64_t pos;        /* file offset of buf[lo] */
 	unsigned char *buf;
 	size_t cap, lo, hi;  /* unread bytes are buf[lo, hi) */
-	double per_ns;       /* records per ns for this instance, 0 = unlimited */
-	int64_t start_ns;
-	uint64_t emitted;
 };
 
 static struct file_list *walk_list; /* nftw has no user pointer */
@@ -255,14 +251,6 @@ static int make_pieces(struct shmrun_task *task, struct source *s)
 	return 0;
 }
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void source_close(struct shmrun_task *task, void *state)
 {
 	struct source *s = state;
@@ -281,7 +269,6 @@ static void source_close(struct shmrun_task *task, void *state)
 static int source_open(struct shmrun_task *task, void **state)
 {
 	struct source *s = calloc(1, sizeof(*s));
-	uint64_t rate = shmrun_task_param_u64(task, "rate", 0);
 	int err;
 
 	if (!s)
@@ -295,9 +282,6 @@ static int source_open(struct shmrun_task *task, void **state)
 	err = list_files(task, &s->fl);
 	if (!err)
 		err = make_pieces(task, s);
-	if (rate)
-		s->per_ns = (double)rate / shmrun_task_width(task) / 1e9;
-	s->start_ns = now_ns();
 	return err;
 }
 
@@ -368,7 +352,6 @@ static int emit_line(struct shmrun_task *task, struct source *s, size_t len)
 	}
 	s->lo += len;
 	s->pos += len;
-	s->emitted++;
 	shmrun_task_count(task, SHMRUN_COUNT_RECORDS_IN, 1);
 	return shmrun_emit(task, &rec);
 }
@@ -378,14 +361,6 @@ static int source_produce(struct shmrun_task *task, void *state, uint32_t budget
 	struct source *s = state;
 	int err;
 
-	if (s->per_ns > 0) {
-		double allowed = (double)(now_ns() - s->start_ns) * s->per_ns + 1;
-
-		if ((double)s->emitted >= allowed)
-			return 1;
-		if ((double)budget > allowed - (double)s->emitted)
-			budget = (uint32_t)(allowed - (double)s->emitted) + 1;
-	}
 	while (budget > 0) {
 		unsigned char *nl;
 

@@ -4,7 +4,8 @@
  * Record i (0 <= i < count) has key "k<i mod keys>" and value i in decimal.
  * The range is cut into pieces of `piece_records` and piece k goes to instance
  * k mod width, as file_source deals file pieces; so the output, as a multiset,
- * does not depend on the width. `rate` limits the whole stage.
+ * does not depend on the width. `rate` limits the whole stage (the worker
+ * paces every source, see worker.c).
  *
  * Per-worker state (rule split): one entry per range still to generate,
  * [u64 next][u64 end], the current one first.
@@ -14,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ops.h"
 
@@ -27,18 +27,7 @@ struct sequence {
 	struct range *ranges; /* this instance's, in order */
 	uint32_t n, cap, cur;
 	bool restored;
-	double per_ns;
-	int64_t start_ns;
-	uint64_t emitted;
 };
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static int add_range(struct sequence *s, uint64_t next, uint64_t end)
 {
@@ -58,7 +47,6 @@ static int add_range(struct sequence *s, uint64_t next, uint64_t end)
 static int seq_open(struct shmrun_task *task, void **state)
 {
 	struct sequence *s = calloc(1, sizeof(*s));
-	uint64_t rate = shmrun_task_param_u64(task, "rate", 0);
 	uint64_t count = shmrun_task_param_u64(task, "count", 0);
 	uint64_t piece = shmrun_task_param_u64(task, "piece_records", 1u << 20);
 	uint32_t width = shmrun_task_width(task);
@@ -73,9 +61,6 @@ static int seq_open(struct shmrun_task *task, void **state)
 		if (add_range(s, k * piece, end))
 			return -ENOMEM;
 	}
-	if (rate)
-		s->per_ns = (double)rate / width / 1e9;
-	s->start_ns = now_ns();
 	return 0;
 }
 
@@ -84,14 +69,6 @@ static int seq_produce(struct shmrun_task *task, void *state, uint32_t budget)
 	struct sequence *s = state;
 	char key[24], value[24];
 
-	if (s->per_ns > 0) {
-		double allowed = (double)(now_ns() - s->start_ns) * s->per_ns + 1;
-
-		if ((double)s->emitted >= allowed)
-			return 1;
-		if ((double)budget > allowed - (double)s->emitted)
-			budget = (uint32_t)(allowed - (double)s->emitted) + 1;
-	}
 	while (budget-- > 0) {
 		struct shmrun_record rec = {.key = key, .value = value};
 		struct range *r;
@@ -105,7 +82,6 @@ static int seq_produce(struct shmrun_task *task, void *state, uint32_t budget)
 		rec.key_len = (uint32_t)snprintf(key, sizeof(key), "k%" PRIu64, r->next % s->keys);
 		rec.value_len = (uint32_t)snprintf(value, sizeof(value), "%" PRIu64, r->next);
 		r->next++;
-		s->emitted++;
 		shmrun_task_count(task, SHMRUN_COUNT_RECORDS_IN, 1);
 		err = shmrun_emit(task, &rec);
 		if (err)

@@ -14,14 +14,7 @@
 #   - shmrun ckpt list / verify.
 set -euo pipefail
 shmrun=${1:?usage: checkpoint.sh path/to/shmrun}
-tmp=$(mktemp -d)
-launcher=
-cleanup() {
-	[ -n "$launcher" ] && kill -9 "$launcher" 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh"
 
 conf() { # dir rate
 	mkdir -p "$1"

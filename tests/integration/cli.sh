@@ -5,9 +5,7 @@
 # run`, not only `check`).
 set -euo pipefail
 shmrun=${1:?usage: cli.sh path/to/shmrun}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh"
 
 "$shmrun" --help | grep -q "usage: shmrun" || fail "--help"
 "$shmrun" --version | grep -Eq "^shmrun [0-9]+\.[0-9]+" || fail "--version"

@@ -8,14 +8,7 @@
 # do not deadlock and count exactly; no process and no segment is left behind.
 set -euo pipefail
 shmrun=${1:?usage: lifecycle.sh path/to/shmrun}
-tmp=$(mktemp -d)
-launcher=
-cleanup() {
-	[ -n "$launcher" ] && kill -9 "$launcher" 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; [ -f "$tmp/log" ] && sed 's/^/  log: /' "$tmp/log" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh"
 shm_before=$(ls /dev/shm | grep -ci shmrun || true)
 
 # A slow job: sequence at a limited rate, so it is still running when we act.

@@ -17,14 +17,7 @@
 set -euo pipefail
 shmrun=${1:?usage: lookup.sh path/to/shmrun}
 export LC_ALL=C
-tmp=$(mktemp -d)
-launcher=
-cleanup() {
-	[ -n "$launcher" ] && kill -9 "$launcher" 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; [ -f "$tmp/log" ] && tail -8 "$tmp/log" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh"
 
 N=20000 # records of the plain runs; keys k0..k9
 printf 'k0\tzero\nk3\tthree\t3\nk7\t\nzz\tnot a key of the sequence\n' > "$tmp/table.tsv"

@@ -12,14 +12,7 @@
 set -euo pipefail
 shmrun=${1:?usage: rescale.sh path/to/shmrun}
 export LC_ALL=C
-tmp=$(mktemp -d)
-launcher=
-cleanup() {
-	[ -n "$launcher" ] && kill -9 "$launcher" 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; [ -f "$tmp/log" ] && tail -8 "$tmp/log" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh"
 
 stop_after() { # dir seconds: start the job, SIGTERM it after a while, expect a stop
 	(cd "$1" && exec "$shmrun" job.conf) 2> "$tmp/log" &

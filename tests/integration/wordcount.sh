@@ -8,10 +8,7 @@
 set -euo pipefail
 shmrun=${1:?usage: wordcount.sh path/to/shmrun}
 export LC_ALL=C
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh"
 
 # reference FILE... -> "word<TAB>count" lines, sorted
 reference() {

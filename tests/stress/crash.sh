@@ -9,14 +9,7 @@
 set -euo pipefail
 shmrun=${1:?usage: crash.sh path/to/shmrun [trials]}
 trials=${2:-3}
-tmp=$(mktemp -d)
-launcher=
-cleanup() {
-	[ -n "$launcher" ] && kill -9 "$launcher" 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; [ -f "$tmp/log" ] && tail -30 "$tmp/log" >&2; exit 1; }
+. "$(dirname "$0")/../integration/lib.sh"
 
 seq_conf() { # dir
 	cat > "$1/job.conf" <<CONF

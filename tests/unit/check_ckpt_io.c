@@ -34,7 +34,10 @@
 #define BLOCK SHMRUN_CKPT_BLOCK
 #define HDR   SHMRUN_CKPT_HEADER
 
-static char dir[] = "/tmp/check_ckpt_io.XXXXXX";
+/* Every test's directory lives under one base made and removed by main(), in
+ * the runner process: it goes even when a failing test skips its teardown. */
+static char base[] = "/tmp/check_ckpt_io.XXXXXX";
+static char dir[sizeof(base) + 16];
 static int dfd = -1;
 static int fds_at_start;
 
@@ -61,6 +64,7 @@ static int count_fds(void)
 
 static void setup(void)
 {
+	snprintf(dir, sizeof(dir), "%s/t.XXXXXX", base);
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	ck_assert_int_ge(dfd, 0);
@@ -78,7 +82,6 @@ static void teardown(void)
 	close(dfd);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	ck_assert_int_eq(system(cmd), 0);
-	strcpy(dir, "/tmp/check_ckpt_io.XXXXXX");
 	unsetenv("SHMRUN_FAULT");
 	unsetenv("SHMRUN_NO_IO_URING");
 }
@@ -704,6 +707,9 @@ static void signal_storm(enum mode m)
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
+		if (getppid() != parent)
+			_exit(0);
 		for (;;) {
 			kill(parent, SIGUSR1);
 			usleep(20);
@@ -1014,7 +1020,18 @@ int main(void)
 	tcase_add_test(rd, reader_refuses_flipped_header_byte);
 	tcase_add_test(rd, reader_refuses_wrong_expectations);
 	sr = srunner_create(s);
+	if (!mkdtemp(base)) {
+		perror("mkdtemp");
+		return 1;
+	}
 	srunner_run_all(sr, CK_NORMAL);
+	{
+		char cmd[sizeof(base) + 16];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", base);
+		if (system(cmd) != 0)
+			fprintf(stderr, "cannot remove %s\n", base);
+	}
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
 	return failed ? 1 : 0;

@@ -52,6 +52,10 @@ static const char *prog = "shmrun-bench";
 static const char usage_text[] =
     "Usage: shmrun-bench ring     [options]   producer/consumer throughput vs an ideal SPSC loop\n"
     "       shmrun-bench pingpong [options]   32-byte round-trip latency vs a bare cache line\n"
+    "       shmrun-bench wordcount [--mb N] [--reps N] [--keep DIR] [--quick]\n"
+    "                 whole shmrun word-count runs vs a single-threaded C word count\n"
+    "       shmrun-bench checkpoint [--state-mb N] [--dir DIR] [--reps N] [--quick]\n"
+    "                 checkpoint write GB/s and stalls vs O_DIRECT io_uring writes\n"
     "       shmrun-bench --help\n"
     "\n"
     "Both subcommands run two processes pinned to two CPUs and print, for each\n"
@@ -543,6 +547,10 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	if (!strcmp(cmd, "wordcount")) /* own options: see bench_wordcount.c */
+		return bench_wordcount_main(argc - 1, argv + 1);
+	if (!strcmp(cmd, "checkpoint")) /* own options: see bench_checkpoint.c */
+		return bench_checkpoint_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "ring") && strcmp(cmd, "pingpong"))
 		return usage_error("unknown subcommand '%s' (expected ring or pingpong)", cmd);
 	is_ring = !strcmp(cmd, "ring");

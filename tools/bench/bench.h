@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "shmrun/ring.h"
 
@@ -136,5 +137,89 @@ static inline int bench_spin(struct bench_spin *s)
 /* The subcommands: return an exit code. */
 int bench_ring_main(const struct bench_opts *opts);
 int bench_pingpong_main(const struct bench_opts *opts);
+
+/*
+ * wordcount and checkpoint run the shmrun CLI and parse their own options:
+ * @argc/@argv start at the subcommand's name. Return an exit code.
+ * (bench_wordcount.c, bench_checkpoint.c)
+ */
+int bench_wordcount_main(int argc, char **argv);
+int bench_checkpoint_main(int argc, char **argv);
+
+/* ---- running the shmrun CLI (bench_wordcount.c) ---------------------------- */
+
+/*
+ * bench_catch_signals() - make SIGINT, SIGTERM and SIGHUP set a flag instead
+ * of killing shmrun-bench, so a running job is stopped and reaped and the
+ * temporary files are removed; bench_interrupted() reads the flag.
+ */
+void bench_catch_signals(void);
+bool bench_interrupted(void);
+
+/* The shmrun CLI next to this executable (/proc/self/exe) into @buf.
+ * Return: 0, or -1 after printing why (not built, path too long). */
+int bench_shmrun_path(char *buf, size_t len);
+
+/*
+ * bench_shmrun_copy() - copy the executable @exe into @dir (same name, mode
+ * 0755) and put the copy's path into @buf: every run of a benchmark then runs
+ * the same binary even if the build directory is rebuilt meanwhile (it is
+ * shared). Return: 0, or -1 after printing why.
+ */
+int bench_shmrun_copy(const char *exe, const char *dir, char *buf, size_t len);
+
+/* mkdtemp() of @parent/shmrun-bench-@tag.XXXXXX into @buf. Return: 0 or -1 (printed). */
+int bench_make_workdir(const char *parent, const char *tag, char *buf, size_t len);
+
+/* snprintf() into a path buffer. Return: 0, or -1 after printing that the
+ * path would be too long. */
+int bench_pathf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Remove @path and everything under it (no symbolic link followed). */
+void bench_rmtree(const char *path);
+
+/* Read a whole file into a malloc'ed, NUL-terminated @text of @len bytes.
+ * Return: 0, or -1 after printing why. */
+int bench_read_text(const char *path, char **text, size_t *len);
+
+/* One run of the shmrun CLI. */
+struct bench_job {
+	pid_t pid;
+	int pidfd;	  /* -1 if pidfd_open() is unavailable */
+	int64_t start_ns; /* CLOCK_MONOTONIC just before fork() */
+	int64_t end_ns;	  /* CLOCK_MONOTONIC once it has been reaped */
+	int status;	  /* waitpid() status */
+};
+
+/*
+ * bench_job_start() - fork and exec @exe with @argv; stdin and stdout are
+ * /dev/null, stderr goes to @log_path (created or truncated). The child gets
+ * SIGTERM if shmrun-bench dies (PR_SET_PDEATHSIG), so the launcher still stops
+ * its workers. Return: 0, or -1 after printing why (nothing is left running).
+ */
+int bench_job_start(struct bench_job *job, const char *exe, char *const argv[],
+		    const char *log_path);
+
+/*
+ * bench_job_wait() - wait until @job exits and reap it. Meanwhile, if @fd >= 0,
+ * call @on_fd(@arg) whenever @fd is readable (and once more after the exit). At
+ * @timeout_s after the start, or on bench_interrupted(), the job gets SIGTERM,
+ * and SIGKILL 10 s later. Return: 0 if it exited 0 on its own; -1 otherwise,
+ * after printing why and, if @log_path is given, the log's last lines.
+ */
+int bench_job_wait(struct bench_job *job, double timeout_s, int fd, void (*on_fd)(void *arg),
+		   void *arg, const char *log_path);
+
+/* A usage error of subcommand @sub: message, a --help hint; returns BENCH_EXIT_USAGE. */
+int bench_usage_error(const char *sub, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Write all @n bytes at @p to @fd (EINTR retried). Return: 0 or -errno. */
+int bench_write_all(int fd, const char *p, size_t n);
+
+/* A count from 1 to @max, digits only. Return: 0, or -1. */
+int bench_parse_count(const char *s, uint64_t max, uint64_t *out);
+
+/* A '#' line with /proc/loadavg, tagged @when ("start", "end"). */
+void bench_print_loadavg(const char *when);
 
 #endif /* SHMRUN_TOOLS_BENCH_H */

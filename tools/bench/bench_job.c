@@ -1,0 +1,424 @@
+/*
+ * tools/bench/bench_job.c: what the benchmarks that drive the shmrun CLI share —
+ * locating and copying the shmrun binary, work directories, running a job
+ * with its stderr in a log and a timeout (always reaped), reading logs,
+ * usage errors, option parsing, load average notes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <glob.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <emmintrin.h>
+#include <xxhash.h>
+#include "bench.h"
+
+static volatile sig_atomic_t interrupted;
+
+int bench_write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int bench_usage_error(const char *sub, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "shmrun-bench: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'shmrun-bench %s --help'.\n", sub);
+	return BENCH_EXIT_USAGE;
+}
+
+/* A count from 1 to @max, digits only. */
+int bench_parse_count(const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || !v || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+void bench_print_loadavg(const char *when)
+{
+	char buf[128] = "";
+	FILE *f = fopen("/proc/loadavg", "r");
+
+	if (f) {
+		if (!fgets(buf, sizeof(buf), f))
+			buf[0] = '\0';
+		fclose(f);
+	}
+	buf[strcspn(buf, "\n")] = '\0';
+	printf("# load average %s: %s\n", when, buf[0] ? buf : "unknown");
+}
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+void bench_catch_signals(void)
+{
+	struct sigaction sa = {.sa_handler = on_signal};
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
+bool bench_interrupted(void)
+{
+	return interrupted != 0;
+}
+
+int bench_shmrun_path(char *buf, size_t len)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	if (n < 0) {
+		fprintf(stderr, "shmrun-bench: readlink /proc/self/exe: %s\n", strerror(errno));
+		return -1;
+	}
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	if (slash)
+		*slash = '\0';
+	if ((size_t)snprintf(buf, len, "%s/shmrun", slash ? self : ".") >= len)
+		return -1;
+	if (access(buf, X_OK)) {
+		fprintf(stderr,
+			"shmrun-bench: %s: %s; the benchmark runs the shmrun CLI built next to "
+			"shmrun-bench (cmake --build build)\n",
+			buf, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int bench_shmrun_copy(const char *exe, const char *dir, char *buf, size_t len)
+{
+	const char *base = strrchr(exe, '/');
+	char tmp[PATH_MAX];
+	char data[1 << 16];
+	int in = -1, out = -1, rc = -1;
+	ssize_t n;
+
+	base = base ? base + 1 : exe;
+	if (bench_pathf(buf, len, "%s/%s", dir, base) ||
+	    bench_pathf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, base))
+		return -1;
+	in = open(exe, O_RDONLY | O_CLOEXEC);
+	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+	if (in < 0 || out < 0)
+		goto out;
+	while ((n = read(in, data, sizeof(data))) > 0)
+		if (bench_write_all(out, data, (size_t)n))
+			goto out;
+	if (n < 0 || close(out))
+		goto out;
+	out = -1;
+	/* rename: the copy is whole before it has its name, and no fd stays open
+	 * for writing (exec would fail with ETXTBSY) */
+	if (rename(tmp, buf))
+		goto out;
+	rc = 0;
+out:
+	if (rc)
+		fprintf(stderr, "shmrun-bench: cannot copy %s into %s: %s\n", exe, dir,
+			strerror(errno));
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
+int bench_make_workdir(const char *parent, const char *tag, char *buf, size_t len)
+{
+	if ((size_t)snprintf(buf, len, "%s/shmrun-bench-%s.XXXXXX", parent, tag) >= len) {
+		fprintf(stderr, "shmrun-bench: directory name too long under %s\n", parent);
+		return -1;
+	}
+	if (!mkdtemp(buf)) {
+		fprintf(stderr, "shmrun-bench: cannot create a directory in %s: %s\n", parent,
+			strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int bench_pathf(char *buf, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= len) {
+		fprintf(stderr, "shmrun-bench: a path under %.60s... is too long\n", buf);
+		return -1;
+	}
+	return 0;
+}
+
+static int rm_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)st;
+	(void)type;
+	(void)ftw;
+	if (remove(path))
+		fprintf(stderr, "shmrun-bench: cannot remove %s: %s\n", path, strerror(errno));
+	return 0;
+}
+
+void bench_rmtree(const char *path)
+{
+	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+int bench_read_text(const char *path, char **text, size_t *len)
+{
+	size_t cap = 1 << 16, n = 0;
+	char *p = malloc(cap);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t r;
+
+	if (fd < 0 || !p) {
+		fprintf(stderr, "shmrun-bench: cannot read %s: %s\n", path,
+			fd < 0 ? strerror(errno) : "out of memory");
+		goto err;
+	}
+	for (;;) {
+		if (n + 1 >= cap) {
+			char *np = realloc(p, cap * 2);
+
+			if (!np) {
+				fprintf(stderr, "shmrun-bench: reading %s: out of memory\n", path);
+				goto err;
+			}
+			p = np;
+			cap *= 2;
+		}
+		r = read(fd, p + n, cap - n - 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			fprintf(stderr, "shmrun-bench: reading %s: %s\n", path, strerror(errno));
+			goto err;
+		}
+		if (!r)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	p[n] = '\0';
+	*text = p;
+	*len = n;
+	return 0;
+err:
+	if (fd >= 0)
+		close(fd);
+	free(p);
+	return -1;
+}
+
+int bench_job_start(struct bench_job *job, const char *exe, char *const argv[],
+		    const char *log_path)
+{
+	pid_t parent = getpid();
+	int log_fd;
+
+	memset(job, 0, sizeof(*job));
+	job->pidfd = -1;
+	log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (log_fd < 0) {
+		fprintf(stderr, "shmrun-bench: cannot create %s: %s\n", log_path, strerror(errno));
+		return -1;
+	}
+	fflush(stdout);
+	fflush(stderr);
+	job->start_ns = bench_now_ns();
+	job->pid = fork();
+	if (job->pid < 0) {
+		fprintf(stderr, "shmrun-bench: fork: %s\n", strerror(errno));
+		close(log_fd);
+		return -1;
+	}
+	if (job->pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+
+		/* SIGTERM, not SIGKILL: the launcher then stops its workers and
+		 * removes its segment. The getppid() check closes the race with a
+		 * parent that died before prctl(). */
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) || getppid() != parent || null < 0)
+			_exit(127);
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		dup2(log_fd, STDERR_FILENO);
+		execv(exe, argv);
+		dprintf(STDERR_FILENO, "shmrun-bench: exec %s: %s\n", exe, strerror(errno));
+		_exit(127);
+	}
+	close(log_fd);
+	job->pidfd = (int)syscall(SYS_pidfd_open, job->pid, 0);
+	return 0;
+}
+
+/* Print the last @lines lines of @path to stderr, indented. */
+static void print_tail(const char *path, int lines)
+{
+	char *text = NULL, *p;
+	size_t len;
+
+	if (bench_read_text(path, &text, &len))
+		return;
+	p = text + len;
+	if (p > text && p[-1] == '\n')
+		p--;
+	while (p > text && lines) {
+		p--;
+		if (*p == '\n')
+			lines--;
+	}
+	if (*p == '\n')
+		p++;
+	fprintf(stderr, "shmrun-bench: the end of %s:\n", path);
+	while (*p) {
+		char *nl = strchr(p, '\n');
+
+		fprintf(stderr, "    %.*s\n", nl ? (int)(nl - p) : (int)strlen(p), p);
+		if (!nl)
+			break;
+		p = nl + 1;
+	}
+	free(text);
+}
+
+int bench_job_wait(struct bench_job *job, double timeout_s, int fd, void (*on_fd)(void *arg),
+		   void *arg, const char *log_path)
+{
+	int64_t deadline = job->start_ns + (int64_t)(timeout_s * 1e9), kill_at = INT64_MAX;
+	bool stopping = false, timed_out = false, reaped = false;
+	int status = 0;
+
+	for (;;) {
+		struct pollfd pfd[2];
+		nfds_t n = 0;
+		int64_t now, wake;
+		pid_t r = waitpid(job->pid, &status, WNOHANG);
+
+		if (r == job->pid) {
+			reaped = true;
+			break;
+		}
+		if (r < 0 && errno != EINTR) {
+			fprintf(stderr, "shmrun-bench: waitpid %d: %s\n", (int)job->pid,
+				strerror(errno));
+			break;
+		}
+		now = bench_now_ns();
+		if (!stopping && (interrupted || now > deadline)) {
+			/* SIGTERM: a graceful stop; SIGKILL 10 s later. */
+			timed_out = !interrupted;
+			kill(job->pid, SIGTERM);
+			stopping = true;
+			kill_at = now + 10 * 1000000000ll;
+		}
+		if (now > kill_at) {
+			kill(job->pid, SIGKILL);
+			kill_at = INT64_MAX;
+		}
+		if (job->pidfd >= 0) {
+			pfd[n].fd = job->pidfd;
+			pfd[n++].events = POLLIN;
+		}
+		if (fd >= 0) {
+			pfd[n].fd = fd;
+			pfd[n++].events = POLLIN;
+		}
+		wake = stopping ? kill_at : deadline;
+		if (job->pidfd < 0 && now + 10000000 < wake)
+			wake = now + 10000000; /* no pidfd: look again every 10 ms */
+		if (wake - now > 1000000000)
+			wake = now + 1000000000; /* re-check the flags every second */
+		if (poll(pfd, n, (int)((wake - now) / 1000000 + 1)) < 0) {
+			if (errno == EINTR)
+				continue;
+			fprintf(stderr, "shmrun-bench: poll: %s\n", strerror(errno));
+			kill(job->pid, SIGKILL);
+			while (waitpid(job->pid, &status, 0) < 0 && errno == EINTR)
+				;
+			break;
+		}
+		if (fd >= 0 && (pfd[n - 1].revents & POLLIN))
+			on_fd(arg);
+	}
+	job->end_ns = bench_now_ns();
+	job->status = status;
+	if (fd >= 0)
+		on_fd(arg); /* what arrived just before the exit */
+	if (job->pidfd >= 0)
+		close(job->pidfd);
+	job->pidfd = -1;
+	if (!reaped)
+		return -1;
+	if (!stopping && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	if (timed_out)
+		fprintf(stderr, "shmrun-bench: shmrun (pid %d) overran %.0f s and was stopped\n",
+			(int)job->pid, timeout_s);
+	else if (stopping)
+		fprintf(stderr, "shmrun-bench: interrupted; stopped shmrun (pid %d)\n",
+			(int)job->pid);
+	else if (WIFEXITED(status))
+		fprintf(stderr, "shmrun-bench: shmrun (pid %d) exited with status %d\n",
+			(int)job->pid, WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		fprintf(stderr, "shmrun-bench: shmrun (pid %d) was killed by signal %d (%s)\n",
+			(int)job->pid, WTERMSIG(status), strsignal(WTERMSIG(status)));
+	if (log_path && !stopping)
+		print_tail(log_path, 20);
+	return -1;
+}

@@ -701,9 +701,6 @@ static int corpus_make_synthetic(struct corpus *c, size_t bytes)
 	return 0;
 }
 
-	return 0;
-}
-
 /*
  * Write @path: the corpus repeated until @target bytes, the last copy cut just
  * after a '\n'. @size is the bytes written; @desc says what the text is.

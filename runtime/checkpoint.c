@@ -424,6 +424,9 @@ bool shmrun_coordinate(struct shmrun_coordinator *co, const struct shmrun_plan *
 				char name[160];
 
 				shmrun_ckpt_file_name(plan, k, name, sizeof(name));
+				if (atomic_load(&slots[k].error) == -ECHILD)
+					snprintf(why, sizeof(why), "the writer of %s died", name);
+				else
 				snprintf(why, sizeof(why), "writing %s failed: %s", name,
 					 strerror(-atomic_load(&slots[k].error)));
 				abort_epoch(co, plan, ctl, why);
@@ -662,7 +665,7 @@ static int read_manifest_at(int dirfd, uint64_t epoch, struct shmrun_manifest *m
 	fd = openat(dirfd, MANIFEST, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		err = -errno;
-		snprintf(why, whylen, err == -ENOENT ? "no MANIFEST (incomplete)" : "MANIFEST: %s",
+		snprintf(why, whylen, err == -ENOENT ? "no MANIFEST" : "MANIFEST: %s",
 			 strerror(errno));
 		return err;
 	}
@@ -749,15 +752,18 @@ int shmrun_ckpt_verify(const char *dir, uint64_t epoch, struct shmrun_manifest *
 int64_t shmrun_ckpt_select(const char *dir, struct shmrun_manifest *m)
 {
 	uint64_t *epochs;
-	int n = shmrun_ckpt_list(dir, &epochs);
+	int n = shmrun_ckpt_list(dir, &epochs), committed = 0;
 	int64_t chosen = -EBADMSG;
 
 	if (n == -ENOENT || n == 0) {
 		free(epochs);
 		return 0;
 	}
-	if (n < 0)
+	if (n < 0) {
+		shmrun_log(SHMRUN_LOG_ERROR, "checkpoint_dir %s cannot be read: %s", dir,
+			   strerror(-n));
 		return n;
+	}
 	for (int i = 0; i < n; i++) {
 		char why[300];
 		int err = shmrun_ckpt_verify(dir, epochs[i], m, why, sizeof(why));
@@ -766,14 +772,20 @@ int64_t shmrun_ckpt_select(const char *dir, struct shmrun_manifest *m)
 			chosen = (int64_t)epochs[i];
 			break;
 		}
+		/* Without a MANIFEST nothing was ever committed (the rename is the
+		 * commit): an incomplete epoch, not a checkpoint. */
+		committed += err != -ENOENT;
 		shmrun_log(SHMRUN_LOG_WARN, "checkpoint %s/ckpt-%" PRIu64 " skipped: %s", dir,
 			   epochs[i], why);
 	}
-	if (chosen < 0)
+	if (chosen < 0 && committed == 0)
+		chosen = 0; /* only incomplete epochs: start from empty state */
+	else if (chosen < 0)
 		shmrun_log(SHMRUN_LOG_ERROR,
-			   "%s holds %d checkpoint%s but none verifies; move the directory aside "
-			   "to start from empty state",
-			   dir, n, n == 1 ? "" : "s");
+			   "%s holds %d checkpoint%s but none verifies (see above); nothing was "
+			   "restored. Move the directory aside, or start from empty state with "
+			   "STREAM_RESET_STATE=1 (which moves them aside for you)",
+			   dir, committed, committed == 1 ? "" : "s");
 	free(epochs);
 	return chosen;
 }
@@ -864,6 +876,8 @@ static int print_all(const char *dir, FILE *out, bool verify)
 	free(epochs);
 	if (!verify)
 		return 0;
+	if (n == 0)
+		return 1;
 	if (newest)
 		fprintf(out, "%s: the newest checkpoint does not verify\n", dir);
 	return newest ? 1 : 0;

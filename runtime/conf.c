@@ -47,6 +47,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <sys/stat.h>
 #include <ini.h>
 #include <libgen.h>
 #include <limits.h>
@@ -905,7 +906,9 @@ static char *resolve_paths(const char *dir, const char *value)
 		if (!n)
 			break;
 		one = resolve_path(dir, p, n);
-		if (!one || asprintf(&tmp, "%s%s%s", out, *out ? " " : "", one) < 0)
+		/* joined by newlines: a resolved path may contain blanks (the conf
+		 * file's directory), a newline it cannot */
+		if (!one || asprintf(&tmp, "%s%s%s", out, *out ? "\n" : "", one) < 0)
 			tmp = NULL;
 		free(one);
 		free(out);
@@ -1350,6 +1353,13 @@ static int load_job(struct loader *ld)
 		job->idle = SHMRUN_IDLE_SLEEP;
 
 	if (p[JK_CKPT_DIR].value) {
+		struct stat st;
+
+		if (stat(p[JK_CKPT_DIR].value, &st) == 0 && !S_ISDIR(st.st_mode))
+			errorf(ld, p[JK_CKPT_DIR].line,
+			       "checkpoint_dir = %s exists and is not a directory; name a directory "
+			       "(it is created if missing)",
+			       p[JK_CKPT_DIR].value);
 		job->checkpoint_dir = p[JK_CKPT_DIR].value;
 		p[JK_CKPT_DIR].value = NULL;
 	} else {

@@ -121,7 +121,7 @@ static void put_value(struct out *o, const struct shmrun_job *job, const struct 
 		return;
 	}
 	while (*v) {
-		size_t n = strcspn(v, " \t");
+		size_t n = strcspn(v, "\n"); /* PATHS: one resolved path per line */
 
 		if (dl && n > dl && strncmp(v, job->conf_dir, dl) == 0 && v[dl] == '/')
 			put(o, "%.*s", (int)(n - dl - 1), v + dl + 1);
@@ -130,7 +130,7 @@ static void put_value(struct out *o, const struct shmrun_job *job, const struct 
 		v += n;
 		if (*v) {
 			put(o, " ");
-			v += strspn(v, " \t");
+			v += strspn(v, "\n");
 		}
 	}
 }

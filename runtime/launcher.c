@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -230,11 +231,21 @@ struct run {
 	bool reset_done;   /* STREAM_RESET_STATE=1 applied */
 };
 
-static bool reset_requested(void)
+/* STREAM_RESET_STATE: 1/true/yes -> 1; unset, empty, 0/false/no -> 0; else -1. */
+static int reset_requested(void)
 {
+	static const char *const yes[] = {"1", "true", "yes"}, *const no[] = {"", "0", "false", "no"};
 	const char *v = getenv("STREAM_RESET_STATE");
 
-	return v && strcmp(v, "1") == 0;
+	if (!v)
+		return 0;
+	for (size_t i = 0; i < 3; i++)
+		if (strcasecmp(v, yes[i]) == 0)
+			return 1;
+	for (size_t i = 0; i < 4; i++)
+		if (strcasecmp(v, no[i]) == 0)
+			return 0;
+	return -1;
 }
 
 /*
@@ -301,7 +312,7 @@ static int select_restore(struct run *r)
 
 	if (!job->checkpoint_dir)
 		return 0;
-	if (reset_requested() && !r->reset_done) {
+	if (reset_requested() > 0 && !r->reset_done) {
 		/* once per invocation: a restart after a crash restores what this
 		 * run checkpointed, it does not reset again */
 		int err = reset_state(job->checkpoint_dir);
@@ -412,7 +423,8 @@ static enum run_end run_once(struct run *r)
 		siginfo_t info;
 		int sig = sigtimedwait(&r->set, &info, &tick);
 
-		if ((sig == SIGINT || sig == SIGTERM) && job->checkpoint_dir && !stopping) {
+		if ((sig == SIGINT || sig == SIGTERM || sig == SIGHUP) && job->checkpoint_dir &&
+		    !stopping) {
 			/* stop with checkpoint: the next epoch is the final one */
 			shmrun_log(SHMRUN_LOG_WARN,
 				   "%s: taking a final checkpoint, then stopping (send it again to "
@@ -423,7 +435,7 @@ static enum run_end run_once(struct run *r)
 			r->signal = sig;
 			continue;
 		}
-		if (sig == SIGINT || sig == SIGTERM) {
+		if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
 			shmrun_log(SHMRUN_LOG_WARN, "%s: stopping %u workers", strsignal(sig),
 				   running);
 			kill_all(pids, job->workers, SIGTERM);
@@ -448,6 +460,11 @@ static enum run_end run_once(struct run *r)
 					 "worker %u (CPU %d, tasks %s) was killed by signal %d (%s)", w,
 					 job->cpus[w], tasks, WTERMSIG(status),
 					 strsignal(WTERMSIG(status)));
+			else if (WEXITSTATUS(status) == 3)
+				snprintf(r->cause, sizeof(r->cause),
+					 "worker %u (CPU %d, tasks %s) was stopped by a SIGTERM sent to "
+					 "it (not to the launcher)",
+					 w, job->cpus[w], tasks);
 			else
 				snprintf(r->cause, sizeof(r->cause),
 					 "worker %u (CPU %d, tasks %s) failed with exit status %d%s%.200s",
@@ -471,6 +488,54 @@ out:
 	return end;
 }
 
+/* mkdir -p @path. Return: 0, or -1 with errno set. */
+static int make_dirs(const char *path)
+{
+	char buf[PATH_MAX];
+	struct stat st;
+
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	for (char *p = strchr(buf + 1, '/');; p = strchr(p + 1, '/')) {
+		if (p)
+			*p = 0;
+		if (mkdir(buf, 0777) < 0 && errno != EEXIST)
+			return -1;
+		if (!p)
+			break;
+		*p = '/';
+	}
+	if (stat(path, &st) < 0)
+		return -1;
+	if (!S_ISDIR(st.st_mode)) {
+		errno = ENOTDIR;
+		return -1;
+	}
+	return 0;
+}
+
+/* The newest epoch of @dir with a MANIFEST that parses, or 0. */
+static uint64_t newest_complete(const char *dir)
+{
+	uint64_t *epochs, e = 0;
+	int n = shmrun_ckpt_list(dir, &epochs);
+
+	for (int i = 0; i < n && !e; i++) {
+		struct shmrun_manifest m;
+		char why[200];
+
+		if (shmrun_ckpt_read_manifest(dir, epochs[i], &m, why, sizeof(why)) == 0) {
+			e = epochs[i];
+			shmrun_manifest_free(&m);
+		}
+	}
+	if (n >= 0)
+		free(epochs);
+	return e;
+}
+
 /* Sleep @ts unless SIGINT or SIGTERM comes. Return: that signal, or 0. */
 static int backoff_wait(const sigset_t *set, const struct timespec *ts)
 {
@@ -485,7 +550,7 @@ static int backoff_wait(const sigset_t *set, const struct timespec *ts)
 		if (left <= 0)
 			return 0;
 		sig = sigtimedwait(set, &info, &t);
-		if (sig == SIGINT || sig == SIGTERM)
+		if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
 			return sig;
 		while (waitpid(-1, NULL, WNOHANG) > 0)
 			; /* stray children of the previous start */
@@ -512,6 +577,20 @@ static void print_stalls(const struct shmrun_job *job, struct shmrun_worker_stat
 			   snaps, (double)p50 / 1e6, (double)p99 / 1e6, (double)max / 1e6);
 }
 
+int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
+{
+	char msg[512];
+	int failed = 0;
+
+	for (uint32_t s = 0; s < job->nstages; s++)
+		if (shmrun_task_prepare_stage(plan, s, msg, sizeof(msg))) {
+			shmrun_log(SHMRUN_LOG_ERROR, "%s:%d: %s; nothing was started",
+				   job->conf_path, job->stages[s].line, msg);
+			failed = -EINVAL;
+		}
+	return failed;
+}
+
 int shmrun_run(const struct shmrun_job *job)
 {
 	struct shmrun_plan *plan = NULL;
@@ -519,19 +598,26 @@ int shmrun_run(const struct shmrun_job *job)
 	int64_t start = now_ns();
 	uint32_t attempt = 0;
 	int rc = 2;
-	char msg[512];
 
 	for (uint32_t i = 0; i < job->nwarnings; i++)
 		shmrun_log(SHMRUN_LOG_WARN, "%s", job->warnings[i]);
+	if (reset_requested() < 0) {
+		shmrun_log(SHMRUN_LOG_ERROR, "STREAM_RESET_STATE=%s: expected 1 (start from empty "
+					     "state) or 0; nothing was started",
+			   getenv("STREAM_RESET_STATE"));
+		return 2;
+	}
 	if (shmrun_plan_build(job, &plan))
 		return 2;
 	r.plan = plan;
-	for (uint32_t s = 0; s < job->nstages; s++)
-		if (shmrun_task_prepare_stage(plan, s, msg, sizeof(msg))) {
-			shmrun_log(SHMRUN_LOG_ERROR, "%s: %s; nothing was started", job->conf_path,
-				   msg);
-			goto out;
-		}
+	if (shmrun_prepare(job, plan))
+		goto out;
+	if (job->checkpoint_dir && make_dirs(job->checkpoint_dir)) {
+		shmrun_log(SHMRUN_LOG_ERROR,
+			   "%s: checkpoint_dir %s cannot be created: %s; nothing was started",
+			   job->conf_path, job->checkpoint_dir, strerror(errno));
+		goto out;
+	}
 	if (job->checkpoint_dir) {
 		struct shmrun_ckpt_writer w;
 		char why[256] = "";
@@ -547,6 +633,7 @@ int shmrun_run(const struct shmrun_job *job)
 	sigaddset(&r.set, SIGCHLD);
 	sigaddset(&r.set, SIGINT);
 	sigaddset(&r.set, SIGTERM);
+	sigaddset(&r.set, SIGHUP); /* the terminal went away: stop like SIGTERM */
 	sigprocmask(SIG_BLOCK, &r.set, &r.oldmask);
 	for (;;) {
 		enum run_end end = run_once(&r);
@@ -599,9 +686,14 @@ int shmrun_run(const struct shmrun_job *job)
 			int sig = backoff_wait(&r.set, &backoff);
 
 			if (sig) {
+				/* nothing runs now: the last complete checkpoint is where a
+				 * rerun resumes, as after a stop with checkpoint */
+				uint64_t e = newest_complete(job->checkpoint_dir);
+
 				shmrun_log(SHMRUN_LOG_WARN, "%s during restart backoff: stopping",
 					   strsignal(sig));
-				rc = 128 + sig;
+				fprintf(stderr, "stopped at epoch %" PRIu64 "\n", e);
+				rc = 0;
 				break;
 			}
 		}

@@ -373,6 +373,20 @@ int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *co
 	err = load(&rs);
 	if (err)
 		goto out;
+	for (uint32_t d = 0; d < ndrop; d++) {
+		bool removed = old_stage(&rs, drop[d]) != NULL;
+
+		for (uint32_t t = 0; t < job->nstages && removed; t++)
+			removed = strcmp(job->stages[t].name, drop[d]) != 0;
+		if (!removed) {
+			snprintf(rs.why, sizeof(rs.why),
+				 "--drop-state=%s names no stage that %s/ckpt-%" PRIu64
+				 " has and this topology removed",
+				 drop[d], dir, rs.epoch);
+			err = -EINVAL;
+			goto out;
+		}
+	}
 	if (rs.m.fingerprint == shmrun_fingerprint(job)) {
 		if (plan_out)
 			fprintf(plan_out, "rescale from %s/ckpt-%" PRIu64 ": the topology is the "

@@ -157,6 +157,8 @@ static void task_verror(struct shmrun_task *t, const char *fmt, va_list ap)
 			snprintf(t->w->stats->error, sizeof(t->w->stats->error), "stage '%s' [%u]: %s",
 				 t->stage->name, t->instance, msg);
 		t->w->failed = true;
+		if (t->w->quiet)
+			return; /* the caller reports stats->error (prepare) */
 	}
 	shmrun_log(SHMRUN_LOG_ERROR, "stage '%s' [%u]: %s", t->stage->name, t->instance, msg);
 }
@@ -725,7 +727,11 @@ static int write_state_file(struct shmrun_worker *w, struct shmrun_task *t, uint
 		 * fail with EIO (the fault switch of ckpt_io.h, armed here so it
 		 * hits one epoch, not every snapshot child). */
 		const char *fe = getenv("SHMRUN_TEST_FAIL_EPOCH");
+		const char *ke = getenv("SHMRUN_TEST_KILL_SNAPSHOT_EPOCH");
 
+		/* Test-only: the writer of epoch e dies without reporting. */
+		if (ke && strtoull(ke, NULL, 10) == e)
+			raise(SIGKILL);
 		if (fe && strtoull(fe, NULL, 10) == e) {
 			setenv("SHMRUN_FAULT", "write:EIO:1", 1);
 			shmrun_ckpt_fault_reload();
@@ -757,6 +763,20 @@ out:
 	 * size and checksum above are visible with it. */
 	atomic_store_explicit(&slot->done_epoch, e, memory_order_release);
 	return 0;
+}
+
+static void track_child(struct shmrun_worker *w, pid_t pid, uint32_t task, uint64_t epoch)
+{
+	if (w->nchildren == w->children_cap) {
+		uint32_t cap = w->children_cap ? w->children_cap * 2 : 16;
+		struct snap_child *n = realloc(w->children, cap * sizeof(*n));
+
+		if (!n)
+			return; /* untracked: its death is caught by checkpoint_timeout */
+		w->children = n;
+		w->children_cap = cap;
+	}
+	w->children[w->nchildren++] = (struct snap_child){pid, task, epoch};
 }
 
 static void record_stall(struct shmrun_worker *w, int64_t ns)
@@ -816,6 +836,8 @@ static int task_snapshot(struct shmrun_task *t, uint64_t e)
 	if (pid < 0) {
 		atomic_store_explicit(&w->slots[t->id].error, -errno, memory_order_relaxed);
 		atomic_store_explicit(&w->slots[t->id].failed_epoch, e, memory_order_release);
+	} else {
+		track_child(w, pid, t->id, e);
 	}
 	record_stall(w, now_ns() - t0);
 	t->barrier_epoch = e;
@@ -934,14 +956,44 @@ static uint32_t commit_epochs(struct shmrun_worker *w)
 	return 1;
 }
 
-/* Reap finished snapshot and MANIFEST children (they report through the slots). */
+/*
+ * Reap finished snapshot and MANIFEST children. A snapshot child reports
+ * through its task's slot; one that died without reporting (killed, out of
+ * memory) fails its epoch here, at once, instead of at checkpoint_timeout.
+ */
 static void reap_children(struct shmrun_worker *w)
 {
+	int status;
 	pid_t pid;
 
-	while ((pid = waitpid(-1, NULL, WNOHANG)) > 0)
-		if (pid == w->co.manifest_pid)
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if (pid == w->co.manifest_pid) {
 			w->co.manifest_exited = true; /* the coordinator judges it */
+			continue;
+		}
+		for (uint32_t i = 0; i < w->nchildren; i++) {
+			struct snap_child c = w->children[i];
+			struct shmrun_task_slot *slot;
+
+			if (c.pid != pid)
+				continue;
+			w->children[i] = w->children[--w->nchildren];
+			slot = &w->slots[c.task];
+			if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+				break;
+			if (atomic_load_explicit(&slot->done_epoch, memory_order_acquire) == c.epoch ||
+			    atomic_load_explicit(&slot->failed_epoch, memory_order_acquire) == c.epoch)
+				break;
+			shmrun_log(SHMRUN_LOG_WARN,
+				   "the snapshot writer of task %u for epoch %" PRIu64 " died (%s %d)",
+				   c.task, c.epoch, WIFSIGNALED(status) ? "signal" : "exit status",
+				   WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+			atomic_store_explicit(&slot->error, -ECHILD, memory_order_relaxed);
+			/* release: pairs with the coordinator's acquire of failed_epoch */
+			atomic_store_explicit(&slot->failed_epoch, c.epoch, memory_order_release);
+			break;
+		}
+	}
 }
 
 /* Restore @t's key-bound state and stash its per-worker entries. */
@@ -1247,6 +1299,7 @@ static void teardown(struct shmrun_worker *w)
 	free(w->outs);
 	free(w->ins);
 	free(w->stalls);
+	free(w->children);
 	free(w->co.pw_history);
 }
 
@@ -1464,6 +1517,7 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 		.stop = stop,
 	};
 	int64_t idle_since = 0;
+	uint32_t turns = 0;
 	int err;
 
 	err = shmrun_state_arena_init();
@@ -1506,6 +1560,8 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 			w.failed = true;
 			break;
 		}
+		if (w.nchildren && (++turns & 63) == 0)
+			reap_children(&w);
 		if (step(&w)) {
 			idle_since = 0;
 			continue;
@@ -1532,7 +1588,7 @@ int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, ch
 {
 	const struct shmrun_job *job = plan->job;
 	struct shmrun_worker_stats stats;
-	struct shmrun_worker w = {.plan = plan, .stats = &stats};
+	struct shmrun_worker w = {.plan = plan, .stats = &stats, .quiet = true};
 
 	struct shmrun_task t = {
 		.id = plan->stage_task0[stage],
@@ -1549,6 +1605,6 @@ int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, ch
 		return 0;
 	err = t.op->prepare(&t);
 	if (err)
-		snprintf(msg, msglen, "%s", stats.error);
+		snprintf(msg, msglen, "%s", stats.error[0] ? stats.error : strerror(-err));
 	return err;
 }

@@ -77,6 +77,13 @@ struct shmrun_task {
 	uint64_t pace_base;      /* records_in then */
 };
 
+/* A snapshot child in flight. */
+struct snap_child {
+	int pid;
+	uint32_t task;
+	uint64_t epoch;
+};
+
 struct shmrun_worker {
 	const struct shmrun_plan *plan;
 	const struct shmrun_segment *seg;
@@ -95,11 +102,14 @@ struct shmrun_worker {
 	uint64_t committed_epoch;              /* newest epoch committed to sinks */
 	struct shmrun_coordinator co;          /* worker 0 only */
 	int64_t *stalls;                       /* snapshot stalls, ns (ring of 1024) */
+	struct snap_child *children;           /* snapshot children not yet reaped */
+	uint32_t nchildren, children_cap;
 	uint64_t nstalls;
 	const volatile int *stop;    /* set by a signal handler: stop now */
 	uint32_t backlogged;         /* channels with frames queued behind a full ring */
 	uint32_t fwd_holds;          /* tasks holding a forward input for alignment */
 	bool failed;
+	bool quiet; /* errors are recorded in stats->error, not logged (prepare) */
 };
 
 /*

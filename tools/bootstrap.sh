@@ -18,6 +18,7 @@ packages=(
 	liburing-dev libjemalloc-dev check libinih-dev libxxhash-dev libnuma-dev
 	python3     # ships /usr/lib/python3.11, the main job's real input
 	coreutils findutils gawk   # the word-count reference in the tests
+	procps      # pgrep, in the process tests
 )
 
 missing=()

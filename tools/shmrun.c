@@ -170,10 +170,19 @@ int main(int argc, char **argv)
 	if (rc)
 		return rc;
 	if (strcmp(cmd, "check") == 0) {
+		struct shmrun_plan *plan;
+
 		for (uint32_t i = 0; i < job.nwarnings; i++)
 			fprintf(stderr, "warning: %s\n", job.warnings[i]);
-		printf("%s: ok (%u stages, %u workers)\n", argv[optind], job.nstages, job.workers);
-		rc = 0;
+		/* what a run checks before it starts: the plan fits, inputs exist */
+		rc = shmrun_plan_build(&job, &plan) ? 2 : 0;
+		if (!rc) {
+			rc = shmrun_prepare(&job, plan) ? 2 : 0;
+			shmrun_plan_free(plan);
+		}
+		if (!rc)
+			printf("%s: ok (%u stage%s, %u worker%s)\n", argv[optind], job.nstages,
+			       job.nstages == 1 ? "" : "s", job.workers, job.workers == 1 ? "" : "s");
 	} else if (strcmp(cmd, "plan") == 0) {
 		struct shmrun_plan *plan;
 

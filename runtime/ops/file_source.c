@@ -113,8 +113,9 @@ static int list_files(struct shmrun_task *task, struct file_list *fl)
 	fl->match = shmrun_task_param(task, "match");
 	if (!paths)
 		return -ENOMEM;
-	for (char *tok = strtok_r(paths, " \t", &save); tok && !err;
-	     tok = strtok_r(NULL, " \t", &save)) {
+	/* resolved paths, one per line (conf.c) */
+	for (char *tok = strtok_r(paths, "\n", &save); tok && !err;
+	     tok = strtok_r(NULL, "\n", &save)) {
 		glob_t g;
 		int r = glob(tok, GLOB_NOCHECK | GLOB_BRACE, NULL, &g);
 
@@ -171,7 +172,7 @@ static int prepare(struct shmrun_task *task)
 	int err = list_files(task, &fl);
 
 	if (!err && fl.n == 0) {
-		shmrun_task_error(task, "no input file found under path = %s%s%s",
+		shmrun_task_error(task, "no input file found under path = %s%s%s (one per line)",
 				  shmrun_task_param(task, "path"),
 				  fl.match ? " matching " : "", fl.match ? fl.match : "");
 		err = -ENOENT;

@@ -116,11 +116,21 @@ for damage in truncate flip no_manifest missing_file; do
 done
 d="$tmp/dmg-all"
 cp -a "$tmp/base" "$d"
-for c in "${cks[@]}"; do rm "$d/ckpt/$c/MANIFEST"; done
+for c in "${cks[@]}"; do truncate -s -3 "$d/ckpt/$c/count.0.state"; done
 set +e; run "$d"; rc=$?; set -e
 [ $rc -ne 0 ] || fail "no valid checkpoint: exit 0"
 grep -q "none verifies" "$tmp/log" || fail "no valid checkpoint: no message"
+grep -q "STREAM_RESET_STATE=1" "$tmp/log" || fail "no valid checkpoint: no way forward named"
 echo "ok no checkpoint verifies -> exit $rc with a message"
+# Only incomplete epochs (no MANIFEST: never committed): start from empty state.
+d="$tmp/incomplete"
+cp -a "$tmp/base" "$d"
+for c in "${cks[@]}"; do rm "$d/ckpt/$c/MANIFEST"; done
+rm -rf "$d/out"
+run "$d" || fail "only incomplete epochs: exit $?"
+grep -q "starting from empty state" "$tmp/log" || fail "only incomplete epochs: did not start empty"
+check_output "$d" "only incomplete epochs"
+echo "ok only incomplete epochs (no MANIFEST) -> skipped, started from empty state, exact output"
 
 # 3. A disk error during epoch 3: that epoch aborts, the job goes on.
 conf "$tmp/eio" 1000000
@@ -128,6 +138,17 @@ run "$tmp/eio" SHMRUN_TEST_FAIL_EPOCH=3 || fail "disk error: exit $?"
 grep -q "epoch 3 aborted: writing .* failed: Input/output error" "$tmp/log" || fail "disk error: epoch 3 not aborted with the cause"
 check_output "$tmp/eio" "disk error"
 echo "ok disk error in epoch 3 -> epoch aborted, job completed, exact output"
+
+# 3a. A snapshot writer that dies without reporting: its epoch aborts at once
+#     (not at checkpoint_timeout), the job goes on.
+conf "$tmp/snapdie" 1000000
+sed -i 's/^checkpoint_retain = 2/checkpoint_retain = 2\ncheckpoint_timeout = 600s/' "$tmp/snapdie/job.conf"
+start=$(date +%s)
+run "$tmp/snapdie" SHMRUN_TEST_KILL_SNAPSHOT_EPOCH=2 || fail "snapshot writer death: exit $?"
+[ $(( $(date +%s) - start )) -lt 60 ] || fail "snapshot writer death: waited for the timeout"
+grep -q "epoch 2 aborted: the writer of .* died" "$tmp/log" || fail "snapshot writer death: epoch 2 not aborted with the cause"
+check_output "$tmp/snapdie" "snapshot writer death"
+echo "ok a snapshot writer killed -> its epoch aborted at once, exact output"
 
 # 3b. The per-worker state guard: sizes logged per checkpoint, a warning past
 #     per_worker_state_warn naming the stage and instance.

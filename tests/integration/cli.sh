@@ -42,6 +42,30 @@ grep -Eq "^[0-9]+ +count +2 +[01] +[0-9]+ +\[170, 256\)" "$tmp/plan" || fail "pl
 [ "$(wc -l < "$tmp/out/good.tsv")" -eq 7 ] || fail "run of a good conf"
 rm -rf "$tmp/out"
 
+# Regression: a conf file in a directory whose path has a blank, with a
+# relative file_source path (resolved paths used to be split on blanks).
+mkdir -p "$tmp/sp ace/in"
+printf 'a b\nc\n' > "$tmp/sp ace/in/x.txt"
+printf '[s]\nop = file_source\npath = in\n[o]\nop = file_sink\ninput = s\npath = o.txt\n' > "$tmp/sp ace/j.conf"
+"$shmrun" check "$tmp/sp ace/j.conf" > /dev/null || fail "blank in the conf's directory: check"
+"$shmrun" --log-level error "$tmp/sp ace/j.conf" || fail "blank in the conf's directory: run"
+[ "$(cat "$tmp/sp ace/o.txt")" = "$(printf 'a b\nc')" ] || fail "blank in the conf's directory: output"
+# `check` runs what a run checks before starting: a missing input is exit 2,
+# named once, with the stage's file:line.
+printf '[r]\nop = file_source\npath = /nonexistent/x.txt\n[o]\nop = null_sink\ninput = r\n' > "$tmp/missing.conf"
+set +e; "$shmrun" check "$tmp/missing.conf" 2> "$tmp/err"; rc=$?; set -e
+[ $rc -eq 2 ] || fail "check of a missing input: exit $rc"
+[ "$(grep -c "missing.conf:1: stage 'r' \[0\]: input '/nonexistent/x.txt'" "$tmp/err")" -eq 1 ] ||
+	{ cat "$tmp/err" >&2; fail "check of a missing input: not named exactly once with file:line"; }
+# checkpoint_dir naming a file, not a directory: exit 2 with file:line
+printf '[job]\ncheckpoint_dir = good.conf\n[s]\nop = sequence\ncount = 5\n[o]\nop = null_sink\ninput = s\n' > "$tmp/ckfile.conf"
+cp "$tmp/ckfile.conf" "$tmp/good.conf.tmp"
+set +e; "$shmrun" check "$tmp/ckfile.conf" 2> "$tmp/err"; rc=$?; set -e
+[ $rc -eq 2 ] && grep -q "ckfile.conf:2: checkpoint_dir = .* is not a directory" "$tmp/err" ||
+	fail "checkpoint_dir naming a file: exit $rc"
+STREAM_RESET_STATE=maybe "$shmrun" "$tmp/good.conf" 2> "$tmp/err" && fail "STREAM_RESET_STATE=maybe accepted"
+rm -rf "$tmp/out"
+
 # name | line | text appended to a minimal good job (line numbers count from 1)
 n=0
 bad() {

@@ -479,7 +479,7 @@ START_TEST(test_relative_paths)
 		ck_assert_str_eq(job.name, "paths");
 		snprintf(want, sizeof(want), "%s/sub/state/ck", tmpdir);
 		ck_assert_str_eq(job.checkpoint_dir, want);
-		snprintf(want, sizeof(want), "%s/sub/data/*.txt /abs/x %s/sub/more", tmpdir,
+		snprintf(want, sizeof(want), "%s/sub/data/*.txt\n/abs/x\n%s/sub/more", tmpdir,
 			 tmpdir);
 		ck_assert_str_eq(job.stages[0].params[0].value, want);
 		snprintf(want, sizeof(want), "%s/sub/out/result.tsv", tmpdir);

@@ -42,7 +42,8 @@ struct shmrun_record {
 enum shmrun_param_type {
 	SHMRUN_PARAM_STRING,   /**< any non-empty text */
 	SHMRUN_PARAM_PATH,     /**< one path, resolved against the conf file's directory */
-	SHMRUN_PARAM_PATHS,    /**< space-separated paths/globs, each resolved likewise */
+	SHMRUN_PARAM_PATHS,    /**< blank-separated paths/globs, each resolved likewise; the
+				    value handed to the operator has one per line */
 	SHMRUN_PARAM_COUNT,    /**< unsigned decimal integer within [min, max] */
 	SHMRUN_PARAM_SIZE,     /**< bytes, with optional K/M/G suffix (powers of 1024) */
 	SHMRUN_PARAM_RATE,     /**< records per second, decimal, > 0 */

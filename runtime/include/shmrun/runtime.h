@@ -61,6 +61,14 @@ void shmrun_plan_free(struct shmrun_plan *plan);
 void shmrun_plan_print(const struct shmrun_plan *plan, FILE *out);
 
 /**
+ * shmrun_prepare() - every stage's prepare() check (inputs exist, tables
+ * parse), as `shmrun check` and a run do before anything starts; each failure
+ * is logged once as "conf:line: stage 'x' [0]: what; nothing was started".
+ * Return: 0, or -EINVAL if any stage failed.
+ */
+int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan);
+
+/**
  * shmrun_run() - run @job to completion: create the segment, fork and pin one
  * worker per member, supervise, clean up.
  * Return: the process exit status for the CLI: 0 when every worker reached end

@@ -282,7 +282,8 @@ static int build_task(struct rescale *rs, const struct shmrun_stage *st, uint32_
 				continue;
 			err = shmrun_ckpt_buf_append(buf, sec->bytes, sec->len);
 			o->kv_bytes += sec->len;
-			o->vnodes_moved += f->mf->instance != inst || old_width != st->width;
+			/* a vnode whose instance stays the same stays with its task */
+			o->vnodes_moved += f->mf->instance != inst;
 		}
 	}
 	if (err)

@@ -147,6 +147,11 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	/* the subcommand may also follow options: shmrun --log-level debug check x.conf */
+	if (argc - optind == 2 && strcmp(cmd, "run") == 0 &&
+	    (strcmp(argv[optind], "plan") == 0 || strcmp(argv[optind], "check") == 0 ||
+	     strcmp(argv[optind], "run") == 0))
+		cmd = argv[optind++];
 	if (optind != argc - 1) {
 		fprintf(stderr, optind == argc ? "shmrun: missing topology.conf\n"
 					       : "shmrun: expected one topology.conf, got %d arguments\n",

@@ -9,7 +9,7 @@
 #     the output uses the checkpoint's table, never the file's (per-worker
 #     state with rule union restored); a fresh start (STREAM_RESET_STATE=1)
 #     does use the changed file, so the check can tell the two apart.
-#   - --rescale of the lookup stage 2 -> 4 -> 1 after stops (union: every new
+#   - --rescale of the lookup stage 4 -> 2 -> 4 after stops (union: every new
 #     instance gets every row): exact output with the checkpoint's table.
 #   - --rescale adding a lookup stage: the stage is new to the checkpoint, so
 #     it reads the file; records before the stop are not enriched, every
@@ -150,35 +150,39 @@ grep -q "table $d/table.tsv: 4 rows" "$tmp/log" || fail "reset: the table file w
 check_output "$d" "$tmp/expected.changed" "STREAM_RESET_STATE=1 after the change"
 echo "ok STREAM_RESET_STATE=1: a fresh start reads the changed table file"
 
-# 4. --rescale of the lookup stage 2 -> 4 -> 1: union gives every instance every row.
+# 4. --rescale of the lookup stage 4 -> 2 -> 4: union gives every instance every row.
 d="$tmp/rescale"
-conf "$d" $C 2 pass "" "$CKPT" 100000
+conf "$d" $C 4 pass "" "$CKPT" 100000
 cp "$tmp/table.tsv" "$d/"
 stop_after "$d" 0.8
 cp "$tmp/changed.tsv" "$d/table.tsv"
-sed -i 's/^width = 2/width = 4/' "$d/job.conf"
+sed -i 's/^width = 4/width = 2/' "$d/job.conf"
 set +e; (cd "$d" && "$shmrun" job.conf) 2> "$tmp/log" > /dev/null; rc=$?; set -e
-[ $rc -ne 0 ] || fail "width 2 -> 4 without --rescale: exit 0"
-grep -q "stage look: width 2 → 4" "$tmp/log" || fail "width 2 -> 4: refusal does not name it"
+[ $rc -ne 0 ] || fail "width 4 -> 2 without --rescale: exit 0"
+grep -q "stage look: width 4 → 2" "$tmp/log" || fail "width 4 -> 2: refusal does not name it"
 "$shmrun" plan --rescale-from "$d/ckpt" "$d/job.conf" > "$tmp/plan" 2> "$tmp/log" || fail "plan --rescale-from: exit $?"
 grep -q "look: union of 4 entries" "$tmp/plan" || fail "plan: no union pool of 4 rows for look"
-for i in 0 1 2 3; do
+for i in 0 1; do
 	grep -q "look\[$i\]: .* 4 per-worker entries" "$tmp/plan" || fail "plan: look[$i] does not get 4 rows"
 done
-# stop again at width 4, then finish at width 1
+# stop again at width 2, then finish at width 4
 (cd "$d" && exec "$shmrun" --rescale job.conf) 2> "$tmp/log" > /dev/null &
 launcher=$!
 sleep 0.8
 kill -TERM $launcher 2>/dev/null || true
 set +e; wait $launcher; rc=$?; set -e
 launcher=
-[ $rc -eq 0 ] || fail "rescale 2 -> 4: exit $rc"
-grep -q "rescale: .* re-assigned" "$tmp/log" || fail "rescale 2 -> 4: not re-assigned"
-sed -i 's/^width = 4/width = 1/; s/^rate = .*/rate = 4000000/' "$d/job.conf"
-(cd "$d" && "$shmrun" --rescale job.conf) 2> "$tmp/log" > /dev/null || fail "rescale 4 -> 1: exit $?"
+[ $rc -eq 0 ] || fail "rescale 4 -> 2: exit $rc"
+grep -q "rescale: .* re-assigned" "$tmp/log" || fail "rescale 4 -> 2: not re-assigned"
+sed -i 's/^width = 2/width = 4/; s/^rate = .*/rate = 4000000/' "$d/job.conf"
+"$shmrun" plan --rescale-from "$d/ckpt" "$d/job.conf" > "$tmp/plan" 2> "$tmp/log" || fail "plan 2 -> 4: exit $?"
+for i in 0 1 2 3; do
+	grep -q "look\[$i\]: .* 4 per-worker entries" "$tmp/plan" || fail "plan 2 -> 4: look[$i] does not get exactly the 4 rows"
+done
+(cd "$d" && "$shmrun" --rescale job.conf) 2> "$tmp/log" > /dev/null || fail "rescale 2 -> 4: exit $?"
 grep -q "CHANGED\|NEW" "$d/out/result.tsv" && fail "rescale: output uses the changed file"
-check_output "$d" "$tmp/expected.ckpt" "rescale 2 -> 4 -> 1"
-echo "ok --rescale lookup 2 -> 4 -> 1: every instance has the checkpoint's table, exact output"
+check_output "$d" "$tmp/expected.ckpt" "rescale 4 -> 2 -> 4"
+echo "ok --rescale lookup 4 -> 2 -> 4: every instance has exactly the checkpoint's table, exact output"
 
 # 5. --rescale adding a lookup stage: new to the checkpoint, it reads the file.
 d="$tmp/newstage"

@@ -380,7 +380,17 @@ static int deliver(struct shmrun_task *t, const struct shmrun_record *rec, uint6
 	return err;
 }
 
+static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec);
+
 int shmrun_emit(struct shmrun_task *t, const struct shmrun_record *rec)
+{
+	/* the common chain: one forward edge, a direct call */
+	if (t->nouts == 1 && t->outs[0].kind == SHMRUN_EDGE_FORWARD)
+		return deliver(t->outs[0].forward, rec, 0, false);
+	return emit_edges(t, rec);
+}
+
+static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)
 {
 	unsigned char hdr[REC_HDR];
 	bool timed = rec->event_time_ns != 0;

@@ -48,37 +48,34 @@ static int tok_process(struct shmrun_task *task, void *state, const struct shmru
 	struct tokenize *t = state;
 	const unsigned char *p = rec->value, *end = p + rec->value_len;
 	struct shmrun_record out = {.value = empty, .event_time_ns = rec->event_time_ns};
+	const unsigned char *map = t->map;
+	unsigned char *buf;
 
+	if (rec->value_len > t->cap) { /* a token is at most the whole value */
+		unsigned char *nb = realloc(t->buf, rec->value_len);
+
+		if (!nb)
+			return -ENOMEM;
+		t->buf = nb;
+		t->cap = rec->value_len;
+	}
+	buf = t->buf;
+	out.key = buf;
 	while (p < end) {
-		const unsigned char *start;
-		size_t n;
+		uint32_t n = 0;
+		unsigned char c;
 		int err;
 
 		while (p < end && !keep[*p])
 			p++;
-		if (p == end)
-			break;
-		start = p;
-		while (p < end && keep[*p])
+		/* one pass: map (lower-case or keep) and copy until a separator */
+		while (p < end && (c = map[*p]) != 0) {
+			buf[n++] = c;
 			p++;
-		n = (size_t)(p - start);
-		if (n > t->cap) {
-			unsigned char *nb = realloc(t->buf, n);
-
-			if (!nb)
-				return -ENOMEM;
-			t->buf = nb;
-			t->cap = n;
 		}
-		{
-			const unsigned char *map = t->map;
-			unsigned char *buf = t->buf;
-
-			for (size_t i = 0; i < n; i++)
-				buf[i] = map[start[i]];
-		}
-		out.key = t->buf;
-		out.key_len = (uint32_t)n;
+		if (!n)
+			break;
+		out.key_len = n;
 		err = shmrun_emit(task, &out);
 		if (err)
 			return err;

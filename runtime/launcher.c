@@ -414,8 +414,9 @@ static enum run_end run_once(struct run *r)
 		pids[w] = pid;
 		running++;
 	}
-	shmrun_log(SHMRUN_LOG_INFO, "job %s: %u workers, %u tasks, %u rings", job->name,
-		   job->workers, plan->ntasks, plan->nchannels);
+	shmrun_log(SHMRUN_LOG_INFO, "job %s: %u worker%s, %u task%s, %u ring%s", job->name,
+		   job->workers, job->workers == 1 ? "" : "s", plan->ntasks,
+		   plan->ntasks == 1 ? "" : "s", plan->nchannels, plan->nchannels == 1 ? "" : "s");
 
 	end = RUN_DONE;
 	while (running) {

@@ -316,13 +316,7 @@ int shmrun_ring_reserve_slow(struct shmrun_ring *r, uint32_t len, struct shmrun_
 		f->flags = 0;
 		r->tail += to_end;
 	}
-	f = (struct shmrun_frame *)(r->data + (r->tail & r->mask));
-	f->len = len;
-	f->kind = 0;
-	f->flags = 0;
-	r->reserved_len = len;
-	r->reserving = true;
-	*frame = f;
+	*frame = shmrun_ring_open_frame_(r, len);
 	return 0;
 }
 

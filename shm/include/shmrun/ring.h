@@ -391,6 +391,19 @@ static inline uint64_t shmrun_ring_frame_bytes_(uint32_t len)
 	       ~(uint64_t)(SHMRUN_FRAME_ALIGN - 1);
 }
 
+/* Open the reservation of a @len-byte frame at the tail (room checked). */
+static inline struct shmrun_frame *shmrun_ring_open_frame_(struct shmrun_ring *r, uint32_t len)
+{
+	struct shmrun_frame *f = (struct shmrun_frame *)(r->data + (r->tail & r->mask));
+
+	f->len = len;
+	f->kind = 0;
+	f->flags = 0;
+	r->reserved_len = len;
+	r->reserving = true;
+	return f;
+}
+
 static inline int shmrun_ring_reserve(struct shmrun_ring *r, uint32_t len,
 				      struct shmrun_frame **frame)
 {
@@ -399,14 +412,7 @@ static inline int shmrun_ring_reserve(struct shmrun_ring *r, uint32_t len,
 	if (__builtin_expect(!r->reserving && len <= r->max_payload && need <= r->capacity - pos &&
 				     r->tail + need - r->head_cache <= r->capacity,
 			     1)) {
-		struct shmrun_frame *f = (struct shmrun_frame *)(r->data + pos);
-
-		f->len = len;
-		f->kind = 0;
-		f->flags = 0;
-		r->reserved_len = len;
-		r->reserving = true;
-		*frame = f;
+		*frame = shmrun_ring_open_frame_(r, len);
 		return 0;
 	}
 	return shmrun_ring_reserve_slow(r, len, frame);

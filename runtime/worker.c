@@ -390,17 +390,55 @@ int shmrun_emit(struct shmrun_task *t, const struct shmrun_record *rec)
 	return emit_edges(t, rec);
 }
 
+/*
+ * A DATA frame of @rec on channel @c: written straight into the ring in the
+ * common case (fixed-size copies the compiler inlines), queued behind a full
+ * or already backlogged ring otherwise. @total fits the ring (checked).
+ */
+static int put_record(struct chan_out *c, const unsigned char *hdr,
+		      const struct shmrun_record *rec, bool timed, uint32_t total)
+{
+	struct shmrun_frame *f;
+
+	if (__builtin_expect(!chan_backlogged(c), 1) &&
+	    shmrun_ring_reserve(&c->ring, total, &f) == 0) {
+		unsigned char *p = f->payload;
+
+		f->kind = SHMRUN_FRAME_DATA;
+		f->flags = timed ? REC_TIMED : 0;
+		f->src_task = c->src_task;
+		f->dst_task = c->dst_task;
+		memcpy(p, hdr, REC_HDR);
+		p += REC_HDR;
+		if (timed) {
+			memcpy(p, &rec->event_time_ns, 8);
+			p += 8;
+		}
+		if (rec->key_len) {
+			memcpy(p, rec->key, rec->key_len);
+			p += rec->key_len;
+		}
+		if (rec->value_len)
+			memcpy(p, rec->value, rec->value_len);
+		return shmrun_ring_commit(&c->ring, f);
+	}
+	{
+		struct pieces pc = {
+			.p = {hdr, &rec->event_time_ns, rec->key, rec->value},
+			.n = {REC_HDR, timed ? 8 : 0, rec->key_len, rec->value_len},
+			.total = total,
+			.flags = timed ? REC_TIMED : 0,
+		};
+
+		return ovf_append(c, SHMRUN_FRAME_DATA, &pc);
+	}
+}
+
 static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)
 {
 	unsigned char hdr[REC_HDR];
 	bool timed = rec->event_time_ns != 0;
 	uint64_t total = (uint64_t)REC_HDR + (timed ? 8 : 0) + rec->key_len + rec->value_len;
-	struct pieces pc = {
-		.p = {hdr, &rec->event_time_ns, rec->key, rec->value},
-		.n = {REC_HDR, timed ? 8 : 0, rec->key_len, rec->value_len},
-		.total = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total,
-		.flags = timed ? REC_TIMED : 0,
-	};
 	uint64_t hash = 0;
 	bool hashed = false;
 	int err = 0;
@@ -446,7 +484,7 @@ static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)
 			break;
 		}
 		for (j = lo; j < hi && !err; j++)
-			err = chan_put(e->chans[j], SHMRUN_FRAME_DATA, &pc);
+			err = put_record(e->chans[j], hdr, rec, timed, (uint32_t)total);
 		if (err)
 			shmrun_task_error(t, "cannot queue output behind a full ring: %s",
 					  strerror(-err));

@@ -456,6 +456,20 @@ static enum run_end run_once(struct run *r)
 			if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 				continue;
 			describe_tasks(plan, w, tasks, sizeof(tasks));
+			if (WIFSIGNALED(status) && WTERMSIG(status) == SIGPIPE) {
+				/* a stdout_sink's reader went away (shmrun job | head):
+				 * stop like any Unix filter, without restarts */
+				shmrun_log(SHMRUN_LOG_WARN,
+					   "worker %u: its output pipe was closed (SIGPIPE); "
+					   "stopping the job",
+					   w);
+				kill_all(pids, job->workers, SIGKILL);
+				reap_all(pids, job->workers, 0);
+				running = 0;
+				r->signal = SIGPIPE;
+				end = RUN_SIGNALED;
+				break;
+			}
 			if (WIFSIGNALED(status))
 				snprintf(r->cause, sizeof(r->cause),
 					 "worker %u (CPU %d, tasks %s) was killed by signal %d (%s)", w,

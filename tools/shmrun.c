@@ -140,6 +140,10 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		case 'V':
+			if (optind < argc) {
+				fprintf(stderr, "shmrun: --version takes no arguments\n");
+				return 2;
+			}
 			printf("shmrun %s\n", SHMRUN_VERSION);
 			return 0;
 		default:

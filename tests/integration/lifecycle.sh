@@ -157,6 +157,27 @@ bad=$(cat "$tmp"/out/cross.tsv.* | awk -F'\t' '$2 != 1' | wc -l)
 [ "$bad" -eq 0 ] || fail "tiny rings: $bad keys with a count other than 1 in the second count"
 echo "ok two workers through 4 KiB rings: exact"
 
+# 7. A stdout_sink whose reader goes away (shmrun job | head): exit 141, no restart.
+cat > "$tmp/pipe.conf" <<CONF
+[job]
+checkpoint_dir = ck
+[gen]
+op = sequence
+count = 50000000
+[out]
+op = stdout_sink
+input = gen
+CONF
+set +e
+"$shmrun" "$tmp/pipe.conf" 2> "$tmp/log" | head -3 > "$tmp/head.out"
+rc=${PIPESTATUS[0]}
+set -e
+[ $rc -eq 141 ] || fail "closed output pipe: exit status $rc, expected 141"
+grep -q "output pipe was closed" "$tmp/log" || fail "closed output pipe: no message"
+grep -q "restart" "$tmp/log" && fail "closed output pipe: restarted"
+[ "$(wc -l < "$tmp/head.out")" -eq 3 ] || fail "closed output pipe: head got no lines"
+echo "ok closed output pipe -> exit 141, no restart"
+
 shm_after=$(ls /dev/shm | grep -ci shmrun || true)
 [ "$shm_after" -eq "$shm_before" ] || fail "segments left in /dev/shm"
 echo "lifecycle: all cases passed"

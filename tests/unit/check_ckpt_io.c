@@ -34,10 +34,11 @@
 #define BLOCK SHMRUN_CKPT_BLOCK
 #define HDR   SHMRUN_CKPT_HEADER
 
-/* Every test's directory lives under one base made and removed by main(), in
- * the runner process: it goes even when a failing test skips its teardown. */
-static char base[] = "/tmp/check_ckpt_io.XXXXXX";
-static char dir[sizeof(base) + 16];
+/* Every test's directory lives under tmpdir, made and removed by main() in the
+ * runner process: it goes even when a failing test skips its teardown. */
+#include "common/tmpdir.h"
+
+static char dir[sizeof(tmpdir) + 16];
 static int dfd = -1;
 static int fds_at_start;
 
@@ -64,7 +65,7 @@ static int count_fds(void)
 
 static void setup(void)
 {
-	snprintf(dir, sizeof(dir), "%s/t.XXXXXX", base);
+	snprintf(dir, sizeof(dir), "%s/t.XXXXXX", tmpdir);
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	ck_assert_int_ge(dfd, 0);
@@ -1020,18 +1021,9 @@ int main(void)
 	tcase_add_test(rd, reader_refuses_flipped_header_byte);
 	tcase_add_test(rd, reader_refuses_wrong_expectations);
 	sr = srunner_create(s);
-	if (!mkdtemp(base)) {
-		perror("mkdtemp");
-		return 1;
-	}
+	tmpdir_create("shmrun-check-ckpt-io");
 	srunner_run_all(sr, CK_NORMAL);
-	{
-		char cmd[sizeof(base) + 16];
-
-		snprintf(cmd, sizeof(cmd), "rm -rf %s", base);
-		if (system(cmd) != 0)
-			fprintf(stderr, "cannot remove %s\n", base);
-	}
+	tmpdir_remove();
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
 	return failed ? 1 : 0;

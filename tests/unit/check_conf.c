@@ -30,33 +30,11 @@
 
 #include "shmrun/job.h"
 
-static char tmpdir[256]; /* realpath of this TCase's directory */
+#include "common/tmpdir.h"
 
-static void tmpdir_create(void)
+static void suite_tmpdir_create(void)
 {
-	char tmpl[] = "/tmp/shmrun-check-conf-XXXXXX", *real;
-
-	ck_assert_ptr_nonnull(mkdtemp(tmpl));
-	real = realpath(tmpl, NULL);
-	ck_assert_ptr_nonnull(real);
-	ck_assert_uint_lt(strlen(real), sizeof(tmpdir));
-	strcpy(tmpdir, real);
-	free(real);
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-static void tmpdir_remove(void)
-{
-	if (tmpdir[0])
-		nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-	tmpdir[0] = '\0';
+	tmpdir_create("shmrun-check-conf");
 }
 
 /* tmpdir/@name into @path; subdirectories are created. */
@@ -1047,7 +1025,7 @@ static Suite *conf_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("good");
-	tcase_add_unchecked_fixture(tc, tmpdir_create, tmpdir_remove);
+	tcase_add_unchecked_fixture(tc, suite_tmpdir_create, tmpdir_remove);
 	tcase_add_test(tc, test_defaults);
 	tcase_add_test(tc, test_units_and_values);
 	tcase_add_test(tc, test_relative_paths);
@@ -1060,7 +1038,7 @@ static Suite *conf_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("bad");
-	tcase_add_unchecked_fixture(tc, tmpdir_create, tmpdir_remove);
+	tcase_add_unchecked_fixture(tc, suite_tmpdir_create, tmpdir_remove);
 	tcase_add_loop_test(tc, test_bad_config, 0, (int)(sizeof(bad) / sizeof(bad[0])));
 	tcase_add_test(tc, test_line_too_long);
 	tcase_add_test(tc, test_nul_byte);

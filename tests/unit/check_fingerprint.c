@@ -42,33 +42,11 @@
 
 #include "shmrun/job.h"
 
-static char tmpdir[256]; /* realpath of this TCase's directory */
+#include "common/tmpdir.h"
 
-static void tmpdir_create(void)
+static void suite_tmpdir_create(void)
 {
-	char tmpl[] = "/tmp/shmrun-check-fp-XXXXXX", *real;
-
-	ck_assert_ptr_nonnull(mkdtemp(tmpl));
-	real = realpath(tmpl, NULL);
-	ck_assert_ptr_nonnull(real);
-	ck_assert_uint_lt(strlen(real), sizeof(tmpdir));
-	strcpy(tmpdir, real);
-	free(real);
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-static void tmpdir_remove(void)
-{
-	if (tmpdir[0])
-		nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-	tmpdir[0] = '\0';
+	tmpdir_create("shmrun-check-fp");
 }
 
 /* All messages, one per line, for assertion output. */
@@ -603,14 +581,14 @@ static Suite *fingerprint_suite(void)
 	TCase *tc;
 
 	tc = tcase_create("changes");
-	tcase_add_unchecked_fixture(tc, tmpdir_create, tmpdir_remove);
+	tcase_add_unchecked_fixture(tc, suite_tmpdir_create, tmpdir_remove);
 	tcase_add_test(tc, test_each_change_alters);
 	tcase_add_test(tc, test_rule_in_text);
 	tcase_add_test(tc, test_rule_alone_alters);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("same");
-	tcase_add_unchecked_fixture(tc, tmpdir_create, tmpdir_remove);
+	tcase_add_unchecked_fixture(tc, suite_tmpdir_create, tmpdir_remove);
 	tcase_add_test(tc, test_solo_ignores_members);
 	tcase_add_test(tc, test_written_differently);
 	tcase_add_test(tc, test_speed_keys_ignored);
@@ -619,7 +597,7 @@ static Suite *fingerprint_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("diff");
-	tcase_add_unchecked_fixture(tc, tmpdir_create, tmpdir_remove);
+	tcase_add_unchecked_fixture(tc, suite_tmpdir_create, tmpdir_remove);
 	tcase_add_test(tc, test_diff_messages);
 	tcase_add_test(tc, test_diff_new_and_removed_stage);
 	tcase_add_test(tc, test_diff_several);

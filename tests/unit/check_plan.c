@@ -5,6 +5,7 @@
  * bound to (through the function that picks it, with a fake CPU -> node map).
  */
 #include <check.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,14 +15,15 @@
 #include "shmrun/job.h"
 #include "shmrun/placement.h"
 
-/* Every test's directory lives under one base made and removed by main(), in
- * the runner process: it goes even when a failing test skips its teardown. */
-static char base[] = "/tmp/check_plan.XXXXXX";
-static char dir[sizeof(base) + 16];
+/* Every test's directory lives under tmpdir, made and removed by main() in the
+ * runner process: it goes even when a failing test skips its teardown. */
+#include "common/tmpdir.h"
+
+static char dir[sizeof(tmpdir) + 16];
 
 static void load(const char *text, struct shmrun_job *job)
 {
-	char path[256];
+	char path[PATH_MAX];
 	struct shmrun_job_errors errs = {0};
 	FILE *f;
 	int err;
@@ -41,7 +43,7 @@ static void load(const char *text, struct shmrun_job *job)
 
 static void setup(void)
 {
-	snprintf(dir, sizeof(dir), "%s/t.XXXXXX", base);
+	snprintf(dir, sizeof(dir), "%s/t.XXXXXX", tmpdir);
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 }
 
@@ -186,18 +188,9 @@ int main(void)
 	tcase_add_test(tc, plan_prints_every_task_and_edge);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
-	if (!mkdtemp(base)) {
-		perror("mkdtemp");
-		return 1;
-	}
+	tmpdir_create("shmrun-check-plan");
 	srunner_run_all(sr, CK_NORMAL);
-	{
-		char cmd[sizeof(base) + 16];
-
-		snprintf(cmd, sizeof(cmd), "rm -rf %s", base);
-		if (system(cmd) != 0)
-			fprintf(stderr, "cannot remove %s\n", base);
-	}
+	tmpdir_remove();
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
 	return failed ? 1 : 0;

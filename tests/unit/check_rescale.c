@@ -60,7 +60,6 @@
 #define SPLIT_TRIALS   64
 #define VALUE_BYTES    8u   /* count's value: a u64 */
 
-static char root[256];      /* this TCase's directory (realpath) */
 static char trial[PATH_MAX]; /* the current trial's directory, under root */
 static char ctx[160];        /* "seed=... trial=..." for every failure message */
 static uint64_t seed, rng;
@@ -109,47 +108,22 @@ static void seed_rng(const char *test)
 
 /* ---- directories --------------------------------------------------------------- */
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-static void rm_tree(const char *path)
-{
-	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
+#include "common/tmpdir.h"
 
 static void root_create(void)
 {
-	char tmpl[] = "/tmp/shmrun-check-rescale-XXXXXX", *real;
-
-	ck_assert_ptr_nonnull(mkdtemp(tmpl));
-	real = realpath(tmpl, NULL);
-	ck_assert_ptr_nonnull(real);
-	ck_assert_uint_lt(strlen(real), sizeof(root));
-	strcpy(root, real);
-	free(real);
-}
-
-static void root_remove(void)
-{
-	if (root[0])
-		rm_tree(root);
-	root[0] = '\0';
+	tmpdir_create("shmrun-check-rescale");
 }
 
 static void trial_begin(void)
 {
-	snprintf(trial, sizeof(trial), "%s/trial-XXXXXX", root);
+	snprintf(trial, sizeof(trial), "%s/trial-XXXXXX", tmpdir);
 	CHECK(mkdtemp(trial) != NULL, "mkdtemp %s: %s", trial, strerror(errno));
 }
 
 static void trial_end(void)
 {
-	rm_tree(trial);
+	tmpdir_rm_tree(trial);
 	trial[0] = '\0';
 }
 
@@ -993,9 +967,9 @@ static Suite *rescale_suite(void)
 	TCase *keyed = tcase_create("keyed");
 	TCase *other = tcase_create("refusals_plan_epochs");
 
-	tcase_add_unchecked_fixture(split, root_create, root_remove);
-	tcase_add_unchecked_fixture(keyed, root_create, root_remove);
-	tcase_add_unchecked_fixture(other, root_create, root_remove);
+	tcase_add_unchecked_fixture(split, root_create, tmpdir_remove);
+	tcase_add_unchecked_fixture(keyed, root_create, tmpdir_remove);
+	tcase_add_unchecked_fixture(other, root_create, tmpdir_remove);
 	tcase_set_timeout(split, 100);
 	tcase_set_timeout(keyed, 100);
 	tcase_set_timeout(other, 100);

@@ -126,6 +126,9 @@ static void msg_vadd(struct loader *ld, struct msgs *m, int line, const char *fm
 
 	if (vasprintf(&body, fmt, ap) < 0)
 		goto err_nomem;
+	for (char *c = body; *c; c++) /* a message never echoes control bytes */
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
 	if (line > 0)
 		r = asprintf(&full, "%s:%d: %s", ld->path, line, body);
 	else
@@ -1961,6 +1964,24 @@ int shmrun_job_load(const char *path, struct shmrun_job *job, struct shmrun_job_
 	ld.job_sec = -1;
 	ld.job = job;
 
+	{
+		struct stat st;
+
+		/* a FIFO would block and /dev/zero never end: regular files only */
+		if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+			r = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+			errorf(&ld, 0, "is not a regular file (%s); give the path of a "
+				       "topology.conf file",
+			       S_ISDIR(st.st_mode) ? "a directory" : "a FIFO, socket or device");
+			goto err_free;
+		}
+		if (stat(path, &st) == 0 && st.st_size > (16 << 20)) {
+			r = -EFBIG;
+			errorf(&ld, 0, "is %lld bytes, too large for a topology (at most 16 MiB)",
+			       (long long)st.st_size);
+			goto err_free;
+		}
+	}
 	ld.f = fopen(path, "re");
 	if (!ld.f) {
 		int e = errno;

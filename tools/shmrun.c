@@ -65,8 +65,10 @@ static int load(const char *path, struct shmrun_job *job)
 	int err = shmrun_job_load(path, job, &errs);
 
 	if (err) {
-		for (uint32_t i = 0; i < errs.n; i++)
+		for (uint32_t i = 0; i < errs.n && i < 50; i++)
 			fprintf(stderr, "%s\n", errs.msgs[i]);
+		if (errs.n > 50)
+			fprintf(stderr, "... and %u more errors\n", errs.n - 50);
 		if (errs.n == 0)
 			fprintf(stderr, "%s: %s\n", path, strerror(-err));
 		fprintf(stderr, "shmrun: %u error%s in %s; nothing was started\n",

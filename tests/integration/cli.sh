@@ -66,6 +66,20 @@ set +e; "$shmrun" check "$tmp/ckfile.conf" 2> "$tmp/err"; rc=$?; set -e
 STREAM_RESET_STATE=maybe "$shmrun" "$tmp/good.conf" 2> "$tmp/err" && fail "STREAM_RESET_STATE=maybe accepted"
 rm -rf "$tmp/out"
 
+# Not a topology file: a FIFO (would block), /dev/zero (never ends), a
+# directory; and garbage: every error counted, at most 50 printed.
+mkfifo "$tmp/fifo.conf"
+for f in "$tmp/fifo.conf" /dev/zero "$tmp"; do
+	set +e; timeout 10 "$shmrun" check "$f" 2> "$tmp/err"; rc=$?; set -e
+	[ $rc -eq 2 ] && grep -q "is not a regular file" "$tmp/err" || fail "$f: exit $rc, expected 2 naming it"
+done
+head -c 200000 /dev/urandom | tr -d '\000' > "$tmp/garbage.conf"
+set +e; timeout 20 "$shmrun" check "$tmp/garbage.conf" 2> "$tmp/err"; rc=$?; set -e
+[ $rc -eq 2 ] || fail "garbage conf: exit $rc"
+[ "$(grep -c "garbage.conf:" "$tmp/err")" -le 51 ] || fail "garbage conf: more than 50 errors printed"
+grep -q "more errors" "$tmp/err" || fail "garbage conf: no count of the rest"
+LC_ALL=C grep -q "$(printf '\r')" "$tmp/err" && fail "garbage conf: control bytes echoed"
+
 # name | line | text appended to a minimal good job (line numbers count from 1)
 n=0
 bad() {

@@ -1001,12 +1001,12 @@ START_TEST(test_io_errors)
 	ck_assert_ptr_null(job.stages);
 	shmrun_job_errors_free(&errs);
 
-	/* a directory opens but cannot be read */
+	/* a directory is refused before it is opened */
 	r = shmrun_job_load(tmpdir, &job, &errs);
 	ck_assert_int_eq(r, -EISDIR);
 	ck_assert_uint_eq(errs.n, 1);
 	ck_assert_msg(strncmp(errs.msgs[0], tmpdir, strlen(tmpdir)) == 0 &&
-			  strstr(errs.msgs[0], "Is a directory"),
+			  strstr(errs.msgs[0], "is not a regular file (a directory)"),
 		      "%s", errs.msgs[0]);
 	shmrun_job_errors_free(&errs);
 }

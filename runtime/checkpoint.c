@@ -52,7 +52,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -67,6 +66,7 @@
 
 #include "checkpoint.h"
 #include "ckpt_io.h"
+#include "text.h"
 
 #define MANIFEST "MANIFEST"
 #define MANIFEST_TMP "MANIFEST.tmp"
@@ -113,62 +113,30 @@ void shmrun_ckpt_file_name(const struct shmrun_plan *plan, uint32_t task, char *
 	snprintf(buf, len, "%s.%u.state", plan->job->stages[t->stage].name, t->instance);
 }
 
-static const char *rule_name(int rule)
-{
-	return rule == SHMRUN_PW_SPLIT ? "split" : rule == SHMRUN_PW_UNION ? "union" : "none";
-}
-
 static int rule_of(const char *s)
 {
-	return strcmp(s, "split") == 0 ? SHMRUN_PW_SPLIT : strcmp(s, "union") == 0 ? SHMRUN_PW_UNION
-										   : SHMRUN_PW_NONE;
+	for (int r = SHMRUN_PW_NONE; r <= SHMRUN_PW_UNION; r++)
+		if (strcmp(s, shmrun_pw_rule_name(r)) == 0)
+			return r;
+	return SHMRUN_PW_NONE;
 }
 
 /* ---- MANIFEST ------------------------------------------------------------------ */
 
-struct text {
-	char *p;
-	size_t len, cap;
-};
-
-static int text_printf(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int text_printf(struct text *t, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0)
-			return -EINVAL;
-		if (t->p && t->len + (size_t)n < t->cap) {
-			t->len += (size_t)n;
-			return 0;
-		}
-		t->cap = (t->cap ? t->cap * 2 : 4096) + (size_t)n;
-		t->p = realloc(t->p, t->cap);
-		if (!t->p)
-			return -ENOMEM;
-	}
-}
-
 /* The MANIFEST text of epoch @e of @job with these files. */
 static int manifest_text(const struct shmrun_job *job, uint64_t e, bool finished,
-			 const struct shmrun_manifest_file *files, uint32_t nfiles, struct text *t)
+			 const struct shmrun_manifest_file *files, uint32_t nfiles,
+			 struct shmrun_text *t)
 {
 	struct timespec ts;
-	int err = 0;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	err |= text_printf(t, "shmrun-manifest %d\nepoch %" PRIu64 "\ntime %" PRId64 "\n",
+	shmrun_text_printf(t, "shmrun-manifest %d\nepoch %" PRIu64 "\ntime %" PRId64 "\n",
 			   MANIFEST_VERSION, e, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
-	err |= text_printf(t, "fingerprint %016" PRIx64 "\njob %s\nvnodes %u\nworkers %u\n",
+	shmrun_text_printf(t, "fingerprint %016" PRIx64 "\njob %s\nvnodes %u\nworkers %u\n",
 			   shmrun_fingerprint(job), job->name, job->vnodes, job->workers);
 	if (finished)
-		err |= text_printf(t, "finished 1\n");
+		shmrun_text_printf(t, "finished 1\n");
 	{
 		char *topo, *save = NULL;
 		size_t tlen;
@@ -176,27 +144,27 @@ static int manifest_text(const struct shmrun_job *job, uint64_t e, bool finished
 		if (shmrun_fingerprint_text(job, &topo, &tlen))
 			return -ENOMEM;
 		for (char *l = strtok_r(topo, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
-			err |= text_printf(t, "topo %s\n", l);
+			shmrun_text_printf(t, "topo %s\n", l);
 		free(topo);
 	}
 	for (uint32_t s = 0; s < job->nstages; s++)
-		err |= text_printf(t, "stage %s %s %u %s\n", job->stages[s].name,
+		shmrun_text_printf(t, "stage %s %s %u %s\n", job->stages[s].name,
 				   job->stages[s].op->name, job->stages[s].width,
-				   rule_name(job->stages[s].op->pw_rule));
+				   shmrun_pw_rule_name(job->stages[s].op->pw_rule));
 	for (uint32_t k = 0; k < nfiles; k++)
-		err |= text_printf(t, "file %s %" PRIu64 " %016" PRIx64 " %" PRIu64 " %" PRIu64 "\n",
+		shmrun_text_printf(t, "file %s %" PRIu64 " %016" PRIx64 " %" PRIu64 " %" PRIu64 "\n",
 				   files[k].name, files[k].size, files[k].xxh64, files[k].kv_bytes,
 				   files[k].pw_bytes);
-	if (!err)
-		err = text_printf(t, "end %016" PRIx64 "\n", (uint64_t)XXH64(t->p, t->len, 0));
-	return err ? -ENOMEM : 0;
+	if (!t->err) /* the closing checksum covers every line above */
+		shmrun_text_printf(t, "end %016" PRIx64 "\n", (uint64_t)XXH64(t->p, t->len, 0));
+	return t->err;
 }
 
 int shmrun_ckpt_write_manifest(const struct shmrun_job *job, uint64_t e, bool finished,
 			       const struct shmrun_manifest_file *files, uint32_t nfiles)
 {
 	struct shmrun_ckpt_writer wr;
-	struct text t = {0};
+	struct shmrun_text t = {0};
 	char path[PATH_MAX], why[256];
 	int dirfd = -1, err;
 

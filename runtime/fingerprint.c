@@ -30,7 +30,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +37,7 @@
 
 #include "shmrun/job.h"
 #include "shmrun/placement.h"
+#include "text.h"
 
 static const char *edge_word(enum shmrun_edge_kind k)
 {
@@ -46,45 +46,9 @@ static const char *edge_word(enum shmrun_edge_kind k)
 	return (unsigned)k < 4 ? w[k] : "?";
 }
 
-static const char *rule_word(int rule)
+const char *shmrun_pw_rule_name(enum shmrun_pw_rule rule)
 {
 	return rule == SHMRUN_PW_SPLIT ? "split" : rule == SHMRUN_PW_UNION ? "union" : "none";
-}
-
-struct out {
-	char *p;
-	size_t len, cap;
-	int err;
-};
-
-static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void put(struct out *o, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (o->err)
-		return;
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(o->p ? o->p + o->len : NULL, o->p ? o->cap - o->len : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			o->err = -EINVAL;
-			return;
-		}
-		if (o->p && o->len + (size_t)n < o->cap) {
-			o->len += (size_t)n;
-			return;
-		}
-		o->cap = o->cap * 2 + (size_t)n + 256;
-		o->p = realloc(o->p, o->cap);
-		if (!o->p) {
-			o->err = -ENOMEM;
-			return;
-		}
-	}
 }
 
 static int edge_cmp(const struct shmrun_job *job, uint32_t a, uint32_t b)
@@ -98,7 +62,7 @@ static int edge_cmp(const struct shmrun_job *job, uint32_t a, uint32_t b)
  * A key's value; paths inside the conf file's directory are written relative
  * to it, so a job directory that is moved or copied keeps its fingerprint.
  */
-static void put_value(struct out *o, const struct shmrun_job *job, const struct shmrun_param *p)
+static void put_value(struct shmrun_text *o, const struct shmrun_job *job, const struct shmrun_param *p)
 {
 	size_t dl = job->conf_dir ? strlen(job->conf_dir) : 0;
 	const char *v = p->value;
@@ -108,28 +72,28 @@ static void put_value(struct out *o, const struct shmrun_job *job, const struct 
 	case SHMRUN_PARAM_SIZE:
 	case SHMRUN_PARAM_RATE:
 	case SHMRUN_PARAM_DURATION:
-		put(o, "%" PRIu64, p->u64); /* "32M" and "33554432" are one value */
+		shmrun_text_printf(o, "%" PRIu64, p->u64); /* "32M" and "33554432" are one value */
 		return;
 	case SHMRUN_PARAM_BOOL:
-		put(o, "%s", p->u64 ? "true" : "false");
+		shmrun_text_printf(o, "%s", p->u64 ? "true" : "false");
 		return;
 	case SHMRUN_PARAM_PATH:
 	case SHMRUN_PARAM_PATHS:
 		break;
 	default:
-		put(o, "%s", v);
+		shmrun_text_printf(o, "%s", v);
 		return;
 	}
 	while (*v) {
 		size_t n = strcspn(v, "\n"); /* PATHS: one resolved path per line */
 
 		if (dl && n > dl && strncmp(v, job->conf_dir, dl) == 0 && v[dl] == '/')
-			put(o, "%.*s", (int)(n - dl - 1), v + dl + 1);
+			shmrun_text_printf(o, "%.*s", (int)(n - dl - 1), v + dl + 1);
 		else
-			put(o, "%.*s", (int)n, v);
+			shmrun_text_printf(o, "%.*s", (int)n, v);
 		v += n;
 		if (*v) {
-			put(o, " ");
+			shmrun_text_printf(o, " ");
 			v += strspn(v, "\n");
 		}
 	}
@@ -137,7 +101,7 @@ static void put_value(struct out *o, const struct shmrun_job *job, const struct 
 
 int shmrun_fingerprint_text(const struct shmrun_job *job, char **text, size_t *len)
 {
-	struct out o = {0};
+	struct shmrun_text o = {0};
 	struct shmrun_members m;
 	uint32_t *ids = calloc(job->workers ? job->workers : 1, sizeof(*ids));
 	char clause[1024];
@@ -169,32 +133,32 @@ int shmrun_fingerprint_text(const struct shmrun_job *job, char **text, size_t *l
 			eorder[j] = eorder[j - 1];
 		eorder[j] = e;
 	}
-	put(&o, "shmrun-topology 1\nvnodes %u\n", job->vnodes);
+	shmrun_text_printf(&o, "shmrun-topology 1\nvnodes %u\n", job->vnodes);
 	for (uint32_t x = 0; x < job->nstages; x++) {
 		const struct shmrun_stage *st = &job->stages[order[x]];
 
-		put(&o, "stage %s op=%s width=%u rule=%s\n", st->name, st->op->name, st->width,
-		    rule_word(st->op->pw_rule));
+		shmrun_text_printf(&o, "stage %s op=%s width=%u rule=%s\n", st->name, st->op->name, st->width,
+		    shmrun_pw_rule_name(st->op->pw_rule));
 		for (uint32_t i = 0; i < st->nparams; i++) {
 			const struct shmrun_param *p = &st->params[i];
 
 			if (p->def->tuning || !p->value)
 				continue;
-			put(&o, "param %s %s=", st->name, p->def->key);
+			shmrun_text_printf(&o, "param %s %s=", st->name, p->def->key);
 			put_value(&o, job, p);
-			put(&o, "\n");
+			shmrun_text_printf(&o, "\n");
 		}
 	}
 	for (uint32_t x = 0; x < job->nedges; x++) {
 		const struct shmrun_edge *ed = &job->edges[eorder[x]];
 
-		put(&o, "edge %s %s %s\n", job->stages[ed->from].name, job->stages[ed->to].name,
+		shmrun_text_printf(&o, "edge %s %s %s\n", job->stages[ed->from].name, job->stages[ed->to].name,
 		    edge_word(ed->kind));
 	}
 	free(order);
 	if (shmrun_members_init(&m, ids, job->workers ? job->workers : 1, UINT32_MAX) == 0) {
 		if (shmrun_members_fingerprint_clause(&m, clause, sizeof(clause)) > 0)
-			put(&o, "members %s\n", clause);
+			shmrun_text_printf(&o, "members %s\n", clause);
 		shmrun_members_free(&m);
 	}
 	free(ids);
@@ -294,15 +258,15 @@ static uint32_t members_of(const struct topo *t)
 	return n;
 }
 
-static void add(struct out *o, const char *what)
+static void add(struct shmrun_text *o, const char *what)
 {
-	put(o, "%s%s", o->len ? "; " : "", what);
+	shmrun_text_printf(o, "%s%s", o->len ? "; " : "", what);
 }
 
 int shmrun_fingerprint_diff(const char *old_text, const char *new_text, char **msg)
 {
 	struct topo a, b;
-	struct out o = {0};
+	struct shmrun_text o = {0};
 	char buf[600];
 	int err;
 

@@ -146,6 +146,9 @@ int shmrun_fingerprint_diff(const char *old_text, const char *new_text, char **m
 int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *const *drop,
 		   uint32_t ndrop, FILE *plan_out, uint64_t *new_epoch);
 
+/** shmrun_pw_rule_name() - "split", "union" or "none", as MANIFEST and fingerprint write it. */
+const char *shmrun_pw_rule_name(enum shmrun_pw_rule rule);
+
 /** shmrun_operator_find() - a built-in operator by name, or NULL. */
 const struct shmrun_operator *shmrun_operator_find(const char *name);
 

@@ -863,6 +863,18 @@ int shmrun_ckpt_print_verify(const char *dir, FILE *out)
 
 /* ---- state files ------------------------------------------------------------------ */
 
+int shmrun_state_put_header(struct shmrun_ckpt_buf *buf, uint32_t value_bytes, uint64_t epoch,
+			    uint32_t instance, uint32_t width, uint32_t vnodes, uint32_t nsections)
+{
+	uint32_t head[8] = {SHMRUN_STATE_VERSION, value_bytes, 0, 0, instance, width, vnodes,
+			    nsections};
+	int err;
+
+	memcpy(&head[2], &epoch, 8);
+	err = shmrun_ckpt_buf_append(buf, SHMRUN_STATE_MAGIC, 8);
+	return err ? err : shmrun_ckpt_buf_append(buf, head, sizeof(head));
+}
+
 void shmrun_state_view_free(struct shmrun_state_view *v)
 {
 	free(v->sections);

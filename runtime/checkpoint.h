@@ -189,6 +189,15 @@ struct shmrun_state_view {
 #define SHMRUN_STATE_HEAD 40u /* magic + 6 x u32/u64 fields + vnodes + nsections */
 
 /*
+ * shmrun_state_put_header() - append a state file's header (SHMRUN_STATE_HEAD
+ * bytes); @nsections vnode sections and the per-worker entries follow.
+ * Return: 0 or the buffer's -errno.
+ */
+struct shmrun_ckpt_buf;
+int shmrun_state_put_header(struct shmrun_ckpt_buf *buf, uint32_t value_bytes, uint64_t epoch,
+			    uint32_t instance, uint32_t width, uint32_t vnodes, uint32_t nsections);
+
+/*
  * shmrun_state_parse() - check and index a state file's logical content.
  * Return: 0; -EBADMSG if malformed; -ENOMEM.
  */

@@ -239,7 +239,6 @@ static int build_task(struct rescale *rs, const struct shmrun_stage *st, uint32_
 {
 	const struct shmrun_manifest_stage *os = old_stage(rs, st->name);
 	uint32_t lo, hi, nsec = 0, value_bytes = 0, old_width = os ? os->width : 0;
-	uint32_t head[6], v2[2];
 	struct entry *pool = NULL;
 	uint32_t npool = 0;
 	uint64_t npw = 0, pool_bytes;
@@ -258,18 +257,8 @@ static int build_task(struct rescale *rs, const struct shmrun_stage *st, uint32_
 		for (uint32_t s = 0; s < f->view.nsections; s++)
 			nsec += f->view.sections[s].vnode >= lo && f->view.sections[s].vnode < hi;
 	}
-	head[0] = SHMRUN_STATE_VERSION;
-	head[1] = value_bytes;
-	memcpy(&head[2], &epoch, 8);
-	head[4] = inst;
-	head[5] = st->width;
-	v2[0] = rs->job->vnodes;
-	v2[1] = nsec;
-	err = shmrun_ckpt_buf_append(buf, SHMRUN_STATE_MAGIC, 8);
-	if (!err)
-		err = shmrun_ckpt_buf_append(buf, head, sizeof(head));
-	if (!err)
-		err = shmrun_ckpt_buf_append(buf, v2, sizeof(v2));
+	err = shmrun_state_put_header(buf, value_bytes, epoch, inst, st->width, rs->job->vnodes,
+				      nsec);
 	for (uint32_t i = 0; os && i < rs->nfiles && !err; i++) {
 		const struct old_file *f = &rs->files[i];
 

@@ -667,8 +667,6 @@ uint64_t shmrun_task_restored_epoch(const struct shmrun_task *t)
  *
  * Sections are whole vnodes, so a rescale can move them without parsing keys.
  */
-#define STATE_MAGIC SHMRUN_STATE_MAGIC
-#define STATE_VERSION SHMRUN_STATE_VERSION
 
 struct kv_writer {
 	struct shmrun_ckpt_buf *buf;
@@ -692,21 +690,15 @@ static int encode_state(struct shmrun_task *t, uint64_t e, struct shmrun_ckpt_bu
 			uint64_t *kv_bytes)
 {
 	struct kv_writer kw = {.buf = buf, .value_bytes = t->kv.value_bytes};
-	uint32_t head[6] = {STATE_VERSION, t->kv.value_bytes, 0, 0, t->instance, t->width};
-	uint32_t nsec = 0, v2[2] = {t->vnodes, 0};
+	uint32_t nsec = 0;
 	uint64_t npw = t->pw_n;
 	size_t before;
 	int err;
 
-	memcpy(&head[2], &e, 8);
 	for (uint32_t v = 0; v < t->vnodes; v++)
 		nsec += shmrun_kv_vnode_keys(&t->kv, v) > 0;
-	v2[1] = nsec;
-	err = shmrun_ckpt_buf_append(buf, STATE_MAGIC, 8);
-	if (!err)
-		err = shmrun_ckpt_buf_append(buf, head, sizeof(head));
-	if (!err)
-		err = shmrun_ckpt_buf_append(buf, v2, sizeof(v2));
+	err = shmrun_state_put_header(buf, t->kv.value_bytes, e, t->instance, t->width, t->vnodes,
+				      nsec);
 	before = shmrun_ckpt_buf_len(buf);
 	for (uint32_t v = 0; v < t->vnodes && !err; v++) {
 		uint64_t n = shmrun_kv_vnode_keys(&t->kv, v);

@@ -1263,6 +1263,8 @@ static int setup(struct shmrun_worker *w)
 			t->vnode_lo = pt->vnode_lo;
 			t->vnode_hi = pt->vnode_hi;
 			t->w = w;
+			/* looked up once: source_budget() runs every loop turn */
+			t->rate = shmrun_task_param_u64(t, "rate", 0);
 			if (shmrun_kv_init(&t->kv, job->vnodes))
 				goto out;
 		}
@@ -1353,7 +1355,7 @@ static void teardown(struct shmrun_worker *w)
  */
 static int source_budget(struct shmrun_task *t)
 {
-	uint64_t rate = shmrun_task_param_u64(t, "rate", 0);
+	uint64_t rate = t->rate;
 	double allowed;
 
 	if (!rate)

@@ -73,6 +73,7 @@ struct shmrun_task {
 	uint32_t cur_key_len;
 	uint64_t cur_hash;    /* XXH3-64 of cur_key */
 	uint64_t records_in, records_out;
+	uint64_t rate;           /* the stage's `rate` key, records/s, 0 = unlimited */
 	int64_t pace_start_ns;   /* sources with `rate`: when pacing began */
 	uint64_t pace_base;      /* records_in then */
 };

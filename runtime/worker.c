@@ -1037,40 +1037,28 @@ static void reap_children(struct shmrun_worker *w)
 }
 
 /* Restore @t's key-bound state and stash its per-worker entries. */
-static int restore_task(struct shmrun_worker *w, struct shmrun_task *t)
+/* Restore @t from the restored checkpoint @dirfd (at @path) whose MANIFEST is @m. */
+static int restore_task(struct shmrun_task *t, const struct shmrun_manifest *m, int dirfd,
+			const char *path)
 {
-	const struct shmrun_job *job = w->plan->job;
-	char path[PATH_MAX], name[160], why[256];
-	struct shmrun_manifest m;
+	struct shmrun_worker *w = t->w;
+	char name[160], why[256];
 	const struct shmrun_manifest_file *f = NULL;
 	struct shmrun_state_view view = {0};
 	unsigned char *data = NULL;
 	size_t len;
-	int dirfd, err;
+	int err;
 
-	shmrun_ckpt_path(job->checkpoint_dir, w->ctl->restored_epoch, path, sizeof(path));
 	shmrun_ckpt_file_name(w->plan, t->id, name, sizeof(name));
-	err = shmrun_ckpt_read_manifest(job->checkpoint_dir, w->ctl->restored_epoch, &m,
-					       why, sizeof(why));
-	if (err) {
-		shmrun_task_error(t, "restore from %s: %s", path, why);
-		return err;
-	}
-	for (uint32_t i = 0; i < m.nfiles; i++)
-		if (strcmp(m.files[i].name, name) == 0)
-			f = &m.files[i];
+	for (uint32_t i = 0; i < m->nfiles; i++)
+		if (strcmp(m->files[i].name, name) == 0)
+			f = &m->files[i];
 	if (!f) {
 		shmrun_task_error(t, "restore from %s: MANIFEST lists no %s", path, name);
-		shmrun_manifest_free(&m);
 		return -EBADMSG;
 	}
-	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	err = dirfd < 0 ? -errno
-			: shmrun_ckpt_read_file(dirfd, name, f->size, f->xxh64, (void **)&data, &len,
-						why, sizeof(why));
-	if (dirfd >= 0)
-		close(dirfd);
-	shmrun_manifest_free(&m);
+	err = shmrun_ckpt_read_file(dirfd, name, f->size, f->xxh64, (void **)&data, &len, why,
+				    sizeof(why));
 	if (err) {
 		shmrun_task_error(t, "restore of %s/%s: %s", path, name, why);
 		return err;
@@ -1114,6 +1102,32 @@ bad:
 			  err == -EBADMSG ? "state file content is malformed" : strerror(-err));
 	shmrun_state_view_free(&view);
 	free(data);
+	return err;
+}
+
+/* Restore every task of this worker: the MANIFEST is read once. */
+static int restore_tasks(struct shmrun_worker *w)
+{
+	const char *dir = w->plan->job->checkpoint_dir;
+	char path[PATH_MAX], why[256];
+	struct shmrun_manifest m;
+	int dirfd, err;
+
+	shmrun_ckpt_path(dir, w->ctl->restored_epoch, path, sizeof(path));
+	err = shmrun_ckpt_read_manifest(dir, w->ctl->restored_epoch, &m, why, sizeof(why));
+	if (err) {
+		snprintf(w->stats->error, sizeof(w->stats->error), "restore from %.200s: %.200s", path,
+			 why);
+		w->failed = true;
+		return err;
+	}
+	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	err = dirfd < 0 ? -errno : 0;
+	for (uint32_t x = 0; x < w->ntasks && !err; x++)
+		err = restore_task(&w->tasks[x], &m, dirfd, path);
+	if (dirfd >= 0)
+		close(dirfd);
+	shmrun_manifest_free(&m);
 	return err;
 }
 
@@ -1301,13 +1315,9 @@ static int setup(struct shmrun_worker *w)
 		err = wire_task(w, &w->tasks[x], task_slot);
 		if (err)
 			goto out;
-		if (w->ctl->restored_epoch) {
-			err = restore_task(w, &w->tasks[x]);
-			if (err)
-				goto out;
-		}
 	}
-	err = 0;
+	if (w->ctl->restored_epoch)
+		err = restore_tasks(w);
 out:
 	free(task_slot);
 	return err;

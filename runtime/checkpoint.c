@@ -407,12 +407,16 @@ bool shmrun_coordinate(struct shmrun_coordinator *co, const struct shmrun_plan *
 				done++;
 		}
 		if (done == plan->ntasks) {
-			pid_t pid;
+			pid_t pid, worker0 = getpid();
 
 			co->manifest_epoch = co->epoch;
 			pid = fork();
 			if (pid == 0) {
+				/* as the snapshot children: never outlive worker 0, and
+				 * never commit for a worker that died before prctl() */
 				prctl(PR_SET_PDEATHSIG, SIGKILL);
+				if (getppid() != worker0)
+					_exit(1);
 				_exit(write_manifest(plan, ctl, co->manifest_epoch) ? 1 : 0);
 			}
 			if (pid < 0) {

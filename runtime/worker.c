@@ -852,7 +852,7 @@ static int task_snapshot(struct shmrun_task *t, uint64_t e)
 {
 	struct shmrun_worker *w = t->w;
 	int64_t t0 = now_ns();
-	pid_t pid;
+	pid_t pid, worker_pid;
 	int err = 0;
 
 	t->pw_len = 0;
@@ -868,9 +868,15 @@ static int task_snapshot(struct shmrun_task *t, uint64_t e)
 					  strerror(-err));
 		return err;
 	}
+	worker_pid = getpid();
 	pid = fork();
 	if (pid == 0) {
+		/* die with the worker — and if it died before prctl() took
+		 * effect, write nothing: a run that restarted must never see a
+		 * late file from the one that crashed */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != worker_pid)
+			_exit(1);
 		_exit(write_state_file(w, t, e) ? 1 : 0);
 	}
 	if (pid < 0) {

@@ -482,7 +482,9 @@ static int file_restore(struct shmrun_task *task, void *state, const void *entry
 		shmrun_task_error(task, "fsync %s: %s", s->path, strerror(errno));
 		err = -errno;
 	}
-	for (uint32_t i = 0; i < n && !err; i++) {
+	/* Oldest first: if a crash cuts this short, the staged files left are
+	 * again the newest ones, contiguous up to L(r), as the replay assumes. */
+	for (uint32_t i = n; i-- > 0 && !err;) {
 		char name[PATH_MAX + NAME_MAX + 40];
 
 		staged_name(s, epochs[i], name, sizeof(name));

@@ -100,7 +100,9 @@ trial() { # kind n
 	grep -q "restart 1 of" "$tmp/log" || echo "note: $kind trial $n ended before a kill landed"
 	cat "$d"/out/result.tsv* | sort > "$d/got"
 	if ! cmp -s "$tmp/$kind.expected" "$d/got"; then
-		diff "$tmp/$kind.expected" "$d/got" | head -10 >&2
+		diff "$tmp/$kind.expected" "$d/got" | head -10 >&2 || true
+		cp -r "$d" "${TMPDIR:-/tmp}/shmrun-crash-failed-$kind-$n" 2>/dev/null &&
+			cp "$tmp/log" "${TMPDIR:-/tmp}/shmrun-crash-failed-$kind-$n/shmrun.log" || true
 		fail "$kind trial $n: committed output differs from the failure-free output"
 	fi
 	ls -a "$d/out" | grep -q '\.staged$' && fail "$kind trial $n: staging files left behind"

@@ -22,15 +22,22 @@
  * offending key, or of the section header when the problem is the section.
  *
  * Why a custom inih reader. inih (Debian's build) has no line numbers in its
- * handler, stops a line at 200 bytes, treats an indented line as the
- * continuation of the previous value, and reports only the first syntax error.
+ * handler, stops a line at 200 bytes, and reports only the first syntax error.
  * read_line() hands inih one physical line at a time, so the line it counts
- * is the line the handler is called for; it strips indentation (so indented
- * keys are plain keys, never continuations), classifies the line the way inih
- * will (comment, [section], key = value) and reports every malformed or
- * over-long line itself, passing inih an empty line in its place. It also
- * records section headers, which inih does not report: a section with no keys
- * still exists, and duplicate sections are caught at their header line.
+ * is the line the handler is called for; it strips indentation, classifies the
+ * line the way inih will (comment, [section], key = value) and reports every
+ * malformed or over-long line itself, passing inih an empty line in its place.
+ * It also records section headers, which inih does not report: a section with
+ * no keys still exists, and duplicate sections are caught at their header line.
+ *
+ * Continuation lines. An indented line that does not itself read as a key
+ * line (`name =`), a comment or a section header continues the previous key's
+ * value: read_line() appends it, after one blank, to the value on_key() stored
+ * last, and hands inih an empty line. Debian builds inih with multi-line
+ * values on, but inih would call the handler once per continuation line with
+ * the same key (our duplicate-key check) and still cut each line at 200
+ * bytes; done here, a long `path =` list may span any number of lines of any
+ * length, and an indented `key = value` stays an ordinary key as it always was.
  *
  * Keys are declared as data (struct shmrun_param_def): the operators' tables in
  * runtime/ops/, and job_keys[] and stage_keys[] below. One checker,
@@ -65,8 +72,16 @@
 #define MAX_WORKERS  4096u
 #define MAX_VNODES   65536u
 #define MAX_NAME_LEN 64u  /* stage and job names */
+/*
+ * Longest duration a key accepts: 365 days in ns. Durations are added to a
+ * CLOCK_MONOTONIC reading in signed 64-bit ns (now + interval, started +
+ * timeout); this bound keeps that sum ~290 years below INT64_MAX.
+ */
+#define MAX_DURATION_NS (365ull * 86400 * 1000000000)
 #define CUR_NONE     (-1) /* no section header seen yet */
 #define CUR_SKIP     (-2) /* inside a duplicate section: its keys are not read */
+#define CONT_NONE    (-1) /* no key for a continuation line to extend */
+#define CONT_IGNORE  (-2) /* the key was rejected: drop its continuation lines */
 
 /* One `key = value` line. */
 struct kv {
@@ -101,6 +116,10 @@ struct loader {
 	struct section *sec;
 	uint32_t nsec, capsec;
 	int cur; /* index into sec of the current line's section, or CUR_* */
+	/* What an indented continuation line extends: CONT_NONE (nothing: an
+	 * error), CONT_IGNORE (a key that was rejected: its continuation lines
+	 * add nothing), or the index into sec[cur].kv of the last key stored. */
+	int cont;
 
 	struct msgs errs, warns;
 	bool nomem;
@@ -655,6 +674,56 @@ static bool classify_line(struct loader *ld, const char *s)
 	return true;
 }
 
+/* Whether @s starts like a key line: key characters, blanks, then '=' or ':'. */
+static bool looks_like_key(const char *s)
+{
+	size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.");
+
+	if (!n)
+		return false;
+	s += strspn(s + n, " \t") + n;
+	return *s == '=' || *s == ':';
+}
+
+/*
+ * An indented line that is not a key line, a comment or a section header:
+ * the continuation of the previous key's value, appended to it after one
+ * blank (inline comments and trailing blanks dropped, as inih does for the
+ * key's own line). Continuation lines are not handed to inih, so they have
+ * no length limit of their own.
+ */
+static void continue_value(struct loader *ld, const char *s)
+{
+	struct kv *kv;
+	size_t len = (size_t)(find_chars_or_comment(s, "") - s), old;
+	char *v;
+
+	while (len && isspace((unsigned char)s[len - 1]))
+		len--;
+	if (ld->cont == CONT_IGNORE || len == 0)
+		return;
+	if (ld->cont == CONT_NONE || ld->cur < 0) {
+		errorf(ld, ld->lineno,
+		       "indented line '%.40s' continues no key: a continuation line must "
+		       "follow a 'key = value' line or another continuation line",
+		       s);
+		ld->cont = CONT_IGNORE;
+		return;
+	}
+	kv = &ld->sec[ld->cur].kv[ld->cont];
+	old = strlen(kv->value);
+	v = realloc(kv->value, old + 1 + len + 1);
+	if (!v) {
+		ld->nomem = true;
+		return;
+	}
+	if (old)
+		v[old++] = ' ';
+	memcpy(v + old, s, len);
+	v[old + len] = '\0';
+	kv->value = v;
+}
+
 /* inih's reader: one physical line per call, checked and de-indented. */
 static char *read_line(char *str, int num, void *stream)
 {
@@ -662,6 +731,7 @@ static char *read_line(char *str, int num, void *stream)
 	ssize_t n;
 	size_t len;
 	char *s;
+	bool indented;
 
 	errno = 0;
 	n = getline(&ld->buf, &ld->bufcap, ld->f);
@@ -684,16 +754,28 @@ static char *read_line(char *str, int num, void *stream)
 		s += 3;
 		len -= 3;
 	}
+	indented = len && (*s == ' ' || *s == '\t');
 	while (len && isspace((unsigned char)*s)) {
 		s++;
 		len--;
 	}
-	/* inih wants 3 bytes to spare: '\r', '\n', NUL. */
-	if (num < 4 || len > (size_t)num - 3) {
-		errorf(ld, ld->lineno, "line is longer than %d characters, the INI parser's limit",
-		       num - 3);
+	if (!len || *s == '[') /* a blank line or a section ends a value */
+		ld->cont = CONT_NONE;
+	if (len && *s != ';' && *s != '#' && *s != '[' && indented && !looks_like_key(s)) {
+		continue_value(ld, s);
 		goto blank;
 	}
+	/* inih wants 3 bytes to spare: '\r', '\n', NUL. */
+	if (num < 4 || len > (size_t)num - 3) {
+		errorf(ld, ld->lineno,
+		       "line is longer than %d characters, the INI parser's limit; split a long "
+		       "value over indented continuation lines (see docs/topology.md)",
+		       num - 3);
+		ld->cont = CONT_IGNORE;
+		goto blank;
+	}
+	if (len && *s != ';' && *s != '#' && *s != '[')
+		ld->cont = CONT_IGNORE; /* a key line: on_key() says where it is stored */
 	if (!classify_line(ld, s))
 		goto blank;
 	memcpy(str, s, len);
@@ -765,6 +847,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
 		free(kv->value);
 		goto err_nomem;
 	}
+	ld->cont = (int)s->nkv; /* continuation lines extend this value */
 	s->nkv++;
 	return 1;
 
@@ -854,16 +937,54 @@ static void fmt_unit(enum shmrun_param_type t, uint64_t v, char *buf, size_t len
 		snprintf(buf, len, "%llu", (unsigned long long)v);
 }
 
-static const char *fmt_range(enum shmrun_param_type t, uint64_t min, uint64_t max, char *buf,
-			     size_t len)
+/*
+ * @v in the unit @written uses ("17179869184G" -> G, "9s" -> s, "9ms" -> ms,
+ * "9" -> bytes), if it is a whole number of that unit; else as fmt_unit().
+ */
+static void fmt_unit_as(enum shmrun_param_type t, uint64_t v, const char *written, char *buf,
+			size_t len)
 {
-	char a[32], b[32];
+	size_t n = written ? strlen(written) : 0;
+	uint64_t mul = 0;
+	const char *suffix = "";
+
+	if (t == SHMRUN_PARAM_SIZE && n) {
+		char c = written[n - 1];
+
+		mul = c == 'G' ? 1ull << 30 : c == 'M' ? 1ull << 20 : c == 'K' ? 1ull << 10 : 1;
+		suffix = c == 'G' ? "G" : c == 'M' ? "M" : c == 'K' ? "K" : "";
+	} else if (t == SHMRUN_PARAM_DURATION && n >= 2 && strcmp(written + n - 2, "ms") == 0) {
+		mul = 1000000ull;
+		suffix = "ms";
+	} else if (t == SHMRUN_PARAM_DURATION && n >= 1 && written[n - 1] == 's') {
+		mul = 1000000000ull;
+		suffix = "s";
+	}
+	if (mul && v % mul == 0)
+		snprintf(buf, len, "%llu%s", (unsigned long long)(v / mul), suffix);
+	else
+		fmt_unit(t, v, buf, len);
+}
+
+/*
+ * "MIN to MAX" of a key in natural units ("4K to 1G"), followed by the maximum
+ * in the unit of the value @written when that reads differently, so a user who
+ * wrote "10000000000s" or "2000000K" sees the bound in their own unit:
+ * "1ms to 31536000s", "4K to 1G (1048576K)".
+ */
+static const char *fmt_range(enum shmrun_param_type t, uint64_t min, uint64_t max,
+			     const char *written, char *buf, size_t len)
+{
+	char a[32], b[32], c[32];
 
 	if (t == SHMRUN_PARAM_RATE && min == 0)
 		min = 1;
 	fmt_unit(t, min, a, sizeof(a));
 	fmt_unit(t, max, b, sizeof(b));
-	if (max)
+	fmt_unit_as(t, max, written, c, sizeof(c));
+	if (max && strcmp(b, c) != 0)
+		snprintf(buf, len, "%s to %s (%s)", a, b, c);
+	else if (max)
 		snprintf(buf, len, "%s to %s", a, b);
 	else
 		snprintf(buf, len, "at least %s", a);
@@ -965,7 +1086,7 @@ static int enum_index(const char *choices, const char *s)
 static int check_value(struct loader *ld, const char *what, const struct shmrun_param_def *d,
 		       const char *value, int line, char **text, uint64_t *u64)
 {
-	char range[80];
+	char range[128];
 	uint64_t v = 0;
 	int r = 0;
 
@@ -1039,7 +1160,8 @@ static int check_value(struct loader *ld, const char *what, const struct shmrun_
 	if (r == -ERANGE) {
 		if (d->max)
 			errorf(ld, line, "%s = '%s' in %s is too large; expected %s", d->key, value,
-			       what, fmt_range(d->type, d->min, d->max, range, sizeof(range)));
+			       what,
+			       fmt_range(d->type, d->min, d->max, value, range, sizeof(range)));
 		else
 			errorf(ld, line, "%s = '%s' in %s is too large; it does not fit in 64 bits",
 			       d->key, value, what);
@@ -1050,7 +1172,7 @@ static int check_value(struct loader *ld, const char *what, const struct shmrun_
 		if (v < d->min || (d->max && v > d->max) || (d->type == SHMRUN_PARAM_RATE && !v)) {
 			errorf(ld, line, "%s = '%s' in %s is out of range; expected %s", d->key,
 			       value, what,
-			       fmt_range(d->type, d->min, d->max, range, sizeof(range)));
+			       fmt_range(d->type, d->min, d->max, value, range, sizeof(range)));
 			return 1;
 		}
 	}
@@ -1165,9 +1287,10 @@ static const struct shmrun_param_def job_keys[] = {
 	[JK_CKPT_DIR] = {.key = "checkpoint_dir", .type = SHMRUN_PARAM_PATH,
 			 .doc = "where checkpoints go (absent: no checkpoints)"},
 	[JK_CKPT_INTERVAL] = {.key = "checkpoint_interval", .type = SHMRUN_PARAM_DURATION,
-			      .def = "500ms", .min = 1000000, .doc = "time between checkpoints"},
+			      .def = "500ms", .min = 1000000, .max = MAX_DURATION_NS,
+			      .doc = "time between checkpoints"},
 	[JK_CKPT_TIMEOUT] = {.key = "checkpoint_timeout", .type = SHMRUN_PARAM_DURATION,
-			     .def = "60s", .min = 1000000,
+			     .def = "60s", .min = 1000000, .max = MAX_DURATION_NS,
 			     .doc = "a checkpoint not complete by then fails"},
 	[JK_CKPT_RETAIN] = {.key = "checkpoint_retain", .type = SHMRUN_PARAM_COUNT, .def = "2",
 			    .min = 1, .max = 1000000, .doc = "complete checkpoints kept"},
@@ -1193,6 +1316,16 @@ static const struct shmrun_param_def stage_keys[] = {
 	{0},
 };
 /* clang-format on */
+
+const struct shmrun_param_def *shmrun_job_keys(void)
+{
+	return job_keys;
+}
+
+const struct shmrun_param_def *shmrun_stage_keys(void)
+{
+	return stage_keys;
+}
 
 static bool valid_name(const char *s)
 {
@@ -1459,7 +1592,7 @@ static int load_stage(struct loader *ld, uint32_t idx)
 		char *text;
 		uint64_t v;
 
-		wd.max = 0; /* the bound is vnodes, with its own message */
+		/* past vnodes (but within MAX_VNODES) has its own message below */
 		r = check_value(ld, what, &wd, width->value, width->line, &text, &v);
 		if (r < 0)
 			return r;
@@ -1961,6 +2094,7 @@ int shmrun_job_load(const char *path, struct shmrun_job *job, struct shmrun_job_
 	memset(&ld, 0, sizeof(ld));
 	ld.path = path;
 	ld.cur = CUR_NONE;
+	ld.cont = CONT_NONE;
 	ld.job_sec = -1;
 	ld.job = job;
 

@@ -136,12 +136,14 @@ static void seq_close(struct shmrun_task *task, void *state)
 }
 
 static const struct shmrun_param_def params[] = {
+	/* open() computes (k + 1) * piece_records for k up to count / piece_records
+	 * + width: these bounds (with width <= 65536) keep it below 2^64 */
 	{.key = "count", .type = SHMRUN_PARAM_COUNT, .required = true, .min = 1,
-	 .max = UINT64_MAX / 4, .doc = "records in all"},
+	 .max = 1000000000000000000ull, .doc = "records in all"},
 	{.key = "keys", .type = SHMRUN_PARAM_COUNT, .def = "1", .min = 1, .max = UINT32_MAX,
 	 .doc = "record i has key k<i mod keys>"},
 	{.key = "piece_records", .type = SHMRUN_PARAM_COUNT, .def = "1048576", .min = 1,
-	 .max = UINT64_MAX / 4, .doc = "the range is cut into pieces of this many records"},
+	 .max = 1000000000000ull, .doc = "the range is cut into pieces of this many records"},
 	{.key = "rate", .type = SHMRUN_PARAM_RATE, .min = 1, .max = 1000000000000ull,
 	 .doc = "records per second for the whole stage (default: unlimited)", .tuning = true},
 	{0},

@@ -708,7 +708,7 @@ static const struct bad_case bad[] = {
 	{"[job]\ncheckpoint_dir = ck\ncheckpoint_interval = 500\n" TAIL, 3,
 	 "is not a valid duration; expected an unsigned integer followed by ms or s"},
 	{"[job]\ncheckpoint_dir = ck\ncheckpoint_interval = 0ms\n" TAIL, 3,
-	 "checkpoint_interval = '0ms' in [job] is out of range; expected at least 1ms"},
+	 "checkpoint_interval = '0ms' in [job] is out of range; expected 1ms to 31536000s"},
 	{"[job]\ncheckpoint_dir = ck\ncheckpoint_timeout = 1.5s\n" TAIL, 3,
 	 "is not a valid duration"},
 	{"[job]\ncheckpoint_dir = ck\ncheckpoint_retain = 0\n" TAIL, 3,
@@ -743,7 +743,7 @@ static const struct bad_case bad[] = {
 	{"[s]\nop = frobnicate\n[o]\nop = null_sink\ninput = s\n", 2,
 	 "unknown operator 'frobnicate' in stage 's'; known operators: file_source, sequence"},
 	{"[s]\nop = sequence\ncount = 1\nwidth = 0\n[o]\nop = null_sink\ninput = s\n", 4,
-	 "width = '0' in stage 's' is out of range; expected at least 1"},
+	 "width = '0' in stage 's' is out of range; expected 1 to 65536"},
 	{"[s]\nop = sequence\ncount = 1\nwidth = 2x\n[o]\nop = null_sink\ninput = s\n", 4,
 	 "width = '2x' in stage 's' is not a valid count"},
 	{"[s]\nop = sequence\ncount = 1\nwidth = 300\n[o]\nop = null_sink\ninput = s\n", 4,
@@ -1012,6 +1012,363 @@ START_TEST(test_io_errors)
 }
 END_TEST
 
+/* ---- continuation lines -------------------------------------------------- */
+
+/* Issue 8 item 13: a 5000-character path list split over indented lines. */
+START_TEST(test_continuation_long_path_list)
+{
+	struct shmrun_job job;
+	char path[PATH_MAX], *text = malloc(16384), *want = malloc(65536);
+	size_t off = 0, woff = 0, total = 0;
+	const char *v;
+
+	ck_assert_ptr_nonnull(text);
+	ck_assert_ptr_nonnull(want);
+	off += (size_t)sprintf(text + off, "[job]\n[read]\nop = file_source\npath = in/f0000.txt");
+	woff += (size_t)sprintf(want + woff, "%s/in/f0000.txt", tmpdir);
+	total += strlen("in/f0000.txt");
+	for (int i = 1; total < 5000; i++) {
+		/* several per line, tabs and blanks, a comment line and an inline
+		 * comment in between */
+		off += (size_t)sprintf(text + off, "%s", i % 8 == 1 ? "\n    " : " ");
+		if (i == 18)
+			off += (size_t)sprintf(text + off, "\n; a comment between\n\t");
+		off += (size_t)sprintf(text + off, "in/f%04d.txt", i);
+		if (i == 30)
+			off += (size_t)sprintf(text + off, " ; inline comment\n  ");
+		woff += (size_t)sprintf(want + woff, "\n%s/in/f%04d.txt", tmpdir, i);
+		total += 1 + strlen("in/f0000.txt");
+	}
+	sprintf(text + off, "\n  width = 1\n[out]\nop = null_sink\ninput = read\n");
+	put_conf("cont.conf", text, path);
+	load_ok(path, &job);
+	v = job.stages[0].params[0].value; /* path */
+	ck_assert_str_eq(job.stages[0].params[0].def->key, "path");
+	ck_assert_int_eq(job.stages[0].params[0].line, 4);
+	ck_assert_msg(strcmp(v, want) == 0, "path list differs:\n%.300s\nwant\n%.300s", v, want);
+	ck_assert_uint_eq(job.stages[0].width, 1);
+	ck_assert_int_eq(job.edges[0].line, job.stages[1].line + 2);
+	shmrun_job_free(&job);
+	free(text);
+	free(want);
+}
+END_TEST
+
+START_TEST(test_continuation_errors)
+{
+	struct shmrun_job job;
+	struct shmrun_job_errors errs;
+	char path[PATH_MAX];
+	int r;
+
+	/* an indented non-key line after a section header or a blank line */
+	put_conf("c1.conf", "[job]\n  workers = 1\n\n  stray words\n[s]\n  op = sequence\n"
+			    "  count = 10\n[o]\n    more\nop = null_sink\ninput = s\n", path);
+	r = shmrun_job_load(path, &job, &errs);
+	expect_error(path, r, &errs, 4, "indented line 'stray words' continues no key");
+	expect_error(path, r, &errs, 9, "indented line 'more' continues no key");
+	ck_assert_uint_eq(errs.n, 2);
+	shmrun_job_errors_free(&errs);
+
+	/* a continued scalar is checked as one value */
+	put_conf("c2.conf", "[job]\nworkers = 1\n  2\n" MINIMAL, path);
+	r = shmrun_job_load(path, &job, &errs);
+	expect_error(path, r, &errs, 2, "workers = '1 2' in [job] is not a valid count");
+	shmrun_job_errors_free(&errs);
+
+	/* an over-long line says to use continuation lines */
+	{
+		char text[1024];
+
+		snprintf(text, sizeof(text), "[job]\n[s]\nop = file_source\npath = %0300d\n"
+			 "  more.txt\n[o]\nop = null_sink\ninput = s\n", 7);
+		put_conf("c3.conf", text, path);
+		r = shmrun_job_load(path, &job, &errs);
+		expect_error(path, r, &errs, 4, "split a long value over indented continuation lines");
+		ck_assert_uint_eq(errs.n, 2); /* and path is missing: its line was refused */
+		shmrun_job_errors_free(&errs);
+	}
+}
+END_TEST
+
+/* ---- limits: every numeric key near its bounds --------------------------- */
+
+/*
+ * One numeric key, wherever it is declared: [job], the stage keys, or an
+ * operator's table. For each, a conf file is built that is valid except for
+ * the value under test, and the value is tried at and past its bounds.
+ */
+struct limit_key {
+	const struct shmrun_param_def *d;
+	const struct shmrun_operator *op; /* NULL: [job] or a stage key */
+	bool job;			  /* a [job] key */
+};
+
+static bool is_numeric(const struct shmrun_param_def *d)
+{
+	return d->type == SHMRUN_PARAM_COUNT || d->type == SHMRUN_PARAM_SIZE ||
+	       d->type == SHMRUN_PARAM_RATE || d->type == SHMRUN_PARAM_DURATION;
+}
+
+static uint32_t limit_keys(struct limit_key *out, uint32_t max)
+{
+	const struct shmrun_operator *const *ops = shmrun_operators();
+	uint32_t n = 0;
+
+	for (const struct shmrun_param_def *d = shmrun_job_keys(); d->key; d++)
+		if (is_numeric(d) && n < max)
+			out[n++] = (struct limit_key){.d = d, .job = true};
+	for (const struct shmrun_param_def *d = shmrun_stage_keys(); d->key; d++)
+		if (is_numeric(d) && n < max)
+			out[n++] = (struct limit_key){.d = d};
+	for (uint32_t o = 0; ops[o]; o++)
+		for (const struct shmrun_param_def *d = ops[o]->params; d && d->key; d++)
+			if (is_numeric(d) && n < max)
+				out[n++] = (struct limit_key){.d = d, .op = ops[o]};
+	return n;
+}
+
+/* The other required keys of @op, with a valid placeholder each, into @buf. */
+static void required_keys(const struct shmrun_operator *op, const struct shmrun_param_def *skip,
+			  char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (const struct shmrun_param_def *d = op->params; d && d->key; d++) {
+		if (!d->required || d == skip)
+			continue;
+		if (d->type == SHMRUN_PARAM_DURATION)
+			off += (size_t)snprintf(buf + off, len - off, "%s = 1s\n", d->key);
+		else if (is_numeric(d))
+			off += (size_t)snprintf(buf + off, len - off, "%s = %llu\n", d->key,
+						(unsigned long long)(d->min ? d->min : 1));
+		else
+			off += (size_t)snprintf(buf + off, len - off, "%s = x\n", d->key);
+	}
+}
+
+/* A conf setting key @k to @value into @text; the line of that key into *@line. */
+static void limit_conf(const struct limit_key *k, const char *value, char *text, size_t len,
+		       int *line)
+{
+	char req[512], kv[256];
+	const struct shmrun_operator *op = k->op;
+
+	snprintf(kv, sizeof(kv), "%s = %s\n", k->d->key, value);
+	if (k->job) {
+		snprintf(text, len, "[job]\n%s" MINIMAL, kv);
+		*line = 2;
+	} else if (!op) { /* width: vnodes at its maximum so width can reach its own */
+		snprintf(text, len, "[job]\nvnodes = 65536\n[gen]\nop = sequence\ncount = 1\n%s"
+			 "[out]\nop = null_sink\ninput = gen\n", kv);
+		*line = 6;
+	} else if (op->flags & SHMRUN_OP_SOURCE) {
+		required_keys(op, k->d, req, sizeof(req));
+		snprintf(text, len, "[job]\n[s]\nop = %s\n%s%s[out]\nop = null_sink\ninput = s\n",
+			 op->name, req, kv);
+	} else if (op->flags & SHMRUN_OP_SINK) {
+		required_keys(op, k->d, req, sizeof(req));
+		snprintf(text, len, "[job]\n[gen]\nop = sequence\ncount = 1\n[s]\nop = %s\n"
+			 "input = gen\n%s%s", op->name, req, kv);
+	} else {
+		required_keys(op, k->d, req, sizeof(req));
+		snprintf(text, len, "[job]\n[gen]\nop = sequence\ncount = 1\n[s]\nop = %s\n"
+			 "input = gen\n%s%s[out]\nop = null_sink\ninput = s\n", op->name, req, kv);
+	}
+	if (k->job || !op)
+		return;
+	/* the key's line: its last occurrence (the placeholders come before it) */
+	const char *at = NULL;
+
+	for (const char *p = text; (p = strstr(p, kv)) != NULL; p++)
+		at = p;
+	*line = 1;
+	for (const char *p = text; p < at; p++)
+		*line += *p == '\n';
+}
+
+/* The value of key @k in a loaded @job. */
+static uint64_t limit_value(const struct shmrun_job *job, const struct limit_key *k)
+{
+	const char *key = k->d->key;
+
+	if (k->job) {
+		if (!strcmp(key, "workers"))
+			return job->workers;
+		if (!strcmp(key, "vnodes"))
+			return job->vnodes;
+		if (!strcmp(key, "ring_bytes"))
+			return job->ring_bytes;
+		if (!strcmp(key, "checkpoint_interval"))
+			return job->checkpoint_interval_ns;
+		if (!strcmp(key, "checkpoint_timeout"))
+			return job->checkpoint_timeout_ns;
+		if (!strcmp(key, "checkpoint_retain"))
+			return job->checkpoint_retain;
+		if (!strcmp(key, "restart_attempts"))
+			return job->restart_attempts;
+		if (!strcmp(key, "union_state_limit"))
+			return job->union_state_limit;
+		if (!strcmp(key, "per_worker_state_warn"))
+			return job->per_worker_state_warn;
+		ck_abort_msg("[job] key %s: add it to limit_value()", key);
+	}
+	for (uint32_t s = 0; s < job->nstages; s++) {
+		const struct shmrun_stage *st = &job->stages[s];
+
+		if (!k->op && !strcmp(st->name, "gen"))
+			return st->width;
+		if (k->op && !strcmp(st->name, "s"))
+			for (uint32_t i = 0; i < st->nparams; i++)
+				if (st->params[i].def == k->d)
+					return st->params[i].u64;
+	}
+	ck_abort_msg("key %s not found in the loaded job", key);
+	return 0;
+}
+
+/* Load @value for @k; must succeed with *@got, or fail at the key's line. */
+static bool limit_try(const struct limit_key *k, const char *value, uint64_t *got,
+		      char *path, struct shmrun_job_errors *errs, int *line)
+{
+	struct shmrun_job job;
+	char text[2048];
+	int r;
+
+	limit_conf(k, value, text, sizeof(text), line);
+	put_conf("limit.conf", text, path);
+	r = shmrun_job_load(path, &job, errs);
+	if (r == 0) {
+		*got = limit_value(&job, k);
+		shmrun_job_free(&job);
+		return true;
+	}
+	return false;
+}
+
+static void limit_accept(const struct limit_key *k, const char *value, uint64_t want)
+{
+	struct shmrun_job_errors errs;
+	char path[PATH_MAX];
+	uint64_t got = 0;
+	int line;
+
+	ck_assert_msg(limit_try(k, value, &got, path, &errs, &line), "%s = %s refused:\n%s",
+		      k->d->key, value, dump(&errs));
+	ck_assert_msg(got == want, "%s = %s loaded as %llu, want %llu", k->d->key, value,
+		      (unsigned long long)got, (unsigned long long)want);
+}
+
+/* Refused at the key's line with a message holding @phrase (and "KEY = 'VALUE'"). */
+static void limit_reject(const struct limit_key *k, const char *value, const char *phrase)
+{
+	struct shmrun_job_errors errs;
+	char path[PATH_MAX], head[256];
+	uint64_t got;
+	int line;
+
+	ck_assert_msg(!limit_try(k, value, &got, path, &errs, &line),
+		      "%s = %s accepted as %llu", k->d->key, value, (unsigned long long)got);
+	snprintf(head, sizeof(head), "%s = '%s' in ", k->d->key, value);
+	expect_error(path, -EINVAL, &errs, line, head);
+	expect_error(path, -EINVAL, &errs, line, phrase);
+	shmrun_job_errors_free(&errs);
+}
+
+START_TEST(test_numeric_limits)
+{
+	struct limit_key keys[64];
+	uint32_t n = limit_keys(keys, 64);
+
+	ck_assert_uint_ge(n, 12); /* 8 [job], width, 5 of the operators today */
+	for (uint32_t i = 0; i < n; i++) {
+		const struct shmrun_param_def *d = keys[i].d;
+		bool dur = d->type == SHMRUN_PARAM_DURATION;
+		/* durations are written in s when the bounds allow, else in ms */
+		uint64_t u = !dur ? 1 : d->max % 1000000000ull == 0 ? 1000000000ull : 1000000ull;
+		const char *unit = !dur ? "" : u == 1000000ull ? "ms" : "s";
+		char v[64], range[96];
+		uint64_t lo = d->min ? d->min : d->type == SHMRUN_PARAM_RATE;
+
+		/* every numeric key is bounded, and its bound keeps the arithmetic
+		 * done with it (now + duration in signed ns, size x 65536 rings,
+		 * counts x widths, rate x ns) far from overflow */
+		ck_assert_msg(d->max, "%s has no maximum", d->key);
+		ck_assert_msg(d->max % u == 0, "%s: max not a whole %s", d->key, unit);
+		if (dur)
+			ck_assert_uint_le(d->max, 400ull * 86400 * 1000000000);
+		if (d->type == SHMRUN_PARAM_SIZE)
+			ck_assert_uint_le(d->max, 1ull << 47);
+		if (d->type == SHMRUN_PARAM_COUNT)
+			ck_assert_uint_le(d->max, 1000000000000000000ull);
+		if (d->type == SHMRUN_PARAM_RATE)
+			ck_assert_uint_le(d->max, 1000000000000ull);
+
+		snprintf(range, sizeof(range), "%llu%s", (unsigned long long)(d->max / u), unit);
+		/* the maximum is accepted, one more is not, with the range in the
+		 * unit written */
+		snprintf(v, sizeof(v), "%llu%s", (unsigned long long)(d->max / u), unit);
+		limit_accept(&keys[i], v, d->max);
+		snprintf(v, sizeof(v), "%llu%s", (unsigned long long)(d->max / u + 1), unit);
+		limit_reject(&keys[i], v, range);
+		/* the minimum is accepted (in whole units), one less is not */
+		if (lo % u == 0) {
+			snprintf(v, sizeof(v), "%llu%s", (unsigned long long)(lo / u), unit);
+			limit_accept(&keys[i], v, lo);
+		}
+		if (lo >= u && lo % u == 0) {
+			snprintf(v, sizeof(v), "%llu%s", (unsigned long long)(lo / u - 1), unit);
+			limit_reject(&keys[i], v, "out of range; expected");
+		}
+		/* 0 is accepted only where the range starts at 0 */
+		snprintf(v, sizeof(v), "0%s", unit);
+		if (lo == 0)
+			limit_accept(&keys[i], v, 0);
+		else
+			limit_reject(&keys[i], v, "out of range; expected");
+		/* 2^63, 2^64 and 2^64+1 name the range too */
+		snprintf(v, sizeof(v), "9223372036854775808%s", unit);
+		limit_reject(&keys[i], v, range);
+		snprintf(v, sizeof(v), "18446744073709551616%s", unit);
+		limit_reject(&keys[i], v, range);
+		snprintf(v, sizeof(v), "18446744073709551617%s", unit);
+		limit_reject(&keys[i], v, range);
+		snprintf(v, sizeof(v), "-1%s", unit);
+		limit_reject(&keys[i], v, "is not a valid");
+		/* a suffix that overflows 64 bits */
+		if (d->type == SHMRUN_PARAM_SIZE) {
+			limit_reject(&keys[i], "17179869184G", " to ");
+			limit_reject(&keys[i], "16777216G", " to ");
+		} else if (dur) {
+			limit_reject(&keys[i], "18446744074s", " to ");
+			limit_reject(&keys[i], "18446744073710ms", " to ");
+		}
+	}
+}
+END_TEST
+
+/* The reproduction of the issue: 10^10 s was accepted and overflowed to a few ms. */
+START_TEST(test_duration_overflow_refused)
+{
+	struct shmrun_job job;
+	struct shmrun_job_errors errs;
+	char path[PATH_MAX];
+	int r;
+
+	put_conf("d.conf", "[job]\ncheckpoint_dir = ck\ncheckpoint_interval = 10000000000s\n"
+			   "checkpoint_timeout = 10000000000000ms\n" MINIMAL, path);
+	r = shmrun_job_load(path, &job, &errs);
+	expect_error(path, r, &errs, 3,
+		     "checkpoint_interval = '10000000000s' in [job] is out of range; expected "
+		     "1ms to 31536000s");
+	expect_error(path, r, &errs, 4,
+		     "checkpoint_timeout = '10000000000000ms' in [job] is out of range; expected "
+		     "1ms to 31536000s (31536000000ms)");
+	shmrun_job_errors_free(&errs);
+}
+END_TEST
+
 static Suite *conf_suite(void)
 {
 	Suite *s = suite_create("conf");
@@ -1045,6 +1402,18 @@ static Suite *conf_suite(void)
 	tcase_add_test(tc, test_cpus_not_online);
 	tcase_add_test(tc, test_all_errors_collected);
 	tcase_add_test(tc, test_io_errors);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("continuation");
+	tcase_add_unchecked_fixture(tc, suite_tmpdir_create, tmpdir_remove);
+	tcase_add_test(tc, test_continuation_long_path_list);
+	tcase_add_test(tc, test_continuation_errors);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("limits");
+	tcase_add_unchecked_fixture(tc, suite_tmpdir_create, tmpdir_remove);
+	tcase_add_test(tc, test_numeric_limits);
+	tcase_add_test(tc, test_duration_overflow_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }

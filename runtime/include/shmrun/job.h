@@ -101,6 +101,17 @@ struct shmrun_job_errors {
  */
 int shmrun_job_load(const char *path, struct shmrun_job *job, struct shmrun_job_errors *errs);
 
+/**
+ * shmrun_job_keys() - the [job] keys topology.conf accepts, with their types,
+ * defaults and ranges; a table ending with an entry whose key is NULL. Every
+ * numeric key (count, size, rate, duration) has a max: the range within which
+ * the runtime's arithmetic with it cannot overflow. Static; never freed.
+ */
+const struct shmrun_param_def *shmrun_job_keys(void);
+
+/** shmrun_stage_keys() - the keys every stage accepts (op, width, input); as above. */
+const struct shmrun_param_def *shmrun_stage_keys(void);
+
 /** shmrun_job_free() - release everything a loaded job owns. */
 void shmrun_job_free(struct shmrun_job *job);
 

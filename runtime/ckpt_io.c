@@ -787,15 +787,34 @@ static int plain_fsync(int fd)
 	return err;
 }
 
-/* Create @name in @dirfd for writing. Return: fd or -errno. */
+int shmrun_ckpt_mkdir(const char *path)
+{
+	if (mkdir(path, 0700) < 0)
+		return -errno;
+	/* the umask may have removed bits we need (0277 gives 0500) */
+	if (chmod(path, 0700) < 0)
+		return -errno;
+	return 0;
+}
+
+/*
+ * Create @name in @dirfd for writing, mode 0600 whatever the umask (an
+ * existing file replaced with O_TRUNC gets 0600 too). Return: fd or -errno.
+ */
 static int create_file(int dirfd, const char *name, bool excl)
 {
 	int flags = O_CREAT | O_WRONLY | O_CLOEXEC | (excl ? O_EXCL : O_TRUNC);
 	int fd;
 
 	do {
-		fd = openat(dirfd, name, flags, 0644);
+		fd = openat(dirfd, name, flags, 0600);
 	} while (fd < 0 && errno == EINTR);
+	if (fd >= 0 && fchmod(fd, 0600) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
 	return fd < 0 ? -errno : fd;
 }
 

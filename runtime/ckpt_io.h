@@ -181,7 +181,8 @@ bool shmrun_ckpt_writer_uses_uring(const struct shmrun_ckpt_writer *w);
  * shmrun_ckpt_write_file() - write the sealed @buf as the new file @name in
  * directory @dirfd, durably.
  *
- * Creates @name (O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, mode 0644), writes
+ * Creates @name (O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC) with mode 0600 whatever
+ * the umask (state may hold secrets: a lookup table, keys), writes
  * every block — in io_uring mode as batched IORING_OP_WRITEV submissions, up to
  * the writer's depth in flight — and checks every completion: a short write is
  * resubmitted for the rest; -EINTR, -EAGAIN and -ECANCELED (the kernel
@@ -207,6 +208,17 @@ bool shmrun_ckpt_writer_uses_uring(const struct shmrun_ckpt_writer *w);
  */
 int shmrun_ckpt_write_file(struct shmrun_ckpt_writer *w, int dirfd, const char *name,
 			   const struct shmrun_ckpt_buf *buf, uint64_t *size, uint64_t *xxh64);
+
+/*
+ * shmrun_ckpt_mkdir() - create the directory @path with mode 0700 whatever the
+ * umask (fchmod-like chmod after mkdir(2), so a umask of 022, 000 or 0277 all
+ * give 0700): checkpoint directories and every directory the runtime makes
+ * for them (checkpoint_dir and its parents, ckpt-<epoch>/, reset-<time>/).
+ * Return: 0 when created; -EEXIST if @path exists (its mode is left alone:
+ * the caller decides whether that is an error); another -errno of mkdir(2)
+ * or chmod(2).
+ */
+int shmrun_ckpt_mkdir(const char *path);
 
 /* Flag of shmrun_ckpt_write_bytes(): replace an existing file (O_TRUNC) instead of -EEXIST. */
 #define SHMRUN_CKPT_TRUNC 0x1

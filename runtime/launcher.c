@@ -274,10 +274,10 @@ static int reset_state(const char *dir)
 	gmtime_r(&now, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
 	snprintf(aside, sizeof(aside), "%s/reset-%s", dir, stamp);
-	for (int k = 0; mkdir(aside, 0777) < 0; k++) {
-		if (errno != EEXIST || k > 100) {
+	for (int k = 0, err; (err = shmrun_ckpt_mkdir(aside)) < 0; k++) {
+		if (err != -EEXIST || k > 100) {
 			shmrun_log(SHMRUN_LOG_ERROR, "STREAM_RESET_STATE=1: cannot create %s: %s",
-				   aside, strerror(errno));
+				   aside, strerror(-err));
 			free(epochs);
 			return -EIO;
 		}
@@ -516,8 +516,12 @@ static int make_dirs(const char *path)
 	for (char *p = strchr(buf + 1, '/');; p = strchr(p + 1, '/')) {
 		if (p)
 			*p = 0;
-		if (mkdir(buf, 0777) < 0 && errno != EEXIST)
+		int err = shmrun_ckpt_mkdir(buf); /* 0700: checkpoints may hold secrets */
+
+		if (err && err != -EEXIST) {
+			errno = -err;
 			return -1;
+		}
 		if (!p)
 			break;
 		*p = '/';

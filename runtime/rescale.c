@@ -407,10 +407,12 @@ int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *co
 		e = (n > 0 ? epochs[0] : rs.epoch) + 1;
 		free(epochs);
 		shmrun_ckpt_path(dir, e, path, sizeof(path));
-		if (mkdir(path, 0777) < 0 || (dirfd = open(path, O_RDONLY | O_DIRECTORY)) < 0) {
+		err = shmrun_ckpt_mkdir(path); /* 0700 whatever the umask */
+		if (!err && (dirfd = open(path, O_RDONLY | O_DIRECTORY)) < 0)
 			err = -errno;
+		if (err) {
 			snprintf(rs.why, sizeof(rs.why), "cannot create %s: %s", path,
-				 strerror(errno));
+				 strerror(-err));
 			goto out;
 		}
 		err = shmrun_ckpt_writer_init(&wr, 16, why, sizeof(why));

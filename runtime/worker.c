@@ -739,14 +739,12 @@ static int write_state_file(struct shmrun_worker *w, struct shmrun_task *t, uint
 	shmrun_ckpt_buf_init(&buf);
 	shmrun_ckpt_path(job->checkpoint_dir, e, path, sizeof(path));
 	shmrun_ckpt_file_name(w->plan, t->id, name, sizeof(name));
-	if (mkdir(job->checkpoint_dir, 0777) < 0 && errno != EEXIST) {
-		err = -errno;
+	err = shmrun_ckpt_mkdir(job->checkpoint_dir);
+	if (err && err != -EEXIST)
 		goto out;
-	}
-	if (mkdir(path, 0777) < 0 && errno != EEXIST) {
-		err = -errno;
+	err = shmrun_ckpt_mkdir(path); /* 0700: state may hold secrets */
+	if (err && err != -EEXIST)
 		goto out;
-	}
 	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0) {
 		err = -errno;

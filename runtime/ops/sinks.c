@@ -110,7 +110,13 @@ static int sink_flush(struct shmrun_task *task, struct sink *s)
 		staged_name(s, 0, name, sizeof(name));
 		/* the epoch is not known until its barrier: open as ".0" and
 		 * rename at the barrier */
-		s->stage_fd = open(name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		/* 0600 whatever the umask: staged output is not yet the user's to
+		 * share (the committed file keeps the umask, see docs/checkpoints.md) */
+		s->stage_fd = open(name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (s->stage_fd >= 0 && fchmod(s->stage_fd, 0600) < 0) {
+			close(s->stage_fd);
+			s->stage_fd = -1;
+		}
 		if (s->stage_fd < 0) {
 			shmrun_task_error(task, "cannot create staging file %s: %s", name,
 					  strerror(errno));

@@ -434,6 +434,41 @@ static int put_record(struct chan_out *c, const unsigned char *hdr,
 	}
 }
 
+/*
+ * Say why @rec (@total bytes with its framing) does not fit @e's rings, and
+ * what to do that is true: the smallest ring_bytes that would hold it, or,
+ * past the largest ring, that no ring ever will (a frame is at most half a
+ * ring: shmrun_ring_max_payload()).
+ */
+static void record_too_large(struct shmrun_task *t, const struct out_edge *e,
+			     const struct shmrun_record *rec, uint64_t total)
+{
+	uint64_t cap = e->chans[0]->ring.capacity, need = cap;
+	uint64_t framing = total - rec->key_len - rec->value_len;
+	uint64_t largest = SHMRUN_RING_MAX_CAPACITY / 2 - SHMRUN_FRAME_HEADER;
+
+	while (need < SHMRUN_RING_MAX_CAPACITY && need / 2 - SHMRUN_FRAME_HEADER < total)
+		need *= 2;
+	if (total <= largest)
+		shmrun_task_error(t,
+				  "record of %" PRIu64 " bytes (key %u + value %u + %" PRIu64
+				  " of framing) does not fit a ring of ring_bytes=%" PRIu64
+				  " (largest record: %u bytes); raise ring_bytes in [job] to at "
+				  "least %" PRIu64 "%s",
+				  total, rec->key_len, rec->value_len, framing, cap,
+				  e->max_payload, need >= (1u << 20) ? need >> 20 : need >> 10,
+				  need >= (1u << 20) ? "M" : "K");
+	else
+		shmrun_task_error(t,
+				  "record of %" PRIu64 " bytes (key %u + value %u + %" PRIu64
+				  " of framing) can never fit a ring: the largest record is %" PRIu64
+				  " bytes (key + value at most %" PRIu64 "), even at the maximum "
+				  "ring_bytes = 1G; split the record into smaller ones (for a "
+				  "file_source: shorten its lines, one line is one record)",
+				  total, rec->key_len, rec->value_len, framing, largest,
+				  largest - framing);
+}
+
 static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)
 {
 	unsigned char hdr[REC_HDR];
@@ -452,13 +487,7 @@ static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)
 			continue;
 		}
 		if (total > e->max_payload) {
-			shmrun_task_error(t,
-					  "record of %" PRIu64 " bytes (key %u + value %u + %" PRIu64
-					  " of framing) does not fit a ring of ring_bytes=%" PRIu64
-					  " (largest record: %u bytes); raise ring_bytes in [job]",
-					  total, rec->key_len, rec->value_len,
-					  total - rec->key_len - rec->value_len,
-					  e->chans[0]->ring.capacity, e->max_payload);
+			record_too_large(t, e, rec, total);
 			return -EMSGSIZE;
 		}
 		if (!hashed) {

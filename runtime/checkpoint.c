@@ -283,8 +283,19 @@ static void abort_epoch(struct shmrun_coordinator *co, const struct shmrun_plan 
 	shmrun_log(SHMRUN_LOG_WARN, "epoch %" PRIu64 " aborted: %s; the previous checkpoint "
 				    "stands and the next epoch starts",
 		   co->epoch, why);
-	/* release: tasks aligning this epoch drop it (acquire in worker.c). */
-	atomic_store_explicit(&ctl->aborted_epoch, co->epoch, memory_order_release);
+	/*
+	 * seq_cst (also a release: tasks aligning this epoch drop it, acquire in
+	 * worker.c): pairs with the seq_cst loads of aborted_epoch in
+	 * write_state_file() (worker.c). A snapshot child of this epoch that is
+	 * still running, or not yet started, cannot be waited for here — a
+	 * task may snapshot the epoch at any later moment until it sees the
+	 * abort. So the directory is removed now, and every late writer removes
+	 * its own file (and the directory, when it is the last) after it sees
+	 * the abort; whichever comes second finds the other's work. A directory
+	 * left by a writer killed mid-way (the job ended or crashed) is removed
+	 * at the next start (shmrun_ckpt_remove_incomplete()).
+	 */
+	atomic_store_explicit(&ctl->aborted_epoch, co->epoch, memory_order_seq_cst);
 	remove_ckpt(plan->job->checkpoint_dir, co->epoch);
 	if (atomic_load_explicit(&ctl->final_epoch, memory_order_acquire) == co->epoch)
 		atomic_store_explicit(&ctl->failed, 1, memory_order_release);
@@ -745,10 +756,12 @@ int64_t shmrun_ckpt_select(const char *dir, struct shmrun_manifest *m)
 			break;
 		}
 		/* Without a MANIFEST nothing was ever committed (the rename is the
-		 * commit): an incomplete epoch, not a checkpoint. */
+		 * commit): an incomplete epoch, not a checkpoint. The launcher
+		 * removes those after the selection (shmrun_ckpt_remove_incomplete()
+		 * names them), so they are not reported one by one here. */
 		committed += err != -ENOENT;
-		shmrun_log(SHMRUN_LOG_WARN, "checkpoint %s/ckpt-%" PRIu64 " skipped: %s", dir,
-			   epochs[i], why);
+		shmrun_log(err == -ENOENT ? SHMRUN_LOG_DEBUG : SHMRUN_LOG_WARN,
+			   "checkpoint %s/ckpt-%" PRIu64 " skipped: %s", dir, epochs[i], why);
 	}
 	if (chosen < 0 && committed == 0)
 		chosen = 0; /* only incomplete epochs: start from empty state */
@@ -760,6 +773,48 @@ int64_t shmrun_ckpt_select(const char *dir, struct shmrun_manifest *m)
 			   dir, committed, committed == 1 ? "" : "s");
 	free(epochs);
 	return chosen;
+}
+
+/* Whether checkpoint_dir/ckpt-<epoch> has a MANIFEST (was committed). */
+static bool has_manifest(const char *dir, uint64_t epoch)
+{
+	char path[PATH_MAX + 20];
+	struct stat st;
+
+	shmrun_ckpt_path(dir, epoch, path, sizeof(path) - 20);
+	strcat(path, "/" MANIFEST);
+	return lstat(path, &st) == 0 || errno != ENOENT;
+}
+
+int shmrun_ckpt_remove_incomplete(const char *dir)
+{
+	uint64_t *epochs;
+	int n = shmrun_ckpt_list(dir, &epochs), removed = 0;
+	char names[200];
+	size_t off = 0;
+
+	if (n <= 0) {
+		free(epochs);
+		return n == -ENOENT ? 0 : n;
+	}
+	names[0] = '\0';
+	for (int i = n - 1; i >= 0; i--) { /* oldest first, as the names read */
+		if (has_manifest(dir, epochs[i]))
+			continue;
+		remove_ckpt(dir, epochs[i]);
+		if (removed < 6 && off < sizeof(names))
+			off += (size_t)snprintf(names + off, sizeof(names) - off, "%sckpt-%" PRIu64,
+						removed ? ", " : "", epochs[i]);
+		removed++;
+	}
+	free(epochs);
+	if (removed)
+		shmrun_log(SHMRUN_LOG_INFO,
+			   "removed %d incomplete checkpoint director%s of %s (no MANIFEST: "
+			   "aborted or interrupted epochs, never committed): %s%s",
+			   removed, removed == 1 ? "y" : "ies", dir, names,
+			   removed > 6 ? ", ..." : "");
+	return removed;
 }
 
 int shmrun_ckpt_check_topology(const struct shmrun_manifest *m, const struct shmrun_job *job,
@@ -828,14 +883,49 @@ static void print_one(const char *dir, uint64_t epoch, bool verify, FILE *out, i
 	shmrun_manifest_free(&m);
 }
 
+/* "ckpt-3, ckpt-5" for the epochs[i] of [from, to) whose status matches @want_incomplete. */
+static void name_epochs(char *buf, size_t len, const uint64_t *epochs, const int *status, int from,
+			int to, bool want_incomplete)
+{
+	size_t off = 0;
+	int k = 0;
+
+	buf[0] = '\0';
+	for (int i = to - 1; i >= from && off < len; i--) { /* oldest first */
+		if (!status[i] || (status[i] == -ENOENT) != want_incomplete)
+			continue;
+		if (k++ == 6) {
+			snprintf(buf + off, len - off, ", ...");
+			break;
+		}
+		off += (size_t)snprintf(buf + off, len - off, "%sckpt-%" PRIu64, off ? ", " : "",
+					epochs[i]);
+	}
+}
+
+/*
+ * Every checkpoint, then (verify) what a restore would do — the newest one
+ * that verifies, as shmrun_ckpt_select() picks it — and why newer ones would
+ * be passed over. Exit status: 0 when a restore would use a checkpoint and no
+ * committed checkpoint is damaged; an incomplete directory (no MANIFEST) is
+ * not a failure, it never held a checkpoint.
+ */
 static int print_all(const char *dir, FILE *out, bool verify)
 {
 	uint64_t *epochs;
-	int n = shmrun_ckpt_list(dir, &epochs), newest = -ENOENT;
+	int n = shmrun_ckpt_list(dir, &epochs), chosen = -1, damaged = 0, incomplete = 0;
+	int *status;
+	char names[160];
 
 	if (n < 0) {
 		fprintf(stderr, "shmrun: cannot read checkpoint directory %s: %s\n", dir,
 			strerror(-n));
+		return 1;
+	}
+	status = calloc((size_t)n + 1, sizeof(*status));
+	if (!status) {
+		free(epochs);
+		fprintf(stderr, "shmrun: out of memory\n");
 		return 1;
 	}
 	if (n == 0)
@@ -843,16 +933,50 @@ static int print_all(const char *dir, FILE *out, bool verify)
 	else
 		fprintf(out, "%-13s %-20s %10s  %s\n", "epoch", "time (UTC)", "bytes",
 			"status and state per stage");
-	for (int i = 0; i < n; i++)
-		print_one(dir, epochs[i], true, out, i == 0 ? &newest : NULL);
+	for (int i = 0; i < n; i++) {
+		print_one(dir, epochs[i], true, out, &status[i]);
+		if (!status[i] && chosen < 0)
+			chosen = i;
+		damaged += status[i] && status[i] != -ENOENT;
+		incomplete += status[i] == -ENOENT;
+	}
+	if (!verify || n == 0)
+		goto out;
+	if (chosen >= 0) {
+		fprintf(out, "%s: a restore would use ckpt-%" PRIu64 ", the newest that verifies\n",
+			dir, epochs[chosen]);
+		name_epochs(names, sizeof(names), epochs, status, 0, chosen, true);
+		if (*names)
+			fprintf(out,
+				"%s: newer %s incomplete (no MANIFEST: an aborted or interrupted "
+				"epoch, never committed); a restore skips and removes it\n",
+				dir, names);
+		name_epochs(names, sizeof(names), epochs, status, 0, chosen, false);
+		if (*names)
+			fprintf(out, "%s: newer %s damaged; a restore skips it\n", dir, names);
+	} else if (damaged) {
+		fprintf(out,
+			"%s: no checkpoint verifies; a restore would refuse to start (move the "
+			"directory aside, or STREAM_RESET_STATE=1)\n",
+			dir);
+	} else {
+		fprintf(out,
+			"%s: no complete checkpoint (%d incomplete: no MANIFEST); a restore would "
+			"start from empty state\n",
+			dir, incomplete);
+	}
+	name_epochs(names, sizeof(names), epochs, status, chosen < 0 ? 0 : chosen + 1, n, false);
+	if (chosen >= 0 && *names)
+		fprintf(out, "%s: older %s damaged\n", dir, names);
+	if (damaged)
+		fprintf(out, "%s: %d damaged checkpoint%s: verify fails\n", dir, damaged,
+			damaged == 1 ? "" : "s");
+out:
+	free(status);
 	free(epochs);
 	if (!verify)
 		return 0;
-	if (n == 0)
-		return 1;
-	if (newest)
-		fprintf(out, "%s: the newest checkpoint does not verify\n", dir);
-	return newest ? 1 : 0;
+	return chosen >= 0 && !damaged ? 0 : 1;
 }
 
 int shmrun_ckpt_print_list(const char *dir, FILE *out)

@@ -149,6 +149,18 @@ int shmrun_ckpt_list(const char *dir, uint64_t **epochs);
 int64_t shmrun_ckpt_select(const char *dir, struct shmrun_manifest *m);
 
 /*
+ * shmrun_ckpt_remove_incomplete() - remove every ckpt-<epoch> directory of
+ * @dir that has no MANIFEST: an epoch that was aborted or interrupted (a crash,
+ * a snapshot writer killed mid-way) and so never committed — the rename of
+ * MANIFEST is the commit. A directory with a MANIFEST, even a damaged one, is
+ * never touched. Logs one line naming what it removed. Call only when no
+ * process of the job can be writing into @dir: at start, after the restore
+ * selection (shmrun_ckpt_select()), before any worker runs.
+ * Return: how many were removed; -errno if @dir cannot be read (-ENOENT: 0).
+ */
+int shmrun_ckpt_remove_incomplete(const char *dir);
+
+/*
  * shmrun_ckpt_check_topology() - whether @m was written by this topology: the
  * same fingerprint. Return: 0, or -ESTALE with every difference in @why.
  */

@@ -330,6 +330,7 @@ static int select_restore(struct run *r)
 	if (n > 0)
 		atomic_store_explicit(&r->ctl->trigger_epoch, epochs[0], memory_order_relaxed);
 	free(epochs);
+	shmrun_ckpt_remove_incomplete(job->checkpoint_dir);
 	if (e == 0) {
 		shmrun_log(SHMRUN_LOG_INFO, "no checkpoint in %s: starting from empty state",
 			   job->checkpoint_dir);

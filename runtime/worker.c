@@ -768,6 +768,10 @@ static int write_state_file(struct shmrun_worker *w, struct shmrun_task *t, uint
 	shmrun_ckpt_buf_init(&buf);
 	shmrun_ckpt_path(job->checkpoint_dir, e, path, sizeof(path));
 	shmrun_ckpt_file_name(w->plan, t->id, name, sizeof(name));
+	/* an epoch aborted before its barrier reached this task: write nothing
+	 * (the coordinator has removed, or will remove, its directory) */
+	if (e <= atomic_load_explicit(&w->ctl->aborted_epoch, memory_order_seq_cst))
+		return 0;
 	err = shmrun_ckpt_mkdir(job->checkpoint_dir);
 	if (err && err != -EEXIST)
 		goto out;
@@ -813,6 +817,17 @@ static int write_state_file(struct shmrun_worker *w, struct shmrun_task *t, uint
 		err = shmrun_ckpt_fsync_dir(dirfd);
 	shmrun_ckpt_writer_close(&wr);
 out:
+	/*
+	 * A late writer of an aborted epoch removes what it wrote, and the
+	 * directory once it is empty. seq_cst: pairs with the seq_cst store of
+	 * aborted_epoch in abort_epoch() (checkpoint.c). Either this load sees
+	 * the abort, or it comes before that store, and then so did this file's
+	 * creation: the coordinator's removal, after its store, finds the file.
+	 */
+	if (dirfd >= 0 && e <= atomic_load_explicit(&w->ctl->aborted_epoch, memory_order_seq_cst)) {
+		unlinkat(dirfd, name, 0);
+		rmdir(path); /* fails while another late writer's file is there */
+	}
 	if (dirfd >= 0)
 		close(dirfd);
 	shmrun_ckpt_buf_free(&buf);

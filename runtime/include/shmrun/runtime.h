@@ -90,9 +90,13 @@ int shmrun_ckpt_print_list(const char *dir, FILE *out);
 /**
  * shmrun_ckpt_print_verify() - `shmrun ckpt verify DIR`: verify every
  * checkpoint under @dir (MANIFEST checksum, every file's size, whole-file and
- * per-block checksums) and print one line each.
- * Return: exit status: 0 only if the newest checkpoint verifies; 1 otherwise
- * (also when there is none).
+ * per-block checksums) and print one line each, then what a restore would
+ * do: the checkpoint it would use (the newest that verifies) and why any
+ * newer directory would be passed over (incomplete: no MANIFEST, an aborted or
+ * interrupted epoch; or damaged).
+ * Return: exit status: 0 if a restore would use a checkpoint and no committed
+ * checkpoint is damaged (incomplete directories are not failures); 1 otherwise
+ * (also when there is no complete checkpoint).
  */
 int shmrun_ckpt_print_verify(const char *dir, FILE *out);
 

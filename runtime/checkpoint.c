@@ -366,6 +366,106 @@ static void guard_per_worker_state(struct shmrun_coordinator *co, const struct s
 	}
 }
 
+/* Every worker's heartbeat now, for describe_timeout(). */
+static void note_heartbeats(struct shmrun_coordinator *co, struct shmrun_control *ctl)
+{
+	struct shmrun_worker_stats *stats = shmrun_control_stats(ctl);
+
+	if (!co->beats)
+		co->beats = calloc(ctl->workers ? ctl->workers : 1, sizeof(*co->beats));
+	for (uint32_t w = 0; co->beats && w < ctl->workers; w++)
+		co->beats[w] = atomic_load_explicit(&stats[w].heartbeat, memory_order_relaxed);
+}
+
+/* The state letter of process @pid (R, S, D, T, t, Z...) from /proc, or 0. */
+static char process_state(int pid)
+{
+	char path[40], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	if (pid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* "pid (comm) S ...": comm may hold blanks and ')' */
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/*
+ * Why epoch co->epoch timed out, into @buf: the tasks that did not report
+ * their snapshot and, for each worker running one, whether it is making
+ * progress — a worker whose loop has not turned since the epoch started is
+ * stuck, and one whose process is in state T was stopped (SIGSTOP, or a
+ * terminal's job control). Only those are named, so a message points at the
+ * worker to look at, not at every worker downstream of it.
+ */
+static void describe_timeout(const struct shmrun_coordinator *co, const struct shmrun_plan *plan,
+			     struct shmrun_control *ctl, int64_t now_ns, char *buf, size_t len)
+{
+	const struct shmrun_job *job = plan->job;
+	struct shmrun_task_slot *slots = shmrun_control_slots(ctl);
+	struct shmrun_worker_stats *stats = shmrun_control_stats(ctl);
+	double secs = (double)(now_ns - co->started_ns) / 1e9;
+	size_t off = 0;
+	uint32_t late = 0;
+
+#define PUT(...)                                                                       \
+	do {                                                                           \
+		if (off < len)                                                         \
+			off += (size_t)snprintf(buf + off, len - off, __VA_ARGS__);   \
+	} while (0)
+	PUT("not complete within checkpoint_timeout (%.1f s); not reported by", secs);
+	for (uint32_t k = 0; k < plan->ntasks; k++) {
+		const struct shmrun_plan_task *t = &plan->tasks[k];
+
+		if (atomic_load_explicit(&slots[k].done_epoch, memory_order_acquire) == co->epoch)
+			continue;
+		if (late++ < 8)
+			PUT("%s %s[%u] (worker %u)", late > 1 ? "," : "",
+			    job->stages[t->stage].name, t->instance, t->worker);
+	}
+	if (late > 8)
+		PUT(" and %u more tasks", late - 8);
+	for (uint32_t w = 0; w < ctl->workers && co->beats; w++) {
+		int pid = atomic_load_explicit(&stats[w].pid, memory_order_relaxed);
+		uint64_t beat = atomic_load_explicit(&stats[w].heartbeat, memory_order_relaxed);
+		char state = process_state(pid);
+		bool stuck = beat == co->beats[w], any = false;
+
+		bool stopped = state == 'T' || state == 't';
+
+		/* a loop turn can take a while (a large batch): no progress is
+		 * worth naming only past a second */
+		stuck = stuck && secs >= 1.0;
+		if (!stuck && !stopped)
+			continue;
+		PUT("; worker %u (pid %d, CPU %d, tasks", w, pid, job->cpus[w]);
+		for (uint32_t k = 0; k < plan->ntasks; k++)
+			if (plan->tasks[k].worker == w) {
+				PUT("%s %s[%u]", any ? "," : "", job->stages[plan->tasks[k].stage].name,
+				    plan->tasks[k].instance);
+				any = true;
+			}
+		if (stuck)
+			PUT(") has made no progress for %.1f s", secs);
+		else
+			PUT(")");
+		PUT("%s", state == 'T'	 ? " (process is stopped: SIGSTOP?)"
+			  : state == 't' ? " (process is stopped by a debugger)"
+			  : state == 'D' ? " (process is in an uninterruptible wait: disk?)"
+					 : "");
+	}
+#undef PUT
+}
+
 bool shmrun_coordinate(struct shmrun_coordinator *co, const struct shmrun_plan *plan,
 		       struct shmrun_control *ctl, int64_t now_ns)
 {
@@ -438,7 +538,10 @@ bool shmrun_coordinate(struct shmrun_coordinator *co, const struct shmrun_plan *
 			return true;
 		}
 		if (now_ns - co->started_ns > (int64_t)job->checkpoint_timeout_ns) {
-			abort_epoch(co, plan, ctl, "not complete within checkpoint_timeout");
+			char why[1400];
+
+			describe_timeout(co, plan, ctl, now_ns, why, sizeof(why));
+			abort_epoch(co, plan, ctl, why);
 			return true;
 		}
 		return false;
@@ -467,6 +570,7 @@ bool shmrun_coordinate(struct shmrun_coordinator *co, const struct shmrun_plan *
 			atomic_store_explicit(&ctl->final_epoch, e, memory_order_release);
 		co->epoch = e;
 		co->started_ns = now_ns;
+		note_heartbeats(co, ctl);
 		co->next_ns = now_ns + (int64_t)job->checkpoint_interval_ns;
 		/* release: pairs with the acquire load of trigger_epoch by sources
 		 * (worker.c); final_epoch above is visible with it. */

@@ -42,6 +42,11 @@ struct shmrun_worker_stats {
 	_Atomic uint64_t key_bytes;   /* of which the keys themselves */
 	_Atomic uint64_t stall_p50_ns, stall_p99_ns, stall_max_ns, snapshots; /* checkpoint stalls */
 	char error[432];              /* why the worker failed, if it did */
+	/* Liveness, read by worker 0 when an epoch times out (relaxed: a hint
+	 * for a message, nothing is synchronised by it). Away from the bell's
+	 * cache line, which peers write. */
+	_Atomic int32_t pid;          /* the worker's process, set when it starts */
+	_Atomic uint64_t heartbeat;   /* loop turns; an idle worker still turns every <= 10 ms */
 } __attribute__((aligned(64)));
 
 /*
@@ -230,6 +235,7 @@ struct shmrun_coordinator {
 	uint64_t *pw_history;  /* per task: per-worker bytes at the last checkpoints */
 	uint64_t pw_checkpoints;
 	uint64_t manifest_epoch;
+	uint64_t *beats;       /* per worker: heartbeat when the epoch in flight started */
 };
 
 /*
@@ -238,7 +244,11 @@ struct shmrun_coordinator {
  * source is exhausted or a stop was requested), notice when every task's
  * snapshot is durable and have the MANIFEST written (by a child, off the
  * processing path), abort an epoch past checkpoint_timeout or with a failed
- * write. Return: true if it did something.
+ * write. An epoch that times out is logged with the tasks that did not report
+ * and, for each of their workers, its pid, CPU and tasks, and whether it made
+ * no progress since the epoch started (its heartbeat did not move) and is
+ * stopped (state T in /proc/PID/stat: SIGSTOP?). co->beats is allocated here;
+ * the caller frees it with co->pw_history. Return: true if it did something.
  */
 bool shmrun_coordinate(struct shmrun_coordinator *co, const struct shmrun_plan *plan,
 		       struct shmrun_control *ctl, int64_t now_ns);

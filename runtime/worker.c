@@ -1401,6 +1401,7 @@ static void teardown(struct shmrun_worker *w)
 	free(w->stalls);
 	free(w->children);
 	free(w->co.pw_history);
+	free(w->co.beats);
 }
 
 /* ---- the loop --------------------------------------------------------------- */
@@ -1618,8 +1619,10 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 	};
 	int64_t idle_since = 0;
 	uint32_t turns = 0;
+	uint64_t beats = 0;
 	int err;
 
+	atomic_store_explicit(&w.stats->pid, (int32_t)getpid(), memory_order_relaxed);
 	err = shmrun_state_arena_init();
 	if (!err)
 		err = setup(&w);
@@ -1654,6 +1657,8 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 		goto done;
 	}
 	while (!w.failed && !*stop) {
+		/* relaxed: a liveness hint for worker 0's timeout message */
+		atomic_store_explicit(&w.stats->heartbeat, ++beats, memory_order_relaxed);
 		if (atomic_load_explicit(&ctl->failed, memory_order_acquire)) {
 			snprintf(w.stats->error, sizeof(w.stats->error),
 				 "the final checkpoint failed");

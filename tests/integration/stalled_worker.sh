@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# tests/integration/stalled_worker.sh SHMRUN: a worker that stops making
+# progress is named (issue 8 item 11). A 2-worker checkpointed job; worker 1
+# is SIGSTOPped: the epoch times out, and the message names the tasks that
+# did not report and says that worker 1 (its pid, CPU and tasks) has made no
+# progress and that its process is stopped. After SIGCONT the job goes on:
+# checkpoints complete again, and it stops cleanly with exact output.
+set -euo pipefail
+shmrun=$(realpath "${1:?usage: stalled_worker.sh path/to/shmrun}")
+export LC_ALL=C
+. "$(dirname "$0")/lib.sh"
+
+cat > "$tmp/job.conf" <<CONF
+[job]
+workers = 2
+checkpoint_dir = ck
+checkpoint_interval = 100ms
+checkpoint_timeout = 2s
+[gen]
+op = sequence
+count = 6000
+keys = 100
+piece_records = 100
+rate = 1000
+width = 2
+[count]
+op = count
+input = gen by key
+emit = final
+width = 2
+[out]
+op = file_sink
+input = count
+path = out.tsv
+CONF
+stopped=
+cleanup_stop() { [ -n "$stopped" ] && kill -CONT "$stopped" 2> /dev/null || true; }
+trap 'cleanup_stop; cleanup' EXIT
+
+(cd "$tmp" && exec "$shmrun" job.conf) 2> "$tmp/log" &
+launcher=$!
+# worker 1: the launcher's child whose log lines say "worker 1"; wait for the
+# first complete checkpoint so both workers are running
+for _ in $(seq 1 300); do
+	ls "$tmp"/ck/ckpt-*/MANIFEST > /dev/null 2>&1 && break
+	sleep 0.05
+done
+pids=$(pgrep -P $launcher | sort -n)
+[ "$(echo "$pids" | wc -l)" -ge 2 ] || fail "workers not found"
+# worker 1 is pinned to the second CPU this process may use (docs/topology.md)
+cpu1=$(awk '/^Cpus_allowed_list/ { print $2 }' /proc/self/status | tr ',' '\n' |
+	awk -F- '{ for (c = $1; c <= ($2 == "" ? $1 : $2); c++) print c }' | sed -n 2p)
+w1=
+for p in $pids; do
+	[ -n "$cpu1" ] && [ "$(awk '/^Cpus_allowed_list/ { print $2 }' /proc/$p/status)" = "$cpu1" ] && w1=$p
+done
+# one CPU: both workers share it; worker 1 was forked second
+[ -n "$cpu1" ] || w1=$(echo "$pids" | sed -n 2p)
+[ -n "$w1" ] || fail "worker 1 (pinned to CPU $cpu1) not found among $pids"
+kill -STOP "$w1"
+stopped=$w1
+for _ in $(seq 1 200); do
+	grep -q "aborted: not complete within checkpoint_timeout" "$tmp/log" && break
+	sleep 0.1
+done
+kill -CONT "$w1"
+stopped=
+line=$(grep -m1 "aborted: not complete within checkpoint_timeout" "$tmp/log") || fail "no epoch timed out while worker 1 was stopped"
+echo "$line" | grep -q "not reported by .*\[1\] (worker 1)" || fail "the message does not name the tasks of worker 1: $line"
+echo "$line" | grep -q "worker 1 (pid $w1, CPU [0-9]*, tasks gen\[1\], count\[1\]) has made no progress for [0-9.]* s (process is stopped: SIGSTOP?)" ||
+	fail "the message does not name the stopped worker: $line"
+echo "$line" | grep -q "worker 0 (pid" && fail "the running worker 0 is named as stuck: $line"
+echo "ok SIGSTOP: $line" | cut -c1-300
+# after SIGCONT it goes on: a later checkpoint completes, then a clean stop
+before=$(grep -c "aborted" "$tmp/log" || true)
+e0=$(ls "$tmp/ck" | sed 's/ckpt-//' | sort -n | tail -1)
+for _ in $(seq 1 300); do
+	e=$(ls "$tmp/ck" | sed 's/ckpt-//' | sort -n | tail -1)
+	[ "$e" -gt "$e0" ] && [ -e "$tmp/ck/ckpt-$e/MANIFEST" ] && break
+	sleep 0.05
+done
+[ "$e" -gt "$e0" ] || fail "no checkpoint completed after SIGCONT"
+wait $launcher || fail "exit $? after SIGCONT"
+launcher=
+# exact: 6000 records over 100 keys, 60 each, every key once
+[ "$(wc -l < "$tmp/out.tsv")" -eq 100 ] || fail "$(wc -l < "$tmp/out.tsv") output lines, want 100"
+[ "$(cut -f2 "$tmp/out.tsv" | sort -u)" = 60 ] || fail "counts are not all 60"
+echo "ok SIGCONT: checkpoints complete again ($before aborted while stopped), exit 0"

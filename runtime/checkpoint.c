@@ -417,10 +417,10 @@ static void describe_timeout(const struct shmrun_coordinator *co, const struct s
 	size_t off = 0;
 	uint32_t late = 0;
 
-#define PUT(...)                                                                       \
-	do {                                                                           \
-		if (off < len)                                                         \
-			off += (size_t)snprintf(buf + off, len - off, __VA_ARGS__);   \
+#define PUT(...)                                                                                   \
+	do {                                                                                       \
+		if (off < len)                                                                     \
+			off += (size_t)snprintf(buf + off, len - off, __VA_ARGS__);                \
 	} while (0)
 	PUT("not complete within checkpoint_timeout (%.1f s); not reported by", secs);
 	for (uint32_t k = 0; k < plan->ntasks; k++) {
@@ -450,7 +450,8 @@ static void describe_timeout(const struct shmrun_coordinator *co, const struct s
 		PUT("; worker %u (pid %d, CPU %d, tasks", w, pid, job->cpus[w]);
 		for (uint32_t k = 0; k < plan->ntasks; k++)
 			if (plan->tasks[k].worker == w) {
-				PUT("%s %s[%u]", any ? "," : "", job->stages[plan->tasks[k].stage].name,
+				PUT("%s %s[%u]", any ? "," : "",
+				    job->stages[plan->tasks[k].stage].name,
 				    plan->tasks[k].instance);
 				any = true;
 			}

@@ -45,8 +45,8 @@ struct shmrun_worker_stats {
 	/* Liveness, read by worker 0 when an epoch times out (relaxed: a hint
 	 * for a message, nothing is synchronised by it). Away from the bell's
 	 * cache line, which peers write. */
-	_Atomic int32_t pid;          /* the worker's process, set when it starts */
-	_Atomic uint64_t heartbeat;   /* loop turns; an idle worker still turns every <= 10 ms */
+	_Atomic int32_t pid;	    /* the worker's process, set when it starts */
+	_Atomic uint64_t heartbeat; /* loop turns; an idle worker still turns every <= 10 ms */
 } __attribute__((aligned(64)));
 
 /*
@@ -235,7 +235,7 @@ struct shmrun_coordinator {
 	uint64_t *pw_history;  /* per task: per-worker bytes at the last checkpoints */
 	uint64_t pw_checkpoints;
 	uint64_t manifest_epoch;
-	uint64_t *beats;       /* per worker: heartbeat when the epoch in flight started */
+	uint64_t *beats; /* per worker: heartbeat when the epoch in flight started */
 };
 
 /*

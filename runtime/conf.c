@@ -80,8 +80,8 @@
 #define MAX_DURATION_NS (365ull * 86400 * 1000000000)
 #define CUR_NONE     (-1) /* no section header seen yet */
 #define CUR_SKIP     (-2) /* inside a duplicate section: its keys are not read */
-#define CONT_NONE    (-1) /* no key for a continuation line to extend */
-#define CONT_IGNORE  (-2) /* the key was rejected: drop its continuation lines */
+#define CONT_NONE	(-1) /* no key for a continuation line to extend */
+#define CONT_IGNORE	(-2) /* the key was rejected: drop its continuation lines */
 
 /* One `key = value` line. */
 struct kv {

@@ -455,18 +455,18 @@ static void record_too_large(struct shmrun_task *t, const struct out_edge *e,
 				  " of framing) does not fit a ring of ring_bytes=%" PRIu64
 				  " (largest record: %u bytes); raise ring_bytes in [job] to at "
 				  "least %" PRIu64 "%s",
-				  total, rec->key_len, rec->value_len, framing, cap,
-				  e->max_payload, need >= (1u << 20) ? need >> 20 : need >> 10,
+				  total, rec->key_len, rec->value_len, framing, cap, e->max_payload,
+				  need >= (1u << 20) ? need >> 20 : need >> 10,
 				  need >= (1u << 20) ? "M" : "K");
 	else
-		shmrun_task_error(t,
-				  "record of %" PRIu64 " bytes (key %u + value %u + %" PRIu64
-				  " of framing) can never fit a ring: the largest record is %" PRIu64
-				  " bytes (key + value at most %" PRIu64 "), even at the maximum "
-				  "ring_bytes = 1G; split the record into smaller ones (for a "
-				  "file_source: shorten its lines, one line is one record)",
-				  total, rec->key_len, rec->value_len, framing, largest,
-				  largest - framing);
+		shmrun_task_error(
+		    t,
+		    "record of %" PRIu64 " bytes (key %u + value %u + %" PRIu64
+		    " of framing) can never fit a ring: the largest record is %" PRIu64
+		    " bytes (key + value at most %" PRIu64 "), even at the maximum "
+		    "ring_bytes = 1G; split the record into smaller ones (for a "
+		    "file_source: shorten its lines, one line is one record)",
+		    total, rec->key_len, rec->value_len, framing, largest, largest - framing);
 }
 
 static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)

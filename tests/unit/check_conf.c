@@ -1062,8 +1062,10 @@ START_TEST(test_continuation_errors)
 	int r;
 
 	/* an indented non-key line after a section header or a blank line */
-	put_conf("c1.conf", "[job]\n  workers = 1\n\n  stray words\n[s]\n  op = sequence\n"
-			    "  count = 10\n[o]\n    more\nop = null_sink\ninput = s\n", path);
+	put_conf("c1.conf",
+		 "[job]\n  workers = 1\n\n  stray words\n[s]\n  op = sequence\n"
+		 "  count = 10\n[o]\n    more\nop = null_sink\ninput = s\n",
+		 path);
 	r = shmrun_job_load(path, &job, &errs);
 	expect_error(path, r, &errs, 4, "indented line 'stray words' continues no key");
 	expect_error(path, r, &errs, 9, "indented line 'more' continues no key");
@@ -1080,11 +1082,14 @@ START_TEST(test_continuation_errors)
 	{
 		char text[1024];
 
-		snprintf(text, sizeof(text), "[job]\n[s]\nop = file_source\npath = %0300d\n"
-			 "  more.txt\n[o]\nop = null_sink\ninput = s\n", 7);
+		snprintf(text, sizeof(text),
+			 "[job]\n[s]\nop = file_source\npath = %0300d\n"
+			 "  more.txt\n[o]\nop = null_sink\ninput = s\n",
+			 7);
 		put_conf("c3.conf", text, path);
 		r = shmrun_job_load(path, &job, &errs);
-		expect_error(path, r, &errs, 4, "split a long value over indented continuation lines");
+		expect_error(path, r, &errs, 4,
+			     "split a long value over indented continuation lines");
 		ck_assert_uint_eq(errs.n, 2); /* and path is missing: its line was refused */
 		shmrun_job_errors_free(&errs);
 	}
@@ -1160,8 +1165,10 @@ static void limit_conf(const struct limit_key *k, const char *value, char *text,
 		snprintf(text, len, "[job]\n%s" MINIMAL, kv);
 		*line = 2;
 	} else if (!op) { /* width: vnodes at its maximum so width can reach its own */
-		snprintf(text, len, "[job]\nvnodes = 65536\n[gen]\nop = sequence\ncount = 1\n%s"
-			 "[out]\nop = null_sink\ninput = gen\n", kv);
+		snprintf(text, len,
+			 "[job]\nvnodes = 65536\n[gen]\nop = sequence\ncount = 1\n%s"
+			 "[out]\nop = null_sink\ninput = gen\n",
+			 kv);
 		*line = 6;
 	} else if (op->flags & SHMRUN_OP_SOURCE) {
 		required_keys(op, k->d, req, sizeof(req));
@@ -1169,12 +1176,16 @@ static void limit_conf(const struct limit_key *k, const char *value, char *text,
 			 op->name, req, kv);
 	} else if (op->flags & SHMRUN_OP_SINK) {
 		required_keys(op, k->d, req, sizeof(req));
-		snprintf(text, len, "[job]\n[gen]\nop = sequence\ncount = 1\n[s]\nop = %s\n"
-			 "input = gen\n%s%s", op->name, req, kv);
+		snprintf(text, len,
+			 "[job]\n[gen]\nop = sequence\ncount = 1\n[s]\nop = %s\n"
+			 "input = gen\n%s%s",
+			 op->name, req, kv);
 	} else {
 		required_keys(op, k->d, req, sizeof(req));
-		snprintf(text, len, "[job]\n[gen]\nop = sequence\ncount = 1\n[s]\nop = %s\n"
-			 "input = gen\n%s%s[out]\nop = null_sink\ninput = s\n", op->name, req, kv);
+		snprintf(text, len,
+			 "[job]\n[gen]\nop = sequence\ncount = 1\n[s]\nop = %s\n"
+			 "input = gen\n%s%s[out]\nop = null_sink\ninput = s\n",
+			 op->name, req, kv);
 	}
 	if (k->job || !op)
 		return;
@@ -1229,8 +1240,8 @@ static uint64_t limit_value(const struct shmrun_job *job, const struct limit_key
 }
 
 /* Load @value for @k; must succeed with *@got, or fail at the key's line. */
-static bool limit_try(const struct limit_key *k, const char *value, uint64_t *got,
-		      char *path, struct shmrun_job_errors *errs, int *line)
+static bool limit_try(const struct limit_key *k, const char *value, uint64_t *got, char *path,
+		      struct shmrun_job_errors *errs, int *line)
 {
 	struct shmrun_job job;
 	char text[2048];
@@ -1268,8 +1279,8 @@ static void limit_reject(const struct limit_key *k, const char *value, const cha
 	uint64_t got;
 	int line;
 
-	ck_assert_msg(!limit_try(k, value, &got, path, &errs, &line),
-		      "%s = %s accepted as %llu", k->d->key, value, (unsigned long long)got);
+	ck_assert_msg(!limit_try(k, value, &got, path, &errs, &line), "%s = %s accepted as %llu",
+		      k->d->key, value, (unsigned long long)got);
 	snprintf(head, sizeof(head), "%s = '%s' in ", k->d->key, value);
 	expect_error(path, -EINVAL, &errs, line, head);
 	expect_error(path, -EINVAL, &errs, line, phrase);
@@ -1356,8 +1367,10 @@ START_TEST(test_duration_overflow_refused)
 	char path[PATH_MAX];
 	int r;
 
-	put_conf("d.conf", "[job]\ncheckpoint_dir = ck\ncheckpoint_interval = 10000000000s\n"
-			   "checkpoint_timeout = 10000000000000ms\n" MINIMAL, path);
+	put_conf("d.conf",
+		 "[job]\ncheckpoint_dir = ck\ncheckpoint_interval = 10000000000s\n"
+		 "checkpoint_timeout = 10000000000000ms\n" MINIMAL,
+		 path);
 	r = shmrun_job_load(path, &job, &errs);
 	expect_error(path, r, &errs, 3,
 		     "checkpoint_interval = '10000000000s' in [job] is out of range; expected "

@@ -151,6 +151,31 @@ struct shmrun_operator {
 	 * Return: 0, or a negative errno after shmrun_task_error().
 	 */
 	int (*commit)(struct shmrun_task *task, void *state, uint64_t epoch);
+
+	/**
+	 * flush() - optional, for operators that hold output back (a sink's line
+	 * buffer): write out everything the instance holds now, so that it is
+	 * visible to whoever reads the output (a file, a pipe, a terminal).
+	 *
+	 * The worker calls it, on the task's thread, between records:
+	 *  - when the task's input has drained: it read nothing in a loop turn
+	 *    (its ring inputs were empty), or its whole worker found nothing to do;
+	 *  - at least every `flush_interval` (the stage's key of that name if the
+	 *    operator declares it as a DURATION, else 100 ms) while input keeps
+	 *    coming: the worker looks at the clock every 64 loop turns, never per
+	 *    record;
+	 *  - when the worker stops without a final checkpoint (SIGTERM without
+	 *    checkpoint_dir, a second stop signal), before close().
+	 * It is not called after end_of_input() (which should write everything
+	 * itself) nor after a failure. At a barrier the runtime calls snapshot(),
+	 * not flush(): an operator whose held output must be out before a
+	 * checkpoint counts it writes it there.
+	 *
+	 * Called often while the worker idles: return at once when nothing is
+	 * held. Must not emit. Return: 0, or a negative errno after
+	 * shmrun_task_error() said why (the task fails as if process() had).
+	 */
+	int (*flush)(struct shmrun_task *task, void *state);
 };
 
 /**

@@ -1213,6 +1213,8 @@ static char *default_name(const char *path)
 	size_t n;
 	char *out;
 
+	if (strcmp(path, SHMRUN_STDIN_NAME) == 0)
+		return strdup("stdin");
 	base = base ? base + 1 : path;
 	n = strlen(base);
 	if (n > 5 && strcmp(base + n - 5, ".conf") == 0)
@@ -1951,6 +1953,53 @@ static int load_all(struct loader *ld)
 	return ld->nomem ? -ENOMEM : 0;
 }
 
+/*
+ * shmrun_job_load() of "-": the topology from standard input, named "<stdin>"
+ * in messages; relative paths resolve against the current directory.
+ */
+static int load_stdin(struct loader *ld, struct shmrun_job *job, struct shmrun_job_errors *errs)
+{
+	int fd = dup(STDIN_FILENO), r;
+
+	ld->path = SHMRUN_STDIN_NAME;
+	ld->cur = CUR_NONE;
+	ld->job_sec = -1;
+	ld->job = job;
+	ld->f = fd >= 0 ? fdopen(fd, "re") : NULL;
+	if (!ld->f) {
+		r = -errno;
+		errorf(ld, 0, "cannot read standard input: %s", strerror(-r));
+		if (fd >= 0)
+			close(fd);
+		goto err_free;
+	}
+	job->conf_path = strdup(SHMRUN_STDIN_NAME);
+	job->conf_dir = getcwd(NULL, 0);
+	if (!job->conf_path || !job->conf_dir) {
+		r = -ENOMEM;
+		goto err_close;
+	}
+	r = load_all(ld);
+	if (!r && ld->errs.n)
+		r = -EINVAL;
+	if (r)
+		goto err_close;
+	fclose(ld->f);
+	msgs_take(&ld->warns, &job->warnings, &job->nwarnings);
+	loader_free(ld);
+	return 0;
+
+err_close:
+	fclose(ld->f);
+err_free:
+	shmrun_job_free(job);
+	if (ld->nomem && r != -ENOMEM)
+		r = -ENOMEM;
+	msgs_take(&ld->errs, &errs->msgs, &errs->n);
+	loader_free(ld);
+	return r;
+}
+
 int shmrun_job_load(const char *path, struct shmrun_job *job, struct shmrun_job_errors *errs)
 {
 	struct loader ld;
@@ -1959,6 +2008,8 @@ int shmrun_job_load(const char *path, struct shmrun_job *job, struct shmrun_job_
 	memset(job, 0, sizeof(*job));
 	memset(errs, 0, sizeof(*errs));
 	memset(&ld, 0, sizeof(ld));
+	if (strcmp(path, "-") == 0)
+		return load_stdin(&ld, job, errs);
 	ld.path = path;
 	ld.cur = CUR_NONE;
 	ld.job_sec = -1;

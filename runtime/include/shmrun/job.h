@@ -90,9 +90,14 @@ struct shmrun_job_errors {
 	uint32_t n;
 };
 
+/** conf_path of a topology read from standard input, and its name in messages. */
+#define SHMRUN_STDIN_NAME "<stdin>"
+
 /**
  * shmrun_job_load() - parse and validate a topology.conf.
- * @path: the file.
+ * @path: the file; "-" reads standard input (messages then say "<stdin>:N:",
+ *        relative paths resolve against the current directory, the default
+ *        job name is "stdin").
  * @job:  filled on success; free with shmrun_job_free().
  * @errs: on failure, every error found (free with shmrun_job_errors_free()).
  *

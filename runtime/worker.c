@@ -18,7 +18,7 @@
  *         no progress -> idle (spin, then back off)
  *     }
  *
- * Never blocking on a full ring (DESIGN.md §5). Two workers that each block
+ * Never blocking on a full ring (docs/design.md §5). Two workers that each block
  * writing into the other's full ring while neither drains its own inbound ring
  * deadlock. So emit never waits: a frame that does not fit is appended to that
  * channel's overflow buffer and the task that produced it is *parked*: it gets

@@ -31,7 +31,7 @@
  *
  * Without checkpoints the file is replaced and written directly.
  *
- * With checkpoints it is exactly-once (two-phase commit, DESIGN.md §6). The
+ * With checkpoints it is exactly-once (two-phase commit, docs/design.md §6). The
  * output of epoch e — the lines between barrier(e-1) and barrier(e) — goes to
  * a hidden staging file beside the visible one, `.<name>.<e>.staged`. At
  * barrier(e) the staging file is closed (fsynced with the checkpoint) and the

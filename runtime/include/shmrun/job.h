@@ -2,10 +2,10 @@
  * shmrun/job.h: a topology.conf turned into a validated job description.
  *
  * shmrun_job_load() parses the file with inih and validates everything that can
- * be known before a process starts (DESIGN.md §7): every key, every value, the
+ * be known before a process starts (docs/design.md §7): every key, every value, the
  * graph. Errors are collected as "file:line: message" strings; a job with any
  * error must not run. Data flows one way: conf -> placement -> plan ->
- * launcher -> worker (DESIGN.md §8).
+ * launcher -> worker (docs/design.md §8).
  */
 #ifndef SHMRUN_JOB_H
 #define SHMRUN_JOB_H

@@ -15,7 +15,7 @@
  * The record model follows Flink/Kafka Streams: a record is key bytes, value
  * bytes and an event time. Keys decide the vnode (xxHash of the key bytes,
  * scaled to the job's vnode count) and with it the instance a shuffle edge
- * sends the record to (DESIGN.md §2, §5).
+ * sends the record to (docs/design.md §2, §5).
  */
 #ifndef SHMRUN_OPERATOR_H
 #define SHMRUN_OPERATOR_H
@@ -68,7 +68,7 @@ struct shmrun_task; /* opaque: the runtime's view of one instance of one stage *
 
 /**
  * How an operator's per-worker state is redistributed when its stage's width
- * changes (seed 003): there is no silent "keep what you had".
+ * changes (docs/design.md §5): there is no silent "keep what you had".
  */
 enum shmrun_pw_rule {
 	SHMRUN_PW_NONE = 0,  /**< no per-worker state declared: the stage cannot be rescaled */
@@ -185,7 +185,7 @@ struct shmrun_operator {
  *
  * Never blocks: a record that does not fit into a full ring is kept by the
  * runtime and the task is parked (not given more input) until it drains
- * (DESIGN.md §5). Records larger than the ring's largest frame are rejected.
+ * (docs/design.md §5). Records larger than the ring's largest frame are rejected.
  *
  * Return: 0; -EMSGSIZE if the record cannot fit any ring of this job (the task
  * fails with a message naming the stage and size); -ENOMEM.
@@ -202,7 +202,7 @@ uint32_t shmrun_task_width(const struct shmrun_task *task);
 uint32_t shmrun_task_vnodes(const struct shmrun_task *task);
 /**
  * shmrun_task_vnode_range() - the vnodes this instance owns, [*lo, *hi)
- * (vnode_ranges, DESIGN.md §2).
+ * (vnode_ranges, docs/design.md §2).
  */
 void shmrun_task_vnode_range(const struct shmrun_task *task, uint32_t *lo, uint32_t *hi);
 /**
@@ -228,7 +228,7 @@ bool shmrun_task_param_bool(const struct shmrun_task *task, const char *key, boo
 /**
  * shmrun_keyed_state() - the key-bound state of @key for this task: a value of
  * @value_bytes bytes (the same for every key of a task) in the key's vnode
- * (DESIGN.md §5). Memory comes from the worker's jemalloc arena.
+ * (docs/design.md §5). Memory comes from the worker's jemalloc arena.
  * @task:        the running task.
  * @key:         key bytes (borrowed; copied on insert).
  * @value_bytes: size of the value, bytes; fixed by the first call.

@@ -1207,6 +1207,9 @@ static bool valid_name(const char *s)
 }
 
 /* Default job name: the file's base name without ".conf", made a valid name. */
+/* Longest checkpoint_dir: PATH_MAX less room for reset-<time>/ckpt-<epoch>/<file>. */
+enum { CKPT_DIR_MAX = PATH_MAX - 256 };
+
 static char *default_name(const char *path)
 {
 	const char *base = strrchr(path, '/');
@@ -1365,6 +1368,14 @@ static int load_job(struct loader *ld)
 			       "checkpoint_dir = %s exists and is not a directory; name a directory "
 			       "(it is created if missing)",
 			       p[JK_CKPT_DIR].value);
+		/* room inside it for reset-<time>/ckpt-<epoch>/<stage>.<instance>.state:
+		 * no path built from it is ever cut short */
+		if (strlen(p[JK_CKPT_DIR].value) > CKPT_DIR_MAX)
+			errorf(ld, p[JK_CKPT_DIR].line,
+			       "checkpoint_dir is too long (%zu bytes; at most %d, to leave room for "
+			       "ckpt-<epoch>/<stage>.<instance>.state inside it); use a shorter path: "
+			       "%s",
+			       strlen(p[JK_CKPT_DIR].value), CKPT_DIR_MAX, p[JK_CKPT_DIR].value);
 		job->checkpoint_dir = p[JK_CKPT_DIR].value;
 		p[JK_CKPT_DIR].value = NULL;
 	} else {

@@ -266,7 +266,7 @@ deep=$deep/$(printf 'p%.0s' $(seq $((3930 - ${#deep} - 1))))
 mkdir -p "$deep"
 deep_conf() { # ck(yes/no) path-length: a conf whose output path is that long in all
 	{
-		[ "$1" = yes ] && printf '[job]\ncheckpoint_dir = ck\n'
+		[ "$1" = yes ] && printf '[job]\ncheckpoint_dir = %s\n' "$tmp/ck"
 		printf '[gen]\nop = sequence\ncount = 1\n[out]\nop = file_sink\ninput = gen\npath = %s\n' \
 			"$(printf 'q%.0s' $(seq $(($2 - 3930 - 1))))"
 	} > "$deep/job.conf"
@@ -281,6 +281,11 @@ deep_conf yes 4080
 set +e; (cd "$deep" && "$shmrun" check job.conf) 2> "$tmp/log"; rc=$?; set -e
 [ $rc -eq 2 ] && grep -q "output path too long for checkpoints (.*): $tmp/ppp" "$tmp/log" ||
 	fail "a 4080-byte path with checkpoints: want exit 2 naming it, got $rc"
+# checkpoint_dir with no room left for what goes inside it: refused with file:line
+printf '[job]\ncheckpoint_dir = ck\n[gen]\nop = sequence\ncount = 1\n[o]\nop = null_sink\ninput = gen\n' > "$deep/job.conf"
+set +e; (cd "$deep" && "$shmrun" check job.conf) 2> "$tmp/log"; rc=$?; set -e
+[ $rc -eq 2 ] && grep -q "job.conf:2: checkpoint_dir is too long (3933 bytes; at most 3840, .*); use a shorter path: $tmp/ppp" "$tmp/log" ||
+	fail "a 3933-byte checkpoint_dir: want exit 2 at line 2, got $rc"
 deep_conf no 4080
 (cd "$deep" && "$shmrun" job.conf) 2> "$tmp/log" || fail "a 4080-byte path without checkpoints: the run failed"
 [ "$(cat "$deep"/qqq*)" = "k0	0" ] || fail "a 4080-byte path: wrong output"

@@ -1207,8 +1207,8 @@ static bool valid_name(const char *s)
 }
 
 /* Default job name: the file's base name without ".conf", made a valid name. */
-/* Longest checkpoint_dir: PATH_MAX less room for reset-<time>/ckpt-<epoch>/<file>. */
-enum { CKPT_DIR_MAX = PATH_MAX - 256 };
+/* Longest checkpoint_dir: see job.h. */
+enum { CKPT_DIR_MAX = SHMRUN_CKPT_DIR_MAX };
 
 static char *default_name(const char *path)
 {

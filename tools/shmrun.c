@@ -198,6 +198,9 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "ckpt") == 0) {
 		static const char *const sub[] = {"list", "verify"};
 
+		if (argc == 4 && strlen(argv[3]) > SHMRUN_CKPT_DIR_MAX)
+			return usage_error("checkpoint directory too long (%zu bytes; at most %d): %s",
+					   strlen(argv[3]), SHMRUN_CKPT_DIR_MAX, argv[3]);
 		if (argc == 4 && strcmp(argv[2], "list") == 0)
 			return shmrun_ckpt_print_list(argv[3], stdout);
 		if (argc == 4 && strcmp(argv[2], "verify") == 0)
@@ -235,6 +238,10 @@ int main(int argc, char **argv)
 			drop[ndrop++] = optarg;
 			break;
 		case 'f':
+			if (strlen(optarg) > SHMRUN_CKPT_DIR_MAX)
+				return usage_error("--rescale-from: directory too long (%zu bytes; "
+						   "at most %d): %s",
+						   strlen(optarg), SHMRUN_CKPT_DIR_MAX, optarg);
 			rescale_from = optarg;
 			break;
 		case 'h':

@@ -242,6 +242,10 @@ usage_error "^shmrun: missing topology.conf$"
 usage_error "^shmrun: unrecognized option '--bogus'$" --bogus "$tmp/good.conf"
 usage_error "^shmrun: --log-level must be" --log-level loud "$tmp/good.conf"
 usage_error "^shmrun: --drop-state needs --rescale$" --drop-state=x "$tmp/good.conf"
+# a checkpoint directory with no room for the paths inside it: refused, not cut short
+long=$(printf 'x%.0s' $(seq 3900))
+usage_error "^shmrun: checkpoint directory too long \(3900 bytes; at most 3840\): x+$" ckpt list "$long"
+usage_error "^shmrun: --rescale-from: directory too long \(3900 bytes; at most 3840\): x+$" plan --rescale-from "$long" "$tmp/good.conf"
 
 # `-`: the topology from standard input; its relative paths resolve against
 # the current directory; messages name it <stdin>.

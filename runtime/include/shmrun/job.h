@@ -10,6 +10,7 @@
 #ifndef SHMRUN_JOB_H
 #define SHMRUN_JOB_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -89,6 +90,14 @@ struct shmrun_job_errors {
 	char **msgs;
 	uint32_t n;
 };
+
+/**
+ * Longest checkpoint_dir, bytes: PATH_MAX less room for what goes inside it
+ * (reset-<time>/ckpt-<epoch>/<stage>.<instance>.state), so no path built from
+ * it is cut short. A longer one is refused (topology error, or usage error for
+ * `shmrun ckpt ... DIR`).
+ */
+#define SHMRUN_CKPT_DIR_MAX (PATH_MAX - 256)
 
 /** conf_path of a topology read from standard input, and its name in messages. */
 #define SHMRUN_STDIN_NAME "<stdin>"

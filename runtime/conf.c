@@ -1206,10 +1206,10 @@ static bool valid_name(const char *s)
 	return true;
 }
 
-/* Default job name: the file's base name without ".conf", made a valid name. */
 /* Longest checkpoint_dir: see job.h. */
 enum { CKPT_DIR_MAX = SHMRUN_CKPT_DIR_MAX };
 
+/* Default job name: the file's base name without ".conf", made a valid name. */
 static char *default_name(const char *path)
 {
 	const char *base = strrchr(path, '/');

@@ -1394,7 +1394,10 @@ static int source_budget(struct shmrun_task *t)
 #define FLUSH_DEFAULT_NS 100000000 /* flush_interval of an operator that declares none */
 #define FLUSH_CLOCK_TURNS 64u      /* loop turns between two looks at the clock */
 
-/* Ask @t to write out what it holds; the next flush by the clock is due @every later. */
+/*
+ * Ask @t to write out what it holds. @now (non-zero: a flush by the clock)
+ * sets the next one due flush_interval later.
+ */
 static void flush_task(struct shmrun_task *t, int64_t now)
 {
 	int err;

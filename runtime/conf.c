@@ -3,7 +3,7 @@
  * be made before a process starts, and a message a person can act on for each.
  *
  * What it is for. `shmrun check|plan|run topology.conf` all start here. The
- * file is INI (DESIGN.md §7): a [job] section and one section per stage. What
+ * file is INI (docs/design.md §7): a [job] section and one section per stage. What
  * comes out is a job whose every value is typed, in range and resolved (paths
  * against the conf file's directory), whose graph is acyclic, reachable from a
  * source and drained by a sink, with every edge's kind decided and a

@@ -1,7 +1,7 @@
 /*
  * runtime/launcher.c: segment creation, fork, pinning, supervision, signals.
  *
- * What it is for. The launcher is an init system for one job (DESIGN.md §1):
+ * What it is for. The launcher is an init system for one job (docs/design.md §1):
  * it creates the run's segment, forks one worker per member, pins each to its
  * CPU, and then only supervises. It runs no task and holds no state of the
  * job; every worker computes its own part from the plan it inherited.

@@ -3,7 +3,7 @@
  * area, the coordinator (worker 0), the MANIFEST, restore selection.
  *
  * The protocol (Chandy–Lamport as Flink's asynchronous barrier snapshots,
- * DESIGN.md §6; docs/checkpoints.md):
+ * docs/design.md §6; docs/checkpoints.md):
  *
  *   1. Worker 0 starts epoch e: trigger_epoch = e (release).
  *   2. Each source task, between two records, snapshots its read positions and
@@ -45,7 +45,7 @@
  *     file count.0.state 123456 89abcdef01234567 120000 0
  *     end 0123456789abcdef          (XXH64 of every byte above this line)
  *
- * Rejected: the launcher as coordinator — DESIGN.md wants no control plane,
+ * Rejected: the launcher as coordinator — docs/design.md §1: no control plane,
  * the leader is an ordinary worker; writing the MANIFEST in worker 0's loop —
  * two fsyncs would stall its tasks.
  */
@@ -303,7 +303,7 @@ static void abort_epoch(struct shmrun_coordinator *co, const struct shmrun_plan 
 }
 
 /*
- * The per-worker state guard (seed 003, "the sizing trap"): per-worker state
+ * The per-worker state guard (docs/state.md, "the sizing trap"): per-worker state
  * must grow with the width, not with the data. At every complete checkpoint,
  * log each stage's per-worker bytes per instance, and warn when an instance
  * passes per_worker_state_warn or has grown at each of the last

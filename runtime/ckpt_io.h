@@ -2,7 +2,7 @@
  * runtime/ckpt_io.h: checkpoint state files — the block format, an in-memory
  * encoder, an io_uring writer with a pwrite/fsync fallback, and a verifying
  * reader (private to runtime/; docs/checkpoints.md "State file format" and
- * "Writer" are the reference, DESIGN.md §6 the design).
+ * "Writer" are the reference, docs/design.md §6 the design).
  *
  * A state file is a sequence of blocks; its logical content is the
  * concatenation of the blocks' payloads:

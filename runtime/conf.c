@@ -3,7 +3,7 @@
  * be made before a process starts, and a message a person can act on for each.
  *
  * What it is for. `shmrun check|plan|run topology.conf` all start here. The
- * file is INI (DESIGN.md §7): a [job] section and one section per stage. What
+ * file is INI (docs/design.md §7): a [job] section and one section per stage. What
  * comes out is a job whose every value is typed, in range and resolved (paths
  * against the conf file's directory), whose graph is acyclic, reachable from a
  * source and drained by a sink, with every edge's kind decided and a
@@ -1339,6 +1339,9 @@ static bool valid_name(const char *s)
 	return true;
 }
 
+/* Longest checkpoint_dir: see job.h. */
+enum { CKPT_DIR_MAX = SHMRUN_CKPT_DIR_MAX };
+
 /* Default job name: the file's base name without ".conf", made a valid name. */
 static char *default_name(const char *path)
 {
@@ -1346,6 +1349,8 @@ static char *default_name(const char *path)
 	size_t n;
 	char *out;
 
+	if (strcmp(path, SHMRUN_STDIN_NAME) == 0)
+		return strdup("stdin");
 	base = base ? base + 1 : path;
 	n = strlen(base);
 	if (n > 5 && strcmp(base + n - 5, ".conf") == 0)
@@ -1496,6 +1501,14 @@ static int load_job(struct loader *ld)
 			       "checkpoint_dir = %s exists and is not a directory; name a directory "
 			       "(it is created if missing)",
 			       p[JK_CKPT_DIR].value);
+		/* room inside it for reset-<time>/ckpt-<epoch>/<stage>.<instance>.state:
+		 * no path built from it is ever cut short */
+		if (strlen(p[JK_CKPT_DIR].value) > CKPT_DIR_MAX)
+			errorf(ld, p[JK_CKPT_DIR].line,
+			       "checkpoint_dir is too long (%zu bytes; at most %d, to leave room for "
+			       "ckpt-<epoch>/<stage>.<instance>.state inside it); use a shorter path: "
+			       "%s",
+			       strlen(p[JK_CKPT_DIR].value), CKPT_DIR_MAX, p[JK_CKPT_DIR].value);
 		job->checkpoint_dir = p[JK_CKPT_DIR].value;
 		p[JK_CKPT_DIR].value = NULL;
 	} else {
@@ -2084,6 +2097,53 @@ static int load_all(struct loader *ld)
 	return ld->nomem ? -ENOMEM : 0;
 }
 
+/*
+ * shmrun_job_load() of "-": the topology from standard input, named "<stdin>"
+ * in messages; relative paths resolve against the current directory.
+ */
+static int load_stdin(struct loader *ld, struct shmrun_job *job, struct shmrun_job_errors *errs)
+{
+	int fd = dup(STDIN_FILENO), r;
+
+	ld->path = SHMRUN_STDIN_NAME;
+	ld->cur = CUR_NONE;
+	ld->job_sec = -1;
+	ld->job = job;
+	ld->f = fd >= 0 ? fdopen(fd, "re") : NULL;
+	if (!ld->f) {
+		r = -errno;
+		errorf(ld, 0, "cannot read standard input: %s", strerror(-r));
+		if (fd >= 0)
+			close(fd);
+		goto err_free;
+	}
+	job->conf_path = strdup(SHMRUN_STDIN_NAME);
+	job->conf_dir = getcwd(NULL, 0);
+	if (!job->conf_path || !job->conf_dir) {
+		r = -ENOMEM;
+		goto err_close;
+	}
+	r = load_all(ld);
+	if (!r && ld->errs.n)
+		r = -EINVAL;
+	if (r)
+		goto err_close;
+	fclose(ld->f);
+	msgs_take(&ld->warns, &job->warnings, &job->nwarnings);
+	loader_free(ld);
+	return 0;
+
+err_close:
+	fclose(ld->f);
+err_free:
+	shmrun_job_free(job);
+	if (ld->nomem && r != -ENOMEM)
+		r = -ENOMEM;
+	msgs_take(&ld->errs, &errs->msgs, &errs->n);
+	loader_free(ld);
+	return r;
+}
+
 int shmrun_job_load(const char *path, struct shmrun_job *job, struct shmrun_job_errors *errs)
 {
 	struct loader ld;
@@ -2092,6 +2152,8 @@ int shmrun_job_load(const char *path, struct shmrun_job *job, struct shmrun_job_
 	memset(job, 0, sizeof(*job));
 	memset(errs, 0, sizeof(*errs));
 	memset(&ld, 0, sizeof(ld));
+	if (strcmp(path, "-") == 0)
+		return load_stdin(&ld, job, errs);
 	ld.path = path;
 	ld.cur = CUR_NONE;
 	ld.cont = CONT_NONE;

@@ -3,7 +3,7 @@
  *
  * Restoring state into a topology it was not made for corrupts results
  * silently: a source that loses read positions skips input, one that gets them
- * twice duplicates output (seed 000, "fingerprint clause"; seed 003). So every
+ * twice duplicates output (docs/state.md). So every
  * checkpoint records a fingerprint of the topology that wrote it, and a restore
  * into a different one is refused, naming each difference.
  *

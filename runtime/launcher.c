@@ -1,7 +1,7 @@
 /*
  * runtime/launcher.c: segment creation, fork, pinning, supervision, signals.
  *
- * What it is for. The launcher is an init system for one job (DESIGN.md §1):
+ * What it is for. The launcher is an init system for one job (docs/design.md §1):
  * it creates the run's segment, forks one worker per member, pins each to its
  * CPU, and then only supervises. It runs no task and holds no state of the
  * job; every worker computes its own part from the plan it inherited.
@@ -597,6 +597,20 @@ static void print_stalls(const struct shmrun_job *job, struct shmrun_worker_stat
 			   snaps, (double)p50 / 1e6, (double)p99 / 1e6, (double)max / 1e6);
 }
 
+/*
+ * The conf line a prepare() failure of @st is reported at: what prepare()
+ * checks are the stage's files, so the line of its first path key given in
+ * the file (`path =`, `table =`), else the section header.
+ */
+static int prepare_line(const struct shmrun_stage *st)
+{
+	for (uint32_t i = 0; i < st->nparams; i++)
+		if (st->params[i].line > 0 && (st->params[i].def->type == SHMRUN_PARAM_PATH ||
+					       st->params[i].def->type == SHMRUN_PARAM_PATHS))
+			return st->params[i].line;
+	return st->line;
+}
+
 int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
 {
 	char msg[512];
@@ -605,7 +619,7 @@ int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
 	for (uint32_t s = 0; s < job->nstages; s++)
 		if (shmrun_task_prepare_stage(plan, s, msg, sizeof(msg))) {
 			shmrun_log(SHMRUN_LOG_ERROR, "%s:%d: %s; nothing was started",
-				   job->conf_path, job->stages[s].line, msg);
+				   job->conf_path, prepare_line(&job->stages[s]), msg);
 			failed = -EINVAL;
 		}
 	return failed;

@@ -2,7 +2,7 @@
  * runtime/placement.c: which worker runs which task, and which instance owns
  * which vnode. Pure arithmetic: no I/O, no global state, no clock.
  *
- * What it is for. There is no control plane (seed 000, D9): the launcher and
+ * What it is for. There is no control plane (docs/design.md §1): the launcher and
  * every worker compute the same task -> worker map on their own, from the
  * stage widths and the sorted member set. Nobody is told its placement, so
  * nothing can disagree about it, and a restart with the same topology and the
@@ -19,7 +19,7 @@
  * Both cut [0, n) (resp. [0, V)) into contiguous blocks the same way, so a
  * worker owns a contiguous span of a stage's vnodes, adjacent instances tend to
  * share a worker, and two stages of equal width place instance i on the same
- * worker: a forward edge i -> i never leaves its process (DESIGN.md §3).
+ * worker: a forward edge i -> i never leaves its process (docs/design.md §3).
  *
  * Invariants (tests/unit/check_placement.c states them as properties over all
  * n, w <= 64):
@@ -44,7 +44,7 @@
  *     and vnode spans over all workers, so every shuffle edge crosses rings.
  *   - Consistent hashing of task ids: moves fewer tasks when w changes, but is
  *     neither contiguous nor exactly balanced; rescale here is restart-based and
- *     re-deals whole vnodes anyway (DESIGN.md §6).
+ *     re-deals whole vnodes anyway (docs/design.md §6).
  */
 #include <errno.h>
 #include <stdio.h>

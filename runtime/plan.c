@@ -11,7 +11,7 @@
  *   - Task ids are dense, stage by stage in file order, instances in order.
  *   - One channel, and one ring, per (upstream instance, downstream instance)
  *     pair of every non-forward edge: holding back one channel during barrier
- *     alignment is then just not reading one ring (DESIGN.md §4).
+ *     alignment is then just not reading one ring (docs/design.md §4).
  *   - A ring's memory is bound to its consumer's NUMA node.
  *
  * Rejected: one ring per pair of workers shared by all channels between them.

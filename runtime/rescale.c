@@ -4,7 +4,7 @@
  * `shmrun --rescale topology.conf` restores the newest checkpoint of
  * checkpoint_dir into a topology it was not written by — a new width, a new
  * worker count, a new or removed stage — when every piece of state has a
- * provably right new owner, and refuses otherwise (DESIGN.md §6, seed 003):
+ * provably right new owner, and refuses otherwise (docs/design.md §6):
  *
  *   - key-bound state moves whole vnode by whole vnode to the instance whose
  *     new vnode_ranges hold it; every key keeps its value. A change of the

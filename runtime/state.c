@@ -19,7 +19,7 @@
  * the tag takes the low bits.
  *
  * One table per vnode is what lets a checkpoint write, and a rescale move,
- * whole vnodes (DESIGN.md §5, §6); tables are created on first use, so a task
+ * whole vnodes (docs/design.md §5, §6); tables are created on first use, so a task
  * pays nothing for vnodes it never sees.
  *
  * Rejected: one table per task keyed by (vnode, key) — a rescale would have to

@@ -18,7 +18,7 @@
  *         no progress -> idle (spin, then back off)
  *     }
  *
- * Never blocking on a full ring (DESIGN.md §5). Two workers that each block
+ * Never blocking on a full ring (docs/design.md §5). Two workers that each block
  * writing into the other's full ring while neither drains its own inbound ring
  * deadlock. So emit never waits: a frame that does not fit is appended to that
  * channel's overflow buffer and the task that produced it is *parked*: it gets
@@ -149,13 +149,15 @@ bool shmrun_task_param_bool(const struct shmrun_task *t, const char *key, bool d
 
 static void task_verror(struct shmrun_task *t, const char *fmt, va_list ap)
 {
-	char msg[400];
+	char msg[4096]; /* room for a path; the log line is at most 4096 bytes too */
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	if (t->w) {
-		if (!t->w->failed && t->w->stats)
-			snprintf(t->w->stats->error, sizeof(t->w->stats->error), "stage '%s' [%u]: %s",
-				 t->stage->name, t->instance, msg);
+		/* the summary in shared memory may be cut short; the log line is whole */
+		if (!t->w->failed && t->w->stats &&
+		    snprintf(t->w->stats->error, sizeof(t->w->stats->error), "stage '%s' [%u]: %s",
+			     t->stage->name, t->instance, msg) >= (int)sizeof(t->w->stats->error))
+			memcpy(t->w->stats->error + sizeof(t->w->stats->error) - 4, "...", 4);
 		t->w->failed = true;
 		if (t->w->quiet)
 			return; /* the caller reports stats->error (prepare) */
@@ -1430,6 +1432,62 @@ static int source_budget(struct shmrun_task *t)
 	return allowed < PRODUCE_BUDGET ? (int)allowed : (int)PRODUCE_BUDGET;
 }
 
+/* ---- flushing held output (op->flush) ------------------------------------- */
+
+#define FLUSH_DEFAULT_NS 100000000 /* flush_interval of an operator that declares none */
+#define FLUSH_CLOCK_TURNS 64u      /* loop turns between two looks at the clock */
+
+/*
+ * Ask @t to write out what it holds. @now (non-zero: a flush by the clock)
+ * sets the next one due flush_interval later.
+ */
+static void flush_task(struct shmrun_task *t, int64_t now)
+{
+	int err;
+
+	if (now)
+		t->flush_due_ns = now + t->flush_every_ns;
+	if (!t->op->flush || !t->opened || t->ended || t->w->failed)
+		return;
+	err = t->op->flush(t, t->state);
+	if (err && !t->w->failed)
+		shmrun_task_error(t, "flush failed: %s", strerror(-err));
+}
+
+/* Once, after open(): each flushing task's interval and first deadline. */
+static void flush_setup(struct shmrun_worker *w)
+{
+	int64_t now = now_ns();
+
+	for (uint32_t x = 0; x < w->ntasks; x++) {
+		struct shmrun_task *t = &w->tasks[x];
+
+		if (!t->op->flush)
+			continue;
+		t->flush_every_ns = (int64_t)shmrun_task_param_u64(t, "flush_interval",
+								   FLUSH_DEFAULT_NS);
+		t->flush_due_ns = now + t->flush_every_ns;
+		w->nflush++;
+	}
+}
+
+/*
+ * Every task with op->flush: now (@due_only false: the worker is idle or
+ * stopping), or those whose flush_interval has passed (@due_only: a busy
+ * worker, every FLUSH_CLOCK_TURNS loop turns).
+ */
+static void flush_tasks(struct shmrun_worker *w, bool due_only)
+{
+	int64_t now;
+
+	if (!w->nflush || (due_only && ++w->flush_turns % FLUSH_CLOCK_TURNS))
+		return;
+	now = due_only ? now_ns() : 0;
+	for (uint32_t x = 0; x < w->ntasks; x++)
+		if (w->tasks[x].op->flush && (!due_only || now >= w->tasks[x].flush_due_ns))
+			flush_task(&w->tasks[x], now);
+}
+
 static uint32_t step(struct shmrun_worker *w)
 {
 	uint32_t progress = 0;
@@ -1471,9 +1529,16 @@ static uint32_t step(struct shmrun_worker *w)
 			}
 			continue;
 		}
-		for (uint32_t i = 0; i < t->nins && !t->ended; i++)
-			if (!t->ins[i]->ended && !t->ins[i]->held)
-				progress += read_channel(t, t->ins[i]);
+		{
+			uint32_t got = 0;
+
+			for (uint32_t i = 0; i < t->nins && !t->ended; i++)
+				if (!t->ins[i]->ended && !t->ins[i]->held)
+					got += read_channel(t, t->ins[i]);
+			progress += got;
+			if (!got && t->nins && t->op->flush)
+				flush_task(t, 0); /* its input drained */
+		}
 	}
 	for (uint32_t c = 0; c < w->nouts; c++)
 		shmrun_ring_flush(&w->outs[c].ring);
@@ -1647,6 +1712,7 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 		if (restore_entries(t) && !w.failed)
 			shmrun_task_error(t, "restore of per-worker state failed");
 	}
+	flush_setup(&w);
 	w.co.next_ns = now_ns() + (int64_t)plan->job->checkpoint_interval_ns;
 	if (ctl->restored_finished) {
 		/* Restored from the end-of-input checkpoint of a finished run: the
@@ -1669,13 +1735,17 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 			reap_children(&w);
 		if (step(&w)) {
 			idle_since = 0;
+			flush_tasks(&w, true);
 			continue;
 		}
+		flush_tasks(&w, false); /* nothing to do: every input drained */
 		if (all_done(&w))
 			break;
 		reap_children(&w);
 		idle_wait(&w, &idle_since);
 	}
+	if (*stop && !w.failed)
+		flush_tasks(&w, false); /* a stop without final checkpoint: whole lines out */
 done:
 	/* Snapshot children still writing finish on their own (their results
 	 * are in the slots); reap what has exited. */
@@ -1693,7 +1763,8 @@ int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, ch
 {
 	const struct shmrun_job *job = plan->job;
 	struct shmrun_worker_stats stats;
-	struct shmrun_worker w = {.plan = plan, .stats = &stats, .quiet = true};
+	struct shmrun_worker w = {.plan = plan, .stats = &stats, .quiet = true,
+				  .checkpointing = job->checkpoint_dir != NULL};
 
 	struct shmrun_task t = {
 		.id = plan->stage_task0[stage],

@@ -76,6 +76,8 @@ struct shmrun_task {
 	uint64_t rate;           /* the stage's `rate` key, records/s, 0 = unlimited */
 	int64_t pace_start_ns;   /* sources with `rate`: when pacing began */
 	uint64_t pace_base;      /* records_in then */
+	int64_t flush_every_ns;  /* op->flush: the stage's flush_interval */
+	int64_t flush_due_ns;    /* op->flush: next flush by the clock */
 };
 
 /* A snapshot child in flight. */
@@ -111,6 +113,8 @@ struct shmrun_worker {
 	uint32_t fwd_holds;          /* tasks holding a forward input for alignment */
 	bool failed;
 	bool quiet; /* errors are recorded in stats->error, not logged (prepare) */
+	uint32_t nflush;      /* tasks with op->flush */
+	uint32_t flush_turns; /* loop turns, to look at the clock every 64 */
 };
 
 /*

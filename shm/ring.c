@@ -60,7 +60,7 @@
  *   - A lock or a futex on every publication: one syscall per batch at best,
  *     and it couples the producer's progress to the consumer's scheduling.
  *   - Multi-producer rings: they need a CAS on tail and make holding back one
- *     channel (barrier alignment) impossible without buffering (DESIGN.md §4).
+ *     channel (barrier alignment) impossible without buffering (docs/design.md §4).
  */
 #include <errno.h>
 #include <limits.h>

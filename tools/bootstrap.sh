@@ -8,6 +8,8 @@
 # Environment:
 #   SHMRUN_BUILD_DIR    build directory (default: build)
 #   SHMRUN_CMAKE_ARGS   extra arguments for cmake's configure step
+#   SHMRUN_WITH_CLANG=1 also install clang (CI builds with both gcc and clang);
+#                       CC=clang then selects it for a new build directory
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -20,6 +22,9 @@ packages=(
 	coreutils findutils gawk   # the word-count reference in the tests
 	procps      # pgrep, in the process tests
 )
+if [ "${SHMRUN_WITH_CLANG:-0}" = 1 ]; then
+	packages+=(clang)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

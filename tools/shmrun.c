@@ -5,16 +5,25 @@
  *     shmrun plan [options] topology.conf    print where every task runs
  *     shmrun check [options] topology.conf   validate only
  *
+ * topology.conf may be `-`: the topology is read from standard input, and its
+ * relative paths resolve against the current directory.
+ *
+ * A usage error prints one line saying what is wrong and "Try 'shmrun
+ * --help'", never the whole help, and exits 2; a mistyped command is named
+ * with the nearest command (edit distance).
+ *
  * Exit status: 0 success; 1 the job failed (a worker died or an operator
  * failed); 2 bad usage or a bad topology (nothing was started); 128+N stopped
  * by signal N.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shmrun/job.h"
 #include "shmrun/runtime.h"
@@ -31,8 +40,10 @@ static void usage(FILE *out)
 		"       shmrun check [options] topology.conf\n"
 		"       shmrun ckpt list DIR | shmrun ckpt verify DIR\n"
 		"\n"
-		"Runs a stream-processing job on this host: one worker process per CPU,\n"
-		"pinned, connected by shared-memory rings.\n"
+		"Runs a stream-processing job on this host: worker processes ([job] workers,\n"
+		"default 1; or one per CPU listed in cpus), each pinned to a CPU, connected\n"
+		"by shared-memory rings. topology.conf '-' reads the topology from standard\n"
+		"input (relative paths in it resolve against the current directory).\n"
 		"\n"
 		"commands:\n"
 		"  (none)   run the job described by topology.conf\n"
@@ -60,6 +71,92 @@ static void usage(FILE *out)
 		"See docs/topology.md for the topology.conf reference.\n");
 }
 
+static const char *const commands[] = {"run", "plan", "check", "ckpt"};
+
+/* A usage error: one line, then where help is. Return: 2. */
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("shmrun: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\nTry 'shmrun --help' for more information.\n", stderr);
+	return 2;
+}
+
+/* Levenshtein distance of @a and @b (short words), capped at 99. */
+static unsigned distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	unsigned row[32];
+
+	if (la >= 31 || lb >= 31)
+		return 99;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = (unsigned)j;
+	for (size_t i = 1; i <= la; i++) {
+		unsigned diag = row[0], up;
+
+		row[0] = (unsigned)i;
+		for (size_t j = 1; j <= lb; j++) {
+			unsigned best = diag + (a[i - 1] != b[j - 1]);
+
+			up = row[j];
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	return row[lb];
+}
+
+/* The word of @words nearest to @w, if it is a plausible typo of it; else NULL. */
+static const char *nearest(const char *w, const char *const *words, size_t n)
+{
+	const char *best = NULL;
+	unsigned bd = 3;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned d = distance(w, words[i]);
+
+		if (d < bd || (d == bd && !best && d <= 2)) {
+			bd = d;
+			best = words[i];
+		}
+	}
+	return bd <= 2 ? best : NULL;
+}
+
+/* "unknown command 'chekc'; did you mean 'check'?" Return: 2. */
+static int unknown_command(const char *what, const char *w, const char *const *words, size_t n)
+{
+	const char *near = nearest(w, words, n);
+
+	if (near)
+		return usage_error("unknown %s '%s'; did you mean '%s'?", what, w, near);
+	return usage_error("unknown %s '%s' (%s: %s%s%s%s%s%s%s)", what, w,
+			   n > 2 ? "commands" : "one of", words[0], n > 1 ? ", " : "",
+			   n > 1 ? words[1] : "", n > 2 ? ", " : "", n > 2 ? words[2] : "",
+			   n > 3 ? ", " : "", n > 3 ? words[3] : "");
+}
+
+/*
+ * Whether @arg, given where topology.conf goes, is rather a mistyped command:
+ * no such file, no '.' or '/', and (@near: when it is the only argument)
+ * close to a command name.
+ */
+static bool looks_like_command(const char *arg, bool near)
+{
+	return strcmp(arg, "-") != 0 && !strchr(arg, '.') && !strchr(arg, '/') &&
+	       access(arg, F_OK) != 0 && (!near || nearest(arg, commands, 4));
+}
+
 static int load(const char *path, struct shmrun_job *job)
 {
 	struct shmrun_job_errors errs = {0};
@@ -73,7 +170,8 @@ static int load(const char *path, struct shmrun_job *job)
 		if (errs.n == 0)
 			fprintf(stderr, "%s: %s\n", path, strerror(-err));
 		fprintf(stderr, "shmrun: %u error%s in %s; nothing was started\n",
-			errs.n ? errs.n : 1, errs.n == 1 ? "" : "s", path);
+			errs.n ? errs.n : 1, errs.n == 1 ? "" : "s",
+			strcmp(path, "-") == 0 ? SHMRUN_STDIN_NAME : path);
 		shmrun_job_errors_free(&errs);
 		return 2;
 	}
@@ -97,13 +195,21 @@ int main(int argc, char **argv)
 	struct shmrun_job job;
 	int c, rc;
 
+	argv[0] = (char *)"shmrun"; /* getopt_long's messages say "shmrun: ..." */
 	if (argc > 1 && strcmp(argv[1], "ckpt") == 0) {
+		static const char *const sub[] = {"list", "verify"};
+
+		if (argc == 4 && strlen(argv[3]) > SHMRUN_CKPT_DIR_MAX)
+			return usage_error("checkpoint directory too long (%zu bytes; at most %d): %s",
+					   strlen(argv[3]), SHMRUN_CKPT_DIR_MAX, argv[3]);
 		if (argc == 4 && strcmp(argv[2], "list") == 0)
 			return shmrun_ckpt_print_list(argv[3], stdout);
 		if (argc == 4 && strcmp(argv[2], "verify") == 0)
 			return shmrun_ckpt_print_verify(argv[3], stdout);
-		fprintf(stderr, "usage: shmrun ckpt list DIR | shmrun ckpt verify DIR\n");
-		return 2;
+		if (argc > 2 && strcmp(argv[2], "list") != 0 && strcmp(argv[2], "verify") != 0)
+			return unknown_command("ckpt command", argv[2], sub, 2);
+		return usage_error("ckpt takes a command and one directory: shmrun ckpt list DIR "
+				   "| shmrun ckpt verify DIR");
 	}
 	if (argc > 1 && (strcmp(argv[1], "plan") == 0 || strcmp(argv[1], "check") == 0 ||
 			 strcmp(argv[1], "run") == 0)) {
@@ -117,12 +223,10 @@ int main(int argc, char **argv)
 		case 'l': {
 			int level = shmrun_log_parse_level(optarg);
 
-			if (level < 0) {
-				fprintf(stderr, "shmrun: --log-level must be error, warn, info or "
-						"debug, not '%s'\n",
-					optarg);
-				return 2;
-			}
+			if (level < 0)
+				return usage_error("--log-level must be error, warn, info or debug, "
+						   "not '%s'",
+						   optarg);
 			shmrun_log_set_level(level);
 			break;
 		}
@@ -130,27 +234,27 @@ int main(int argc, char **argv)
 			rescale = true;
 			break;
 		case 'd':
-			if (ndrop == sizeof(drop) / sizeof(drop[0])) {
-				fprintf(stderr, "shmrun: too many --drop-state options\n");
-				return 2;
-			}
+			if (ndrop == sizeof(drop) / sizeof(drop[0]))
+				return usage_error("too many --drop-state options (at most 64)");
 			drop[ndrop++] = optarg;
 			break;
 		case 'f':
+			if (strlen(optarg) > SHMRUN_CKPT_DIR_MAX)
+				return usage_error("--rescale-from: directory too long (%zu bytes; "
+						   "at most %d): %s",
+						   strlen(optarg), SHMRUN_CKPT_DIR_MAX, optarg);
 			rescale_from = optarg;
 			break;
 		case 'h':
 			usage(stdout);
 			return 0;
 		case 'V':
-			if (optind < argc) {
-				fprintf(stderr, "shmrun: --version takes no arguments\n");
-				return 2;
-			}
+			if (optind < argc)
+				return usage_error("--version takes no arguments");
 			printf("shmrun %s\n", SHMRUN_VERSION);
 			return 0;
-		default:
-			usage(stderr);
+		default: /* getopt_long printed what is wrong */
+			fputs("Try 'shmrun --help' for more information.\n", stderr);
 			return 2;
 		}
 	}
@@ -159,25 +263,20 @@ int main(int argc, char **argv)
 	    (strcmp(argv[optind], "plan") == 0 || strcmp(argv[optind], "check") == 0 ||
 	     strcmp(argv[optind], "run") == 0))
 		cmd = argv[optind++];
-	if (optind != argc - 1) {
-		fprintf(stderr, optind == argc ? "shmrun: missing topology.conf\n"
-					       : "shmrun: expected one topology.conf, got %d arguments\n",
-			argc - optind);
-		usage(stderr);
-		return 2;
-	}
-	if (rescale_from && strcmp(cmd, "plan") != 0) {
-		fprintf(stderr, "shmrun: --rescale-from goes with `shmrun plan`\n");
-		return 2;
-	}
-	if ((rescale || ndrop) && strcmp(cmd, "run") != 0) {
-		fprintf(stderr, "shmrun: --rescale and --drop-state go with a run\n");
-		return 2;
-	}
-	if (ndrop && !rescale) {
-		fprintf(stderr, "shmrun: --drop-state needs --rescale\n");
-		return 2;
-	}
+	/* a first word that is no command, before a topology.conf: a mistyped command */
+	if (strcmp(cmd, "run") == 0 && argc - optind >= 1 &&
+	    looks_like_command(argv[optind], argc - optind == 1))
+		return unknown_command("command", argv[optind], commands, 4);
+	if (optind != argc - 1)
+		return usage_error(optind == argc ? "missing topology.conf"
+						  : "expected one topology.conf, got %d arguments",
+				   argc - optind);
+	if (rescale_from && strcmp(cmd, "plan") != 0)
+		return usage_error("--rescale-from goes with `shmrun plan`");
+	if ((rescale || ndrop) && strcmp(cmd, "run") != 0)
+		return usage_error("--rescale and --drop-state go with a run");
+	if (ndrop && !rescale)
+		return usage_error("--drop-state needs --rescale");
 	rc = load(argv[optind], &job);
 	if (rc)
 		return rc;
@@ -193,7 +292,7 @@ int main(int argc, char **argv)
 			shmrun_plan_free(plan);
 		}
 		if (!rc)
-			printf("%s: ok (%u stage%s, %u worker%s)\n", argv[optind], job.nstages,
+			printf("%s: ok (%u stage%s, %u worker%s)\n", job.conf_path, job.nstages,
 			       job.nstages == 1 ? "" : "s", job.workers, job.workers == 1 ? "" : "s");
 	} else if (strcmp(cmd, "plan") == 0) {
 		struct shmrun_plan *plan;

@@ -5,7 +5,7 @@
  * table is emitted with value = its value, TAB, the table's value (key and
  * event time unchanged); a record whose key is not is passed through unchanged
  * (`miss = pass`, the default) or dropped (`miss = drop`). This is the
- * reference-copy case of seed 003: every instance holds the whole table, so
+ * reference-copy case of per-worker state (docs/state.md): every instance holds the whole table, so
  * the edge in front may be anything (forward, rebalance, by key).
  *
  * The file: every line is key<TAB>value, split at the first TAB (the value may

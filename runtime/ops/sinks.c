@@ -5,12 +5,33 @@
  * value alone when the key is empty. Lines are gathered in a 1 MiB buffer and
  * written with write(2) in whole lines.
  *
+ * When the buffer is written (flushed): when it is full; at every barrier
+ * (snapshot()), so a checkpoint never counts lines that are still in memory;
+ * at end of input; and through flush(), which the worker calls when the
+ * sink's input has drained (nothing to read right now), at least every
+ * `flush_interval` while the sink is busy, and when the job stops without a
+ * checkpoint (SIGTERM). So a slow job's lines appear at once, and a stop
+ * leaves whole lines, never a file cut at a buffer boundary.
+ *
+ * Several stdout_sink instances, in several worker processes, share one
+ * standard output. A write(2) of more than PIPE_BUF bytes into a pipe may be
+ * interleaved with another process's write, tearing lines. So when standard
+ * output is a pipe or FIFO, a flush holds a POSIX write lock (fcntl F_SETLKW,
+ * per process, so it excludes the other workers although they share the open
+ * file description) on it for the whole write: every flush lands in one
+ * piece. Where the lock is refused, a flush writes only whole lines in
+ * writes of at most PIPE_BUF bytes, which the kernel keeps whole (a line
+ * longer than PIPE_BUF may then interleave). A regular file needs neither:
+ * Linux serialises writes through one shared file offset.
+ *
+ * Every I/O error message names the file and says what to do.
+ *
  * file_sink: width 1 writes `path`, width k writes `path.<instance>`; missing
  * parent directories are created.
  *
  * Without checkpoints the file is replaced and written directly.
  *
- * With checkpoints it is exactly-once (two-phase commit, DESIGN.md §6). The
+ * With checkpoints it is exactly-once (two-phase commit, docs/design.md §6). The
  * output of epoch e — the lines between barrier(e-1) and barrier(e) — goes to
  * a hidden staging file beside the visible one, `.<name>.<e>.staged`. At
  * barrier(e) the staging file is closed (fsynced with the checkpoint) and the
@@ -25,7 +46,14 @@
  * restored checkpoint is rolled back, so a replay cannot duplicate it.
  *
  * stdout_sink is at-least-once under restarts (standard output cannot be
- * rolled back); null_sink only counts.
+ * rolled back): its snapshot() writes every line before barrier(e), so once
+ * epoch e is complete every line it covers is out; a restore replays at most
+ * the lines after it. null_sink only counts.
+ *
+ * Path lengths: a name is never cut short. file_sink's prepare() refuses
+ * (exit 2, naming the path) an output path of PATH_MAX bytes or more, and,
+ * with checkpoints, a path whose staging file name would not fit NAME_MAX or
+ * PATH_MAX; every buffer below is then large enough by construction.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -41,6 +69,8 @@
 #include "ops.h"
 
 #define BUF_BYTES (1u << 20)
+/* ".<base>.<epoch>.staged": the bytes a staging name adds to base, epoch of 20 digits */
+#define STAGED_EXTRA (1 + 1 + 20 + 7)
 
 /* A staged epoch not yet committed. */
 struct staged {
@@ -54,6 +84,8 @@ struct sink {
 	int fd;        /* visible file (or stdout) */
 	bool owns_fd;
 	bool exactly_once;
+	bool is_pipe;          /* fd is a pipe or FIFO: lock it around each write */
+	bool no_lock;          /* locking it was refused: PIPE_BUF-sized writes instead */
 	char path[PATH_MAX];
 	char dir[PATH_MAX], base[NAME_MAX + 1]; /* of path, for staging names */
 	unsigned char *buf;
@@ -68,6 +100,36 @@ struct sink {
 	uint32_t npending, cap;
 };
 
+/* What to do about an I/O error @err (an errno), for messages. */
+static const char *io_hint(int err)
+{
+	switch (err) {
+	case ENOSPC:
+	case EDQUOT:
+	case EFBIG:
+		return "free space on its file system (or set path to another one), then run the "
+		       "job again";
+	case EACCES:
+	case EPERM:
+	case EROFS:
+		return "make its directory writable (or set path to a writable place), then run "
+		       "the job again";
+	case ENAMETOOLONG:
+		return "use a shorter path";
+	case EPIPE:
+		return "the reader of standard output went away";
+	default:
+		return "check the file system, then run the job again";
+	}
+}
+
+/* Report a failed @verb ("fsync", "truncating") of @path with errno @e. Return: -@e. */
+static int io_error(struct shmrun_task *task, const char *verb, const char *path, int e)
+{
+	shmrun_task_error(task, "%s %s failed: %s; %s", verb, path, strerror(e), io_hint(e));
+	return -e;
+}
+
 static int write_fd(struct shmrun_task *task, const char *what, int fd, const unsigned char *p,
 		    size_t n)
 {
@@ -77,11 +139,68 @@ static int write_fd(struct shmrun_task *task, const char *what, int fd, const un
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0) {
-			shmrun_task_error(task, "writing %s: %s", what, strerror(errno));
-			return -errno;
+			int e = errno;
+
+			shmrun_task_error(task, "writing %s failed: %s; %s", what, strerror(e),
+					  io_hint(e));
+			return -e;
 		}
 		p += w;
 		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Take (F_WRLCK) or drop (F_UNLCK) the write lock on @fd. Return: 0 or -errno. */
+static int lock_fd(int fd, short type)
+{
+	struct flock fl = {.l_type = type, .l_whence = SEEK_SET};
+
+	while (fcntl(fd, F_SETLKW, &fl) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return 0;
+}
+
+/*
+ * Write @n bytes of whole lines into a pipe shared with other writers, so that
+ * no line tears: under the write lock in one go, or else in writes of whole
+ * lines of at most PIPE_BUF bytes each (atomic for a pipe).
+ */
+static int write_pipe(struct shmrun_task *task, struct sink *s, const unsigned char *p, size_t n)
+{
+	int err;
+
+	if (!s->no_lock && lock_fd(s->fd, F_WRLCK) == 0) {
+		err = write_fd(task, s->path, s->fd, p, n);
+		lock_fd(s->fd, F_UNLCK);
+		return err;
+	}
+	s->no_lock = true;
+	while (n > 0) {
+		size_t k = n;
+
+		if (k > PIPE_BUF) {
+			/* the last line end within PIPE_BUF; a longer line goes whole */
+			const unsigned char *nl = NULL;
+
+			for (size_t i = PIPE_BUF; i-- > 0;)
+				if (p[i] == '\n') {
+					nl = p + i;
+					break;
+				}
+			if (nl) {
+				k = (size_t)(nl - p) + 1;
+			} else {
+				nl = memchr(p, '\n', n);
+				k = nl ? (size_t)(nl - p) + 1 : n;
+			}
+		}
+		err = write_fd(task, s->path, s->fd, p, k);
+		if (err)
+			return err;
+		p += k;
+		n -= k;
 	}
 	return 0;
 }
@@ -99,7 +218,12 @@ static int sink_flush(struct shmrun_task *task, struct sink *s)
 	if (!s->len)
 		return 0;
 	if (!s->exactly_once) {
-		err = write_fd(task, s->path, s->fd, s->buf, s->len);
+		/* a line longer than the buffer is flushed in pieces: whole lines
+		 * only when the buffer ends with one */
+		if (s->is_pipe && s->buf[s->len - 1] == '\n')
+			err = write_pipe(task, s, s->buf, s->len);
+		else
+			err = write_fd(task, s->path, s->fd, s->buf, s->len);
 		s->len = 0;
 		return err;
 	}
@@ -118,13 +242,21 @@ static int sink_flush(struct shmrun_task *task, struct sink *s)
 			s->stage_fd = -1;
 		}
 		if (s->stage_fd < 0) {
-			shmrun_task_error(task, "cannot create staging file %s: %s", name,
-					  strerror(errno));
-			return -errno;
+			int e = errno;
+
+			shmrun_task_error(task, "cannot create staging file %s of %s: %s; %s", name,
+					  s->path, strerror(e), io_hint(e));
+			return -e;
 		}
 		s->stage_size = 0;
 	}
-	err = write_fd(task, "a staging file", s->stage_fd, s->buf, s->len);
+	{
+		char what[PATH_MAX + NAME_MAX + 80];
+
+		snprintf(what, sizeof(what), "%s (staging file .%s.0.staged beside it)", s->path,
+			 s->base);
+		err = write_fd(task, what, s->stage_fd, s->buf, s->len);
+	}
 	s->stage_size += s->len;
 	s->len = 0;
 	return err;
@@ -143,25 +275,64 @@ static int mkdirs(char *path)
 	return 0;
 }
 
+/*
+ * Whether output file @name fits every buffer here: below PATH_MAX, and with
+ * checkpoints (@staged) its staging name ".<base>.<epoch>.staged" within
+ * NAME_MAX and its staging path below PATH_MAX. Return: 0, or -ENAMETOOLONG
+ * after a message naming the path.
+ */
+static int check_name(struct shmrun_task *task, const char *name, bool staged)
+{
+	const char *slash = strrchr(name, '/');
+	size_t len = strlen(name), blen = strlen(slash ? slash + 1 : name);
+
+	if (len >= PATH_MAX || blen > NAME_MAX) {
+		/* the reason first: a message with a path this long is cut short */
+		shmrun_task_error(task, "output path too long (%zu bytes, a file name of %zu; "
+					"paths must be shorter than %d bytes, file names at most %d; "
+					"use a shorter path): %s",
+				  len, blen, PATH_MAX, NAME_MAX, name);
+		return -ENAMETOOLONG;
+	}
+	if (staged && (blen + STAGED_EXTRA > NAME_MAX || len + STAGED_EXTRA >= PATH_MAX)) {
+		shmrun_task_error(task, "output path too long for checkpoints (its staging file "
+					".<name>.<epoch>.staged beside it needs %d more bytes; file "
+					"names at most %d, paths shorter than %d; use a shorter "
+					"path): %s",
+				  STAGED_EXTRA, NAME_MAX, PATH_MAX, name);
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
+/* @name passed check_name(): every copy below fits. */
 static int sink_new(void **state, int fd, const char *name)
 {
 	struct sink *s = calloc(1, sizeof(*s));
 	const char *slash;
+	size_t len = strlen(name);
 
 	if (!s)
 		return -ENOMEM;
 	*state = s;
 	s->fd = fd;
 	s->stage_fd = -1;
-	snprintf(s->path, sizeof(s->path), "%s", name);
+	if (len >= sizeof(s->path))
+		return -ENAMETOOLONG;
+	memcpy(s->path, name, len + 1);
 	slash = strrchr(name, '/');
 	if (slash) {
-		snprintf(s->dir, sizeof(s->dir), "%.*s", (int)(slash - name), name);
-		snprintf(s->base, sizeof(s->base), "%s", slash + 1);
+		memcpy(s->dir, name, (size_t)(slash - name));
+		s->dir[slash - name] = 0;
+		if (slash == name)
+			strcpy(s->dir, "/");
 	} else {
-		snprintf(s->dir, sizeof(s->dir), ".");
-		snprintf(s->base, sizeof(s->base), "%s", name);
+		strcpy(s->dir, ".");
 	}
+	slash = slash ? slash + 1 : name;
+	if (strlen(slash) >= sizeof(s->base))
+		return -ENAMETOOLONG;
+	memcpy(s->base, slash, strlen(slash) + 1);
 	s->buf = malloc(BUF_BYTES);
 	return s->buf ? 0 : -ENOMEM;
 }
@@ -192,29 +363,59 @@ static void remove_staged_after(struct sink *s, uint64_t keep_upto)
 	closedir(d);
 }
 
-static int file_open(struct shmrun_task *task, void **state)
+/*
+ * The output file of instance @i: `path`, or `path.<i>` for width > 1, in
+ * @name of PATH_MAX bytes. Return: 0, or -ENAMETOOLONG after a message.
+ */
+static int output_name(struct shmrun_task *task, uint32_t i, char *name)
 {
 	const char *path = shmrun_task_param(task, "path");
+	int n;
+
+	if (shmrun_task_width(task) > 1)
+		n = snprintf(name, PATH_MAX, "%s.%u", path, i);
+	else
+		n = snprintf(name, PATH_MAX, "%s", path);
+	if (n < 0 || n >= PATH_MAX) {
+		shmrun_task_error(task, "output path too long (paths must be shorter than %d "
+					"bytes; use a shorter path): %s%s",
+				  PATH_MAX, path, shmrun_task_width(task) > 1 ? ".<instance>" : "");
+		return -ENAMETOOLONG;
+	}
+	return check_name(task, name, shmrun_task_checkpointing(task));
+}
+
+/* Before anything starts: every instance's output path fits (exit 2 if not). */
+static int file_prepare(struct shmrun_task *task)
+{
+	char name[PATH_MAX];
+	int err = 0;
+
+	for (uint32_t i = 0; i < shmrun_task_width(task) && !err; i++)
+		err = output_name(task, i, name);
+	return err;
+}
+
+static int file_open(struct shmrun_task *task, void **state)
+{
 	bool exactly_once = shmrun_task_checkpointing(task);
 	char name[PATH_MAX];
 	struct sink *s;
 	int err, fd;
 
-	if (shmrun_task_width(task) > 1)
-		snprintf(name, sizeof(name), "%s.%u", path, shmrun_task_instance(task));
-	else
-		snprintf(name, sizeof(name), "%s", path);
+	err = output_name(task, shmrun_task_instance(task), name);
+	if (err)
+		return err;
 	err = mkdirs(name);
 	if (err) {
-		shmrun_task_error(task, "cannot create the directory of %s: %s", name,
-				  strerror(-err));
+		shmrun_task_error(task, "cannot create the directory of %s: %s; %s", name,
+				  strerror(-err), io_hint(-err));
 		return err;
 	}
 	/* Exactly-once: keep what is there until restore() says what is committed. */
 	fd = open(name, O_WRONLY | O_CREAT | O_CLOEXEC | (exactly_once ? 0 : O_TRUNC), 0666);
 	if (fd < 0) {
-		shmrun_task_error(task, "cannot open %s for writing: %s", name, strerror(errno));
-		return -errno;
+		return io_error(task, "opening for writing", name, errno);
 	}
 	err = sink_new(state, fd, name);
 	s = *state;
@@ -228,8 +429,7 @@ static int file_open(struct shmrun_task *task, void **state)
 		/* a fresh start: nothing is committed */
 		remove_staged_after(s, 0);
 		if (ftruncate(fd, 0) < 0) {
-			shmrun_task_error(task, "truncating %s: %s", name, strerror(errno));
-			return -errno;
+			return io_error(task, "truncating", name, errno);
 		}
 	}
 	return err;
@@ -237,8 +437,30 @@ static int file_open(struct shmrun_task *task, void **state)
 
 static int stdout_open(struct shmrun_task *task, void **state)
 {
+	struct stat st;
+	int err = sink_new(state, STDOUT_FILENO, "standard output");
+
 	(void)task;
-	return sink_new(state, STDOUT_FILENO, "standard output");
+	if (!err && fstat(STDOUT_FILENO, &st) == 0 && S_ISFIFO(st.st_mode))
+		((struct sink *)*state)->is_pipe = true;
+	return err;
+}
+
+/* Write out every line held: the worker's flush() hook, also on a stop. */
+static int sink_flush_cb(struct shmrun_task *task, void *state)
+{
+	return sink_flush(task, state);
+}
+
+/*
+ * Barrier(e) of stdout_sink: every line before the barrier is written before
+ * the checkpoint can complete (at-least-once: a restore replays only lines
+ * after it).
+ */
+static int stdout_snapshot(struct shmrun_task *task, void *state, uint64_t epoch)
+{
+	(void)epoch;
+	return sink_flush(task, state);
 }
 
 static int sink_process(struct shmrun_task *task, void *state, const struct shmrun_record *rec)
@@ -288,10 +510,8 @@ static int sink_end(struct shmrun_task *task, void *state)
 	struct sink *s = state;
 	int err = sink_flush(task, s);
 
-	if (!err && s->owns_fd && !s->exactly_once && fsync(s->fd) < 0 && errno != EINVAL) {
-		shmrun_task_error(task, "fsync %s: %s", s->path, strerror(errno));
-		err = -errno;
-	}
+	if (!err && s->owns_fd && !s->exactly_once && fsync(s->fd) < 0 && errno != EINVAL)
+		err = io_error(task, "fsync of", s->path, errno);
 	return err;
 }
 
@@ -312,8 +532,7 @@ static int file_snapshot(struct shmrun_task *task, void *state, uint64_t epoch)
 		staged_name(s, 0, from, sizeof(from));
 		staged_name(s, epoch, to, sizeof(to));
 		if (rename(from, to) < 0) {
-			shmrun_task_error(task, "renaming %s: %s", from, strerror(errno));
-			return -errno;
+			return io_error(task, "renaming staging file", from, errno);
 		}
 		if (s->npending == s->cap) {
 			uint32_t cap = s->cap ? s->cap * 2 : 8;
@@ -350,9 +569,12 @@ static int copy_staged(struct shmrun_task *task, struct sink *s, int fd, uint64_
 		ssize_t w;
 
 		if (n <= 0) {
-			shmrun_task_error(task, "reading a staging file of %s: %s", s->path,
-					  n < 0 ? strerror(errno) : "shorter than recorded");
-			return n < 0 ? -errno : -EIO;
+			if (n < 0)
+				return io_error(task, "reading a staging file of", s->path, errno);
+			shmrun_task_error(task, "a staging file of %s is shorter than recorded; "
+						"move %s aside and run the job again",
+					  s->path, s->path);
+			return -EIO;
 		}
 		for (ssize_t off = 0; off < n; off += w) {
 			w = pwrite(s->fd, s->copy + off, (size_t)(n - off),
@@ -361,10 +583,8 @@ static int copy_staged(struct shmrun_task *task, struct sink *s, int fd, uint64_
 				w = 0;
 				continue;
 			}
-			if (w < 0) {
-				shmrun_task_error(task, "writing %s: %s", s->path, strerror(errno));
-				return -errno;
-			}
+			if (w < 0)
+				return io_error(task, "writing", s->path, errno);
 		}
 		done += (uint64_t)n;
 	}
@@ -383,10 +603,8 @@ static int file_commit(struct shmrun_task *task, void *state, uint64_t epoch)
 	for (; k < s->npending && s->pending[k].epoch <= epoch && !err; k++)
 		err = copy_staged(task, s, s->pending[k].fd, s->pending[k].offset,
 				  s->pending[k].size);
-	if (!err && fsync(s->fd) < 0) {
-		shmrun_task_error(task, "fsync %s: %s", s->path, strerror(errno));
-		err = -errno;
-	}
+	if (!err && fsync(s->fd) < 0)
+		err = io_error(task, "fsync of", s->path, errno);
 	if (err)
 		return err;
 	for (uint32_t i = 0; i < k; i++) {
@@ -431,8 +649,7 @@ static int file_restore(struct shmrun_task *task, void *state, const void *entry
 	remove_staged_after(s, r);
 	d = opendir(s->dir);
 	if (!d) {
-		shmrun_task_error(task, "cannot read %s: %s", s->dir, strerror(errno));
-		return -errno;
+		return io_error(task, "reading the directory", s->dir, errno);
 	}
 	while ((de = readdir(d))) {
 		const char *nm = de->d_name;
@@ -480,14 +697,10 @@ static int file_restore(struct shmrun_task *task, void *state, const void *entry
 		err = copy_staged(task, s, fd, cursor, (uint64_t)st.st_size);
 		close(fd);
 	}
-	if (!err && ftruncate(s->fd, (off_t)target) < 0) {
-		shmrun_task_error(task, "truncating %s: %s", s->path, strerror(errno));
-		err = -errno;
-	}
-	if (!err && fsync(s->fd) < 0) {
-		shmrun_task_error(task, "fsync %s: %s", s->path, strerror(errno));
-		err = -errno;
-	}
+	if (!err && ftruncate(s->fd, (off_t)target) < 0)
+		err = io_error(task, "truncating", s->path, errno);
+	if (!err && fsync(s->fd) < 0)
+		err = io_error(task, "fsync of", s->path, errno);
 	/* Oldest first: if a crash cuts this short, the staged files left are
 	 * again the newest ones, contiguous up to L(r), as the replay assumes. */
 	for (uint32_t i = n; i-- > 0 && !err;) {
@@ -528,9 +741,21 @@ static int null_process(struct shmrun_task *task, void *state, const struct shmr
 	return 0;
 }
 
+/* flush_interval: read by the worker (shmrun_task_flush_interval_ns()). */
+#define FLUSH_INTERVAL_PARAM                                                                     \
+	{.key = "flush_interval", .type = SHMRUN_PARAM_DURATION, .def = "100ms",                 \
+	 .min = 1000000ull, .max = 3600000000000ull, .tuning = true,                             \
+	 .doc = "buffered lines are written at least this often while input keeps coming"}
+
 static const struct shmrun_param_def file_params[] = {
 	{.key = "path", .type = SHMRUN_PARAM_PATH, .required = true,
 	 .doc = "output file; width k writes path.<instance>"},
+	FLUSH_INTERVAL_PARAM,
+	{0},
+};
+
+static const struct shmrun_param_def stdout_params[] = {
+	FLUSH_INTERVAL_PARAM,
 	{0},
 };
 
@@ -541,6 +766,7 @@ const struct shmrun_operator shmrun_op_file_sink = {
 	.summary = "writes key<TAB>value lines (value alone when the key is empty)",
 	.flags = SHMRUN_OP_SINK,
 	.params = file_params,
+	.prepare = file_prepare,
 	.open = file_open,
 	.process = sink_process,
 	.end_of_input = sink_end,
@@ -552,17 +778,20 @@ const struct shmrun_operator shmrun_op_file_sink = {
 	.snapshot = file_snapshot,
 	.restore = file_restore,
 	.commit = file_commit,
+	.flush = sink_flush_cb,
 };
 
 const struct shmrun_operator shmrun_op_stdout_sink = {
 	.name = "stdout_sink",
 	.summary = "writes key<TAB>value lines to standard output",
 	.flags = SHMRUN_OP_SINK,
-	.params = no_params,
+	.params = stdout_params,
 	.open = stdout_open,
 	.process = sink_process,
 	.end_of_input = sink_end,
 	.close = sink_close,
+	.snapshot = stdout_snapshot,
+	.flush = sink_flush_cb,
 };
 
 const struct shmrun_operator shmrun_op_null_sink = {

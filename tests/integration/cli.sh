@@ -51,11 +51,11 @@ printf '[s]\nop = file_source\npath = in\n[o]\nop = file_sink\ninput = s\npath =
 "$shmrun" --log-level error "$tmp/sp ace/j.conf" || fail "blank in the conf's directory: run"
 [ "$(cat "$tmp/sp ace/o.txt")" = "$(printf 'a b\nc')" ] || fail "blank in the conf's directory: output"
 # `check` runs what a run checks before starting: a missing input is exit 2,
-# named once, with the stage's file:line.
+# named once, with the file:line of its `path` key (not the section's line 1).
 printf '[r]\nop = file_source\npath = /nonexistent/x.txt\n[o]\nop = null_sink\ninput = r\n' > "$tmp/missing.conf"
 set +e; "$shmrun" check "$tmp/missing.conf" 2> "$tmp/err"; rc=$?; set -e
 [ $rc -eq 2 ] || fail "check of a missing input: exit $rc"
-[ "$(grep -c "missing.conf:1: stage 'r' \[0\]: input '/nonexistent/x.txt'" "$tmp/err")" -eq 1 ] ||
+[ "$(grep -c "missing.conf:3: stage 'r' \[0\]: input '/nonexistent/x.txt'" "$tmp/err")" -eq 1 ] ||
 	{ cat "$tmp/err" >&2; fail "check of a missing input: not named exactly once with file:line"; }
 # checkpoint_dir naming a file, not a directory: exit 2 with file:line
 printf '[job]\ncheckpoint_dir = good.conf\n[s]\nop = sequence\ncount = 5\n[o]\nop = null_sink\ninput = s\n' > "$tmp/ckfile.conf"
@@ -217,4 +217,47 @@ bad key_outside_section 1 "width = 2
 $src
 $sink"
 [ $n -ge 20 ] || fail "only $n bad configurations"
+
+# Usage errors: one line saying what is wrong, then where help is; exit 2;
+# never the whole help. A mistyped command is named with the nearest one.
+usage_error() { # want-regex args...
+	local want=$1
+	shift
+	set +e; "$shmrun" "$@" > "$tmp/out" 2> "$tmp/err"; rc=$?; set -e
+	[ $rc -eq 2 ] || fail "shmrun $*: exit $rc, want 2"
+	grep -Eq "$want" "$tmp/err" || { cat "$tmp/err" >&2; fail "shmrun $*: want /$want/"; }
+	[ "$(tail -1 "$tmp/err")" = "Try 'shmrun --help' for more information." ] ||
+		fail "shmrun $*: no 'Try shmrun --help' line"
+	[ "$(wc -l < "$tmp/err")" -le 2 ] && [ ! -s "$tmp/out" ] ||
+		fail "shmrun $*: more than a short message (the whole help?)"
+}
+usage_error "^shmrun: unknown command 'chekc'; did you mean 'check'\?$" chekc "$tmp/good.conf"
+usage_error "^shmrun: unknown command 'chekc'; did you mean 'check'\?$" chekc
+usage_error "^shmrun: unknown command 'paln'; did you mean 'plan'\?$" paln "$tmp/good.conf"
+usage_error "^shmrun: unknown command 'frobnicate' \(commands: run, plan, check, ckpt\)$" frobnicate "$tmp/good.conf"
+usage_error "^shmrun: unknown ckpt command 'lsit'; did you mean 'list'\?$" ckpt lsit "$tmp"
+usage_error "^shmrun: ckpt takes a command and one directory" ckpt
+usage_error "^shmrun: expected one topology.conf, got 2 arguments$" "$tmp/good.conf" "$tmp/good.conf"
+usage_error "^shmrun: missing topology.conf$"
+usage_error "^shmrun: unrecognized option '--bogus'$" --bogus "$tmp/good.conf"
+usage_error "^shmrun: --log-level must be" --log-level loud "$tmp/good.conf"
+usage_error "^shmrun: --drop-state needs --rescale$" --drop-state=x "$tmp/good.conf"
+# a checkpoint directory with no room for the paths inside it: refused, not cut short
+long=$(printf 'x%.0s' $(seq 3900))
+usage_error "^shmrun: checkpoint directory too long \(3900 bytes; at most 3840\): x+$" ckpt list "$long"
+usage_error "^shmrun: --rescale-from: directory too long \(3900 bytes; at most 3840\): x+$" plan --rescale-from "$long" "$tmp/good.conf"
+
+# `-`: the topology from standard input; its relative paths resolve against
+# the current directory; messages name it <stdin>.
+mkdir -p "$tmp/cwd"
+printf '[g]\nop = sequence\ncount = 3\n[o]\nop = file_sink\ninput = g\npath = sub/o.txt\n' > "$tmp/stdin.conf"
+(cd "$tmp/cwd" && "$shmrun" check - < "$tmp/stdin.conf") | grep -qx "<stdin>: ok (2 stages, 1 worker)" ||
+	fail "check - : not ok"
+(cd "$tmp/cwd" && "$shmrun" --log-level error - < "$tmp/stdin.conf") || fail "run - : failed"
+[ "$(cat "$tmp/cwd/sub/o.txt")" = "$(printf 'k0\t0\nk0\t1\nk0\t2')" ] ||
+	fail "run - : output not in the current directory's sub/o.txt"
+printf '[g]\nop = sequence\ncount = x\n' > "$tmp/stdin.conf"
+set +e; "$shmrun" check - < "$tmp/stdin.conf" 2> "$tmp/err"; rc=$?; set -e
+[ $rc -eq 2 ] && grep -q "^<stdin>:3: count = 'x'" "$tmp/err" || fail "check - of a bad conf: exit $rc"
+
 echo "cli: $n bad configurations each exit 2 with file:line; help, version, check, plan, run ok"

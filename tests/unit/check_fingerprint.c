@@ -1,7 +1,7 @@
 /*
  * tests/unit/check_fingerprint.c: the topology fingerprint (runtime/fingerprint.c).
  *
- * The fingerprint guards every restore (DESIGN.md §6, issue 5): state written
+ * The fingerprint guards every restore (docs/design.md §6, issue 5): state written
  * by one topology must not be loaded into another. So it must change with
  * everything state depends on, and must not change with anything else.
  *

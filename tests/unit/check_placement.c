@@ -1,7 +1,7 @@
 /*
  * tests/unit/check_placement.c: runtime/placement.c, stated as properties.
  *
- * DESIGN.md §3 and seed 000 name the properties placement must have; each
+ * docs/design.md §3 names the properties placement must have; each
  * TCase checks one of them exhaustively over every stage width n <= 64 and
  * every worker count w <= 64 (and member sets given in shuffled orders):
  *

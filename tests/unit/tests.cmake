@@ -1,4 +1,4 @@
-# Unit tests of shm/ (DESIGN.md §4): rings and segments in one process.
+# Unit tests of shm/ (docs/design.md §4): rings and segments in one process.
 # check_ring_threads also carries the "tsan" label: .ci/run runs it under TSan.
 shmrun_check_test(check_ring
 	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_ring.c
@@ -16,7 +16,7 @@ shmrun_check_test(check_ring_threads
 	LABELS ring tsan
 	TIMEOUT 240)
 
-# Unit tests of runtime/ (DESIGN.md §3, §7): placement properties, topology.conf.
+# Unit tests of runtime/ (docs/design.md §3, §7): placement properties, topology.conf.
 shmrun_check_test(check_placement
 	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_placement.c
 	LIBS shmrun_rt
@@ -33,7 +33,7 @@ shmrun_check_test(check_plan
 	LABELS runtime
 	TIMEOUT 60)
 
-# Checkpoint state files (DESIGN.md §6, docs/checkpoints.md): block format, io_uring
+# Checkpoint state files (docs/design.md §6, docs/checkpoints.md): block format, io_uring
 # writer and its pwrite/fsync fallback, the SHMRUN_FAULT switch, the verifying reader.
 shmrun_check_test(check_ckpt_io
 	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_ckpt_io.c
@@ -41,7 +41,7 @@ shmrun_check_test(check_ckpt_io
 	LABELS runtime
 	TIMEOUT 120)
 
-# The topology fingerprint that guards every restore (DESIGN.md §6, issue 5):
+# The topology fingerprint that guards every restore (docs/design.md §6, issue 5):
 # what changes it, what must not, and the messages naming each difference.
 shmrun_check_test(check_fingerprint
 	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_fingerprint.c

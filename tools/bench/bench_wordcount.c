@@ -930,7 +930,8 @@ int bench_wordcount_main(int argc, char **argv)
 			fprintf(stderr, "shmrun-bench: --keep %s: %s\n", keep, strerror(errno));
 			return BENCH_EXIT_FAIL;
 		}
-		snprintf(dir, sizeof(dir), "%s", keep);
+		if (bench_pathf(dir, sizeof(dir), "%s", keep))
+			return BENCH_EXIT_FAIL;
 	} else {
 		const char *tmp = getenv("TMPDIR");
 

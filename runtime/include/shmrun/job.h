@@ -2,14 +2,15 @@
  * shmrun/job.h: a topology.conf turned into a validated job description.
  *
  * shmrun_job_load() parses the file with inih and validates everything that can
- * be known before a process starts (DESIGN.md §7): every key, every value, the
+ * be known before a process starts (docs/design.md §7): every key, every value, the
  * graph. Errors are collected as "file:line: message" strings; a job with any
  * error must not run. Data flows one way: conf -> placement -> plan ->
- * launcher -> worker (DESIGN.md §8).
+ * launcher -> worker (docs/design.md §8).
  */
 #ifndef SHMRUN_JOB_H
 #define SHMRUN_JOB_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -91,8 +92,21 @@ struct shmrun_job_errors {
 };
 
 /**
+ * Longest checkpoint_dir, bytes: PATH_MAX less room for what goes inside it
+ * (reset-<time>/ckpt-<epoch>/<stage>.<instance>.state), so no path built from
+ * it is cut short. A longer one is refused (topology error, or usage error for
+ * `shmrun ckpt ... DIR`).
+ */
+#define SHMRUN_CKPT_DIR_MAX (PATH_MAX - 256)
+
+/** conf_path of a topology read from standard input, and its name in messages. */
+#define SHMRUN_STDIN_NAME "<stdin>"
+
+/**
  * shmrun_job_load() - parse and validate a topology.conf.
- * @path: the file.
+ * @path: the file; "-" reads standard input (messages then say "<stdin>:N:",
+ *        relative paths resolve against the current directory, the default
+ *        job name is "stdin").
  * @job:  filled on success; free with shmrun_job_free().
  * @errs: on failure, every error found (free with shmrun_job_errors_free()).
  *

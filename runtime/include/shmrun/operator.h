@@ -15,7 +15,7 @@
  * The record model follows Flink/Kafka Streams: a record is key bytes, value
  * bytes and an event time. Keys decide the vnode (xxHash of the key bytes,
  * scaled to the job's vnode count) and with it the instance a shuffle edge
- * sends the record to (DESIGN.md §2, §5).
+ * sends the record to (docs/design.md §2, §5).
  */
 #ifndef SHMRUN_OPERATOR_H
 #define SHMRUN_OPERATOR_H
@@ -68,7 +68,7 @@ struct shmrun_task; /* opaque: the runtime's view of one instance of one stage *
 
 /**
  * How an operator's per-worker state is redistributed when its stage's width
- * changes (seed 003): there is no silent "keep what you had".
+ * changes (docs/design.md §5): there is no silent "keep what you had".
  */
 enum shmrun_pw_rule {
 	SHMRUN_PW_NONE = 0,  /**< no per-worker state declared: the stage cannot be rescaled */
@@ -151,6 +151,31 @@ struct shmrun_operator {
 	 * Return: 0, or a negative errno after shmrun_task_error().
 	 */
 	int (*commit)(struct shmrun_task *task, void *state, uint64_t epoch);
+
+	/**
+	 * flush() - optional, for operators that hold output back (a sink's line
+	 * buffer): write out everything the instance holds now, so that it is
+	 * visible to whoever reads the output (a file, a pipe, a terminal).
+	 *
+	 * The worker calls it, on the task's thread, between records:
+	 *  - when the task's input has drained: it read nothing in a loop turn
+	 *    (its ring inputs were empty), or its whole worker found nothing to do;
+	 *  - at least every `flush_interval` (the stage's key of that name if the
+	 *    operator declares it as a DURATION, else 100 ms) while input keeps
+	 *    coming: the worker looks at the clock every 64 loop turns, never per
+	 *    record;
+	 *  - when the worker stops without a final checkpoint (SIGTERM without
+	 *    checkpoint_dir, a second stop signal), before close().
+	 * It is not called after end_of_input() (which should write everything
+	 * itself) nor after a failure. At a barrier the runtime calls snapshot(),
+	 * not flush(): an operator whose held output must be out before a
+	 * checkpoint counts it writes it there.
+	 *
+	 * Called often while the worker idles: return at once when nothing is
+	 * held. Must not emit. Return: 0, or a negative errno after
+	 * shmrun_task_error() said why (the task fails as if process() had).
+	 */
+	int (*flush)(struct shmrun_task *task, void *state);
 };
 
 /**
@@ -160,7 +185,7 @@ struct shmrun_operator {
  *
  * Never blocks: a record that does not fit into a full ring is kept by the
  * runtime and the task is parked (not given more input) until it drains
- * (DESIGN.md §5). Records larger than the ring's largest frame are rejected.
+ * (docs/design.md §5). Records larger than the ring's largest frame are rejected.
  *
  * Return: 0; -EMSGSIZE if the record cannot fit any ring of this job (the task
  * fails with a message naming the stage and size); -ENOMEM.
@@ -177,7 +202,7 @@ uint32_t shmrun_task_width(const struct shmrun_task *task);
 uint32_t shmrun_task_vnodes(const struct shmrun_task *task);
 /**
  * shmrun_task_vnode_range() - the vnodes this instance owns, [*lo, *hi)
- * (vnode_ranges, DESIGN.md §2).
+ * (vnode_ranges, docs/design.md §2).
  */
 void shmrun_task_vnode_range(const struct shmrun_task *task, uint32_t *lo, uint32_t *hi);
 /**
@@ -203,7 +228,7 @@ bool shmrun_task_param_bool(const struct shmrun_task *task, const char *key, boo
 /**
  * shmrun_keyed_state() - the key-bound state of @key for this task: a value of
  * @value_bytes bytes (the same for every key of a task) in the key's vnode
- * (DESIGN.md §5). Memory comes from the worker's jemalloc arena.
+ * (docs/design.md §5). Memory comes from the worker's jemalloc arena.
  * @task:        the running task.
  * @key:         key bytes (borrowed; copied on insert).
  * @value_bytes: size of the value, bytes; fixed by the first call.

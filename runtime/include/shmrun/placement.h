@@ -1,7 +1,7 @@
 /*
  * shmrun/placement.h: deterministic placement of tasks on workers.
  *
- * Pure arithmetic, no I/O (DESIGN.md §3, seed 000 "Module placement"). Every
+ * Pure arithmetic, no I/O (docs/design.md §3). Every
  * worker computes the same task -> worker map from the topology and the sorted
  * member set, so no process is ever told its placement and there is no control
  * plane (seed D9). Contiguous blocks: instance i of n -> worker floor(i*w/n),

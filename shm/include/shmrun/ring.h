@@ -1,7 +1,7 @@
 /*
  * shmrun/ring.h: single-producer single-consumer byte ring of framed records.
  *
- * One ring carries one channel (DESIGN.md §4): exactly one producer process (or
+ * One ring carries one channel (docs/design.md §4): exactly one producer process (or
  * thread) and exactly one consumer. The ring lives in memory the caller provides
  * (two-step init, after DPDK's rte_ring_get_memsize()/rte_ring_init()):
  *

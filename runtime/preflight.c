@@ -23,7 +23,7 @@
  *     STREAM_RESET_STATE=1 would move the other's checkpoints away). Each run
  *     holds an exclusive flock(2) for its whole life, restarts included, on
  *
- *         checkpoint_dir/LOCK           (the checkpoint_dir)
+ *         checkpoint_dir/.lock          (the checkpoint_dir)
  *         <dir>/.<name>.lock            (each output <dir>/<name>, whatever its width)
  *
  *     each holding the holder's pid. A second run is refused before it
@@ -481,7 +481,7 @@ int shmrun_lock_job(const struct shmrun_job *job)
 				   strerror(-err));
 			return err;
 		}
-		snprintf(path, sizeof(path), "%s/LOCK", job->checkpoint_dir);
+		snprintf(path, sizeof(path), "%s/.lock", job->checkpoint_dir);
 		err = lock_one(job, job->checkpoint_dir_line, "checkpoint_dir", job->checkpoint_dir,
 			       path);
 		if (err)

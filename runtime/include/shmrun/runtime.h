@@ -84,7 +84,7 @@ int shmrun_preflight(const struct shmrun_job *job);
 
 /**
  * shmrun_lock_job() - exclude every other run from @job's checkpoint_dir and
- * outputs: an exclusive flock(2) on checkpoint_dir/LOCK and on .<name>.lock
+ * outputs: an exclusive flock(2) on checkpoint_dir/.lock and on .<name>.lock
  * beside each output, each file holding this pid (checkpoint_dir and the
  * outputs' directories are created if missing). Held until
  * shmrun_unlock_job() or the process ends, restarts included; idempotent.

@@ -837,6 +837,15 @@ int shmrun_run(const struct shmrun_job *job)
 			}
 		}
 	}
+	{
+		/* the run is over: a late copy of the stop signal (passed on by a
+		 * worker, or a group's) must not kill us when unblocked */
+		struct timespec zero = {0, 0};
+		siginfo_t info;
+
+		while (sigtimedwait(&r.set, &info, &zero) > 0)
+			;
+	}
 	sigprocmask(SIG_SETMASK, &r.oldmask, NULL);
 out:
 	shmrun_control_destroy(r.ctl);

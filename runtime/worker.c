@@ -525,6 +525,7 @@ static int task_end(struct shmrun_task *t, uint64_t e, bool stop)
 	if (err) {
 		if (!t->w->failed)
 			shmrun_task_error(t, "end of input failed: %s", strerror(-err));
+		note_fail_errno(t->w, err);
 		return err;
 	}
 	if (e)
@@ -879,6 +880,7 @@ static int task_snapshot(struct shmrun_task *t, uint64_t e)
 		if (!w->failed)
 			shmrun_task_error(t, "snapshot of epoch %" PRIu64 " failed: %s", e,
 					  strerror(-err));
+		note_fail_errno(w, err);
 		return err;
 	}
 	worker_pid = getpid();

@@ -192,6 +192,25 @@ else
 	grep -q "a restart cannot cure Permission denied" "$tmp/log" ||
 		fail "checkpoint_dir read-only at run time: no 'a restart cannot cure'"
 	echo "ok a checkpoint_dir turned read-only at run time stops the job at once, naming the path"
+
+	# the output directory turns read-only while the job runs: the same
+	rm -rf "$u/ck" "$u/out"
+	mkdir -m 777 "$u/ck" "$u/out"
+	(cd "$u" && exec $nobody "$shmrun" job.conf) 2> "$tmp/log" &
+	launcher=$!
+	for _ in $(seq 300); do ls "$u"/ck/ckpt-*/MANIFEST > /dev/null 2>&1 && break; sleep 0.1; done
+	chmod 555 "$u/out"
+	set +e
+	wait $launcher
+	rc=$?
+	set -e
+	launcher=
+	chmod 777 "$u/out"
+	[ $rc -eq 1 ] || fail "output directory read-only at run time: exit $rc, expected 1"
+	grep -q "restart [0-9]* of" "$tmp/log" && fail "output directory read-only at run time: restarted"
+	grep -q "$u/out/.*Permission denied; a restart cannot cure Permission denied" "$tmp/log" ||
+		fail "output directory read-only at run time: no message naming the path and 'a restart cannot cure'"
+	echo "ok an output directory turned read-only at run time stops the job at once, naming the path"
 fi
 
 # --- a read-only file system --------------------------------------------------------

@@ -72,8 +72,8 @@ bool shmrun_errno_is_lasting(int err)
 
 /* One path a stage reads or writes, as the conf names it. */
 struct io_path {
-	char *what;       /* "stage 'read' path" or "checkpoint_dir" */
-	char *path;       /* resolved (as the run opens it) */
+	char *what; /* "stage 'read' path" or "checkpoint_dir" */
+	char *path; /* resolved (as the run opens it) */
 	int line;
 	bool pattern; /* an input with glob characters */
 };
@@ -292,8 +292,7 @@ static int collect(const struct shmrun_job *job, struct io_list *in, struct io_l
 					size_t n = strcspn(v, "\n");
 
 					if (n)
-						err = io_add(in, what, v, n,
-							     conf_line(job, st, p));
+						err = io_add(in, what, v, n, conf_line(job, st, p));
 					v += n + (v[n] == '\n');
 				}
 				continue;
@@ -302,8 +301,7 @@ static int collect(const struct shmrun_job *job, struct io_list *in, struct io_l
 				char one[PATH_MAX + 16];
 
 				snprintf(one, sizeof(one), st->width > 1 ? "%s.%u" : "%s", v, k);
-				err = io_add(out, what, one, strlen(one),
-					     conf_line(job, st, p));
+				err = io_add(out, what, one, strlen(one), conf_line(job, st, p));
 			}
 		}
 	}
@@ -331,14 +329,15 @@ int shmrun_preflight(const struct shmrun_job *job)
 		for (uint32_t i = 0; i < in.n; i++) {
 			if (!overlaps(op->path, &in.v[i], rel, sizeof(rel)))
 				continue;
-			shmrun_log(SHMRUN_LOG_ERROR,
-				   "%s:%d: %s = %s %s of %s = %s (%s:%d): %s would be read while "
-				   "it is written, and the input destroyed; choose %s outside every "
-				   "input; nothing was started",
-				   job->conf_path, op->line, op->what, op->path, rel, in.v[i].what,
-				   in.v[i].path, job->conf_path, in.v[i].line,
-				   ckpt ? "the checkpoint_dir" : "the output",
-				   ckpt ? "a checkpoint_dir" : "an output path");
+			shmrun_log(
+			    SHMRUN_LOG_ERROR,
+			    "%s:%d: %s = %s %s of %s = %s (%s:%d): %s would be read while "
+			    "it is written, and the input destroyed; choose %s outside every "
+			    "input; nothing was started",
+			    job->conf_path, op->line, op->what, op->path, rel, in.v[i].what,
+			    in.v[i].path, job->conf_path, in.v[i].line,
+			    ckpt ? "the checkpoint_dir" : "the output",
+			    ckpt ? "a checkpoint_dir" : "an output path");
 			failed = -EINVAL;
 		}
 		canon(op->path, co, sizeof(co));
@@ -461,7 +460,8 @@ static int lock_one(const struct shmrun_job *job, int line, const char *what, co
 			   strcmp(what, "checkpoint_dir") == 0 ? "its checkpoints" : "the output",
 			   pid);
 	else if (err)
-		shmrun_log(SHMRUN_LOG_ERROR, "%s:%d: %s = %s: cannot lock %s: %s; nothing was started",
+		shmrun_log(SHMRUN_LOG_ERROR,
+			   "%s:%d: %s = %s: cannot lock %s: %s; nothing was started",
 			   job->conf_path, line, what, target, path, strerror(-err));
 	return err;
 }
@@ -499,8 +499,8 @@ int shmrun_lock_job(const struct shmrun_job *job)
 				continue;
 			slash = strrchr(p->value, '/');
 			if (slash)
-				snprintf(dir, sizeof(dir), "%.*s", (int)(slash - p->value) + (slash == p->value),
-					 p->value);
+				snprintf(dir, sizeof(dir), "%.*s",
+					 (int)(slash - p->value) + (slash == p->value), p->value);
 			else
 				snprintf(dir, sizeof(dir), ".");
 			err = make_dirs(dir);
@@ -511,8 +511,8 @@ int shmrun_lock_job(const struct shmrun_job *job)
 				shmrun_log(SHMRUN_LOG_ERROR,
 					   "%s:%d: %s = %s: directory %s cannot be created: %s; "
 					   "nothing was started",
-					   job->conf_path, conf_line(job, st, p), what, p->value, dir,
-					   strerror(-err));
+					   job->conf_path, conf_line(job, st, p), what, p->value,
+					   dir, strerror(-err));
 				return err;
 			}
 			err = lock_one(job, conf_line(job, st, p), what, p->value, path);

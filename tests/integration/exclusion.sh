@@ -56,15 +56,15 @@ sort "$tmp/ref/out/result.tsv" > "$tmp/expected"
 
 # --- a second run while the first is live ---------------------------------------
 d="$tmp/a"
-conf "$d" 100000
+conf "$d" 10000
 (cd "$d" && exec "$shmrun" job.conf) 2> "$tmp/first.log" &
 launcher=$!
 first=$launcher
 wait_ckpt "$d"
 # the same conf, the same conf with a reset, another checkpoint_dir, none
-conf "$tmp/b" 100000 ckpt2
+conf "$tmp/b" 10000 ckpt2
 sed -i "s|^path = .*|path = $d/out/result.tsv|" "$tmp/b/job.conf"
-conf "$tmp/c" 100000 -
+conf "$tmp/c" 10000 -
 sed -i "s|^path = .*|path = $d/out/result.tsv|" "$tmp/c/job.conf"
 for second in same reset other-ckpt no-ckpt; do
 	ws=$(pgrep -P $first || true)
@@ -102,7 +102,7 @@ echo "ok the first run's output is exact"
 
 # --- locks across a restart, not in workers, gone with the launcher -----------------
 d="$tmp/r"
-conf "$d" 100000
+conf "$d" 10000
 (cd "$d" && exec "$shmrun" job.conf) 2> "$tmp/log" &
 launcher=$!
 wait_ckpt "$d"

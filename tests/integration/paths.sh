@@ -132,7 +132,7 @@ checkpoint_interval = 100ms
 [gen]
 op = sequence
 count = 200000
-rate = 50000
+rate = 20000
 [out]
 op = file_sink
 input = gen

@@ -26,7 +26,7 @@ op = sequence
 count = 300000
 keys = 1000
 width = 2
-rate = 100000
+rate = 20000
 [out]
 op = file_sink
 input = gen

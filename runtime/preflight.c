@@ -24,7 +24,8 @@
  *     holds an exclusive flock(2) for its whole life, restarts included, on
  *
  *         checkpoint_dir/.lock          (the checkpoint_dir)
- *         <dir>/.<name>.lock            (each output <dir>/<name>, whatever its width)
+ *         <dir>/.<name>.lock            (each output <dir>/<name>, whatever its width,
+ *         <dir>/.<name>.<i>.lock         and, for width k, each file <name>.<i> it writes)
  *
  *     each holding the holder's pid. A second run is refused before it
  *     touches anything, naming that pid. A job without checkpoint_dir still
@@ -516,6 +517,13 @@ int shmrun_lock_job(const struct shmrun_job *job)
 				return err;
 			}
 			err = lock_one(job, conf_line(job, st, p), what, p->value, path);
+			/* width k also writes path.<i>, which a job of width 1 may name */
+			for (uint32_t k = 0; !err && st->width > 1 && k < st->width; k++) {
+				snprintf(path, sizeof(path), "%s%s.%s.%u.lock", dir,
+					 strcmp(dir, "/") == 0 ? "" : "/",
+					 slash ? slash + 1 : p->value, k);
+				err = lock_one(job, conf_line(job, st, p), what, p->value, path);
+			}
 			if (err)
 				return err;
 		}

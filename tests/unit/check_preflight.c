@@ -175,6 +175,39 @@ START_TEST(locks_exclude_other_processes)
 }
 END_TEST
 
+/* A width-2 sink writes o.tsv.0 and o.tsv.1: a width-1 job naming o.tsv.1 is excluded. */
+START_TEST(locks_cover_every_instance_file)
+{
+	struct shmrun_job a, b;
+	struct shmrun_job_errors errs = {0};
+	char path[512];
+	int status;
+	pid_t child;
+
+	put("data.txt", "1\n");
+	put("a.conf", "[read]\nop = file_source\npath = data.txt\nwidth = 2\n"
+		      "[out]\nop = file_sink\ninput = read\npath = w/o.tsv\nwidth = 2\n");
+	put("b.conf", "[read]\nop = file_source\npath = data.txt\n"
+		      "[out]\nop = file_sink\ninput = read\npath = w/o.tsv.1\n");
+	snprintf(path, sizeof(path), "%s/a.conf", tmpdir);
+	ck_assert_int_eq(shmrun_job_load(path, &a, &errs), 0);
+	snprintf(path, sizeof(path), "%s/b.conf", tmpdir);
+	ck_assert_int_eq(shmrun_job_load(path, &b, &errs), 0);
+	ck_assert_int_eq(shmrun_lock_job(&a), 0);
+	child = fork();
+	if (child == 0) {
+		shmrun_locks_forget();
+		_exit(shmrun_lock_job(&b) == -EBUSY ? 0 : 1);
+	}
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "a job writing o.tsv.1 was not excluded by one writing o.tsv with width 2");
+	shmrun_unlock_job();
+	shmrun_job_free(&a);
+	shmrun_job_free(&b);
+}
+END_TEST
+
 START_TEST(errno_classes)
 {
 	ck_assert(shmrun_errno_is_permanent(EACCES));
@@ -206,6 +239,7 @@ int main(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("locks");
 	tcase_add_test(tc, locks_exclude_other_processes);
+	tcase_add_test(tc, locks_cover_every_instance_file);
 	tcase_add_test(tc, errno_classes);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

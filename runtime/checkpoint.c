@@ -66,6 +66,7 @@
 
 #include "checkpoint.h"
 #include "ckpt_io.h"
+#include "preflight.h"
 #include "text.h"
 
 #define MANIFEST "MANIFEST"
@@ -500,15 +501,34 @@ bool shmrun_coordinate(struct shmrun_coordinator *co, const struct shmrun_plan *
 		for (uint32_t k = 0; k < plan->ntasks; k++) {
 			if (atomic_load_explicit(&slots[k].failed_epoch, memory_order_acquire) ==
 			    co->epoch) {
-				char why[200];
-				char name[160];
+				char why[2 * PATH_MAX];
+				char name[160], dir[PATH_MAX];
+				int err = -atomic_load(&slots[k].error);
 
 				shmrun_ckpt_file_name(plan, k, name, sizeof(name));
-				if (atomic_load(&slots[k].error) == -ECHILD)
-					snprintf(why, sizeof(why), "the writer of %s died", name);
+				shmrun_ckpt_path(job->checkpoint_dir, co->epoch, dir, sizeof(dir));
+				if (err == ECHILD)
+					snprintf(why, sizeof(why), "the writer of %s/%s died", dir, name);
 				else
-				snprintf(why, sizeof(why), "writing %s failed: %s", name,
-					 strerror(-atomic_load(&slots[k].error)));
+					snprintf(why, sizeof(why), "writing %s/%s failed: %s", dir, name,
+						 strerror(err));
+				if (shmrun_errno_is_permanent(err) ||
+				    (shmrun_errno_is_lasting(err) &&
+				     atomic_load_explicit(&ctl->final_epoch, memory_order_acquire) ==
+					     co->epoch)) {
+					/* no later epoch (nor a restart) can succeed: the
+					 * job stops, and the launcher does not restart it */
+					snprintf(ctl->failed_why, sizeof(ctl->failed_why),
+						 "epoch %" PRIu64 ": %.*s", co->epoch,
+						 (int)sizeof(ctl->failed_why) - 32, why);
+					atomic_store_explicit(&ctl->failed_errno, err,
+							      memory_order_relaxed);
+					abort_epoch(co, plan, ctl, why);
+					/* release: pairs with the acquire of failed in every
+					 * worker's loop; failed_why is visible with it */
+					atomic_store_explicit(&ctl->failed, 1, memory_order_release);
+					return true;
+				}
 				abort_epoch(co, plan, ctl, why);
 				return true;
 			}

@@ -47,6 +47,7 @@ struct shmrun_worker_stats {
 	 * cache line, which peers write. */
 	_Atomic int32_t pid;	    /* the worker's process, set when it starts */
 	_Atomic uint64_t heartbeat; /* loop turns; an idle worker still turns every <= 10 ms */
+	_Atomic int32_t fail_errno;   /* the errno an operator's failure returned (positive), 0 */
 } __attribute__((aligned(64)));
 
 /*
@@ -71,6 +72,10 @@ struct shmrun_control {
 	uint32_t workers, tasks;
 	uint64_t stats_off, slots_off;   /* from the start of the mapping */
 	size_t bytes;                    /* of the whole mapping */
+	/* A checkpoint failure the job must stop for (an errno a restart cannot
+	 * cure, or the final epoch's): worker 0 writes both, then failed (release). */
+	_Atomic int32_t failed_errno;    /* positive errno, 0 if none */
+	char failed_why[PATH_MAX + 512]; /* "epoch 3: writing /path/ckpt-3/x.0.state failed: ..." */
 };
 
 static inline struct shmrun_worker_stats *shmrun_control_stats(struct shmrun_control *c)

@@ -1510,6 +1510,7 @@ static int load_job(struct loader *ld)
 			       "%s",
 			       strlen(p[JK_CKPT_DIR].value), CKPT_DIR_MAX, p[JK_CKPT_DIR].value);
 		job->checkpoint_dir = p[JK_CKPT_DIR].value;
+		job->checkpoint_dir_line = p[JK_CKPT_DIR].line;
 		p[JK_CKPT_DIR].value = NULL;
 	} else {
 		static const int ck[] = {JK_CKPT_INTERVAL, JK_CKPT_TIMEOUT, JK_CKPT_RETAIN};

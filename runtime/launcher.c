@@ -17,13 +17,28 @@
  *   - End of input on every worker -> exit 0 and a summary. A worker that dies
  *     or fails -> the others are killed, the cause (worker, CPU, tasks, signal
  *     or exit status, the worker's own error) is logged, exit 1.
- *   - SIGINT/SIGTERM -> SIGTERM to every worker (each stops at its next loop
- *     turn), SIGKILL after a grace period, exit 128+signal. Workers ignore
- *     SIGINT themselves, so a terminal's Ctrl-C reaches them only through the
- *     launcher.
+ *   - A stop signal (SIGTERM, SIGINT, SIGHUP) is one request, whoever gets
+ *     it: the launcher alone (kill PID), one worker (kill WORKER_PID), or the
+ *     whole process group (Ctrl-C in a terminal, systemd's
+ *     KillMode=control-group, kill -- -PGID). With checkpoints it is "stop
+ *     with checkpoint": the next epoch is the final one, then exit 0. Without,
+ *     SIGTERM to every worker (each stops at its next loop turn), SIGKILL
+ *     after a grace period, and the launcher dies by the same signal
+ *     (shmrun_die_by_signal()) so a shell running it stops too. A second
+ *     signal from outside during a stop with checkpoint stops at once.
  *
  * Signals are blocked in the launcher and taken synchronously with
  * sigtimedwait(), so there is no handler and no race with waitpid().
+ *
+ * Workers never act on a stop signal from outside themselves: their handler
+ * passes it to the launcher with sigqueue() and a marker value
+ * (STOP_FORWARDED), and goes on. Only a SIGTERM sent by the launcher stops a
+ * worker. So a group signal cannot race the launcher: a worker that gets its
+ * copy first does not exit (which would read as a crash and restart the
+ * job), and its forwarded copy is recognised as part of the same request,
+ * not as a second one. (Rejected: workers ignoring stop signals, as they
+ * once ignored SIGINT: a SIGTERM to one worker would then be lost; workers
+ * stopping on their own: that is the race above.)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -44,16 +59,37 @@
 #include "checkpoint.h"
 #include "ckpt_io.h"
 #include "plan.h"
+#include "preflight.h"
 #include "worker.h"
 
 #define STOP_GRACE_NS 5000000000ll
+/* sigqueue() value of a stop signal a worker passes on to the launcher */
+#define STOP_FORWARDED 0x73746f70
+/* An outside stop signal this soon after a forwarded one is the launcher's
+ * own copy of the same group signal, not a second request. */
+#define SAME_STOP_NS 500000000ll
 
 static volatile int worker_stop;
+static pid_t launcher_pid; /* in a worker and its children: the launcher */
 
-static void on_term(int sig)
+static bool is_stop_signal(int sig)
 {
-	(void)sig;
-	worker_stop = 1;
+	return sig == SIGTERM || sig == SIGINT || sig == SIGHUP;
+}
+
+/* A stop signal in a worker (or a snapshot/MANIFEST child of one). From the
+ * launcher: stop now. From anyone else: pass it to the launcher, which
+ * stops the whole job (async-signal-safe: sigqueue and an int store). */
+static void on_stop_signal(int sig, siginfo_t *info, void *uc)
+{
+	int saved = errno;
+
+	(void)uc;
+	if (info->si_code == SI_USER && info->si_pid == launcher_pid)
+		worker_stop = 1;
+	else
+		sigqueue(launcher_pid, sig, (union sigval){.sival_int = STOP_FORWARDED});
+	errno = saved;
 }
 
 /* SIGUSR2 wakes a worker from a sleep and does nothing else (tests use it to
@@ -120,13 +156,17 @@ static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segm
 		_exit(1);
 	snprintf(role, sizeof(role), "worker %u", index);
 	shmrun_log_set_role(role);
+	shmrun_locks_forget(); /* the launcher holds them; a stray child must not */
+	launcher_pid = launcher;
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_term;
+	sa.sa_sigaction = on_stop_signal; /* no SA_RESTART: wakes a sleeping worker */
+	sa.sa_flags = SA_SIGINFO;
 	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sa.sa_flags = 0;
 	sa.sa_handler = on_wake; /* no SA_RESTART: interrupts, on purpose */
 	sigaction(SIGUSR2, &sa, NULL);
-	sa.sa_handler = SIG_IGN;
-	sigaction(SIGINT, &sa, NULL);
 	sigprocmask(SIG_SETMASK, oldmask, NULL);
 
 	CPU_ZERO(&set);
@@ -225,7 +265,9 @@ struct run {
 	const struct shmrun_plan *plan;
 	struct shmrun_control *ctl;
 	sigset_t set, oldmask;
-	int signal;        /* the signal that stopped the run */
+	int signal;        /* the signal that stopped the run (or is stopping it) */
+	int64_t stop_ns;   /* when the stop was requested */
+	bool stop_forwarded; /* ... by a signal a worker passed on */
 	char cause[512];   /* why it failed */
 	uint64_t epoch;    /* restored (start) / stopped at (end) */
 	bool reset_done;   /* STREAM_RESET_STATE=1 applied */
@@ -424,20 +466,34 @@ static enum run_end run_once(struct run *r)
 		struct timespec tick = {0, 100000000};
 		siginfo_t info;
 		int sig = sigtimedwait(&r->set, &info, &tick);
+		bool forwarded = sig > 0 && info.si_code == SI_QUEUE &&
+				 info.si_value.sival_int == STOP_FORWARDED;
 
-		if ((sig == SIGINT || sig == SIGTERM || sig == SIGHUP) && job->checkpoint_dir &&
-		    !stopping) {
-			/* stop with checkpoint: the next epoch is the final one */
-			shmrun_log(SHMRUN_LOG_WARN,
-				   "%s: taking a final checkpoint, then stopping (send it again to "
-				   "stop at once)",
-				   strsignal(sig));
-			atomic_store_explicit(&r->ctl->stop_requested, 1, memory_order_release);
-			stopping = true;
-			r->signal = sig;
+		if (is_stop_signal(sig) && stopping &&
+		    (forwarded || (r->stop_forwarded && now_ns() - r->stop_ns < SAME_STOP_NS))) {
+			/* another copy of the request being served (a group signal
+			 * reaches every worker and the launcher) */
+			shmrun_log(SHMRUN_LOG_DEBUG, "%s (%s): already stopping", strsignal(sig),
+				   forwarded ? "passed on by a worker" : "the group's copy");
 			continue;
 		}
-		if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+		if (is_stop_signal(sig) && !stopping) {
+			stopping = true;
+			r->signal = sig;
+			r->stop_ns = now_ns();
+			r->stop_forwarded = forwarded;
+		}
+		if (is_stop_signal(sig) && job->checkpoint_dir &&
+		    !atomic_load_explicit(&r->ctl->stop_requested, memory_order_relaxed)) {
+			/* stop with checkpoint: the next epoch is the final one */
+			shmrun_log(SHMRUN_LOG_WARN,
+				   "%s%s: taking a final checkpoint, then stopping (send it again to "
+				   "stop at once)",
+				   strsignal(sig), forwarded ? " (received by a worker)" : "");
+			atomic_store_explicit(&r->ctl->stop_requested, 1, memory_order_release);
+			continue;
+		}
+		if (is_stop_signal(sig)) {
 			shmrun_log(SHMRUN_LOG_WARN, "%s: stopping %u workers", strsignal(sig),
 				   running);
 			kill_all(pids, job->workers, SIGTERM);
@@ -556,6 +612,34 @@ static uint64_t newest_complete(const char *dir)
 	return e;
 }
 
+/*
+ * Whether the failure of this start cannot be cured by a restart: a
+ * checkpoint write or an operator failed with EACCES, EPERM or EROFS, or the
+ * final checkpoint ran out of space. Logged with the cause (which names the
+ * path) when so.
+ */
+static bool incurable(const struct shmrun_job *job, const struct run *r)
+{
+	struct shmrun_worker_stats *stats = shmrun_control_stats(r->ctl);
+	int err = atomic_load_explicit(&r->ctl->failed_errno, memory_order_relaxed);
+
+	for (uint32_t w = 0; w < job->workers && !shmrun_errno_is_permanent(err); w++) {
+		int e = atomic_load_explicit(&stats[w].fail_errno, memory_order_relaxed);
+
+		if (shmrun_errno_is_permanent(e))
+			err = e;
+	}
+	if (!shmrun_errno_is_permanent(err) && !shmrun_errno_is_lasting(err))
+		return false;
+	shmrun_log(SHMRUN_LOG_ERROR,
+		   "job %s failed: %s; a restart cannot cure %s, so it is not restarted: fix "
+		   "the cause, then run it again (it resumes from the last complete "
+		   "checkpoint)",
+		   job->name, r->ctl->failed_why[0] ? r->ctl->failed_why : r->cause,
+		   strerror(err));
+	return true;
+}
+
 /* Sleep @ts unless SIGINT or SIGTERM comes. Return: that signal, or 0. */
 static int backoff_wait(const sigset_t *set, const struct timespec *ts)
 {
@@ -611,6 +695,26 @@ static int prepare_line(const struct shmrun_stage *st)
 	return st->line;
 }
 
+void shmrun_die_by_signal(int sig)
+{
+	struct sigaction sa;
+	sigset_t set;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_IGN; /* discards other stop signals still pending */
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sa.sa_handler = SIG_DFL;
+	sigaction(sig, &sa, NULL);
+	fflush(NULL);
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	raise(sig);
+	exit(128 + sig);
+}
+
 int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
 {
 	char msg[512];
@@ -644,7 +748,7 @@ int shmrun_run(const struct shmrun_job *job)
 	if (shmrun_plan_build(job, &plan))
 		return 2;
 	r.plan = plan;
-	if (shmrun_prepare(job, plan))
+	if (shmrun_prepare(job, plan) || shmrun_preflight(job))
 		goto out;
 	if (job->checkpoint_dir && make_dirs(job->checkpoint_dir)) {
 		shmrun_log(SHMRUN_LOG_ERROR,
@@ -652,6 +756,10 @@ int shmrun_run(const struct shmrun_job *job)
 			   job->conf_path, job->checkpoint_dir, strerror(errno));
 		goto out;
 	}
+	/* before anything reads or moves checkpoints (STREAM_RESET_STATE, the
+	 * restore): a second live run is refused here, having touched nothing */
+	if (shmrun_lock_job(job))
+		goto out;
 	if (job->checkpoint_dir) {
 		struct shmrun_ckpt_writer w;
 		char why[256] = "";
@@ -697,6 +805,22 @@ int shmrun_run(const struct shmrun_job *job)
 			break;
 		}
 		/* RUN_FAILED */
+		if (r.signal) {
+			/* a stop was requested: never restart; the final checkpoint
+			 * was not taken, the last complete one is where a rerun
+			 * resumes */
+			shmrun_log(SHMRUN_LOG_ERROR,
+				   "%s: stopping without a final checkpoint after: %s; a rerun "
+				   "resumes from epoch %" PRIu64,
+				   strsignal(r.signal), r.cause,
+				   job->checkpoint_dir ? newest_complete(job->checkpoint_dir) : 0);
+			rc = 128 + r.signal;
+			break;
+		}
+		if (incurable(job, &r)) {
+			rc = 1;
+			break;
+		}
 		if (!job->checkpoint_dir || attempt >= job->restart_attempts) {
 			shmrun_log(SHMRUN_LOG_ERROR, "job %s failed%s", job->name,
 				   job->checkpoint_dir ? ": no restart attempts left"
@@ -731,6 +855,15 @@ int shmrun_run(const struct shmrun_job *job)
 				break;
 			}
 		}
+	}
+	{
+		/* the run is over: a late copy of the stop signal (passed on by a
+		 * worker, or a group's) must not kill us when unblocked */
+		struct timespec zero = {0, 0};
+		siginfo_t info;
+
+		while (sigtimedwait(&r.set, &info, &zero) > 0)
+			;
 	}
 	sigprocmask(SIG_SETMASK, &r.oldmask, NULL);
 out:

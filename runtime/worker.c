@@ -147,6 +147,17 @@ bool shmrun_task_param_bool(const struct shmrun_task *t, const char *key, bool d
 	return p && p->value ? p->u64 != 0 : def;
 }
 
+/* Keep the first errno an operator failed with, for the launcher to judge
+ * whether a restart can cure it (shmrun_errno_is_permanent()). */
+static void note_fail_errno(struct shmrun_worker *w, int err)
+{
+	int32_t none = 0;
+
+	if (err < 0)
+		atomic_compare_exchange_strong_explicit(&w->stats->fail_errno, &none, -err,
+							memory_order_relaxed, memory_order_relaxed);
+}
+
 static void task_verror(struct shmrun_task *t, const char *fmt, va_list ap)
 {
 	char msg[4096]; /* room for a path; the log line is at most 4096 bytes too */
@@ -379,6 +390,8 @@ static int deliver(struct shmrun_task *t, const struct shmrun_record *rec, uint6
 	t->cur_key = NULL;
 	if (err && !t->w->failed)
 		shmrun_task_error(t, "process failed: %s", strerror(-err));
+	if (err && t->w->stats)
+		note_fail_errno(t->w, err);
 	return err;
 }
 
@@ -543,6 +556,7 @@ static int task_end(struct shmrun_task *t, uint64_t e, bool stop)
 	if (err) {
 		if (!t->w->failed)
 			shmrun_task_error(t, "end of input failed: %s", strerror(-err));
+		note_fail_errno(t->w, err);
 		return err;
 	}
 	if (e)
@@ -910,6 +924,7 @@ static int task_snapshot(struct shmrun_task *t, uint64_t e)
 		if (!w->failed)
 			shmrun_task_error(t, "snapshot of epoch %" PRIu64 " failed: %s", e,
 					  strerror(-err));
+		note_fail_errno(w, err);
 		return err;
 	}
 	worker_pid = getpid();
@@ -1040,8 +1055,12 @@ static uint32_t commit_epochs(struct shmrun_worker *w)
 	for (uint32_t x = 0; x < w->ntasks; x++) {
 		struct shmrun_task *t = &w->tasks[x];
 
-		if (t->op->commit && t->opened && t->op->commit(t, t->state, done) && !w->failed)
+		int err = t->op->commit && t->opened ? t->op->commit(t, t->state, done) : 0;
+
+		if (err && !w->failed)
 			shmrun_task_error(t, "commit of epoch %" PRIu64 " failed", done);
+		if (err)
+			note_fail_errno(w, err);
 	}
 	return 1;
 }
@@ -1706,6 +1725,7 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 		if (err) {
 			if (!w.failed)
 				shmrun_task_error(t, "open failed: %s", strerror(-err));
+			note_fail_errno(&w, err);
 			break;
 		}
 		t->opened = true;
@@ -1726,8 +1746,9 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 		/* relaxed: a liveness hint for worker 0's timeout message */
 		atomic_store_explicit(&w.stats->heartbeat, ++beats, memory_order_relaxed);
 		if (atomic_load_explicit(&ctl->failed, memory_order_acquire)) {
-			snprintf(w.stats->error, sizeof(w.stats->error),
-				 "the final checkpoint failed");
+			snprintf(w.stats->error, sizeof(w.stats->error), "%s%.400s",
+				 ctl->failed_why[0] ? "checkpoint failed: " : "the final checkpoint failed",
+				 ctl->failed_why);
 			w.failed = true;
 			break;
 		}

@@ -21,6 +21,7 @@ packages=(
 	python3     # ships /usr/lib/python3.11, the main job's real input
 	coreutils findutils gawk   # the word-count reference in the tests
 	procps      # pgrep, in the process tests
+	tmux        # a real terminal for the Ctrl-C test (tests/integration/signals.sh)
 )
 if [ "${SHMRUN_WITH_CLANG:-0}" = 1 ]; then
 	packages+=(clang)

@@ -12,9 +12,10 @@
  * --help'", never the whole help, and exits 2; a mistyped command is named
  * with the nearest command (edit distance).
  *
- * Exit status: 0 success; 1 the job failed (a worker died or an operator
- * failed); 2 bad usage or a bad topology (nothing was started); 128+N stopped
- * by signal N.
+ * Exit status: 0 success (also a stop that completed its final checkpoint);
+ * 1 the job failed (a worker died or an operator failed); 2 bad usage or a
+ * bad topology (nothing was started). Stopped by signal N without a final
+ * checkpoint, it dies by signal N (a shell reports 128+N).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -288,7 +289,7 @@ int main(int argc, char **argv)
 		/* what a run checks before it starts: the plan fits, inputs exist */
 		rc = shmrun_plan_build(&job, &plan) ? 2 : 0;
 		if (!rc) {
-			rc = shmrun_prepare(&job, plan) ? 2 : 0;
+			rc = shmrun_prepare(&job, plan) || shmrun_preflight(&job) ? 2 : 0;
 			shmrun_plan_free(plan);
 		}
 		if (!rc)
@@ -311,12 +312,20 @@ int main(int argc, char **argv)
 			argv[optind]);
 		rc = 2;
 	} else {
-		rc = rescale ? (shmrun_rescale(&job, job.checkpoint_dir, drop, ndrop, NULL, NULL)
+		/* a rescale rewrites checkpoint_dir: exclude other runs first */
+		rc = rescale && (shmrun_preflight(&job) || shmrun_lock_job(&job)) ? 2 : 0;
+		if (!rc)
+			rc = rescale ? (shmrun_rescale(&job, job.checkpoint_dir, drop, ndrop, NULL, NULL)
 					? 1
 					: 0)
 			     : 0;
 		if (!rc)
 			rc = shmrun_run(&job);
+		shmrun_unlock_job();
+		if (rc > 128) {
+			shmrun_job_free(&job);
+			shmrun_die_by_signal(rc - 128); /* like the signal's default action */
+		}
 	}
 	shmrun_job_free(&job);
 	return rc;

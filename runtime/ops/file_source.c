@@ -476,7 +476,8 @@ static int source_restore(struct shmrun_task *task, void *state, const void *ent
 
 static const struct shmrun_param_def params[] = {
 	{.key = "path", .type = SHMRUN_PARAM_PATHS, .required = true,
-	 .doc = "files, directories (read recursively) or glob patterns, space-separated"},
+	 .doc = "files, directories (read recursively) or glob patterns, space-separated",
+	 .io = SHMRUN_PARAM_INPUT},
 	{.key = "match", .type = SHMRUN_PARAM_STRING,
 	 .doc = "of the files found inside directories, read only those whose name matches this glob, e.g. *.py"},
 	{.key = "piece_bytes", .type = SHMRUN_PARAM_SIZE, .def = "32M", .min = 1, .max = 1ull << 40,

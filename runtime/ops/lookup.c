@@ -482,7 +482,7 @@ static void lookup_close(struct shmrun_task *task, void *state)
 static const struct shmrun_param_def params[] = {
 	{.key = "table", .type = SHMRUN_PARAM_PATH, .required = true,
 	 .doc = "file of key<TAB>value lines, read on a first start only (a restore uses the "
-		"checkpoint's copy)"},
+		"checkpoint's copy)", .io = SHMRUN_PARAM_INPUT},
 	{.key = "miss", .type = SHMRUN_PARAM_ENUM, .def = "pass", .choices = "pass drop",
 	 .doc = "a record whose key is not in the table: pass it on unchanged, or drop it"},
 	{0},

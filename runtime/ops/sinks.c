@@ -749,7 +749,7 @@ static int null_process(struct shmrun_task *task, void *state, const struct shmr
 
 static const struct shmrun_param_def file_params[] = {
 	{.key = "path", .type = SHMRUN_PARAM_PATH, .required = true,
-	 .doc = "output file; width k writes path.<instance>"},
+	 .doc = "output file; width k writes path.<instance>", .io = SHMRUN_PARAM_OUTPUT},
 	FLUSH_INTERVAL_PARAM,
 	{0},
 };

@@ -56,3 +56,11 @@ shmrun_check_test(check_rescale
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 120)
+
+# runtime/preflight.c (issue 8): every path key declares input or output; an
+# output that is an input is refused; the run's locks exclude other processes.
+shmrun_check_test(check_preflight
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_preflight.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)

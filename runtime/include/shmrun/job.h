@@ -83,6 +83,7 @@ struct shmrun_job {
 	uint32_t *topo;            /**< stage indices in a topological order (sources first) */
 	char **warnings;           /**< non-fatal notes, e.g. more workers than CPUs */
 	uint32_t nwarnings;
+	int checkpoint_dir_line;   /**< line of the checkpoint_dir key (0 if absent) */
 };
 
 /** Collected errors of a load; every message is "file:line: text". */

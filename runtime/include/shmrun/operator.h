@@ -52,6 +52,21 @@ enum shmrun_param_type {
 	SHMRUN_PARAM_DURATION, /**< ns, written with ms or s suffix */
 };
 
+/**
+ * What a PATH/PATHS key names, for the checks every run and `shmrun check`
+ * make before anything starts (runtime/preflight.c): no output may be, or lie
+ * inside, an input or the checkpoint_dir's input side; every output must be
+ * writable and is locked against a second live run.
+ */
+enum shmrun_param_io {
+	SHMRUN_PARAM_IO_NONE = 0, /**< not a file the stage reads or writes (or not a path) */
+	SHMRUN_PARAM_INPUT = 1,   /**< files (or directories, read recursively, or globs) the
+				       stage reads */
+	SHMRUN_PARAM_OUTPUT = 2,  /**< a file the stage writes (PATH only): a stage of width 1
+				       writes it, of width k writes path.<instance>; hidden
+				       files beside it (.<name>.*) are the stage's too */
+};
+
 /** One key an operator accepts. Tables end with an entry whose key is NULL. */
 struct shmrun_param_def {
 	const char *key;
@@ -62,6 +77,7 @@ struct shmrun_param_def {
 	const char *choices; /**< ENUM: space-separated words */
 	const char *doc;     /**< one line for docs and `shmrun check` messages */
 	bool tuning;         /**< changes speed, not state (e.g. rate): left out of the fingerprint */
+	enum shmrun_param_io io; /**< PATH/PATHS: input, output or neither (default) */
 };
 
 struct shmrun_task; /* opaque: the runtime's view of one instance of one stage */

@@ -69,12 +69,60 @@ void shmrun_plan_print(const struct shmrun_plan *plan, FILE *out);
 int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan);
 
 /**
+ * shmrun_preflight() - the checks of every file @job reads and writes, as
+ * `shmrun check` and a run make before anything starts (runtime/preflight.c):
+ * no output (an operator key declared SHMRUN_PARAM_OUTPUT, one file per
+ * instance for a width above 1) nor checkpoint_dir is the same file as an
+ * input (SHMRUN_PARAM_INPUT; same device and inode, or the same canonical
+ * path for a file not yet there), lies inside an input directory or matches
+ * an input's glob; no two stages write one output; every output and
+ * checkpoint_dir can be created or written by this process. Each failure is
+ * logged as "conf:line: what = path ...; nothing was started". Touches nothing.
+ * Return: 0; -EINVAL if any check failed; -ENOMEM.
+ */
+int shmrun_preflight(const struct shmrun_job *job);
+
+/**
+ * shmrun_lock_job() - exclude every other run from @job's checkpoint_dir and
+ * outputs: an exclusive flock(2) on checkpoint_dir/.lock and on .<name>.lock
+ * beside each output, each file holding this pid (checkpoint_dir and the
+ * outputs' directories are created if missing). Held until
+ * shmrun_unlock_job() or the process ends, restarts included; idempotent.
+ * Call it before anything reads or changes checkpoint_dir (--rescale,
+ * STREAM_RESET_STATE, restore). Not thread-safe.
+ * Return: 0; -EBUSY if another process holds one (logged with its pid and
+ * conf:line); -errno if a lock file cannot be created (logged).
+ */
+int shmrun_lock_job(const struct shmrun_job *job);
+
+/** shmrun_unlock_job() - release every lock shmrun_lock_job() took. */
+void shmrun_unlock_job(void);
+
+/**
+ * shmrun_die_by_signal() - end the process by @sig with its default action
+ * (after every cleanup), as a program stopped by a signal must so that its
+ * parent (a shell, systemd) sees "killed by @sig", not an exit status: other
+ * stop signals still pending are discarded, @sig is unblocked and raised.
+ * Falls back to exit(128 + @sig) if the signal's default action does not end
+ * the process.
+ */
+__attribute__((noreturn)) void shmrun_die_by_signal(int sig);
+
+/**
  * shmrun_run() - run @job to completion: create the segment, fork and pin one
  * worker per member, supervise, clean up.
+ * Stop signals (SIGTERM, SIGINT, SIGHUP), to the launcher, a worker or the
+ * whole process group, are one request: with checkpoint_dir a final
+ * checkpoint, then 0; without, every worker is stopped and 128+signal is
+ * returned (the caller should then shmrun_die_by_signal()).
  * Return: the process exit status for the CLI: 0 when every worker reached end
- * of input; 1 when a worker failed or died (logged with worker, tasks and
- * signal); 2 when the job could not start (e.g. a missing input, logged);
- * 128+signal when stopped by SIGINT/SIGTERM.
+ * of input, or a requested stop completed its final checkpoint; 1 when a
+ * worker failed or died (logged with worker, tasks and signal), at once
+ * without restarts when the cause cannot be cured by one (EACCES, EPERM,
+ * EROFS; ENOSPC, EDQUOT on the final epoch); 2 when the job could not start
+ * (a missing input, an output that is an input or cannot be written, another
+ * live run holding checkpoint_dir or an output; logged); 128+signal when
+ * stopped by a signal without a final checkpoint.
  */
 int shmrun_run(const struct shmrun_job *job);
 

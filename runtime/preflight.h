@@ -1,0 +1,32 @@
+/*
+ * runtime/preflight.h: what runtime/preflight.c offers the rest of runtime/
+ * (private; the CLI's part is in shmrun/runtime.h).
+ */
+#ifndef SHMRUN_RT_PREFLIGHT_H
+#define SHMRUN_RT_PREFLIGHT_H
+
+#include <stdbool.h>
+
+/*
+ * shmrun_errno_is_permanent() - @err (a positive errno) cannot be cured by
+ * retrying or restarting: EACCES, EPERM, EROFS. A checkpoint write failing
+ * with one stops the job at once, and the launcher does not restart it.
+ */
+bool shmrun_errno_is_permanent(int err);
+
+/*
+ * shmrun_errno_is_lasting() - @err is "out of space" (ENOSPC, EDQUOT): a
+ * later epoch may succeed once retention or the operator frees space, but a
+ * restart, which re-does the same work, cannot. Fatal on the final epoch.
+ */
+bool shmrun_errno_is_lasting(int err);
+
+/*
+ * shmrun_locks_forget() - in a freshly forked worker: close this process's
+ * copies of the run's lock files without releasing the locks (the launcher
+ * keeps them), so that no stray child (a snapshot writer, a worker that
+ * outlives a launcher) holds a lock after the launcher is gone.
+ */
+void shmrun_locks_forget(void);
+
+#endif /* SHMRUN_RT_PREFLIGHT_H */

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# tests/integration/exclusion.sh SHMRUN: one live run per checkpoint_dir and per
+# output (issue 8, item 4).
+#   - while a checkpointed job runs, the same conf again (also with
+#     STREAM_RESET_STATE=1), a conf with another checkpoint_dir writing the
+#     same output, and one without checkpoints writing it are refused with
+#     exit 2 and the first run's pid, before touching anything: the
+#     checkpoints are not moved, the output is not changed, and the first
+#     run's final output is exact.
+#   - the locks hold across a restart (a worker killed with SIGKILL), are
+#     not held by workers, and end with the launcher (kill -9): a new run
+#     then starts and resumes.
+set -euo pipefail
+shmrun=${1:?usage: exclusion.sh path/to/shmrun}
+. "$(dirname "$0")/lib.sh"
+
+count=300000
+conf() { # dir rate [checkpoint_dir|-]
+	mkdir -p "$1"
+	{
+		echo "[job]"
+		echo "workers = 2"
+		[ "${3:-ckpt}" != - ] && echo "checkpoint_dir = ${3:-ckpt}" &&
+			echo "checkpoint_interval = 100ms"
+		cat <<CONF
+[gen]
+op = sequence
+count = $count
+keys = 1000
+width = 2
+rate = $2
+[out]
+op = file_sink
+input = gen
+path = out/result.tsv
+CONF
+	} > "$1/job.conf"
+}
+
+wait_ckpt() { # dir
+	for _ in $(seq 300); do
+		ls "$1"/ckpt/ckpt-*/MANIFEST > /dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	fail "no checkpoint within 30 s"
+}
+
+snapshot() { # dir: what a second run must not change
+	(cd "$1" && ls -a ckpt | grep -v '^ckpt-' ; ls -a out; md5sum out/result.tsv 2> /dev/null) || true
+}
+
+conf "$tmp/ref" 100000000
+(cd "$tmp/ref" && "$shmrun" job.conf) 2> "$tmp/log" || fail "reference run failed"
+sort "$tmp/ref/out/result.tsv" > "$tmp/expected"
+[ "$(wc -l < "$tmp/expected")" -eq $count ] || fail "reference: wrong line count"
+
+# --- a second run while the first is live ---------------------------------------
+d="$tmp/a"
+conf "$d" 10000
+(cd "$d" && exec "$shmrun" job.conf) 2> "$tmp/first.log" &
+launcher=$!
+first=$launcher
+wait_ckpt "$d"
+# the same conf, the same conf with a reset, another checkpoint_dir, none
+conf "$tmp/b" 10000 ckpt2
+sed -i "s|^path = .*|path = $d/out/result.tsv|" "$tmp/b/job.conf"
+conf "$tmp/c" 10000 -
+sed -i "s|^path = .*|path = $d/out/result.tsv|" "$tmp/c/job.conf"
+for second in same reset other-ckpt no-ckpt; do
+	ws=$(pgrep -P $first || true)
+	kill -STOP $first $ws # hold the first run still while we compare
+	before=$(snapshot "$d")
+	case $second in
+	same) dir=$d env= ;;
+	reset) dir=$d env=STREAM_RESET_STATE=1 ;;
+	other-ckpt) dir=$tmp/b env= ;;
+	no-ckpt) dir=$tmp/c env= ;;
+	esac
+	set +e
+	(cd "$dir" && env $env "$shmrun" job.conf) > "$tmp/out" 2> "$tmp/log"
+	rc=$?
+	set -e
+	after=$(snapshot "$d")
+	kill -CONT $first $ws
+	[ $rc -eq 2 ] || fail "$second: a second live run exited $rc, expected 2"
+	grep -q "in use by another run of shmrun (pid $first" "$tmp/log" ||
+		fail "$second: the refusal does not name the first run's pid $first"
+	grep -q "job.conf:[0-9]*: .*nothing was started" "$tmp/log" || fail "$second: no conf:line"
+	[ "$before" = "$after" ] || fail "$second: the refused run changed the first run's files"
+	ls "$d/ckpt" | grep -q '^reset-' && fail "$second: the live run's checkpoints were moved aside"
+	[ ! -s "$tmp/out" ] || fail "$second: the refused run wrote to stdout"
+	echo "ok a second live run ($second) is refused with exit 2 and the first run's pid"
+done
+# the first run is not disturbed: stop it, resume, exact output
+kill -TERM $first
+wait $first || fail "first run: stop failed"
+sed -i 's/^rate = .*/rate = 100000000/' "$d/job.conf"
+(cd "$d" && "$shmrun" job.conf) 2> "$tmp/log" || fail "first run: resume failed"
+sort "$d/out/result.tsv" > "$d/got"
+cmp -s "$tmp/expected" "$d/got" || fail "first run: output differs from an uninterrupted run"
+echo "ok the first run's output is exact"
+
+# --- locks across a restart, not in workers, gone with the launcher -----------------
+d="$tmp/r"
+conf "$d" 10000
+(cd "$d" && exec "$shmrun" job.conf) 2> "$tmp/log" &
+launcher=$!
+wait_ckpt "$d"
+for w in $(pgrep -P $launcher); do
+	ls -l /proc/$w/fd 2> /dev/null | grep -q '\.lock' && fail "worker $w holds a lock file"
+done
+kill -9 "$(pgrep -P $launcher | head -1)"
+for _ in $(seq 300); do grep -q "restart 1 of" "$tmp/log" && break; sleep 0.1; done
+grep -q "restart 1 of" "$tmp/log" || fail "no restart after a worker was killed"
+for _ in $(seq 300); do [ "$(grep -c "job job: 2 workers" "$tmp/log")" -ge 2 ] && break; sleep 0.1; done
+set +e
+(cd "$d" && "$shmrun" job.conf) 2> "$tmp/second.log"
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "after a restart: a second run exited $rc, expected 2"
+echo "ok the locks hold across a restart and are not held by workers"
+ws=$(pgrep -P $launcher || true)
+kill -9 $launcher
+wait $launcher 2> /dev/null || true
+launcher=
+for _ in $(seq 100); do
+	alive=0
+	for w in $ws; do if kill -0 $w 2> /dev/null; then alive=1; fi; done
+	[ $alive = 0 ] && break
+	sleep 0.1
+done
+sed -i 's/^rate = .*/rate = 100000000/' "$d/job.conf"
+(cd "$d" && "$shmrun" job.conf) 2> "$tmp/log" || fail "after kill -9 of the launcher: the next run failed"
+grep -q "restoring epoch" "$tmp/log" || fail "after kill -9 of the launcher: no restore"
+sort "$d/out/result.tsv" > "$d/got"
+cmp -s "$tmp/expected" "$d/got" || fail "after kill -9 of the launcher: output differs"
+echo "ok the locks end with the launcher (kill -9): the next run resumes, exact output"

@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# tests/integration/paths.sh SHMRUN: the files a job reads and writes, checked
+# before the start (issue 8, items 6, 9 and 15).
+#   - an output that is an input (same path, a hard link, through a symlinked
+#     directory, inside an input directory, matched by an input's glob; a
+#     lookup table; checkpoint_dir inside an input directory) and one output
+#     written by two stages: `shmrun check` and the run refuse with exit 2,
+#     naming both stages and keys with file:line; the input is unchanged.
+#   - an unwritable checkpoint_dir or output directory (as a non-root user),
+#     and a read-only file system (a read-only bind mount in a private mount
+#     namespace): check and run refuse with exit 2, the path and the reason,
+#     without a restart.
+#   - checkpoint_dir becoming unwritable while the job runs: the job stops at
+#     once (no restart), the message names the full path of the state file.
+# Parts that need a non-root user or a mount namespace are skipped, with a
+# "skipped:" line, where the sandbox does not allow them.
+set -euo pipefail
+shmrun=${1:?usage: paths.sh path/to/shmrun}
+. "$(dirname "$0")/lib.sh"
+
+refused() { # name conf pattern...: check and run both exit 2 with every pattern
+	local name=$1 conf=$2 rc
+	shift 2
+	for cmd in check run; do
+		set +e
+		(cd "$(dirname "$conf")" && "$shmrun" $cmd "$(basename "$conf")") > "$tmp/out" 2> "$tmp/log"
+		rc=$?
+		set -e
+		[ $rc -eq 2 ] || fail "$name: shmrun $cmd exited $rc, expected 2"
+		for pat in "$@"; do
+			grep -q -- "$pat" "$tmp/log" || fail "$name: shmrun $cmd does not say: $pat"
+		done
+		grep -q "restart [0-9]* of" "$tmp/log" && fail "$name: shmrun $cmd restarted"
+	done
+	return 0
+}
+
+d="$tmp/io"
+mkdir -p "$d/in" "$d/real"
+seq 1 1000 > "$d/data.txt"
+printf 'k\tv\n' > "$d/table.tsv"
+seq 1 10 > "$d/in/a.txt"
+ln "$d/data.txt" "$d/alias.txt"
+ln -s real "$d/link"
+seq 1 5 > "$d/real/x.txt"
+sum=$(md5sum "$d/data.txt" "$d/in/a.txt" "$d/real/x.txt" "$d/table.tsv")
+
+job() { # name source-path sink-path [extra [job] lines]
+	{
+		echo "[job]"
+		[ -n "${4:-}" ] && echo "$4"
+		cat <<CONF
+[read]
+op = file_source
+path = $2
+[out]
+op = file_sink
+input = read
+path = $3
+CONF
+	} > "$d/$1.conf"
+}
+
+job same data.txt ./data.txt
+refused "same file" "$d/same.conf" \
+	"same.conf:8: stage 'out' path = .*data.txt is the same file as the input of stage 'read' path = .*data.txt (same.conf:4)"
+job hardlink data.txt alias.txt
+refused "hard link" "$d/hardlink.conf" "same.*file as the input of stage 'read' path"
+job symlink real/x.txt link/x.txt
+refused "symlinked directory" "$d/symlink.conf" "same file as the input"
+job indir in out.tsv
+sed -i 's|^path = out.tsv|path = in/sub/out.tsv|' "$d/indir.conf"
+refused "inside an input directory" "$d/indir.conf" "lies inside .*/in, an input directory of stage 'read' path"
+job glob 'in/*.txt' in/new.txt
+refused "input glob" "$d/glob.conf" "in/new.txt matches the input pattern of stage 'read' path = .*in/\*.txt"
+job ckindir in out/o.tsv "checkpoint_dir = in/ck"
+refused "checkpoint_dir in an input directory" "$d/ckindir.conf" \
+	"ckindir.conf:2: checkpoint_dir = .*in/ck lies inside .*an input directory of stage 'read' path = .* (ckindir.conf:5)"
+[ ! -e "$d/in/ck" ] || fail "checkpoint_dir in an input directory: it was created"
+cat > "$d/table.conf" <<CONF
+[read]
+op = file_source
+path = data.txt
+[look]
+op = lookup
+input = read
+table = table.tsv
+[out]
+op = file_sink
+input = look
+path = table.tsv
+CONF
+refused "lookup table" "$d/table.conf" "table.conf:11: stage 'out' path = .*is the same file as the input of stage 'look' table = .* (table.conf:7)"
+cat > "$d/twice.conf" <<CONF
+[read]
+op = file_source
+path = data.txt
+[a]
+op = file_sink
+input = read
+path = o.tsv
+[b]
+op = file_sink
+input = read
+path = ./o.tsv
+CONF
+refused "two stages, one output" "$d/twice.conf" "twice.conf:11: stage 'b' path = .*o.tsv is also written by stage 'a' path (twice.conf:7)"
+[ "$(md5sum "$d/data.txt" "$d/in/a.txt" "$d/real/x.txt" "$d/table.tsv")" = "$sum" ] ||
+	fail "an input was changed by a refused run"
+# a different file of the same directory is fine
+job fine data.txt out/data.txt
+(cd "$d" && "$shmrun" fine.conf) 2> "$tmp/log" || fail "a distinct output was refused"
+cmp -s "$d/data.txt" "$d/out/data.txt" || fail "distinct output: wrong content"
+echo "ok an output (or checkpoint_dir) that is an input is refused by check and run, naming both"
+
+# --- unwritable paths, as a user chmod applies to ------------------------------------
+nobody=""
+if command -v setpriv > /dev/null 2>&1 && [ "$(id -u)" -eq 0 ]; then
+	nobody="setpriv --reuid=65534 --regid=65534 --clear-groups"
+	$nobody true 2> /dev/null || nobody=""
+elif [ "$(id -u)" -ne 0 ]; then
+	nobody="env" # not root: chmod binds us already
+fi
+u="$tmp/user"
+mkdir -p "$u"
+chmod 755 "$tmp"
+chmod 777 "$u"
+cat > "$u/job.conf" <<CONF
+[job]
+checkpoint_dir = ck
+checkpoint_interval = 100ms
+[gen]
+op = sequence
+count = 200000
+rate = 20000
+[out]
+op = file_sink
+input = gen
+path = out/o.tsv
+CONF
+chmod 644 "$u/job.conf"
+as_user() { # cmd...: in $u as the unprivileged user, log in $tmp/log
+	(cd "$u" && $nobody "$@") > "$tmp/out" 2> "$tmp/log"
+}
+if [ -z "$nobody" ] || ! $nobody test -x "$shmrun" || ! $nobody test -r "$u/job.conf"; then
+	echo "skipped: unwritable checkpoint_dir and output as a non-root user (no way to drop root here)"
+else
+	mkdir -m 555 "$u/ck"
+	mkdir -m 777 "$u/out"
+	for cmd in check run; do
+		set +e
+		as_user "$shmrun" $cmd job.conf
+		rc=$?
+		set -e
+		[ $rc -eq 2 ] || fail "read-only checkpoint_dir: $cmd exited $rc, expected 2"
+		grep -q "job.conf:2: checkpoint_dir = $u/ck cannot be written: directory $u/ck is not writable: Permission denied" "$tmp/log" ||
+			fail "read-only checkpoint_dir: $cmd does not name the path and the reason"
+		grep -q "restart [0-9]* of" "$tmp/log" && fail "read-only checkpoint_dir: $cmd restarted"
+	done
+	chmod 777 "$u/ck"
+	chmod 555 "$u/out"
+	for cmd in check run; do
+		set +e
+		as_user "$shmrun" $cmd job.conf
+		rc=$?
+		set -e
+		[ $rc -eq 2 ] || fail "read-only output directory: $cmd exited $rc, expected 2"
+		grep -q "job.conf:11: stage 'out' path = $u/out/o.tsv cannot be written: directory $u/out is not writable: Permission denied" "$tmp/log" ||
+			fail "read-only output directory: $cmd does not name the path and the reason"
+	done
+	chmod 777 "$u/out"
+	echo "ok an unwritable checkpoint_dir or output directory is refused before the start (exit 2)"
+
+	# the checkpoint_dir turns read-only while the job runs: stop at once
+	rm -rf "$u/ck" "$u/out"
+	mkdir -m 777 "$u/ck" "$u/out"
+	(cd "$u" && exec $nobody "$shmrun" job.conf) 2> "$tmp/log" &
+	launcher=$!
+	for _ in $(seq 300); do ls "$u"/ck/ckpt-*/MANIFEST > /dev/null 2>&1 && break; sleep 0.1; done
+	chmod 555 "$u/ck"
+	start=$(date +%s)
+	set +e
+	wait $launcher
+	rc=$?
+	set -e
+	launcher=
+	chmod 777 "$u/ck"
+	[ $rc -eq 1 ] || fail "checkpoint_dir read-only at run time: exit $rc, expected 1"
+	grep -q "restart [0-9]* of" "$tmp/log" && fail "checkpoint_dir read-only at run time: restarted"
+	grep -q "writing $u/ck/ckpt-[0-9]*/[a-z]*\.0\.state failed: Permission denied" "$tmp/log" ||
+		fail "checkpoint_dir read-only at run time: the message does not name the full path"
+	grep -q "a restart cannot cure Permission denied" "$tmp/log" ||
+		fail "checkpoint_dir read-only at run time: no 'a restart cannot cure'"
+	echo "ok a checkpoint_dir turned read-only at run time stops the job at once, naming the path"
+
+	# the output directory turns read-only while the job runs: the same
+	rm -rf "$u/ck" "$u/out"
+	mkdir -m 777 "$u/ck" "$u/out"
+	(cd "$u" && exec $nobody "$shmrun" job.conf) 2> "$tmp/log" &
+	launcher=$!
+	for _ in $(seq 300); do ls "$u"/ck/ckpt-*/MANIFEST > /dev/null 2>&1 && break; sleep 0.1; done
+	chmod 555 "$u/out"
+	set +e
+	wait $launcher
+	rc=$?
+	set -e
+	launcher=
+	chmod 777 "$u/out"
+	[ $rc -eq 1 ] || fail "output directory read-only at run time: exit $rc, expected 1"
+	grep -q "restart [0-9]* of" "$tmp/log" && fail "output directory read-only at run time: restarted"
+	grep -q "$u/out/.*Permission denied.*; a restart cannot cure Permission denied" "$tmp/log" ||
+		fail "output directory read-only at run time: no message naming the path and 'a restart cannot cure'"
+	echo "ok an output directory turned read-only at run time stops the job at once, naming the path"
+fi
+
+# --- a read-only file system --------------------------------------------------------
+ro="$tmp/ro"
+mkdir -p "$ro/ck"
+cat > "$ro/job.conf" <<CONF
+[job]
+checkpoint_dir = ck
+[gen]
+op = sequence
+count = 10
+[out]
+op = null_sink
+input = gen
+CONF
+if unshare -m true 2> /dev/null; then
+	set +e
+	unshare -m bash -c 'mount --bind "$1/ck" "$1/ck" && mount -o remount,bind,ro "$1/ck" || exit 77
+		cd "$1" && "$2" check job.conf 2> check.log; c=$?
+		"$2" job.conf 2> run.log; r=$?
+		echo "$c $r" > rcs' _ "$ro" "$shmrun"
+	rc=$?
+	set -e
+	if [ $rc -eq 77 ]; then
+		echo "skipped: read-only file system (no read-only bind mount here)"
+	else
+		cp "$ro/run.log" "$tmp/log"
+		[ "$(cat "$ro/rcs")" = "2 2" ] || fail "read-only file system: check/run exited $(cat "$ro/rcs"), expected 2 2"
+		grep -q "checkpoint_dir = $ro/ck cannot be written: directory $ro/ck is not writable: Read-only file system" "$ro/check.log" ||
+			fail "read-only file system: check does not say so"
+		grep -q "Read-only file system" "$ro/run.log" || fail "read-only file system: run does not say so"
+		echo "ok a checkpoint_dir on a read-only file system is refused before the start"
+	fi
+else
+	echo "skipped: read-only file system (no mount namespace here)"
+fi

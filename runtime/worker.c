@@ -657,6 +657,11 @@ uint64_t shmrun_task_restored_epoch(const struct shmrun_task *t)
 	return t->w && t->w->ctl ? t->w->ctl->restored_epoch : 0;
 }
 
+bool shmrun_task_restoring(const struct shmrun_task *t)
+{
+	return t->restoring;
+}
+
 /*
  * State file, logical content (ckpt_io.h frames it in checksummed blocks):
  *
@@ -1099,6 +1104,10 @@ static int restore_task(struct shmrun_task *t, const struct shmrun_manifest *m, 
 	}
 	memcpy(t->restore_pw, view.pw, view.pw_len);
 	t->restore_pw_len = view.pw_len;
+	/* epoch 0: a stage new to this checkpoint (written by --rescale), which
+	 * starts as on a first start; any other state file restores the
+	 * instance's position, even with no entry at all (it had finished) */
+	t->restoring = view.epoch != 0;
 	t->barrier_epoch = w->ctl->restored_epoch;
 	shmrun_state_view_free(&view);
 	free(data);
@@ -1257,6 +1266,7 @@ static int setup(struct shmrun_worker *w)
 	task_slot = malloc((p->ntasks + 1) * sizeof(*task_slot));
 	if (!w->outs || !w->ins || !task_slot || !w->tasks)
 		goto out;
+	err = 0; /* a worker may have no task and no ring at all: it idles */
 
 	/* This worker's tasks in topological order of their stages: the loop
 	 * walks them in reverse, downstream first, so rings drain before

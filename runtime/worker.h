@@ -68,6 +68,7 @@ struct shmrun_task {
 	int *sync_fds;           /* fds to fsync with the snapshot */
 	uint32_t nsync, sync_cap;
 	unsigned char *restore_pw; /* restored per-worker entries, same encoding */
+	bool restoring;            /* per-worker state comes from the restored checkpoint */
 	size_t restore_pw_len;
 	const void *cur_key;  /* key of the record being processed, if its hash is known */
 	uint32_t cur_key_len;

@@ -16,9 +16,11 @@
  * takes rate / width; the worker paces every source, see worker.c).
  *
  * Per-worker state (rule split): one entry per piece not yet fully read, the
- * current one first: [u64 offset][u64 end][path bytes]. A restore replaces
- * the instance's pieces with the entries it is given, so reading resumes at
- * the first line not yet emitted before the checkpoint's barrier.
+ * current one first: [u64 offset][u64 end][path bytes]. On a restore
+ * (shmrun_task_restoring()) open() lists no file and cuts no piece: the
+ * instance's pieces are exactly the entries restore() gets, so reading resumes
+ * at the first line not yet emitted before the checkpoint's barrier, and an
+ * instance given no entry (it had finished) reads nothing.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -51,7 +53,6 @@ struct source {
 	struct file_list fl;
 	struct piece *pieces; /* this instance's */
 	uint32_t npieces, cur, cap_pieces;
-	bool restored;       /* pieces came from a checkpoint */
 	int fd;
 	uint64_t pos;        /* file offset of buf[lo] */
 	unsigned char *buf;
@@ -280,6 +281,8 @@ static int source_open(struct shmrun_task *task, void **state)
 	s->buf = malloc(s->cap);
 	if (!s->buf)
 		return -ENOMEM;
+	if (shmrun_task_restoring(task))
+		return 0; /* the pieces are the restored entries, if any */
 	err = list_files(task, &s->fl);
 	if (!err)
 		err = make_pieces(task, s);
@@ -449,10 +452,6 @@ static int source_restore(struct shmrun_task *task, void *state, const void *ent
 	if (len <= 16 || len - 16 >= PATH_MAX) {
 		shmrun_task_error(task, "restored read position is malformed (%u bytes)", len);
 		return -EBADMSG;
-	}
-	if (!s->restored) { /* the checkpoint's pieces replace the computed ones */
-		s->npieces = 0;
-		s->restored = true;
 	}
 	memcpy(&off, e, 8);
 	memcpy(&end, e + 8, 8);

@@ -75,8 +75,7 @@ struct shmrun_task {
 	uint64_t cur_hash;    /* XXH3-64 of cur_key */
 	uint64_t records_in, records_out;
 	uint64_t rate;           /* the stage's `rate` key, records/s, 0 = unlimited */
-	int64_t pace_start_ns;   /* sources with `rate`: when pacing began */
-	uint64_t pace_base;      /* records_in then */
+	struct shmrun_task_slot *rate_slot; /* sources with `rate`: the stage's shared tokens */
 };
 
 /* A snapshot child in flight. */

@@ -1725,6 +1725,92 @@ done:
 
 /* ---- prepare (launcher side) ---------------------------------------------- */
 
+/* STREAM_RESET_STATE asks for a fresh start (the launcher's reading of it). */
+static bool reset_state_requested(void)
+{
+	const char *v = getenv("STREAM_RESET_STATE");
+
+	return v && (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes"));
+}
+
+/*
+ * Offer every per-worker entry of @t's stage in the checkpoint this run will
+ * restore to the operator's check_restore(), before anything starts. The
+ * checkpoint is the newest whose MANIFEST parses and fits this topology (as
+ * the launcher will pick unless a state file is damaged: then this check is
+ * skipped for the stage, and the restore reports what it finds). Return: 0,
+ * or the operator's negative errno (reason in stats->error).
+ */
+static int prepare_restore_check(const struct shmrun_plan *plan, uint32_t stage,
+				 struct shmrun_task *t)
+{
+	const struct shmrun_job *job = plan->job;
+	struct shmrun_manifest m = {0};
+	struct shmrun_control ctl = {0};
+	uint64_t *epochs = NULL;
+	char path[PATH_MAX], why[256];
+	int n, dirfd = -1, err = 0;
+	bool have = false;
+
+	if (!job->checkpoint_dir || !t->op->check_restore || reset_state_requested())
+		return 0;
+	n = shmrun_ckpt_list(job->checkpoint_dir, &epochs);
+	for (int i = 0; i < n && !have; i++)
+		if (shmrun_ckpt_read_manifest(job->checkpoint_dir, epochs[i], &m, why,
+					      sizeof(why)) == 0) {
+			have = true;
+			ctl.restored_epoch = epochs[i];
+		}
+	if (n >= 0)
+		free(epochs);
+	if (!have)
+		return 0;
+	if (shmrun_ckpt_check_topology(&m, job, why, sizeof(why)) != 0)
+		goto out; /* refused (or rescaled) by the launcher later */
+	shmrun_ckpt_path(job->checkpoint_dir, ctl.restored_epoch, path, sizeof(path));
+	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	t->w->ctl = &ctl;
+	for (uint32_t i = 0; dirfd >= 0 && i < job->stages[stage].width && !err; i++) {
+		struct shmrun_state_view view = {0};
+		const struct shmrun_manifest_file *f = NULL;
+		unsigned char *data = NULL, *p;
+		char name[160];
+		size_t len;
+
+		t->id = plan->stage_task0[stage] + i;
+		t->instance = i;
+		shmrun_ckpt_file_name(plan, t->id, name, sizeof(name));
+		for (uint32_t k = 0; k < m.nfiles; k++)
+			if (strcmp(m.files[k].name, name) == 0)
+				f = &m.files[k];
+		if (!f || shmrun_ckpt_read_file(dirfd, name, f->size, f->xxh64, (void **)&data, &len,
+						why, sizeof(why)))
+			break; /* damaged: the restore skips or reports it */
+		if (shmrun_state_parse(data, len, &view) == 0 && view.epoch != 0) {
+			t->restoring = true;
+			p = (unsigned char *)view.pw;
+			for (uint64_t k = 0; k < view.npw && !err; k++) {
+				uint32_t el;
+
+				memcpy(&el, p, 4);
+				err = t->op->check_restore(t, p + 4, el);
+				p += 4 + el;
+			}
+		}
+		shmrun_state_view_free(&view);
+		free(data);
+	}
+	t->w->ctl = NULL;
+	t->id = plan->stage_task0[stage];
+	t->instance = 0;
+	t->restoring = false;
+out:
+	if (dirfd >= 0)
+		close(dirfd);
+	shmrun_manifest_free(&m);
+	return err;
+}
+
 int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, char *msg,
 			      size_t msglen)
 {
@@ -1743,9 +1829,9 @@ int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, ch
 	int err;
 
 	memset(&stats, 0, sizeof(stats));
-	if (!t.op->prepare)
-		return 0;
-	err = t.op->prepare(&t);
+	err = t.op->prepare ? t.op->prepare(&t) : 0;
+	if (!err)
+		err = prepare_restore_check(plan, stage, &t);
 	if (err)
 		snprintf(msg, msglen, "%s", stats.error[0] ? stats.error : strerror(-err));
 	return err;

@@ -163,6 +163,18 @@ struct shmrun_operator {
 	 * Return: 0, or a negative errno after shmrun_task_error().
 	 */
 	int (*commit)(struct shmrun_task *task, void *state, uint64_t epoch);
+
+	/**
+	 * check_restore() - optional: called in the launcher before any worker
+	 * starts, once per per-worker entry of the checkpoint the run will
+	 * restore (with a task of the entry's instance; no open(), no state),
+	 * to refuse a restore that cannot be right, e.g. an input file that
+	 * changed since its read position was saved. A failure stops the job
+	 * with exit status 2 before anything starts. restore() should check
+	 * the same again (a restart after a crash does not call this).
+	 * Return: 0, or a negative errno after shmrun_task_error().
+	 */
+	int (*check_restore)(struct shmrun_task *task, const void *entry, uint32_t len);
 };
 
 /**

@@ -84,13 +84,13 @@ seq_expect 3
 once "sequence count=3 stopped and resumed" "$tmp/expect" "$d/out.tsv"
 echo "ok sequence width 2: stopped and resumed, every value once"
 
-# Width 3, instances finishing at different times, two stops.
+# Width 3: instance 2 has one record and ends at once; two stops.
 d=$tmp/seq9
-seq_conf "$d" 31 10 20 3
+seq_conf "$d" 21 10 20 3
 stop_after "$d" 0.6 "sequence width 3"
 stop_after "$d" 0.5 "sequence width 3, second run"
 run "$d" || fail "sequence width 3: resume failed"
-seq_expect 31
+seq_expect 21
 once "sequence width 3 stopped twice" "$tmp/expect" "$d/out.tsv"
 echo "ok sequence width 3: stopped twice, every value once"
 
@@ -137,15 +137,16 @@ seq_expect 31
 once "sequence after kill -9 of a worker" "$tmp/expect" "$d/out.tsv"
 echo "ok kill -9 of a worker: restarted, every value once"
 
-# --rescale 2 -> 3 deals the remaining ranges to 3 instances: one gets none.
+# --rescale 2 -> 6: 8 ranges of 5, a few done at the stop; the remaining
+# ones are dealt to 6 instances, so the last ones get none.
 d=$tmp/rescale
-seq_conf "$d" 40 10 10 2
-stop_after "$d" 0.6 "rescale, before"
-sed -i 's/^width = 2/width = 3/' "$d/job.conf"
-(cd "$d" && "$shmrun" --rescale job.conf) 2> "$tmp/log" || fail "--rescale to width 3: exit $?"
+seq_conf "$d" 40 5 20 2
+stop_after "$d" 1.0 "rescale, before"
+sed -i 's/^width = 2/width = 6/' "$d/job.conf"
+(cd "$d" && "$shmrun" --rescale job.conf) 2> "$tmp/log" || fail "--rescale to width 6: exit $?"
 seq_expect 40
-once "sequence rescaled 2 -> 3" "$tmp/expect" "$d/out.tsv"
-echo "ok --rescale 2 -> 3: every value once"
+once "sequence rescaled 2 -> 6" "$tmp/expect" "$d/out.tsv"
+echo "ok --rescale 2 -> 6 (instances dealt no range): every value once"
 
 # ---- item 2: workers with nothing to do -----------------------------------
 

@@ -671,6 +671,9 @@ bool shmrun_task_restoring(const struct shmrun_task *t)
  *     u64 n_pw, n_pw x { u32 len, bytes }
  *
  * Sections are whole vnodes, so a rescale can move them without parsing keys.
+ * epoch is that of the snapshot, or 0 in the file --rescale writes for a stage
+ * new to the checkpoint: its tasks start as on a first start
+ * (shmrun_task_restoring() false), every other task restores its position.
  */
 
 struct kv_writer {

@@ -261,9 +261,12 @@ static int prepare(struct shmrun_task *task)
 	int err = list_files(task, &fl);
 
 	for (uint32_t f = 0; !err && f < fl.n; f++) {
-		int fd = open_input(fl.files[f]);
 		struct stat st;
+		int fd;
 
+		if (stat(fl.files[f], &st) == 0 && st.st_size > 0)
+			continue; /* only a size-0 file needs a look inside */
+		fd = open_input(fl.files[f]);
 		if (fd < 0 || fstat(fd, &st) < 0) {
 			shmrun_task_error(task, "input '%s': %s", fl.files[f], strerror(errno));
 			err = -errno;

@@ -1447,10 +1447,10 @@ static int64_t rate_wait_ns(const struct shmrun_task *t, int64_t now)
 	if (!start)
 		return 0;
 	/* token taken + 1 is due once (now - start) * rate / 1e9 + 1 >= taken + 1 */
-	at = (double)start + (double)taken * 1e9 / (double)t->rate;
-	return at > (double)now ? (at - (double)now < 1e10 ? (int64_t)(at - (double)now) + 1
-							     : (int64_t)10000000000)
-				: 0;
+	at = (double)start + (double)taken * 1e9 / (double)t->rate - (double)now;
+	if (at <= 0)
+		return 0;
+	return at < 1e10 ? (int64_t)at + 1 : (int64_t)10000000000; /* at most 10 s */
 }
 
 static uint32_t step(struct shmrun_worker *w)

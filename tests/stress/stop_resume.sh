@@ -101,6 +101,13 @@ for kind in seq file; do
 		for c in $(seq 1 "$cycles"); do
 			(cd "$d" && exec "$shmrun" --log-level info job.conf) 2> "$tmp/log" &
 			launcher=$!
+			# once it runs (a SIGTERM during exec kills it before its
+			# handlers exist: nothing started, nothing to test), at random
+			for _ in $(seq 1 400); do
+				grep -q "^.* launcher: job .*worker" "$tmp/log" && break
+				kill -0 $launcher 2> /dev/null || break
+				sleep 0.025
+			done
 			sleep "0.$((RANDOM % 8))$((RANDOM % 10))"
 			kill -TERM $launcher 2>/dev/null || true
 			rc=0

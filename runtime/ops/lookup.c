@@ -19,8 +19,7 @@
  * State: per-worker, rule union — every instance holds every row, and a
  * rescale gives every new instance every entry. snapshot() records one entry
  * per row, [u32 key_len][key][value] (native byte order, as every state file).
- * The table is read from the file only on a first start (and for a stage new
- * to the checkpoint: shmrun_task_restoring() is false).
+ * The table is read from the file only on a first start (restored epoch 0).
  * On a restore it is rebuilt from the restored entries and the file is NOT
  * read: the file may have changed since the checkpoint, and the records
  * already enriched before it were enriched with the checkpoint's table, so
@@ -318,7 +317,7 @@ static int lookup_open(struct shmrun_task *task, void **state)
 		return -ENOMEM;
 	*state = s;
 	s->drop = miss && strcmp(miss, "drop") == 0;
-	if (shmrun_task_restoring(task))
+	if (shmrun_task_restored_epoch(task) > 0)
 		return 0; /* the table comes from restore(); see settle() */
 	err = table_load(task, &s->t);
 	s->settled = true;

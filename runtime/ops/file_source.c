@@ -481,8 +481,10 @@ static int open_piece(struct shmrun_task *task, struct source *s)
 		shmrun_task_error(task, "input '%s': %s", s->fl.files[p->file], strerror(errno));
 		return -errno;
 	}
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_dev != id->dev ||
-	    (uint64_t)st.st_ino != id->ino || (uint64_t)st.st_size < id->size) {
+	/* ino 0: restored from the older format, identity unknown */
+	if (!S_ISREG(st.st_mode) ||
+	    (id->ino && ((uint64_t)st.st_dev != id->dev || (uint64_t)st.st_ino != id->ino)) ||
+	    (uint64_t)st.st_size < id->size) {
 		shmrun_task_error(task,
 				  "input '%s' was replaced or truncated while the job read it "
 				  "(inode %" PRIu64 " → %" PRIu64 ", size %" PRIu64 " → %" PRIu64

@@ -122,7 +122,7 @@ echo "ok file_source width 2 (3 files): stopped and resumed, every line once"
 
 # kill -9 of a worker: the restart restores instance 1 (on worker 1) finished.
 d=$tmp/kill
-seq_conf "$d" 31 30 20 2 2
+seq_conf "$d" 61 60 20 2 2
 start "$d"
 for _ in $(seq 1 200); do # a checkpoint after instance 1 ended
 	ls "$d"/ck/ckpt-3/MANIFEST > /dev/null 2>&1 && break
@@ -133,7 +133,7 @@ mapfile -t ws < <(pgrep -P $launcher || true)
 kill -9 "${ws[0]}"
 finish "kill -9 of a worker"
 grep -q "restart 1 of" "$tmp/log" || echo "note: kill -9 landed after the end"
-seq_expect 31
+seq_expect 61
 once "sequence after kill -9 of a worker" "$tmp/expect" "$d/out.tsv"
 echo "ok kill -9 of a worker: restarted, every value once"
 

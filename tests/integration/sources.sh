@@ -86,11 +86,11 @@ echo "ok sequence width 2: stopped and resumed, every value once"
 
 # Width 3: instance 2 has one record and ends at once; two stops.
 d=$tmp/seq9
-seq_conf "$d" 21 10 20 3
+seq_conf "$d" 41 20 20 3
 stop_after "$d" 0.6 "sequence width 3"
 stop_after "$d" 0.5 "sequence width 3, second run"
 run "$d" || fail "sequence width 3: resume failed"
-seq_expect 21
+seq_expect 41
 once "sequence width 3 stopped twice" "$tmp/expect" "$d/out.tsv"
 echo "ok sequence width 3: stopped twice, every value once"
 

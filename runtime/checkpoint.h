@@ -27,6 +27,15 @@ struct shmrun_task_slot {
 	_Atomic uint32_t exhausted;    /* source: produce() has returned 0 */
 	uint64_t size, xxh64;          /* of the state file of done_epoch */
 	uint64_t kv_bytes, pw_bytes;   /* its key-bound and per-worker parts, bytes */
+	/*
+	 * Used only in the slot of a stage's instance 0: the tokens of the
+	 * stage's `rate`, shared by all its instances on every worker, so the
+	 * rate holds for the whole stage whatever the pieces (worker.c,
+	 * source_budget()). Both relaxed: they order nothing else. On their own
+	 * cache line, away from the checkpoint words above.
+	 */
+	_Alignas(64) _Atomic int64_t rate_start_ns; /* CLOCK_MONOTONIC of the first token, 0 before */
+	_Atomic uint64_t rate_taken;                /* tokens taken since (records produced) */
 } __attribute__((aligned(64)));
 
 /*

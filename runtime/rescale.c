@@ -257,8 +257,11 @@ static int build_task(struct rescale *rs, const struct shmrun_stage *st, uint32_
 		for (uint32_t s = 0; s < f->view.nsections; s++)
 			nsec += f->view.sections[s].vnode >= lo && f->view.sections[s].vnode < hi;
 	}
-	err = shmrun_state_put_header(buf, value_bytes, epoch, inst, st->width, rs->job->vnodes,
-				      nsec);
+	/* epoch 0 marks a stage new to the checkpoint: its tasks start as on a
+	 * first start (shmrun_task_restoring() is false); every other task
+	 * restores its position from its entries, even from none */
+	err = shmrun_state_put_header(buf, value_bytes, os ? epoch : 0, inst, st->width,
+				      rs->job->vnodes, nsec);
 	for (uint32_t i = 0; os && i < rs->nfiles && !err; i++) {
 		const struct old_file *f = &rs->files[i];
 

@@ -702,6 +702,11 @@ uint64_t shmrun_task_restored_epoch(const struct shmrun_task *t)
 	return t->w && t->w->ctl ? t->w->ctl->restored_epoch : 0;
 }
 
+bool shmrun_task_restoring(const struct shmrun_task *t)
+{
+	return t->restoring;
+}
+
 /*
  * State file, logical content (ckpt_io.h frames it in checksummed blocks):
  *
@@ -711,6 +716,9 @@ uint64_t shmrun_task_restored_epoch(const struct shmrun_task *t)
  *     u64 n_pw, n_pw x { u32 len, bytes }
  *
  * Sections are whole vnodes, so a rescale can move them without parsing keys.
+ * epoch is that of the snapshot, or 0 in the file --rescale writes for a stage
+ * new to the checkpoint: its tasks start as on a first start
+ * (shmrun_task_restoring() false), every other task restores its position.
  */
 
 struct kv_writer {
@@ -1162,6 +1170,10 @@ static int restore_task(struct shmrun_task *t, const struct shmrun_manifest *m, 
 	}
 	memcpy(t->restore_pw, view.pw, view.pw_len);
 	t->restore_pw_len = view.pw_len;
+	/* epoch 0: a stage new to this checkpoint (written by --rescale), which
+	 * starts as on a first start; any other state file restores the
+	 * instance's position, even with no entry at all (it had finished) */
+	t->restoring = view.epoch != 0;
 	t->barrier_epoch = w->ctl->restored_epoch;
 	shmrun_state_view_free(&view);
 	free(data);
@@ -1320,6 +1332,7 @@ static int setup(struct shmrun_worker *w)
 	task_slot = malloc((p->ntasks + 1) * sizeof(*task_slot));
 	if (!w->outs || !w->ins || !task_slot || !w->tasks)
 		goto out;
+	err = 0; /* a worker may have no task and no ring at all: it idles */
 
 	/* This worker's tasks in topological order of their stages: the loop
 	 * walks them in reverse, downstream first, so rings drain before
@@ -1348,6 +1361,7 @@ static int setup(struct shmrun_worker *w)
 			t->w = w;
 			/* looked up once: source_budget() runs every loop turn */
 			t->rate = shmrun_task_param_u64(t, "rate", 0);
+			t->rate_slot = &w->slots[p->stage_task0[s]];
 			if (shmrun_kv_init(&t->kv, job->vnodes))
 				goto out;
 		}
@@ -1428,27 +1442,79 @@ static void teardown(struct shmrun_worker *w)
 /* ---- the loop --------------------------------------------------------------- */
 
 /*
- * How many records source @t may produce now. A stage's `rate` key (records
- * per second for the whole stage) gives each instance rate / width; the pace
- * is kept against the records the task has read since it opened, so a source
- * behind (parked, or starting) catches up in PRODUCE_BUDGET steps.
+ * Rate limits. A stage's `rate` key is records per second for the whole
+ * stage, whatever its width and however its pieces fell: every instance, on
+ * any worker, takes tokens from one counter in the slot of the stage's
+ * instance 0 in the shared control area. Since the stage's first token
+ * (rate_start_ns), (now - start) * rate + 1 tokens are due; an instance
+ * takes up to PRODUCE_BUDGET of those not yet taken, and gives back what
+ * produce() did not use, so an instance that has finished (or is parked)
+ * leaves the whole rate to the others, and a stage behind (parked, or
+ * starting) catches up in PRODUCE_BUDGET steps. The counter lives as long as
+ * the run's control area: a restart starts the pace again.
  */
-static int source_budget(struct shmrun_task *t)
-{
-	uint64_t rate = t->rate;
-	double allowed;
 
-	if (!rate)
+/* Tokens due for @t's stage at @now since its first one (at least 1). */
+static uint64_t rate_due(const struct shmrun_task *t, int64_t start, int64_t now)
+{
+	double due = (double)(now - start) * (double)t->rate / 1e9 + 1;
+
+	return due < 1e18 ? (uint64_t)due : (uint64_t)1e18;
+}
+
+/* How many records source @t may produce now (tokens taken: see rate_return()). */
+static int source_budget(struct shmrun_task *t, int64_t now)
+{
+	struct shmrun_task_slot *rs = t->rate_slot;
+	int64_t start, zero = 0;
+	uint64_t due, taken, k;
+
+	if (!t->rate)
 		return (int)PRODUCE_BUDGET;
-	if (!t->pace_start_ns) {
-		t->pace_start_ns = now_ns();
-		t->pace_base = t->records_in;
+	start = atomic_load_explicit(&rs->rate_start_ns, memory_order_relaxed);
+	if (!start) {
+		/* relaxed: the first instance of the stage to produce starts the pace */
+		if (atomic_compare_exchange_strong_explicit(&rs->rate_start_ns, &zero, now,
+							    memory_order_relaxed,
+							    memory_order_relaxed))
+			start = now;
+		else
+			start = zero;
 	}
-	allowed = (double)(now_ns() - t->pace_start_ns) * (double)rate / t->width / 1e9 + 1 -
-		  (double)(t->records_in - t->pace_base);
-	if (allowed < 1)
+	due = rate_due(t, start, now);
+	taken = atomic_load_explicit(&rs->rate_taken, memory_order_relaxed);
+	do {
+		if (taken >= due)
+			return 0;
+		k = due - taken < PRODUCE_BUDGET ? due - taken : PRODUCE_BUDGET;
+	} while (!atomic_compare_exchange_weak_explicit(&rs->rate_taken, &taken, taken + k,
+							memory_order_relaxed, memory_order_relaxed));
+	return (int)k;
+}
+
+/* Give back the tokens of @t's budget @took that produce() did not use (@used). */
+static void rate_return(struct shmrun_task *t, uint64_t took, uint64_t used)
+{
+	if (t->rate && used < took)
+		atomic_fetch_sub_explicit(&t->rate_slot->rate_taken, took - used,
+					  memory_order_relaxed);
+}
+
+/* ns from @now until rate-limited source @t's next token is due; 0 if due now. */
+static int64_t rate_wait_ns(const struct shmrun_task *t, int64_t now)
+{
+	const struct shmrun_task_slot *rs = t->rate_slot;
+	int64_t start = atomic_load_explicit(&rs->rate_start_ns, memory_order_relaxed);
+	uint64_t taken = atomic_load_explicit(&rs->rate_taken, memory_order_relaxed);
+	double at;
+
+	if (!start)
 		return 0;
-	return allowed < PRODUCE_BUDGET ? (int)allowed : (int)PRODUCE_BUDGET;
+	/* token taken + 1 is due once (now - start) * rate / 1e9 + 1 >= taken + 1 */
+	at = (double)start + (double)taken * 1e9 / (double)t->rate - (double)now;
+	if (at <= 0)
+		return 0;
+	return at < 1e10 ? (int64_t)at + 1 : (int64_t)10000000000; /* at most 10 s */
 }
 
 /* ---- flushing held output (op->flush) ------------------------------------- */
@@ -1523,7 +1589,7 @@ static uint32_t step(struct shmrun_worker *w)
 			continue;
 		if (t->op->flags & SHMRUN_OP_SOURCE) {
 			uint64_t before = t->records_in;
-			int r;
+			int r, budget;
 
 			if (w->checkpointing) {
 				r = source_barrier(t);
@@ -1531,10 +1597,11 @@ static uint32_t step(struct shmrun_worker *w)
 				if (t->ended || t->exhausted || r < 0)
 					continue;
 			}
-			r = source_budget(t);
-			if (r == 0)
+			budget = source_budget(t, now_ns());
+			if (budget == 0)
 				continue; /* paced: not yet */
-			r = t->op->produce(t, t->state, (uint32_t)r);
+			r = t->op->produce(t, t->state, (uint32_t)budget);
+			rate_return(t, (uint64_t)budget, t->records_in - before);
 			progress += (uint32_t)(t->records_in - before) + (r <= 0);
 			if (r < 0 && !w->failed) {
 				shmrun_task_error(t, "produce failed: %s", strerror(-r));
@@ -1617,20 +1684,40 @@ static bool worker_ready(void *arg)
 	return *w->stop != 0;
 }
 
-/* Whether a source task still has records to produce (it may be rate-limited). */
-static bool sources_active(const struct shmrun_worker *w)
+/*
+ * How long the worker may sleep as far as its sources go, at most @max_ns: a
+ * rate-limited source until its stage's next token is due (at least
+ * RATE_MIN_SLEEP_NS, so a high rate is served in batches, not a wake-up per
+ * record); an unlimited one that is neither parked (its rings' bells wake
+ * the worker) nor exhausted only briefly.
+ */
+#define RATE_MIN_SLEEP_NS 50000
+#define SOURCE_POLL_NS 100000
+static int64_t sources_sleep_ns(const struct shmrun_worker *w, int64_t max_ns)
 {
-	for (uint32_t x = 0; x < w->ntasks; x++)
-		if ((w->tasks[x].op->flags & SHMRUN_OP_SOURCE) && !w->tasks[x].ended)
-			return true;
-	return false;
+	int64_t now = now_ns();
+
+	for (uint32_t x = 0; x < w->ntasks; x++) {
+		const struct shmrun_task *t = &w->tasks[x];
+		int64_t ns;
+
+		if (!(t->op->flags & SHMRUN_OP_SOURCE) || t->ended || t->exhausted ||
+		    task_parked(t))
+			continue;
+		ns = t->rate ? rate_wait_ns(t, now) : SOURCE_POLL_NS;
+		if (ns < RATE_MIN_SLEEP_NS)
+			ns = RATE_MIN_SLEEP_NS;
+		if (ns < max_ns)
+			max_ns = ns;
+	}
+	return max_ns;
 }
 
 /*
  * Nothing progressed: spin (spin, or hybrid for its first SHMRUN_RING_SPIN_NS),
  * then sleep on this worker's bell, which every producer into and consumer of
- * its rings rings after publishing. A worker with an active source (perhaps
- * rate-limited) sleeps at most 100 us; otherwise up to 10 ms between checks.
+ * its rings rings after publishing, until the next token of a rate-limited
+ * source is due (sources_sleep_ns()); otherwise up to 10 ms between checks.
  */
 static void idle_wait(struct shmrun_worker *w, int64_t *idle_since)
 {
@@ -1649,7 +1736,7 @@ static void idle_wait(struct shmrun_worker *w, int64_t *idle_since)
 	/* Checkpoint progress (snapshot children, MANIFEST, commits) rings no
 	 * bell: with checkpoints on, look again every millisecond. */
 	shmrun_bell_sleep(&w->stats->bell, worker_ready, w,
-			  sources_active(w) ? 100000 : w->checkpointing ? 1000000 : 10000000);
+			  sources_sleep_ns(w, w->checkpointing ? 1000000 : 10000000));
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -1779,6 +1866,92 @@ done:
 
 /* ---- prepare (launcher side) ---------------------------------------------- */
 
+/* STREAM_RESET_STATE asks for a fresh start (the launcher's reading of it). */
+static bool reset_state_requested(void)
+{
+	const char *v = getenv("STREAM_RESET_STATE");
+
+	return v && (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes"));
+}
+
+/*
+ * Offer every per-worker entry of @t's stage in the checkpoint this run will
+ * restore to the operator's check_restore(), before anything starts. The
+ * checkpoint is the newest whose MANIFEST parses and fits this topology (as
+ * the launcher will pick unless a state file is damaged: then this check is
+ * skipped for the stage, and the restore reports what it finds). Return: 0,
+ * or the operator's negative errno (reason in stats->error).
+ */
+static int prepare_restore_check(const struct shmrun_plan *plan, uint32_t stage,
+				 struct shmrun_task *t)
+{
+	const struct shmrun_job *job = plan->job;
+	struct shmrun_manifest m = {0};
+	struct shmrun_control ctl = {0};
+	uint64_t *epochs = NULL;
+	char path[PATH_MAX], why[256];
+	int n, dirfd = -1, err = 0;
+	bool have = false;
+
+	if (!job->checkpoint_dir || !t->op->check_restore || reset_state_requested())
+		return 0;
+	n = shmrun_ckpt_list(job->checkpoint_dir, &epochs);
+	for (int i = 0; i < n && !have; i++)
+		if (shmrun_ckpt_read_manifest(job->checkpoint_dir, epochs[i], &m, why,
+					      sizeof(why)) == 0) {
+			have = true;
+			ctl.restored_epoch = epochs[i];
+		}
+	if (n >= 0)
+		free(epochs);
+	if (!have)
+		return 0;
+	if (shmrun_ckpt_check_topology(&m, job, why, sizeof(why)) != 0)
+		goto out; /* refused (or rescaled) by the launcher later */
+	shmrun_ckpt_path(job->checkpoint_dir, ctl.restored_epoch, path, sizeof(path));
+	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	t->w->ctl = &ctl;
+	for (uint32_t i = 0; dirfd >= 0 && i < job->stages[stage].width && !err; i++) {
+		struct shmrun_state_view view = {0};
+		const struct shmrun_manifest_file *f = NULL;
+		unsigned char *data = NULL, *p;
+		char name[160];
+		size_t len;
+
+		t->id = plan->stage_task0[stage] + i;
+		t->instance = i;
+		shmrun_ckpt_file_name(plan, t->id, name, sizeof(name));
+		for (uint32_t k = 0; k < m.nfiles; k++)
+			if (strcmp(m.files[k].name, name) == 0)
+				f = &m.files[k];
+		if (!f || shmrun_ckpt_read_file(dirfd, name, f->size, f->xxh64, (void **)&data, &len,
+						why, sizeof(why)))
+			break; /* damaged: the restore skips or reports it */
+		if (shmrun_state_parse(data, len, &view) == 0 && view.epoch != 0) {
+			t->restoring = true;
+			p = (unsigned char *)view.pw;
+			for (uint64_t k = 0; k < view.npw && !err; k++) {
+				uint32_t el;
+
+				memcpy(&el, p, 4);
+				err = t->op->check_restore(t, p + 4, el);
+				p += 4 + el;
+			}
+		}
+		shmrun_state_view_free(&view);
+		free(data);
+	}
+	t->w->ctl = NULL;
+	t->id = plan->stage_task0[stage];
+	t->instance = 0;
+	t->restoring = false;
+out:
+	if (dirfd >= 0)
+		close(dirfd);
+	shmrun_manifest_free(&m);
+	return err;
+}
+
 int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, char *msg,
 			      size_t msglen)
 {
@@ -1798,9 +1971,9 @@ int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, ch
 	int err;
 
 	memset(&stats, 0, sizeof(stats));
-	if (!t.op->prepare)
-		return 0;
-	err = t.op->prepare(&t);
+	err = t.op->prepare ? t.op->prepare(&t) : 0;
+	if (!err)
+		err = prepare_restore_check(plan, stage, &t);
 	if (err)
 		snprintf(msg, msglen, "%s", stats.error[0] ? stats.error : strerror(-err));
 	return err;

@@ -68,16 +68,16 @@ struct shmrun_task {
 	int *sync_fds;           /* fds to fsync with the snapshot */
 	uint32_t nsync, sync_cap;
 	unsigned char *restore_pw; /* restored per-worker entries, same encoding */
+	bool restoring;            /* per-worker state comes from the restored checkpoint */
 	size_t restore_pw_len;
 	const void *cur_key;  /* key of the record being processed, if its hash is known */
 	uint32_t cur_key_len;
 	uint64_t cur_hash;    /* XXH3-64 of cur_key */
 	uint64_t records_in, records_out;
 	uint64_t rate;           /* the stage's `rate` key, records/s, 0 = unlimited */
-	int64_t pace_start_ns;   /* sources with `rate`: when pacing began */
-	uint64_t pace_base;      /* records_in then */
 	int64_t flush_every_ns;  /* op->flush: the stage's flush_interval */
 	int64_t flush_due_ns;    /* op->flush: next flush by the clock */
+	struct shmrun_task_slot *rate_slot; /* sources with `rate`: the stage's shared tokens */
 };
 
 /* A snapshot child in flight. */

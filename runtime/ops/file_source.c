@@ -12,32 +12,84 @@
  * '\n' (a final line without '\n' is still a line; any byte is allowed; a line
  * may be longer than the buffer, which then grows). Empty files have no lines.
  *
- * `rate` limits the whole stage to that many records per second (each instance
- * takes rate / width; the worker paces every source, see worker.c).
+ * `rate` limits the whole stage to that many records per second, however the
+ * pieces fell (the worker paces every source from one counter per stage, see
+ * worker.c).
+ *
+ * Inputs are regular files whose size is known: a FIFO, device or socket
+ * named in `path` is refused before anything starts (opening a FIFO would
+ * block, and a piece needs a size), and so is a file that reports size 0 but
+ * has content (/proc, /sys: its size is not known in advance; copy it first).
+ * Inside directories, non-regular files are skipped as before.
+ *
+ * A file is read up to the size it had when the job first listed it (at the
+ * first start, not on a restore): bytes appended later are not read, by this
+ * run or by any resumed one; start fresh (STREAM_RESET_STATE=1) to read them.
  *
  * Per-worker state (rule split): one entry per piece not yet fully read, the
- * current one first: [u64 offset][u64 end][path bytes]. A restore replaces
- * the instance's pieces with the entries it is given, so reading resumes at
- * the first line not yet emitted before the checkpoint's barrier.
+ * current one first:
+ *
+ *     struct pos_entry (72 bytes: magic, offset, end, the file's identity at
+ *     the first start — st_dev, st_ino, size, mtime — and XXH64 of the
+ *     `window` bytes just before offset, window = min(offset, 4 KiB))
+ *     [path bytes]
+ *
+ * A restore checks each entry's file against its identity and refuses, naming
+ * the file and what changed, one that was replaced (other device or inode),
+ * shrank, was modified in place (same size, other mtime) or whose bytes just
+ * before the offset differ; reading from the old offset would tear lines. A
+ * file that only grew is accepted (read up to the recorded size, see above).
+ * Only a bounded window before the offset is checksummed, so a restore costs
+ * one small read per entry; a change further back in a file that kept its
+ * inode, size and mtime is not seen. Entries of the older format ([u64
+ * offset][u64 end][path], no identity) are still restored, unchecked. On a restore
+ * (shmrun_task_restoring()) open() lists no file and cuts no piece: the
+ * instance's pieces are exactly the entries restore() gets, so reading resumes
+ * at the first line not yet emitted before the checkpoint's barrier, and an
+ * instance given no entry (it had finished) reads nothing.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <fnmatch.h>
 #include <ftw.h>
 #include <glob.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "ops.h"
 
 #define READ_BYTES (1u << 20)
+#define WINDOW_BYTES 4096u                 /* checksummed before a saved offset */
+#define POS_MAGIC 0x3250534652524d48ull    /* "HMRRFSP2": a pos_entry */
+
+/* What identifies a file's content as of the first start. */
+struct file_id {
+	uint64_t dev, ino, size;
+	int64_t mtime_ns;
+};
+
+/* A per-worker entry, followed by the path bytes (host byte order). */
+struct pos_entry {
+	uint64_t magic; /* POS_MAGIC */
+	uint64_t off, end;
+	struct file_id id;
+	uint64_t sum;    /* XXH64 (seed 0) of the window bytes before off */
+	uint32_t window; /* min(off, WINDOW_BYTES) */
+	uint32_t pad;
+};
 
 struct piece {
 	uint32_t file;
 	uint64_t off, end;
+	uint64_t sum;    /* XXH64 of the window before off */
+	uint32_t window;
 };
 
 struct file_list {
@@ -49,9 +101,11 @@ struct file_list {
 
 struct source {
 	struct file_list fl;
+	struct file_id *ids;  /* per file of fl: its identity at the first start */
+	bool *checked;        /* per file of fl: restored identity checked (or old format) */
+	uint32_t ids_cap;
 	struct piece *pieces; /* this instance's */
 	uint32_t npieces, cur, cap_pieces;
-	bool restored;       /* pieces came from a checkpoint */
 	int fd;
 	uint64_t pos;        /* file offset of buf[lo] */
 	unsigned char *buf;
@@ -133,6 +187,17 @@ static int list_files(struct shmrun_task *task, struct file_list *fl)
 						  strpbrk(tok, "*?[") ? " (no file matches the pattern)"
 								      : "");
 				err = -errno;
+			} else if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+				shmrun_task_error(task,
+						  "input '%s' in path = is not a regular file (%s): "
+						  "file_source reads regular files and directories "
+						  "only; copy the data into a file first",
+						  p, S_ISFIFO(st.st_mode) ? "a FIFO"
+						     : S_ISSOCK(st.st_mode) ? "a socket"
+						     : S_ISCHR(st.st_mode) ? "a character device"
+						     : S_ISBLK(st.st_mode) ? "a block device"
+									   : "not a file");
+				err = -EINVAL;
 			} else if (S_ISDIR(st.st_mode)) {
 				walk_list = fl;
 				if (nftw(p, walk_one, 32, FTW_PHYS) != 0) {
@@ -166,10 +231,51 @@ static int list_files(struct shmrun_task *task, struct file_list *fl)
 	return 0;
 }
 
+/*
+ * A file whose size is not known in advance (/proc, /sys: size 0, yet content)
+ * would be read as empty: refuse it. Return: 0, or -EINVAL after a message.
+ */
+static int check_sized(struct shmrun_task *task, const char *path, int fd, const struct stat *st)
+{
+	char c;
+
+	if (st->st_size != 0 || pread(fd, &c, 1, 0) != 1)
+		return 0;
+	shmrun_task_error(task,
+			  "input '%s' in path = reports size 0 but has content (a /proc or /sys "
+			  "file?): file_source needs files whose size is known; copy it first, "
+			  "e.g. cp %s data/",
+			  path, path);
+	return -EINVAL;
+}
+
+/* Open input @path for reading without blocking (a FIFO put there since). */
+static int open_input(const char *path)
+{
+	return open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+}
+
 static int prepare(struct shmrun_task *task)
 {
 	struct file_list fl;
 	int err = list_files(task, &fl);
+
+	for (uint32_t f = 0; !err && f < fl.n; f++) {
+		struct stat st;
+		int fd;
+
+		if (stat(fl.files[f], &st) == 0 && st.st_size > 0)
+			continue; /* only a size-0 file needs a look inside */
+		fd = open_input(fl.files[f]);
+		if (fd < 0 || fstat(fd, &st) < 0) {
+			shmrun_task_error(task, "input '%s': %s", fl.files[f], strerror(errno));
+			err = -errno;
+		} else {
+			err = check_sized(task, fl.files[f], fd, &st);
+		}
+		if (fd >= 0)
+			close(fd);
+	}
 
 	if (!err && fl.n == 0) {
 		shmrun_task_error(task, "no input file found under path = %s%s%s (one per line)",
@@ -198,15 +304,67 @@ static int64_t next_line_start(int fd, uint64_t from, uint64_t size, unsigned ch
 	return (int64_t)size;
 }
 
+/* XXH64 of the min(@off, WINDOW_BYTES) bytes before @off of @fd. Return: 0 or -errno. */
+static int window_sum(int fd, uint64_t off, uint64_t *sum, uint32_t *window)
+{
+	unsigned char b[WINDOW_BYTES];
+	uint32_t n = off < WINDOW_BYTES ? (uint32_t)off : WINDOW_BYTES;
+	ssize_t r;
+
+	do
+		r = pread(fd, b, n, (off_t)(off - n));
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return -errno;
+	if ((uint32_t)r != n)
+		return -ENODATA; /* the file is shorter than @off */
+	*sum = XXH64(b, n, 0);
+	*window = n;
+	return 0;
+}
+
+/* Make room for file index @f in ids/checked. Return: 0 or -ENOMEM. */
+static int ids_reserve(struct source *s, uint32_t f)
+{
+	if (f >= s->ids_cap) {
+		uint32_t cap = s->ids_cap ? s->ids_cap : 64;
+		struct file_id *ids;
+		bool *checked;
+
+		while (cap <= f)
+			cap *= 2;
+		ids = realloc(s->ids, cap * sizeof(*ids));
+		if (!ids)
+			return -ENOMEM;
+		s->ids = ids;
+		checked = realloc(s->checked, cap * sizeof(*checked));
+		if (!checked)
+			return -ENOMEM;
+		memset(checked + s->ids_cap, 0, (cap - s->ids_cap) * sizeof(*checked));
+		s->checked = checked;
+		s->ids_cap = cap;
+	}
+	return 0;
+}
+
+static struct file_id id_of(const struct stat *st)
+{
+	return (struct file_id){(uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
+				(int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec};
+}
+
 static int make_pieces(struct shmrun_task *task, struct source *s)
 {
 	uint64_t piece = shmrun_task_param_u64(task, "piece_bytes", 32u << 20), k = 0;
 	uint32_t width = shmrun_task_width(task), me = shmrun_task_instance(task), cap = 0;
 
+	if (s->fl.n && ids_reserve(s, s->fl.n - 1))
+		return -ENOMEM;
 	for (uint32_t f = 0; f < s->fl.n; f++) {
-		int fd = open(s->fl.files[f], O_RDONLY | O_CLOEXEC);
+		int fd = open_input(s->fl.files[f]);
 		struct stat st;
 		uint64_t off = 0;
+		int err;
 
 		if (fd < 0 || fstat(fd, &st) < 0) {
 			shmrun_task_error(task, "input '%s': %s", s->fl.files[f], strerror(errno));
@@ -214,6 +372,18 @@ static int make_pieces(struct shmrun_task *task, struct source *s)
 				close(fd);
 			return -errno;
 		}
+		if (!S_ISREG(st.st_mode)) {
+			shmrun_task_error(task, "input '%s' is no longer a regular file",
+					  s->fl.files[f]);
+			close(fd);
+			return -EINVAL;
+		}
+		err = check_sized(task, s->fl.files[f], fd, &st);
+		if (err) {
+			close(fd);
+			return err;
+		}
+		s->ids[f] = id_of(&st);
 		while (off < (uint64_t)st.st_size) {
 			uint64_t end = (uint64_t)st.st_size;
 
@@ -231,6 +401,8 @@ static int make_pieces(struct shmrun_task *task, struct source *s)
 				end = (uint64_t)e;
 			}
 			if (k++ % width == me) {
+				struct piece pc = {f, off, end, XXH64(NULL, 0, 0), 0};
+
 				if (s->npieces == cap) {
 					struct piece *n;
 
@@ -242,7 +414,14 @@ static int make_pieces(struct shmrun_task *task, struct source *s)
 					}
 					s->pieces = n;
 				}
-				s->pieces[s->npieces++] = (struct piece){f, off, end};
+				err = window_sum(fd, off, &pc.sum, &pc.window);
+				if (err) {
+					shmrun_task_error(task, "input '%s': %s", s->fl.files[f],
+							  strerror(-err));
+					close(fd);
+					return err;
+				}
+				s->pieces[s->npieces++] = pc;
 			}
 			off = end;
 		}
@@ -262,6 +441,8 @@ static void source_close(struct shmrun_task *task, void *state)
 	if (s->fd >= 0)
 		close(s->fd);
 	free_list(&s->fl);
+	free(s->ids);
+	free(s->checked);
 	free(s->pieces);
 	free(s->buf);
 	free(s);
@@ -280,6 +461,8 @@ static int source_open(struct shmrun_task *task, void **state)
 	s->buf = malloc(s->cap);
 	if (!s->buf)
 		return -ENOMEM;
+	if (shmrun_task_restoring(task))
+		return 0; /* the pieces are the restored entries, if any */
 	err = list_files(task, &s->fl);
 	if (!err)
 		err = make_pieces(task, s);
@@ -290,11 +473,27 @@ static int source_open(struct shmrun_task *task, void **state)
 static int open_piece(struct shmrun_task *task, struct source *s)
 {
 	const struct piece *p = &s->pieces[s->cur];
+	const struct file_id *id = &s->ids[p->file];
+	struct stat st;
 
-	s->fd = open(s->fl.files[p->file], O_RDONLY | O_CLOEXEC);
-	if (s->fd < 0) {
+	s->fd = open_input(s->fl.files[p->file]);
+	if (s->fd < 0 || fstat(s->fd, &st) < 0) {
 		shmrun_task_error(task, "input '%s': %s", s->fl.files[p->file], strerror(errno));
 		return -errno;
+	}
+	/* ino 0: restored from the older format, identity unknown */
+	if (!S_ISREG(st.st_mode) ||
+	    (id->ino && ((uint64_t)st.st_dev != id->dev || (uint64_t)st.st_ino != id->ino)) ||
+	    (uint64_t)st.st_size < id->size) {
+		shmrun_task_error(task,
+				  "input '%s' was replaced or truncated while the job read it "
+				  "(inode %" PRIu64 " → %" PRIu64 ", size %" PRIu64 " → %" PRIu64
+				  "); its remaining pieces no longer fit it. Replace input files "
+				  "only while the job is not running, and start fresh "
+				  "(STREAM_RESET_STATE=1) to read the new content",
+				  s->fl.files[p->file], id->ino, (uint64_t)st.st_ino, id->size,
+				  (uint64_t)st.st_size);
+		return -ESTALE;
 	}
 	posix_fadvise(s->fd, (off_t)p->off, (off_t)(p->end - p->off), POSIX_FADV_SEQUENTIAL);
 	s->pos = p->off;
@@ -404,25 +603,57 @@ static int source_produce(struct shmrun_task *task, void *state, uint32_t budget
 	return 1;
 }
 
+/*
+ * The window checksum before s->pos of the open current piece: from the
+ * buffer when it holds the window (buf[lo] is at pos), else one small pread.
+ */
+static int current_sum(struct shmrun_task *task, struct source *s, uint64_t *sum, uint32_t *window)
+{
+	const struct piece *p = &s->pieces[s->cur];
+	uint32_t n = s->pos < WINDOW_BYTES ? (uint32_t)s->pos : WINDOW_BYTES;
+	int err;
+
+	if (s->pos == p->off) {
+		*sum = p->sum;
+		*window = p->window;
+		return 0;
+	}
+	if (s->lo >= n) {
+		*sum = XXH64(s->buf + s->lo - n, n, 0);
+		*window = n;
+		return 0;
+	}
+	err = window_sum(s->fd, s->pos, sum, window);
+	if (err)
+		shmrun_task_error(task, "reading '%s': %s", s->fl.files[p->file], strerror(-err));
+	return err;
+}
+
 /* Per-worker state: the pieces still to read, from the current position on. */
 static int source_snapshot(struct shmrun_task *task, void *state, uint64_t epoch)
 {
 	struct source *s = state;
-	unsigned char entry[16 + PATH_MAX];
+	unsigned char entry[sizeof(struct pos_entry) + PATH_MAX];
 
 	(void)epoch;
 	for (uint32_t i = s->cur; i < s->npieces; i++) {
 		const struct piece *p = &s->pieces[i];
-		uint64_t off = i == s->cur && s->fd >= 0 ? s->pos : p->off;
+		struct pos_entry pe = {.magic = POS_MAGIC, .off = p->off, .end = p->end,
+				       .id = s->ids[p->file], .sum = p->sum, .window = p->window};
 		size_t n = strlen(s->fl.files[p->file]);
 		int err;
 
-		if (off >= p->end)
+		if (i == s->cur && s->fd >= 0) {
+			pe.off = s->pos;
+			err = current_sum(task, s, &pe.sum, &pe.window);
+			if (err)
+				return err;
+		}
+		if (pe.off >= p->end)
 			continue;
-		memcpy(entry, &off, 8);
-		memcpy(entry + 8, &p->end, 8);
-		memcpy(entry + 16, s->fl.files[p->file], n);
-		err = shmrun_pw_add(task, entry, (uint32_t)(16 + n));
+		memcpy(entry, &pe, sizeof(pe));
+		memcpy(entry + sizeof(pe), s->fl.files[p->file], n);
+		err = shmrun_pw_add(task, entry, (uint32_t)(sizeof(pe) + n));
 		if (err)
 			return err;
 	}
@@ -438,29 +669,126 @@ static int file_index(struct source *s, const char *path)
 	return add_file(&s->fl, path, false) ? -ENOMEM : (int)s->fl.n - 1;
 }
 
-static int source_restore(struct shmrun_task *task, void *state, const void *entry, uint32_t len)
+/*
+ * Whether restored file @path still is the file of @pe: the same device and
+ * inode, not shorter, the same mtime unless it grew, the same bytes in the
+ * window before the offset. Return: 0, or -ESTALE after a message naming it.
+ */
+static int check_identity(struct shmrun_task *task, const char *path, const struct pos_entry *pe)
 {
-	struct source *s = state;
-	const unsigned char *e = entry;
-	char path[PATH_MAX];
-	uint64_t off, end;
-	int f;
+	char what[200];
+	struct stat st;
+	uint64_t sum;
+	uint32_t window;
+	int fd = open_input(path), err = 0;
 
-	if (len <= 16 || len - 16 >= PATH_MAX) {
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		snprintf(what, sizeof(what), "%s", strerror(errno));
+	} else if (!S_ISREG(st.st_mode)) {
+		snprintf(what, sizeof(what), "it is no longer a regular file");
+	} else if ((uint64_t)st.st_dev != pe->id.dev || (uint64_t)st.st_ino != pe->id.ino) {
+		snprintf(what, sizeof(what),
+			 "it was replaced (device:inode %" PRIu64 ":%" PRIu64 " → %" PRIu64
+			 ":%" PRIu64 ")",
+			 pe->id.dev, pe->id.ino, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
+	} else if ((uint64_t)st.st_size < pe->id.size) {
+		snprintf(what, sizeof(what), "it shrank (%" PRIu64 " → %" PRIu64 " bytes)",
+			 pe->id.size, (uint64_t)st.st_size);
+	} else if ((uint64_t)st.st_size == pe->id.size &&
+		   id_of(&st).mtime_ns != pe->id.mtime_ns) {
+		snprintf(what, sizeof(what), "it was modified in place (same size, new mtime)");
+	} else if ((err = window_sum(fd, pe->off, &sum, &window)) != 0 || window != pe->window ||
+		   sum != pe->sum) {
+		snprintf(what, sizeof(what), "its %u bytes before offset %" PRIu64 " changed",
+			 pe->window, pe->off);
+	} else {
+		close(fd);
+		return 0;
+	}
+	if (fd >= 0)
+		close(fd);
+	shmrun_task_error(task,
+			  "input '%s' changed since checkpoint epoch %" PRIu64
+			  " saved its read position (offset %" PRIu64 "): %s; resuming there "
+			  "would misread it. Put the original file back, or start over with "
+			  "STREAM_RESET_STATE=1",
+			  path, shmrun_task_restored_epoch(task), pe->off, what);
+	return -ESTALE;
+}
+
+/* Parse entry @e of @len bytes into @pe and @path. Return: 0, or -EBADMSG after a message. */
+static int parse_entry(struct shmrun_task *task, const unsigned char *e, uint32_t len,
+		       struct pos_entry *pe, char path[PATH_MAX], bool *old)
+{
+	uint32_t head = 16;
+
+	*old = true;
+	memset(pe, 0, sizeof(*pe));
+	if (len >= sizeof(*pe)) {
+		memcpy(pe, e, sizeof(*pe));
+		*old = pe->magic != POS_MAGIC;
+	}
+	if (*old) { /* the older format: [u64 offset][u64 end][path], no identity */
+		memset(pe, 0, sizeof(*pe));
+		if (len > 16) {
+			memcpy(&pe->off, e, 8);
+			memcpy(&pe->end, e + 8, 8);
+		}
+	} else {
+		head = sizeof(*pe);
+	}
+	if (len <= head || len - head >= PATH_MAX) {
 		shmrun_task_error(task, "restored read position is malformed (%u bytes)", len);
 		return -EBADMSG;
 	}
-	if (!s->restored) { /* the checkpoint's pieces replace the computed ones */
-		s->npieces = 0;
-		s->restored = true;
-	}
-	memcpy(&off, e, 8);
-	memcpy(&end, e + 8, 8);
-	memcpy(path, e + 16, len - 16);
-	path[len - 16] = 0;
+	memcpy(path, e + head, len - head);
+	path[len - head] = 0;
+	return 0;
+}
+
+/* In the launcher, before anything starts: refuse to resume a changed input. */
+static int source_check_restore(struct shmrun_task *task, const void *entry, uint32_t len)
+{
+	struct pos_entry pe;
+	char path[PATH_MAX];
+	bool old;
+	int err = parse_entry(task, entry, len, &pe, path, &old);
+
+	return err ? err : old ? 0 : check_identity(task, path, &pe);
+}
+
+static int source_restore(struct shmrun_task *task, void *state, const void *entry, uint32_t len)
+{
+	struct source *s = state;
+	struct pos_entry pe;
+	char path[PATH_MAX];
+	bool old;
+	int f, err = parse_entry(task, entry, len, &pe, path, &old);
+
+	if (err)
+		return err;
 	f = file_index(s, path);
-	if (f < 0)
-		return f;
+	if (f < 0 || ids_reserve(s, (uint32_t)f))
+		return -ENOMEM;
+	if (!s->checked[f]) {
+		if (old) {
+			shmrun_task_log(task,
+					"input '%s': its saved read position is of an older format "
+					"without the file's identity; resuming unchecked",
+					path);
+			pe.id.size = pe.end; /* as much as open_piece() can check */
+		} else {
+			err = check_identity(task, path, &pe);
+			if (err)
+				return err;
+		}
+		s->ids[f] = pe.id;
+		s->checked[f] = true;
+	} else if (!old) {
+		err = check_identity(task, path, &pe);
+		if (err)
+			return err;
+	}
 	if (s->npieces == s->cap_pieces) {
 		uint32_t cap = s->cap_pieces ? s->cap_pieces * 2 : 64;
 		struct piece *n = realloc(s->pieces, cap * sizeof(*n));
@@ -470,7 +798,7 @@ static int source_restore(struct shmrun_task *task, void *state, const void *ent
 		s->pieces = n;
 		s->cap_pieces = cap;
 	}
-	s->pieces[s->npieces++] = (struct piece){(uint32_t)f, off, end};
+	s->pieces[s->npieces++] = (struct piece){(uint32_t)f, pe.off, pe.end, pe.sum, pe.window};
 	return 0;
 }
 
@@ -499,4 +827,5 @@ const struct shmrun_operator shmrun_op_file_source = {
 	.pw_rule = SHMRUN_PW_SPLIT,
 	.snapshot = source_snapshot,
 	.restore = source_restore,
+	.check_restore = source_check_restore,
 };

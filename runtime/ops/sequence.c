@@ -8,7 +8,9 @@
  * paces every source, see worker.c).
  *
  * Per-worker state (rule split): one entry per range still to generate,
- * [u64 next][u64 end], the current one first.
+ * [u64 next][u64 end], the current one first. On a restore
+ * (shmrun_task_restoring()) open() computes no range: the restored entries
+ * are all there is to do, and an instance given none has finished.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -26,7 +28,6 @@ struct sequence {
 	uint64_t keys;
 	struct range *ranges; /* this instance's, in order */
 	uint32_t n, cap, cur;
-	bool restored;
 };
 
 static int add_range(struct sequence *s, uint64_t next, uint64_t end)
@@ -55,6 +56,8 @@ static int seq_open(struct shmrun_task *task, void **state)
 		return -ENOMEM;
 	*state = s;
 	s->keys = shmrun_task_param_u64(task, "keys", 1);
+	if (shmrun_task_restoring(task))
+		return 0; /* the ranges are the restored entries, if any */
 	for (uint64_t k = shmrun_task_instance(task); k * piece < count; k += width) {
 		uint64_t end = (k + 1) * piece < count ? (k + 1) * piece : count;
 
@@ -115,11 +118,6 @@ static int seq_restore(struct shmrun_task *task, void *state, const void *entry,
 	if (len != sizeof(r)) {
 		shmrun_task_error(task, "restored range is malformed (%u bytes)", len);
 		return -EBADMSG;
-	}
-	if (!s->restored) {
-		s->n = 0;
-		s->cur = 0;
-		s->restored = true;
 	}
 	memcpy(&r, entry, sizeof(r));
 	return add_range(s, r.next, r.end);

@@ -64,3 +64,11 @@ shmrun_check_test(check_preflight
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)
+
+# Contracts every built-in operator keeps, over the whole registry (issue 8):
+# a restored source with no per-worker entry computes no position in open().
+shmrun_check_test(check_ops
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_ops.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)

@@ -105,6 +105,12 @@ struct shmrun_operator {
 	/**
 	 * open() - set up one instance. @state receives the instance's private
 	 * state (owned by the operator until close()).
+	 *
+	 * When shmrun_task_restoring() is true, open() must NOT compute the
+	 * instance's per-worker state (read positions, ranges, a table): that
+	 * state is exactly the entries restore() hands over next — possibly
+	 * none, for an instance that had finished or that a rescale gave
+	 * nothing — and anything open() computed would be read a second time.
 	 * Return: 0, or a negative errno after shmrun_task_error() said why.
 	 */
 	int (*open)(struct shmrun_task *task, void **state);
@@ -157,6 +163,12 @@ struct shmrun_operator {
 	 * restore() - optional: called after open(), before any record, once per
 	 * per-worker entry this instance got from the restored checkpoint
 	 * (shmrun_task_restored_epoch()). Key-bound state is already restored.
+	 *
+	 * Contract: when shmrun_task_restoring() is true the entries are the
+	 * instance's whole per-worker state. There is no call at all when there
+	 * are no entries (an instance that had finished snapshots none; a split
+	 * may deal an instance none), so an operator must not rely on restore()
+	 * to discard what open() computed: open() computes nothing then.
 	 * Return: 0, or a negative errno after shmrun_task_error().
 	 */
 	int (*restore)(struct shmrun_task *task, void *state, const void *entry, uint32_t len);
@@ -192,6 +204,18 @@ struct shmrun_operator {
 	 * shmrun_task_error() said why (the task fails as if process() had).
 	 */
 	int (*flush)(struct shmrun_task *task, void *state);
+
+	/**
+	 * check_restore() - optional: called in the launcher before any worker
+	 * starts, once per per-worker entry of the checkpoint the run will
+	 * restore (with a task of the entry's instance; no open(), no state),
+	 * to refuse a restore that cannot be right, e.g. an input file that
+	 * changed since its read position was saved. A failure stops the job
+	 * with exit status 2 before anything starts. restore() should check
+	 * the same again (a restart after a crash does not call this).
+	 * Return: 0, or a negative errno after shmrun_task_error().
+	 */
+	int (*check_restore)(struct shmrun_task *task, const void *entry, uint32_t len);
 };
 
 /**
@@ -291,6 +315,15 @@ bool shmrun_task_checkpointing(const struct shmrun_task *task);
  * fresh start. Known from open() on.
  */
 uint64_t shmrun_task_restored_epoch(const struct shmrun_task *task);
+
+/**
+ * shmrun_task_restoring() - whether this instance's per-worker state comes
+ * from the restored checkpoint: true on every restore (after a stop, a crash
+ * or a rescale) except for a stage that is new to the checkpoint (added by
+ * `shmrun --rescale`), which starts as on a first start. When true, open()
+ * must compute no per-worker state (see restore()). Known from open() on.
+ */
+bool shmrun_task_restoring(const struct shmrun_task *task);
 
 /**
  * shmrun_task_error() - record why the task failed (printf-style). The worker

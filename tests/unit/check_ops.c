@@ -1,0 +1,162 @@
+/*
+ * tests/unit/check_ops.c: contracts every built-in operator must keep,
+ * checked over the whole registry so a new operator cannot forget them.
+ *
+ * restored_source_computes_no_position (issue 8, item 1): a source with
+ * per-worker state, opened with shmrun_task_restoring() true and given no
+ * entry — an instance that had finished, or one a rescale dealt nothing —
+ * produces nothing: its position is its restored entries, never what open()
+ * computes. The same source opened for a first start produces records (so
+ * the test sees a source that would read its input again).
+ */
+#include <check.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shmrun/job.h"
+#include "shmrun/operator.h"
+#include "worker.h"
+
+#include "common/tmpdir.h"
+
+/* A value for a required key of type @d (the smallest sensible one). */
+static void value_for(const struct shmrun_param_def *d, const char *input, char *buf, size_t len)
+{
+	switch (d->type) {
+	case SHMRUN_PARAM_PATH:
+	case SHMRUN_PARAM_PATHS:
+		snprintf(buf, len, "%s", input);
+		break;
+	case SHMRUN_PARAM_COUNT:
+		snprintf(buf, len, "%llu", (unsigned long long)(d->min > 10 ? d->min : 10));
+		break;
+	case SHMRUN_PARAM_SIZE:
+		snprintf(buf, len, "4K");
+		break;
+	case SHMRUN_PARAM_RATE:
+		snprintf(buf, len, "1000");
+		break;
+	case SHMRUN_PARAM_BOOL:
+		snprintf(buf, len, "true");
+		break;
+	case SHMRUN_PARAM_ENUM:
+		snprintf(buf, len, "%.*s", (int)strcspn(d->choices, " "), d->choices);
+		break;
+	case SHMRUN_PARAM_DURATION:
+		snprintf(buf, len, "1s");
+		break;
+	default:
+		snprintf(buf, len, "x");
+		break;
+	}
+}
+
+/* Load a job whose stage "src" runs source @op at width 2 into a null_sink. */
+static void load_job(const struct shmrun_operator *op, struct shmrun_job *job)
+{
+	char conf[PATH_MAX], input[PATH_MAX], val[PATH_MAX];
+	struct shmrun_job_errors errs = {0};
+	FILE *f;
+	int err;
+
+	snprintf(input, sizeof(input), "%s/input.txt", tmpdir);
+	f = fopen(input, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("one\ntwo\nthree\nfour\n", f);
+	fclose(f);
+	snprintf(conf, sizeof(conf), "%s/%s.conf", tmpdir, op->name);
+	f = fopen(conf, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "[src]\nop = %s\nwidth = 2\n", op->name);
+	for (const struct shmrun_param_def *d = op->params; d && d->key; d++)
+		if (d->required) {
+			value_for(d, input, val, sizeof(val));
+			fprintf(f, "%s = %s\n", d->key, val);
+		}
+	if (!strcmp(op->name, "sequence")) /* one piece per instance */
+		fprintf(f, "piece_records = 5\n");
+	fprintf(f, "[out]\nop = null_sink\ninput = src\n");
+	fclose(f);
+	err = shmrun_job_load(conf, job, &errs);
+	for (uint32_t i = 0; err && i < errs.n; i++)
+		fprintf(stderr, "%s\n", errs.msgs[i]);
+	ck_assert_msg(err == 0, "operator %s: the generated conf does not load", op->name);
+	shmrun_job_errors_free(&errs);
+}
+
+/* Records instance @inst of stage 0 produces when opened with @restoring and no entry. */
+static uint64_t produced(const struct shmrun_job *job, uint32_t inst, bool restoring)
+{
+	struct shmrun_worker_stats stats;
+	struct shmrun_control ctl = {.restored_epoch = restoring ? 7 : 0};
+	struct shmrun_worker w = {.stats = &stats, .ctl = &ctl};
+	const struct shmrun_stage *st = &job->stages[0];
+	struct shmrun_task t = {
+		.stage = st,
+		.op = st->op,
+		.instance = inst,
+		.width = st->width,
+		.vnodes = job->vnodes,
+		.w = &w,
+		.restoring = restoring,
+	};
+	void *state = NULL;
+	int r = 1;
+
+	memset(&stats, 0, sizeof(stats));
+	ck_assert_int_eq(st->op->open(&t, &state), 0);
+	for (int i = 0; i < 1000 && r > 0; i++)
+		r = st->op->produce(&t, state, 64);
+	ck_assert_msg(r == 0, "%s [%u]: produce() returned %d (%s)", st->op->name, inst, r,
+		      stats.error);
+	if (st->op->close)
+		st->op->close(&t, state);
+	return t.records_in;
+}
+
+START_TEST(restored_source_computes_no_position)
+{
+	uint32_t checked = 0;
+
+	for (const struct shmrun_operator *const *op = shmrun_operators(); *op; op++) {
+		struct shmrun_job job;
+		uint64_t fresh = 0;
+
+		if (!((*op)->flags & SHMRUN_OP_SOURCE) || (*op)->pw_rule == SHMRUN_PW_NONE)
+			continue;
+		load_job(*op, &job);
+		for (uint32_t i = 0; i < 2; i++) {
+			ck_assert_msg(produced(&job, i, true) == 0,
+				      "%s [%u], restored with no entry, produced records: its "
+				      "open() computed a position (see restore() in operator.h)",
+				      (*op)->name, i);
+			fresh += produced(&job, i, false);
+		}
+		ck_assert_msg(fresh > 0, "%s: a first start produced nothing", (*op)->name);
+		shmrun_job_free(&job);
+		checked++;
+	}
+	ck_assert_uint_ge(checked, 2); /* sequence and file_source at least */
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("ops");
+	TCase *tc = tcase_create("restore");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, restored_source_computes_no_position);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	tmpdir_create("shmrun-check-ops");
+	srunner_run_all(sr, CK_NORMAL);
+	tmpdir_remove();
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

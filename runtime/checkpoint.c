@@ -378,8 +378,7 @@ static void note_heartbeats(struct shmrun_coordinator *co, struct shmrun_control
 		co->beats[w] = atomic_load_explicit(&stats[w].heartbeat, memory_order_relaxed);
 }
 
-/* The state letter of process @pid (R, S, D, T, t, Z...) from /proc, or 0. */
-static char process_state(int pid)
+char shmrun_process_state(int pid)
 {
 	char path[40], buf[512], *p;
 	ssize_t n;
@@ -438,7 +437,7 @@ static void describe_timeout(const struct shmrun_coordinator *co, const struct s
 	for (uint32_t w = 0; w < ctl->workers && co->beats; w++) {
 		int pid = atomic_load_explicit(&stats[w].pid, memory_order_relaxed);
 		uint64_t beat = atomic_load_explicit(&stats[w].heartbeat, memory_order_relaxed);
-		char state = process_state(pid);
+		char state = shmrun_process_state(pid);
 		bool stuck = beat == co->beats[w], any = false;
 
 		bool stopped = state == 'T' || state == 't';

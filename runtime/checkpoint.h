@@ -273,4 +273,12 @@ void shmrun_ckpt_path(const char *dir, uint64_t epoch, char *buf, size_t len);
 /* The state file name of a task. */
 void shmrun_ckpt_file_name(const struct shmrun_plan *plan, uint32_t task, char *buf, size_t len);
 
+/*
+ * shmrun_process_state() - the state letter of process @pid from
+ * /proc/PID/stat: R running, S sleeping, D uninterruptible wait, T stopped
+ * (SIGSTOP, job control), t stopped by a debugger, Z zombie. Return: that
+ * letter, or 0 if @pid <= 0 or the file cannot be read.
+ */
+char shmrun_process_state(int pid);
+
 #endif /* SHMRUN_RT_CHECKPOINT_H */

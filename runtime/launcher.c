@@ -251,6 +251,58 @@ static void print_summary(const struct shmrun_plan *plan, struct shmrun_worker_s
 	}
 }
 
+/*
+ * The launcher's watchdog over stopped workers. A worker stopped by SIGSTOP
+ * (or a terminal's job control, or a debugger) holds up every epoch and, with
+ * a full ring, its neighbours; worker 0's coordinator names such a worker
+ * when an epoch times out, but nothing would name worker 0 itself, nor any
+ * worker of a job without checkpoints. So the launcher looks at each
+ * worker's process state once a second and warns once a worker has been
+ * stopped for WATCH_STOPPED_NS, and again when it continues.
+ */
+#define WATCH_STOPPED_NS 5000000000ll
+
+struct watch {
+	int64_t next_ns;     /* next look */
+	int64_t *stopped_ns; /* per worker: when it was first seen stopped, 0 */
+	bool *told;          /* per worker: the warning was logged */
+};
+
+static void watch_workers(struct watch *wt, const struct shmrun_plan *plan, const pid_t *pids,
+			  int64_t now)
+{
+	const struct shmrun_job *job = plan->job;
+
+	if (now < wt->next_ns || !wt->stopped_ns || !wt->told)
+		return;
+	wt->next_ns = now + 1000000000ll;
+	for (uint32_t w = 0; w < job->workers; w++) {
+		char state = pids[w] > 0 ? shmrun_process_state(pids[w]) : 0;
+		char tasks[256];
+
+		if (state != 'T' && state != 't') {
+			if (wt->told[w])
+				shmrun_log(SHMRUN_LOG_WARN, "worker %u (pid %d) runs again", w,
+					   (int)pids[w]);
+			wt->stopped_ns[w] = 0;
+			wt->told[w] = false;
+			continue;
+		}
+		if (!wt->stopped_ns[w])
+			wt->stopped_ns[w] = now;
+		if (wt->told[w] || now - wt->stopped_ns[w] < WATCH_STOPPED_NS)
+			continue;
+		describe_tasks(plan, w, tasks, sizeof(tasks));
+		shmrun_log(SHMRUN_LOG_WARN,
+			   "worker %u (pid %d, CPU %d, tasks %s) has been stopped for %.0f s (%s); "
+			   "the job makes no progress through it: continue it with kill -CONT %d",
+			   w, (int)pids[w], job->cpus[w], tasks[0] ? tasks : "none",
+			   (double)(now - wt->stopped_ns[w]) / 1e9,
+			   state == 'T' ? "SIGSTOP or job control" : "a debugger", (int)pids[w]);
+		wt->told[w] = true;
+	}
+}
+
 /* How one start of the job ended. */
 enum run_end {
 	RUN_DONE,     /* every worker reached end of input */
@@ -268,7 +320,7 @@ struct run {
 	int signal;        /* the signal that stopped the run (or is stopping it) */
 	int64_t stop_ns;   /* when the stop was requested */
 	bool stop_forwarded; /* ... by a signal a worker passed on */
-	char cause[512];   /* why it failed */
+	char cause[1024];  /* why it failed: text, tasks (< 256) and a worker error (<= 200) */
 	uint64_t epoch;    /* restored (start) / stopped at (end) */
 	bool reset_done;   /* STREAM_RESET_STATE=1 applied */
 };
@@ -418,6 +470,7 @@ static enum run_end run_once(struct run *r)
 	pid_t *pids = NULL, self = getpid();
 	uint32_t running = 0;
 	enum run_end end = RUN_NOSTART;
+	struct watch wt = {0};
 	bool stopping = false;
 	int err;
 
@@ -462,12 +515,16 @@ static enum run_end run_once(struct run *r)
 		   plan->ntasks == 1 ? "" : "s", plan->nchannels, plan->nchannels == 1 ? "" : "s");
 
 	end = RUN_DONE;
+	wt.stopped_ns = calloc(job->workers, sizeof(*wt.stopped_ns));
+	wt.told = calloc(job->workers, sizeof(*wt.told));
 	while (running) {
 		struct timespec tick = {0, 100000000};
 		siginfo_t info;
 		int sig = sigtimedwait(&r->set, &info, &tick);
 		bool forwarded = sig > 0 && info.si_code == SI_QUEUE &&
 				 info.si_value.sival_int == STOP_FORWARDED;
+
+		watch_workers(&wt, plan, pids, now_ns());
 
 		if (is_stop_signal(sig) && stopping &&
 		    (forwarded || (r->stop_forwarded && now_ns() - r->stop_ns < SAME_STOP_NS))) {
@@ -555,6 +612,8 @@ static enum run_end run_once(struct run *r)
 		r->epoch = atomic_load_explicit(&r->ctl->final_epoch, memory_order_acquire);
 	}
 out:
+	free(wt.stopped_ns);
+	free(wt.told);
 	free(pids);
 	shmrun_segment_close(&seg);
 	return end;

@@ -86,3 +86,42 @@ launcher=
 [ "$(wc -l < "$tmp/out.tsv")" -eq 100 ] || fail "$(wc -l < "$tmp/out.tsv") output lines, want 100"
 [ "$(cut -f2 "$tmp/out.tsv" | sort -u)" = 60 ] || fail "counts are not all 60"
 echo "ok SIGCONT: checkpoints complete again ($before aborted while stopped), exit 0"
+
+# Worker 0 itself stopped, in a job without checkpoints: no coordinator can
+# name it, so the launcher's watchdog does, after 5 s, and again when it runs.
+cat > "$tmp/solo.conf" <<CONF
+[gen]
+op = sequence
+count = 3000
+rate = 300
+[out]
+op = file_sink
+input = gen
+path = solo.tsv
+CONF
+(cd "$tmp" && exec "$shmrun" solo.conf) 2> "$tmp/log" &
+launcher=$!
+w0=
+for _ in $(seq 1 300); do
+	w0=$(pgrep -P $launcher | head -1) && [ -n "$w0" ] && break
+	sleep 0.05
+done
+[ -n "$w0" ] || fail "worker 0 not found"
+sleep 0.5
+kill -STOP "$w0"
+stopped=$w0
+for _ in $(seq 1 150); do
+	grep -q "has been stopped for" "$tmp/log" && break
+	sleep 0.1
+done
+kill -CONT "$w0"
+stopped=
+line=$(grep -m1 "has been stopped for" "$tmp/log") || fail "the launcher did not name the stopped worker 0"
+echo "$line" | grep -q "worker 0 (pid $w0, CPU [0-9]*, tasks gen\[0\], out\[0\]) has been stopped for [0-9]* s (SIGSTOP or job control); .*kill -CONT $w0" ||
+	fail "the watchdog's message is not right: $line"
+wait $launcher || fail "exit $? after SIGCONT of worker 0"
+launcher=
+grep -q "worker 0 (pid $w0) runs again" "$tmp/log" || fail "no 'runs again' after SIGCONT"
+[ "$(sort -n "$tmp/solo.tsv" | uniq | wc -l)" -eq 3000 ] && [ "$(wc -l < "$tmp/solo.tsv")" -eq 3000 ] ||
+	fail "output after SIGCONT is not every record once"
+echo "ok the launcher names a stopped worker 0 (no checkpoints), and says when it runs again"

@@ -119,7 +119,8 @@ static void io_free(struct io_list *l)
 
 /*
  * The canonical absolute form of @path, which need not exist: the longest
- * existing prefix through realpath(3), the rest appended as written.
+ * existing prefix through realpath(3), the rest appended as written (or
+ * @path as written if that would not fit in @len bytes).
  */
 static void canon(const char *path, char *out, size_t len)
 {
@@ -130,8 +131,13 @@ static void canon(const char *path, char *out, size_t len)
 	snprintf(head, sizeof(head), "%s", path);
 	for (;;) {
 		if (realpath(head[0] ? head : "/", real)) {
-			snprintf(out, len, "%s%s%s", strcmp(real, "/") == 0 && *tail ? "" : real,
-				 *tail ? "/" : "", tail);
+			int n = snprintf(out, len, "%s%s%s",
+					 strcmp(real, "/") == 0 && *tail ? "" : real,
+					 *tail ? "/" : "", tail);
+
+			/* longer than a path can be: compare it as written */
+			if (n < 0 || (size_t)n >= len)
+				snprintf(out, len, "%s", path);
 			return;
 		}
 		slash = strrchr(head, '/');

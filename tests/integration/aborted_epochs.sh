@@ -69,6 +69,7 @@ path = out2.tsv
 CONF
 (cd "$tmp" && exec "$shmrun" c.conf) 2> "$tmp/log" &
 launcher=$!
+wait_started
 sleep 0.6
 kill -TERM $launcher
 wait $launcher || fail "stop: exit $?"
@@ -96,6 +97,7 @@ grep -q "older $older damaged" "$tmp/verify" || fail "verify does not name the d
 
 (cd "$tmp" && exec "$shmrun" c.conf) 2> "$tmp/log" &
 launcher=$!
+wait_started
 sleep 0.3
 kill -TERM $launcher
 wait $launcher || fail "restart: exit $?"

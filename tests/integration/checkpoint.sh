@@ -70,6 +70,7 @@ grep -q "ok" "$tmp/verify" || fail "ckpt verify prints no ok"
 conf "$tmp/stop" 200000
 (cd "$tmp/stop" && exec "$shmrun" job.conf) 2> "$tmp/log" &
 launcher=$!
+wait_started
 sleep 0.8
 kill -TERM $launcher
 set +e; wait $launcher; rc=$?; set -e
@@ -88,6 +89,7 @@ echo "ok SIGTERM -> stopped at epoch, resume -> exact output"
 conf "$tmp/base" 200000
 (cd "$tmp/base" && exec "$shmrun" job.conf) 2> "$tmp/log" &
 launcher=$!
+wait_started
 sleep 0.8
 kill -TERM $launcher
 wait $launcher || fail "damage base: stop failed"

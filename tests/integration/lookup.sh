@@ -121,6 +121,7 @@ stop_after() { # dir seconds: start the job, SIGTERM it, expect "stopped at epoc
 	local rc
 	(cd "$1" && exec "$shmrun" job.conf) 2> "$tmp/log" > /dev/null &
 	launcher=$!
+	wait_started
 	sleep "$2"
 	kill -TERM $launcher 2>/dev/null || true
 	set +e; wait $launcher; rc=$?; set -e
@@ -168,6 +169,7 @@ done
 # stop again at width 2, then finish at width 4
 (cd "$d" && exec "$shmrun" --rescale job.conf) 2> "$tmp/log" > /dev/null &
 launcher=$!
+wait_started
 sleep 0.8
 kill -TERM $launcher 2>/dev/null || true
 set +e; wait $launcher; rc=$?; set -e

@@ -42,6 +42,7 @@ stop_after() { # dir seconds [args]: run, SIGTERM after the delay, expect exit 0
 	shift 2
 	(cd "$d" && exec "$shmrun" "$@" job.conf) 2> "$tmp/log" &
 	launcher=$!
+	wait_started
 	sleep "$s"
 	kill -TERM $launcher 2> /dev/null || true
 	wait $launcher || fail "run in $d did not stop with exit 0"

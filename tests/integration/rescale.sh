@@ -17,6 +17,7 @@ export LC_ALL=C
 stop_after() { # dir seconds: start the job, SIGTERM it after a while, expect a stop
 	(cd "$1" && exec "$shmrun" job.conf) 2> "$tmp/log" &
 	launcher=$!
+	wait_started
 	sleep "$2"
 	kill -TERM $launcher 2>/dev/null || true
 	wait $launcher || fail "$1: stop failed"
@@ -81,6 +82,7 @@ wc_case() { # name widths...: first width stopped mid-input, later ones rescaled
 		else
 			(cd "$d" && exec "$shmrun" --rescale job.conf) 2> "$tmp/log" &
 			launcher=$!
+			wait_started
 			sleep 0.5
 			kill -TERM $launcher 2>/dev/null || true
 			wait $launcher || fail "$name: rescaled run to $w did not stop cleanly"
@@ -128,6 +130,7 @@ for step in "2 1" "1 2" "5 2"; do
 	seq_conf "$d" "$1" "$2" 200000
 	(cd "$d" && exec "$shmrun" --rescale job.conf) 2> "$tmp/log" &
 	launcher=$!
+	wait_started
 	sleep 0.4
 	kill -TERM $launcher 2>/dev/null || true
 	wait $launcher || fail "count width $1: rescaled run failed"

@@ -36,6 +36,7 @@ run() { # dir [env...]: run to completion, log in $tmp/log
 }
 stop_after() { # dir seconds name: start, SIGTERM after the delay, expect exit 0
 	start "$1"
+	wait_started
 	sleep "$2"
 	kill -TERM $launcher 2>/dev/null || true
 	finish "$3 (stopped)"

@@ -1734,9 +1734,15 @@ static void idle_wait(struct shmrun_worker *w, int64_t *idle_since)
 		return;
 	}
 	/* Checkpoint progress (snapshot children, MANIFEST, commits) rings no
-	 * bell: with checkpoints on, look again every millisecond. */
-	shmrun_bell_sleep(&w->stats->bell, worker_ready, w,
-			  sources_sleep_ns(w, w->checkpointing ? 1000000 : 10000000));
+	 * bell: with checkpoints on, look again every millisecond. A worker
+	 * the placement gave no task only waits for the job's end (and is not
+	 * the coordinator): every 100 ms, so that many more workers than CPUs
+	 * (workers = 4096 on 2 CPUs) do not flood the CPUs with wakeups. */
+	int64_t nap = w->checkpointing ? 1000000 : 10000000;
+
+	if (w->ntasks == 0 && w->index != 0)
+		nap = 100000000;
+	shmrun_bell_sleep(&w->stats->bell, worker_ready, w, sources_sleep_ns(w, nap));
 }
 
 static int cmp_i64(const void *a, const void *b)

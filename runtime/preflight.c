@@ -451,9 +451,15 @@ static int collect(const struct shmrun_job *job, struct io_list *in, struct io_l
 					err = !one ? -ENOMEM
 					      : n  ? io_add(in, what, v, n, conf_line(job, st, p))
 						   : 0;
-					if (!err && n && strchr(one, '{'))
-						err = brace_add(in, what, one, conf_line(job, st, p),
+					if (!err && n && strchr(one, '{')) {
+						char alt[160 + BRIEF_MAX + 32], b[BRIEF_MAX];
+
+						snprintf(alt, sizeof(alt),
+							 "%s (the brace pattern %s gives)", what,
+							 brief(one, b));
+						err = brace_add(in, alt, one, conf_line(job, st, p),
 								&count);
+					}
 					if (err == -E2BIG) {
 						char b[BRIEF_MAX];
 

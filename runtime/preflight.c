@@ -11,10 +11,20 @@
  *     lookup's table) or an output (file_sink's path; a stage of width k
  *     writes path.<instance>). An output (or checkpoint_dir) that is the same
  *     file as an input (same device and inode; for a file that does not exist
- *     yet, the same canonical path), that lies inside an input directory, or
- *     that an input's glob pattern matches, would be read while it is written:
- *     refused, naming both stages and keys. So is one output written by two
- *     stages. Plugin operators get the same check by declaring .io.
+ *     yet, the same canonical path), that lies inside an input directory
+ *     (existing or not), that an input's glob pattern matches, or that lies
+ *     inside a directory the pattern matches or would match once the run
+ *     creates it (file_source reads directories recursively), would be read
+ *     while it is written: refused, naming both stages and keys. Input
+ *     patterns are understood as file_source expands them: glob(3) with
+ *     GLOB_BRACE, so braces (nested too) are expanded into alternatives
+ *     first (brace_add()), each then matched with fnmatch(3). An output's
+ *     lock files are checked the same way: no input may read them. So is one
+ *     output written by two stages, an existing output that is not a regular
+ *     file (no lock file is ever made beside /dev/null), and a path too long
+ *     for its lock file. Plugin operators get the same check by declaring .io.
+ *     Paths in messages are shortened in the middle (brief()), so that a
+ *     message never loses its reason to a long path.
  *   - An output or checkpoint_dir cannot be written (read-only file system,
  *     permissions): refused with the path and the reason, instead of failing
  *     at the first checkpoint and restarting for nothing.
@@ -27,8 +37,14 @@
  *         <dir>/.<name>.lock            (each output <dir>/<name>, whatever its width,
  *         <dir>/.<name>.<i>.lock         and, for width k, each file <name>.<i> it writes)
  *
- *     each holding the holder's pid. A second run is refused before it
- *     touches anything, naming that pid. A job without checkpoint_dir still
+ *     each holding the holder's pid, and on each output file itself (its
+ *     device and inode: the same file through a hard link is excluded too;
+ *     the launcher creates it, empty, if missing, and holds it open; the
+ *     sink then writes through its own descriptor, which flock does not
+ *     hinder). A second run is refused before it touches anything, naming
+ *     that pid (for the output file itself, from /proc/locks): every lock on
+ *     what exists is tried first, and only then is what is missing created
+ *     (checkpoint_dir 0700, output directories, lock files, outputs). A job without checkpoint_dir still
  *     locks its outputs; two jobs with different checkpoint_dirs writing one
  *     output exclude each other through the output's lock. The lock files
  *     stay (removing one would let a waiter lock a file no longer in the

@@ -809,16 +809,16 @@ int shmrun_run(const struct shmrun_job *job)
 	r.plan = plan;
 	if (shmrun_prepare(job, plan) || shmrun_preflight(job))
 		goto out;
+	/* before anything reads, moves or creates checkpoints or outputs (STREAM_RESET_STATE,
+	 * the restore): a second live run is refused here, having touched nothing */
+	if (shmrun_lock_job(job))
+		goto out;
 	if (job->checkpoint_dir && make_dirs(job->checkpoint_dir)) {
 		shmrun_log(SHMRUN_LOG_ERROR,
 			   "%s: checkpoint_dir %s cannot be created: %s; nothing was started",
 			   job->conf_path, job->checkpoint_dir, strerror(errno));
 		goto out;
 	}
-	/* before anything reads or moves checkpoints (STREAM_RESET_STATE, the
-	 * restore): a second live run is refused here, having touched nothing */
-	if (shmrun_lock_job(job))
-		goto out;
 	if (job->checkpoint_dir) {
 		struct shmrun_ckpt_writer w;
 		char why[256] = "";

@@ -11,10 +11,20 @@
  *     lookup's table) or an output (file_sink's path; a stage of width k
  *     writes path.<instance>). An output (or checkpoint_dir) that is the same
  *     file as an input (same device and inode; for a file that does not exist
- *     yet, the same canonical path), that lies inside an input directory, or
- *     that an input's glob pattern matches, would be read while it is written:
- *     refused, naming both stages and keys. So is one output written by two
- *     stages. Plugin operators get the same check by declaring .io.
+ *     yet, the same canonical path), that lies inside an input directory
+ *     (existing or not), that an input's glob pattern matches, or that lies
+ *     inside a directory the pattern matches or would match once the run
+ *     creates it (file_source reads directories recursively), would be read
+ *     while it is written: refused, naming both stages and keys. Input
+ *     patterns are understood as file_source expands them: glob(3) with
+ *     GLOB_BRACE, so braces (nested too) are expanded into alternatives
+ *     first (brace_add()), each then matched with fnmatch(3). An output's
+ *     lock files are checked the same way: no input may read them. So is one
+ *     output written by two stages, an existing output that is not a regular
+ *     file (no lock file is ever made beside /dev/null), and a path too long
+ *     for its lock file. Plugin operators get the same check by declaring .io.
+ *     Paths in messages are shortened in the middle (brief()), so that a
+ *     message never loses its reason to a long path.
  *   - An output or checkpoint_dir cannot be written (read-only file system,
  *     permissions): refused with the path and the reason, instead of failing
  *     at the first checkpoint and restarting for nothing.
@@ -27,8 +37,14 @@
  *         <dir>/.<name>.lock            (each output <dir>/<name>, whatever its width,
  *         <dir>/.<name>.<i>.lock         and, for width k, each file <name>.<i> it writes)
  *
- *     each holding the holder's pid. A second run is refused before it
- *     touches anything, naming that pid. A job without checkpoint_dir still
+ *     each holding the holder's pid, and on each output file itself (its
+ *     device and inode: the same file through a hard link is excluded too;
+ *     the launcher creates it, empty, if missing, and holds it open; the
+ *     sink then writes through its own descriptor, which flock does not
+ *     hinder). A second run is refused before it touches anything, naming
+ *     that pid (for the output file itself, from /proc/locks): every lock on
+ *     what exists is tried first, and only then is what is missing created
+ *     (checkpoint_dir 0700, output directories, lock files, outputs). A job without checkpoint_dir still
  *     locks its outputs; two jobs with different checkpoint_dirs writing one
  *     output exclude each other through the output's lock. The lock files
  *     stay (removing one would let a waiter lock a file no longer in the
@@ -55,8 +71,10 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "ckpt_io.h"
 #include "preflight.h"
 #include "shmrun/operator.h"
 #include "shmrun/runtime.h"
@@ -77,6 +95,8 @@ struct io_path {
 	char *path; /* resolved (as the run opens it) */
 	int line;
 	bool pattern; /* an input with glob characters */
+	char *lock[2]; /* an output's lock files (lock_path()); NULL if none or too long */
+	bool lock_too_long; /* its lock file name would not fit NAME_MAX or PATH_MAX */
 };
 
 struct io_list {
@@ -104,6 +124,8 @@ static int io_add(struct io_list *l, const char *what, const char *path, size_t 
 	}
 	l->v[l->n].line = line;
 	l->v[l->n].pattern = strpbrk(l->v[l->n].path, "*?[") != NULL;
+	l->v[l->n].lock[0] = l->v[l->n].lock[1] = NULL;
+	l->v[l->n].lock_too_long = false;
 	l->n++;
 	return 0;
 }
@@ -113,8 +135,120 @@ static void io_free(struct io_list *l)
 	for (uint32_t i = 0; i < l->n; i++) {
 		free(l->v[i].path);
 		free(l->v[i].what);
+		free(l->v[i].lock[0]);
+		free(l->v[i].lock[1]);
 	}
 	free(l->v);
+}
+
+/*
+ * @path as a message shows it: whole up to BRIEF_MAX bytes, else its first
+ * and last 60 bytes around "…", so that a message never loses its reason and
+ * fix to a path of thousands of bytes (shmrun_log() keeps 4095 bytes).
+ */
+#define BRIEF_MAX 160
+static const char *brief(const char *path, char buf[BRIEF_MAX])
+{
+	size_t n = strlen(path);
+
+	if (n < BRIEF_MAX)
+		return path;
+	snprintf(buf, BRIEF_MAX, "%.60s…%s", path, path + n - 60);
+	return buf;
+}
+
+/*
+ * The lock file of the output @target: "<dir>/.<name>.lock", or, @inst >= 0,
+ * "<dir>/.<name>.<inst>.lock" (the lock of the instance file <name>.<inst>).
+ * Return: 0; -ENAMETOOLONG if the lock's name exceeds NAME_MAX or its path
+ * PATH_MAX - 1 bytes (it needs 6 bytes more than the output: '.' and ".lock").
+ */
+static int lock_path(const char *target, long inst, char *buf, size_t len)
+{
+	const char *slash = strrchr(target, '/');
+	const char *name = slash ? slash + 1 : target;
+	int dir = slash ? (int)(slash - target) + 1 : 0;
+	char suffix[24] = "";
+	int n;
+
+	if (inst >= 0)
+		snprintf(suffix, sizeof(suffix), ".%ld", inst);
+	if (strlen(name) + strlen(suffix) + 6 > NAME_MAX)
+		return -ENAMETOOLONG;
+	n = snprintf(buf, len, "%.*s.%s%s.lock", dir, target, name, suffix);
+	if (n < 0 || (size_t)n >= len || n >= PATH_MAX)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* A brace pattern expands into at most this many alternatives (refused above). */
+#define BRACE_MAX 4096
+
+/* The '}' closing the '{' at @open, or NULL; a backslash escapes (as glob(3)). */
+static const char *brace_end(const char *open)
+{
+	int depth = 0;
+
+	for (const char *c = open; *c; c++) {
+		if (*c == '\\' && c[1])
+			c++;
+		else if (*c == '{')
+			depth++;
+		else if (*c == '}' && --depth == 0)
+			return c;
+	}
+	return NULL;
+}
+
+/*
+ * Add to @l every alternative of the brace pattern @pat (nested braces too),
+ * as glob(GLOB_BRACE) expands it for file_source: "d/{a,b{1,2}}.txt" gives
+ * d/a.txt, d/b1.txt, d/b2.txt; a '{' without its '}' is literal. Each
+ * alternative may still hold *, ? and [..]. Return: 0; -E2BIG past
+ * BRACE_MAX alternatives; -ENOMEM.
+ */
+static int brace_add(struct io_list *l, const char *what, const char *pat, int line,
+		     uint32_t *count)
+{
+	const char *open = NULL, *close = NULL;
+
+	for (const char *c = pat; *c; c++) {
+		if (*c == '\\' && c[1]) {
+			c++;
+		} else if (*c == '{' && (close = brace_end(c)) != NULL) {
+			open = c;
+			break;
+		}
+	}
+	if (!open) {
+		if (++*count > BRACE_MAX)
+			return -E2BIG;
+		return io_add(l, what, pat, strlen(pat), line);
+	}
+	for (const char *alt = open + 1;;) {
+		const char *end = alt;
+		int depth = 0, err;
+		char *one;
+
+		for (; end < close; end++) {
+			if (*end == '\\' && end + 1 < close)
+				end++;
+			else if (*end == '{')
+				depth++;
+			else if (*end == '}')
+				depth--;
+			else if (*end == ',' && depth == 0)
+				break;
+		}
+		if (asprintf(&one, "%.*s%.*s%s", (int)(open - pat), pat, (int)(end - alt), alt,
+			     close + 1) < 0)
+			return -ENOMEM;
+		err = brace_add(l, what, one, line, count);
+		free(one);
+		if (err || end >= close)
+			return err;
+		alt = end + 1;
+	}
 }
 
 /*
@@ -184,12 +318,16 @@ static int conf_line(const struct shmrun_job *job, const struct shmrun_stage *st
 }
 
 /*
- * How @target relates to the input @in: 0 (apart), or a message fragment
- * in @rel ("is the same file as", ...).
+ * How @target relates to the input @in (one alternative of a brace pattern):
+ * false (apart), or true with a message fragment in @rel ("is the same file
+ * as", ...). A directory an input names or its pattern matches is read
+ * recursively, so @target is refused inside one, also inside a directory
+ * that does not exist yet but that the pattern would match once the run
+ * creates it (an output's parent directory).
  */
 static bool overlaps(const char *target, const struct io_path *in, char *rel, size_t len)
 {
-	char ct[PATH_MAX], ci[PATH_MAX];
+	char ct[PATH_MAX], ci[PATH_MAX], b[BRIEF_MAX];
 	struct stat st_t, st_i;
 	bool t_exists;
 	glob_t g = {0};
@@ -202,22 +340,34 @@ static bool overlaps(const char *target, const struct io_path *in, char *rel, si
 			snprintf(rel, len, "matches the input pattern");
 			return true;
 		}
+		/* an ancestor directory the pattern matches, now or once created */
+		for (char *slash = strrchr(ct, '/'); slash && slash > ct; slash = strrchr(ct, '/')) {
+			*slash = 0;
+			if (pattern_matches(in->path, ct)) {
+				snprintf(rel, len, "lies inside %s, a directory the input pattern "
+						   "matches (read recursively)",
+					 brief(ct, b));
+				return true;
+			}
+		}
+		canon(target, ct, sizeof(ct));
 		if (glob(in->path, GLOB_NOSORT, NULL, &g) != 0)
 			return false;
 	}
 	for (size_t k = 0; k < (in->pattern ? g.gl_pathc : 1) && !hit; k++) {
 		const char *p = in->pattern ? g.gl_pathv[k] : in->path;
+		bool i_exists = stat(p, &st_i) == 0;
 
-		if (stat(p, &st_i) < 0)
-			continue;
 		canon(p, ci, sizeof(ci));
-		if ((t_exists && st_t.st_dev == st_i.st_dev && st_t.st_ino == st_i.st_ino) ||
+		if ((t_exists && i_exists && st_t.st_dev == st_i.st_dev &&
+		     st_t.st_ino == st_i.st_ino) ||
 		    strcmp(ct, ci) == 0) {
 			snprintf(rel, len, "is the same %s as the input",
-				 S_ISDIR(st_i.st_mode) ? "directory" : "file");
+				 i_exists && S_ISDIR(st_i.st_mode) ? "directory" : "file");
 			hit = true;
-		} else if (S_ISDIR(st_i.st_mode) && inside(ct, ci)) {
-			snprintf(rel, len, "lies inside %s, an input directory", ci);
+		} else if ((!i_exists || S_ISDIR(st_i.st_mode)) && inside(ct, ci)) {
+			/* a missing input directory would be created by the run itself */
+			snprintf(rel, len, "lies inside %s, an input directory", brief(ci, b));
 			hit = true;
 		}
 	}
@@ -232,11 +382,22 @@ static bool overlaps(const char *target, const struct io_path *in, char *rel, si
  */
 static bool writable(const char *path, bool dir, char *why, size_t len)
 {
-	char head[PATH_MAX];
+	char head[PATH_MAX], b[BRIEF_MAX];
 	struct stat st;
 	char *slash;
 
 	if (stat(path, &st) == 0) {
+		if (!dir && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+			/* no lock file is ever made beside it (/dev/.null.lock) */
+			snprintf(why, len, "it is %s, not a regular file; an output is a regular "
+					   "file (write to a file, then copy it where it must go)",
+				 S_ISFIFO(st.st_mode)  ? "a FIFO"
+				 : S_ISSOCK(st.st_mode) ? "a socket"
+				 : S_ISCHR(st.st_mode)  ? "a character device"
+				 : S_ISBLK(st.st_mode)  ? "a block device"
+							: "not a file");
+			return false;
+		}
 		if (dir && !S_ISDIR(st.st_mode)) {
 			snprintf(why, len, "it exists and is not a directory");
 			return false;
@@ -247,7 +408,7 @@ static bool writable(const char *path, bool dir, char *why, size_t len)
 		}
 		if (faccessat(AT_FDCWD, path, dir ? W_OK | X_OK : W_OK, AT_EACCESS) < 0) {
 			snprintf(why, len, "%s %s is not writable: %s", dir ? "directory" : "file",
-				 path, strerror(errno));
+				 brief(path, b), strerror(errno));
 			return false;
 		}
 		if (dir)
@@ -268,11 +429,12 @@ static bool writable(const char *path, bool dir, char *why, size_t len)
 	if (!slash)
 		snprintf(head, sizeof(head), ".");
 	if (stat(head, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		snprintf(why, len, "%s is not a directory", head);
+		snprintf(why, len, "%s is not a directory", brief(head, b));
 		return false;
 	}
 	if (faccessat(AT_FDCWD, head, W_OK | X_OK, AT_EACCESS) < 0) {
-		snprintf(why, len, "directory %s is not writable: %s", head, strerror(errno));
+		snprintf(why, len, "directory %s is not writable: %s", brief(head, b),
+			 strerror(errno));
 		return false;
 	}
 	return true;
@@ -297,24 +459,66 @@ static int collect(const struct shmrun_job *job, struct io_list *in, struct io_l
 			if (p->def->io == SHMRUN_PARAM_INPUT) {
 				while (*v && !err) {
 					size_t n = strcspn(v, "\n");
+					uint32_t count = 0;
+					char *one = strndup(v, n);
 
-					if (n)
-						err = io_add(in, what, v, n, conf_line(job, st, p));
+					/* as written (lookup), and each brace alternative
+					 * (file_source's glob(GLOB_BRACE)) */
+					err = !one ? -ENOMEM
+					      : n  ? io_add(in, what, v, n, conf_line(job, st, p))
+						   : 0;
+					if (!err && n && strchr(one, '{')) {
+						char alt[160 + BRIEF_MAX + 32], b[BRIEF_MAX];
+
+						snprintf(alt, sizeof(alt),
+							 "%s (the brace pattern %s gives)", what,
+							 brief(one, b));
+						err = brace_add(in, alt, one, conf_line(job, st, p),
+								&count);
+					}
+					if (err == -E2BIG) {
+						char b[BRIEF_MAX];
+
+						shmrun_log(SHMRUN_LOG_ERROR,
+							   "%s:%d: %s: the pattern %s has more than %d "
+							   "brace alternatives, too many to check against "
+							   "the outputs; list fewer; nothing was started",
+							   job->conf_path, conf_line(job, st, p), what,
+							   brief(one, b), BRACE_MAX);
+						err = -EINVAL;
+					}
+					free(one);
 					v += n + (v[n] == '\n');
 				}
 				continue;
 			}
 			for (uint32_t k = 0; k < (st->width > 1 ? st->width : 1) && !err; k++) {
-				char one[PATH_MAX + 16];
+				char one[PATH_MAX + 16], lock[PATH_MAX];
+				struct io_path *o;
 
 				snprintf(one, sizeof(one), st->width > 1 ? "%s.%u" : "%s", v, k);
 				err = io_add(out, what, one, strlen(one), conf_line(job, st, p));
+				if (err)
+					break;
+				/* its lock files (shmrun_lock_job()): its own, and width k's
+				 * .<name>.lock */
+				o = &out->v[out->n - 1];
+				for (int l = 0; l < (st->width > 1 ? 2 : 1) && !err; l++) {
+					if (lock_path(l ? v : one, -1, lock, sizeof(lock)) < 0)
+						o->lock_too_long = true;
+					else if (!(o->lock[l] = strdup(lock)))
+						err = -ENOMEM;
+				}
 			}
 		}
 	}
-	if (!err && job->checkpoint_dir)
+	if (!err && job->checkpoint_dir) {
 		err = io_add(out, "checkpoint_dir", job->checkpoint_dir,
 			     strlen(job->checkpoint_dir), job->checkpoint_dir_line);
+		/* its lock is checkpoint_dir/.lock */
+		if (!err && strlen(job->checkpoint_dir) + sizeof("/.lock") > PATH_MAX)
+			out->v[out->n - 1].lock_too_long = true;
+	}
 	return err;
 }
 
@@ -331,18 +535,44 @@ int shmrun_preflight(const struct shmrun_job *job)
 	for (uint32_t o = 0; o < out.n; o++) {
 		const struct io_path *op = &out.v[o];
 		bool ckpt = strcmp(op->what, "checkpoint_dir") == 0;
-		char rel[PATH_MAX + 64], why[PATH_MAX + 128], co[PATH_MAX], cp[PATH_MAX];
+		char rel[PATH_MAX + 256], why[PATH_MAX + 128], co[PATH_MAX], cp[PATH_MAX];
+		char b1[BRIEF_MAX], b2[BRIEF_MAX], b3[BRIEF_MAX];
 
+		if (op->lock_too_long) {
+			/* the run locks it through a file whose name is 6 bytes longer */
+			shmrun_log(SHMRUN_LOG_ERROR,
+				   "%s:%d: %s: the path is too long for its lock file (%s needs "
+				   "6 bytes more than the name: at most %d bytes a file name, "
+				   "%d a path); choose a shorter path; nothing was started: %s",
+				   job->conf_path, op->line, op->what,
+				   ckpt ? "checkpoint_dir/.lock" : ".<name>.lock", NAME_MAX,
+				   PATH_MAX - 1, brief(op->path, b1));
+			failed = -EINVAL;
+		}
 		for (uint32_t i = 0; i < in.n; i++) {
-			if (!overlaps(op->path, &in.v[i], rel, sizeof(rel)))
+			const char *lock = NULL;
+			bool hit = overlaps(op->path, &in.v[i], rel, sizeof(rel));
+
+			/* its lock files are written too: no input may read them */
+			for (int l = 0; l < 2 && !hit; l++) {
+				char lrel[PATH_MAX];
+
+				if (op->lock[l] && overlaps(op->lock[l], &in.v[i], lrel, sizeof(lrel))) {
+					lock = op->lock[l];
+					snprintf(rel, sizeof(rel), "has its lock file %s, which %s",
+						 brief(lock, b3), lrel);
+					hit = true;
+				}
+			}
+			if (!hit)
 				continue;
 			shmrun_log(
 			    SHMRUN_LOG_ERROR,
 			    "%s:%d: %s = %s %s of %s = %s (%s:%d): %s would be read while "
 			    "it is written, and the input destroyed; choose %s outside every "
 			    "input; nothing was started",
-			    job->conf_path, op->line, op->what, op->path, rel, in.v[i].what,
-			    in.v[i].path, job->conf_path, in.v[i].line,
+			    job->conf_path, op->line, op->what, brief(op->path, b1), rel,
+			    in.v[i].what, brief(in.v[i].path, b2), job->conf_path, in.v[i].line,
 			    ckpt ? "the checkpoint_dir" : "the output",
 			    ckpt ? "a checkpoint_dir" : "an output path");
 			failed = -EINVAL;
@@ -355,8 +585,8 @@ int shmrun_preflight(const struct shmrun_job *job)
 			shmrun_log(SHMRUN_LOG_ERROR,
 				   "%s:%d: %s = %s is also written by %s (%s:%d)%s; give each "
 				   "output its own path; nothing was started",
-				   job->conf_path, op->line, op->what, op->path, out.v[p].what,
-				   job->conf_path, out.v[p].line,
+				   job->conf_path, op->line, op->what, brief(op->path, b1),
+				   out.v[p].what, job->conf_path, out.v[p].line,
 				   strcmp(co, cp) ? ", inside the checkpoint_dir" : "");
 			failed = -EINVAL;
 		}
@@ -364,7 +594,7 @@ int shmrun_preflight(const struct shmrun_job *job)
 			shmrun_log(SHMRUN_LOG_ERROR,
 				   "%s:%d: %s = %s cannot be written: %s; make it writable or "
 				   "choose another path; nothing was started",
-				   job->conf_path, op->line, op->what, op->path, why);
+				   job->conf_path, op->line, op->what, brief(op->path, b1), why);
 			failed = -EINVAL;
 		}
 	}
@@ -379,54 +609,103 @@ out:
 struct lock {
 	int fd;
 	char *path;
+	bool output; /* the output file itself (its identity), not a lock file */
 };
 
 static struct lock *locks;
 static uint32_t nlocks;
 
-/* mkdir -p @path. Return: 0, or -errno. */
-static int make_dirs(const char *path)
+/* mkdir -p @path, each directory made 0700 (@ckpt, shmrun_ckpt_mkdir()) or 0777. */
+static int make_dirs(const char *path, bool ckpt)
 {
 	char buf[PATH_MAX];
 
 	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
 		return -ENAMETOOLONG;
 	for (char *p = strchr(buf + 1, '/');; p = strchr(p + 1, '/')) {
+		int err = 0;
+
 		if (p)
 			*p = 0;
-		if (mkdir(buf, 0777) < 0 && errno != EEXIST)
-			return -errno;
+		if (ckpt)
+			err = shmrun_ckpt_mkdir(buf);
+		else if (mkdir(buf, 0777) < 0)
+			err = -errno;
+		if (err && err != -EEXIST)
+			return err;
 		if (!p)
 			return 0;
 		*p = '/';
 	}
 }
 
+/* The pid holding a flock on the file of @fd, from /proc/locks ("unknown"). */
+static void holder_of(int fd, char *pid, size_t len)
+{
+	char line[256], type[16];
+	struct stat st;
+	unsigned int maj, min;
+	unsigned long ino;
+	long p;
+	FILE *f;
+
+	snprintf(pid, len, "unknown");
+	if (fstat(fd, &st) < 0 || !(f = fopen("/proc/locks", "re")))
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		if (strstr(line, "->")) /* a waiter */
+			continue;
+		if (sscanf(line, "%*d: %15s %*s %*s %ld %x:%x:%lu", type, &p, &maj, &min, &ino) ==
+			5 &&
+		    strcmp(type, "FLOCK") == 0 && ino == st.st_ino && maj == major(st.st_dev) &&
+		    min == minor(st.st_dev)) {
+			snprintf(pid, len, "%ld", p);
+			break;
+		}
+	}
+	fclose(f);
+}
+
 /*
- * Lock @path (created if missing) for this process. Return: 0 (also when
- * this process holds it already); -EBUSY with the holder's pid in @pid
- * ("unknown" if it wrote none yet); -errno.
+ * Lock @path for this process: a lock file (opened O_RDWR, created 0600 if
+ * @create) or, @output, the output file itself (its device and inode: a hard
+ * link or another name of it is excluded too; created, empty, if @create).
+ * Return: 0 (also when this process holds it already, or, !@create, when it
+ * does not exist yet); -EBUSY with the holder's pid in @pid; -EINVAL if an
+ * output is not a regular file; -errno.
  */
-static int take_lock(const char *path, char *pid, size_t len)
+static int take_lock(const char *path, bool output, bool create, char *pid, size_t len)
 {
 	struct lock *n;
+	struct stat st;
 	ssize_t got;
-	int fd;
+	int fd, flags = O_CLOEXEC | (create ? O_CREAT : 0);
 
 	for (uint32_t i = 0; i < nlocks; i++)
 		if (strcmp(locks[i].path, path) == 0)
 			return 0;
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (output) {
+		/* never opens a FIFO for reading (O_NONBLOCK), nor creates beside one */
+		fd = open(path, O_RDONLY | O_NONBLOCK | flags, 0666);
+		if (fd < 0 && errno == EACCES)
+			fd = open(path, O_WRONLY | O_NONBLOCK | flags, 0666);
+	} else {
+		fd = open(path, O_RDWR | O_NOFOLLOW | flags, 0600);
+	}
 	if (fd < 0)
-		return -errno;
+		return !create && errno == ENOENT ? 0 : -errno;
+	if (output && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		return -EINVAL;
+	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		int err = errno == EWOULDBLOCK ? -EBUSY : -errno;
 
-		got = pread(fd, pid, len - 1, 0);
+		got = output ? 0 : pread(fd, pid, len - 1, 0);
 		pid[got > 0 ? got : 0] = 0;
 		pid[strcspn(pid, "\n")] = 0;
 		if (!pid[0])
-			snprintf(pid, len, "unknown");
+			holder_of(fd, pid, len);
 		close(fd);
 		/* one run names one file twice (two spellings): it holds it */
 		if (err == -EBUSY && (pid_t)atol(pid) == getpid())
@@ -440,57 +719,72 @@ static int take_lock(const char *path, char *pid, size_t len)
 	}
 	locks = n;
 	locks[nlocks].fd = fd;
+	locks[nlocks].output = output;
 	locks[nlocks].path = strdup(path);
 	if (!locks[nlocks].path) {
 		close(fd);
 		return -ENOMEM;
 	}
 	nlocks++;
-	if (ftruncate(fd, 0) == 0)
-		dprintf(fd, "%ld\n", (long)getpid());
 	return 0;
 }
 
-/* Lock @what = @target through the lock file @path; log a refusal. */
+/* Lock @what = @target through @path (take_lock()); log a refusal. */
 static int lock_one(const struct shmrun_job *job, int line, const char *what, const char *target,
-		    const char *path)
+		    const char *path, bool output, bool create)
 {
-	char pid[32];
-	int err = take_lock(path, pid, sizeof(pid));
+	char pid[32], b1[BRIEF_MAX], b2[BRIEF_MAX];
+	int err = take_lock(path, output, create, pid, sizeof(pid));
 
 	if (err == -EBUSY)
 		shmrun_log(SHMRUN_LOG_ERROR,
 			   "%s:%d: %s = %s is in use by another run of shmrun (pid %s, holding "
-			   "%s); two runs would corrupt %s. Wait for that run to end or stop it "
+			   "%s%s); two runs would corrupt %s. Wait for that run to end or stop it "
 			   "(kill -TERM %s); nothing was started",
-			   job->conf_path, line, what, target, pid, path,
+			   job->conf_path, line, what, brief(target, b2), pid, brief(path, b1),
+			   output ? ": a lock on the file itself, whatever its name (a hard link)"
+				  : "",
 			   strcmp(what, "checkpoint_dir") == 0 ? "its checkpoints" : "the output",
 			   pid);
+	else if (err == -EINVAL)
+		shmrun_log(SHMRUN_LOG_ERROR,
+			   "%s:%d: %s: %s is not a regular file; an output is a regular file; "
+			   "nothing was started",
+			   job->conf_path, line, what, brief(path, b1));
 	else if (err)
 		shmrun_log(SHMRUN_LOG_ERROR,
 			   "%s:%d: %s = %s: cannot lock %s: %s; nothing was started",
-			   job->conf_path, line, what, target, path, strerror(-err));
+			   job->conf_path, line, what, brief(target, b2), brief(path, b1),
+			   strerror(-err));
 	return err;
 }
 
-int shmrun_lock_job(const struct shmrun_job *job)
+/*
+ * One pass over everything the run locks. !@create: lock what exists
+ * already, create nothing (a conflict refuses the run before it touches
+ * anything). @create: make the missing directories, lock files and output
+ * files, and lock them.
+ */
+static int lock_pass(const struct shmrun_job *job, bool create)
 {
-	char path[PATH_MAX + NAME_MAX + 16];
+	char path[PATH_MAX], b[BRIEF_MAX];
 	int err;
 
 	if (job->checkpoint_dir) {
-		err = make_dirs(job->checkpoint_dir);
+		err = create ? make_dirs(job->checkpoint_dir, true) : 0;
 		if (err) {
 			shmrun_log(SHMRUN_LOG_ERROR,
-				   "%s:%d: checkpoint_dir %s cannot be created: %s; nothing was "
-				   "started",
-				   job->conf_path, job->checkpoint_dir_line, job->checkpoint_dir,
-				   strerror(-err));
+				   "%s:%d: checkpoint_dir cannot be created: %s; nothing was "
+				   "started: %s",
+				   job->conf_path, job->checkpoint_dir_line, strerror(-err),
+				   brief(job->checkpoint_dir, b));
 			return err;
 		}
-		snprintf(path, sizeof(path), "%s/.lock", job->checkpoint_dir);
+		if (snprintf(path, sizeof(path), "%s/.lock", job->checkpoint_dir) >=
+		    (int)sizeof(path))
+			return -ENAMETOOLONG; /* refused by shmrun_preflight() */
 		err = lock_one(job, job->checkpoint_dir_line, "checkpoint_dir", job->checkpoint_dir,
-			       path);
+			       path, false, create);
 		if (err)
 			return err;
 	}
@@ -499,41 +793,77 @@ int shmrun_lock_job(const struct shmrun_job *job)
 
 		for (uint32_t i = 0; i < st->nparams; i++) {
 			const struct shmrun_param *p = &st->params[i];
+			uint32_t width = st->width > 1 ? st->width : 1;
 			const char *slash;
-			char what[160], dir[PATH_MAX];
+			char what[160], dir[PATH_MAX], file[PATH_MAX + 16];
 
 			if (!p->value || p->def->io != SHMRUN_PARAM_OUTPUT)
 				continue;
+			snprintf(what, sizeof(what), "stage '%s' %s", st->name, p->def->key);
 			slash = strrchr(p->value, '/');
 			if (slash)
 				snprintf(dir, sizeof(dir), "%.*s",
 					 (int)(slash - p->value) + (slash == p->value), p->value);
 			else
 				snprintf(dir, sizeof(dir), ".");
-			err = make_dirs(dir);
-			snprintf(path, sizeof(path), "%s%s.%s.lock", dir,
-				 strcmp(dir, "/") == 0 ? "" : "/", slash ? slash + 1 : p->value);
-			snprintf(what, sizeof(what), "stage '%s' %s", st->name, p->def->key);
+			err = create ? make_dirs(dir, false) : 0;
 			if (err) {
 				shmrun_log(SHMRUN_LOG_ERROR,
-					   "%s:%d: %s = %s: directory %s cannot be created: %s; "
+					   "%s:%d: %s: directory %s cannot be created: %s; "
 					   "nothing was started",
-					   job->conf_path, conf_line(job, st, p), what, p->value,
-					   dir, strerror(-err));
+					   job->conf_path, conf_line(job, st, p), what,
+					   brief(dir, b), strerror(-err));
 				return err;
 			}
-			err = lock_one(job, conf_line(job, st, p), what, p->value, path);
-			/* width k also writes path.<i>, which a job of width 1 may name */
-			for (uint32_t k = 0; !err && st->width > 1 && k < st->width; k++) {
-				snprintf(path, sizeof(path), "%s%s.%s.%u.lock", dir,
-					 strcmp(dir, "/") == 0 ? "" : "/",
-					 slash ? slash + 1 : p->value, k);
-				err = lock_one(job, conf_line(job, st, p), what, p->value, path);
+			/* .<name>.lock; width k also writes path.<i>, which a job of
+			 * width 1 may name: .<name>.<i>.lock; and each file written */
+			err = lock_path(p->value, -1, path, sizeof(path));
+			if (!err)
+				err = lock_one(job, conf_line(job, st, p), what, p->value, path,
+					       false, create);
+			for (uint32_t k = 0; !err && st->width > 1 && k < width; k++) {
+				err = lock_path(p->value, k, path, sizeof(path));
+				if (!err)
+					err = lock_one(job, conf_line(job, st, p), what, p->value,
+						       path, false, create);
 			}
+			for (uint32_t k = 0; !err && k < width; k++) {
+				snprintf(file, sizeof(file), st->width > 1 ? "%s.%u" : "%s", p->value,
+					 k);
+				err = lock_one(job, conf_line(job, st, p), what, p->value, file,
+					       true, create);
+			}
+			if (err == -ENAMETOOLONG)
+				shmrun_log(SHMRUN_LOG_ERROR,
+					   "%s:%d: %s: the path is too long for its lock file "
+					   "(.<name>.lock); choose a shorter path; nothing was "
+					   "started: %s",
+					   job->conf_path, conf_line(job, st, p), what,
+					   brief(p->value, b));
 			if (err)
 				return err;
 		}
 	}
+	return 0;
+}
+
+int shmrun_lock_job(const struct shmrun_job *job)
+{
+	int err = lock_pass(job, false);
+
+	if (!err)
+		err = lock_pass(job, true);
+	if (err)
+		return err;
+	/* every lock file names its holder, for a refused run's message */
+	for (uint32_t i = 0; i < nlocks; i++)
+		if (!locks[i].output && ftruncate(locks[i].fd, 0) == 0) {
+			char pid[24];
+			int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+
+			if (pwrite(locks[i].fd, pid, n, 0) != n)
+				continue; /* the pid only helps a message */
+		}
 	return 0;
 }
 

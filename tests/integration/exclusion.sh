@@ -6,7 +6,9 @@
 #     same output, and one without checkpoints writing it are refused with
 #     exit 2 and the first run's pid, before touching anything: the
 #     checkpoints are not moved, the output is not changed, and the first
-#     run's final output is exact.
+#     run's final output is exact. So is a run writing the first run's output
+#     through a hard link (the output file itself is locked), and a refused
+#     run creates nothing: no checkpoint_dir, no output directory, no lock file.
 #   - the locks hold across a restart (a worker killed with SIGKILL), are
 #     not held by workers, and end with the launcher (kill -9): a new run
 #     then starts and resumes.
@@ -66,7 +68,16 @@ conf "$tmp/b" 10000 ckpt2
 sed -i "s|^path = .*|path = $d/out/result.tsv|" "$tmp/b/job.conf"
 conf "$tmp/c" 10000 -
 sed -i "s|^path = .*|path = $d/out/result.tsv|" "$tmp/c/job.conf"
-for second in same reset other-ckpt no-ckpt; do
+# the first run's output through a hard link (excluded by the file's identity)
+conf "$tmp/h" 10000 -
+ln "$d/out/result.tsv" "$tmp/h/hard.tsv"
+sed -i "s|^path = .*|path = $tmp/h/hard.tsv|" "$tmp/h/job.conf"
+# a new checkpoint_dir and a new output directory beside the contested output:
+# a refused run must not create them
+conf "$tmp/f" 10000 "$tmp/f/new/ckpt"
+sed -i "s|^path = .*|path = $d/out/result.tsv|" "$tmp/f/job.conf"
+printf '[out2]\nop = file_sink\ninput = gen\npath = %s\n' "$tmp/f/newout/x.tsv" >> "$tmp/f/job.conf"
+for second in same reset other-ckpt no-ckpt hardlink fresh; do
 	ws=$(pgrep -P $first || true)
 	kill -STOP $first $ws # hold the first run still while we compare
 	before=$(snapshot "$d")
@@ -75,6 +86,8 @@ for second in same reset other-ckpt no-ckpt; do
 	reset) dir=$d env=STREAM_RESET_STATE=1 ;;
 	other-ckpt) dir=$tmp/b env= ;;
 	no-ckpt) dir=$tmp/c env= ;;
+	hardlink) dir=$tmp/h env= ;;
+	fresh) dir=$tmp/f env= ;;
 	esac
 	set +e
 	(cd "$dir" && env $env "$shmrun" job.conf) > "$tmp/out" 2> "$tmp/log"
@@ -89,6 +102,9 @@ for second in same reset other-ckpt no-ckpt; do
 	[ "$before" = "$after" ] || fail "$second: the refused run changed the first run's files"
 	ls "$d/ckpt" | grep -q '^reset-' && fail "$second: the live run's checkpoints were moved aside"
 	[ ! -s "$tmp/out" ] || fail "$second: the refused run wrote to stdout"
+	[ ! -e "$tmp/f/new" ] && [ ! -e "$tmp/f/newout" ] ||
+		fail "$second: the refused run created its checkpoint_dir or output directory"
+	[ ! -e "$tmp/h/.hard.tsv.lock" ] || fail "$second: the refused run created a lock file"
 	echo "ok a second live run ($second) is refused with exit 2 and the first run's pid"
 done
 # the first run is not disturbed: stop it, resume, exact output

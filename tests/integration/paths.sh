@@ -2,10 +2,15 @@
 # tests/integration/paths.sh SHMRUN: the files a job reads and writes, checked
 # before the start (issue 8, items 6, 9 and 15).
 #   - an output that is an input (same path, a hard link, through a symlinked
-#     directory, inside an input directory, matched by an input's glob; a
-#     lookup table; checkpoint_dir inside an input directory) and one output
+#     directory, inside an input directory, matched by an input's glob or brace
+#     pattern, nested braces too, inside a directory an input pattern would match
+#     once the run creates it, a lock file an input pattern matches; a lookup
+#     table; checkpoint_dir inside an input directory) and one output
 #     written by two stages: `shmrun check` and the run refuse with exit 2,
 #     naming both stages and keys with file:line; the input is unchanged.
+#   - an output that is not a regular file (/dev/null, a FIFO) is refused and no
+#     lock file is made beside it; a path too long for its lock file
+#     (.<name>.lock) is refused by check and run with the whole reason.
 #   - an unwritable checkpoint_dir or output directory (as a non-root user),
 #     and a read-only file system (a read-only bind mount in a private mount
 #     namespace): check and run refuse with exit 2, the path and the reason,
@@ -105,13 +110,69 @@ input = read
 path = ./o.tsv
 CONF
 refused "two stages, one output" "$d/twice.conf" "twice.conf:11: stage 'b' path = .*o.tsv is also written by stage 'a' path (twice.conf:7)"
-[ "$(md5sum "$d/data.txt" "$d/in/a.txt" "$d/real/x.txt" "$d/table.tsv")" = "$sum" ] ||
+# brace patterns (file_source expands them with glob(GLOB_BRACE)), nested too
+seq 1 10 > "$d/in/b.txt"
+sum=$(md5sum "$d/data.txt" "$d/in/a.txt" "$d/real/x.txt" "$d/table.tsv" "$d/in/b.txt")
+job brace 'in/{a,b}.txt' in/a.txt
+refused "brace pattern" "$d/brace.conf" \
+	"brace.conf:8: stage 'out' path = .*in/a.txt is the same file as the input of stage 'read' path (the brace pattern .*in/{a,b}.txt gives)"
+job nested 'in/{c,{z,b}}.txt' in/b.txt
+refused "nested brace pattern" "$d/nested.conf" "is the same file as the input of stage 'read' path (the brace pattern"
+job braceglob 'in/{q,*}.txt' in/new.txt
+refused "brace pattern with a glob" "$d/braceglob.conf" "in/new.txt matches the input pattern"
+job braceck '{in,none}' out/o.tsv "checkpoint_dir = in/ck"
+refused "checkpoint_dir in a brace input" "$d/braceck.conf" "braceck.conf:2: checkpoint_dir = .*in/ck lies inside .*in, an input directory"
+[ ! -e "$d/in/ck" ] || fail "checkpoint_dir in a brace input: it was created"
+# inside a directory that an input pattern matches once the run creates it
+job subdir 'in/*' in/sub/new.txt
+refused "directory an input pattern would match" "$d/subdir.conf" \
+	"subdir.conf:8: stage 'out' path = .*in/sub/new.txt lies inside .*in/sub, a directory the input pattern matches"
+[ ! -e "$d/in/sub" ] || fail "directory an input pattern would match: it was created"
+# a lock file an input would read (.o.tsv.lock beside o.tsv)
+echo 1 > "$d/in/.other"
+job lockread 'in/.o*' in/o.tsv
+refused "lock file read by an input" "$d/lockread.conf" "has its lock file .*in/.o.tsv.lock, which matches the input pattern"
+[ ! -e "$d/in/o.tsv" ] && [ ! -e "$d/in/.o.tsv.lock" ] || fail "lock file read by an input: created"
+rm "$d/in/.other"
+# not a regular file: no lock file beside it
+job devnull data.txt /dev/null
+refused "/dev/null" "$d/devnull.conf" "path = /dev/null cannot be written: it is a character device, not a regular file"
+[ ! -e /dev/.null.lock ] || fail "/dev/null: /dev/.null.lock was created"
+mkfifo "$d/fifo"
+job fifo data.txt fifo
+refused "a FIFO" "$d/fifo.conf" "fifo cannot be written: it is a FIFO, not a regular file"
+[ ! -e "$d/.fifo.lock" ] || fail "FIFO: a lock file was created beside it"
+[ "$(md5sum "$d/data.txt" "$d/in/a.txt" "$d/real/x.txt" "$d/table.tsv" "$d/in/b.txt")" = "$sum" ] ||
 	fail "an input was changed by a refused run"
 # a different file of the same directory is fine
 job fine data.txt out/data.txt
 (cd "$d" && "$shmrun" fine.conf) 2> "$tmp/log" || fail "a distinct output was refused"
 cmp -s "$d/data.txt" "$d/out/data.txt" || fail "distinct output: wrong content"
 echo "ok an output (or checkpoint_dir) that is an input is refused by check and run, naming both"
+
+# --- a path too long for its lock file (.<name>.lock: 6 bytes more) -----------------
+# a conf in a directory of about 4050 bytes names its output relative to it
+deep=$d
+while [ $((${#deep} + 201)) -lt 4050 ]; do
+	deep=$deep/$(printf 'a%.0s' $(seq 200))
+done
+mkdir -p "$deep"
+for total in 4089 4090 4095; do
+	name=$(printf 'n%.0s' $(seq $((total - ${#deep} - 1))))
+	printf '[read]\nop = file_source\npath = %s/data.txt\n[out]\nop = file_sink\ninput = read\npath = %s\n' \
+		"$d" "$name" > "$deep/long.conf"
+	if [ $total -le 4089 ]; then
+		(cd "$deep" && "$shmrun" check long.conf) > /dev/null 2> "$tmp/log" ||
+			fail "a $total-byte output path (lock path 4095 bytes) was refused"
+		continue
+	fi
+	refused "a $total-byte output path" "$deep/long.conf" \
+		"long.conf:7: stage 'out' path: the path is too long for its lock file (.<name>.lock needs 6 bytes more" \
+		"choose a shorter path; nothing was started: .*….*nnnn$"
+	awk 'length > 1000 { exit 1 }' "$tmp/log" || fail "a $total-byte output path: the message is not shortened"
+	ls -a "$deep" | grep -q '^\.n*\.lock$' && fail "a $total-byte output path: a lock file was created"
+done
+echo "ok a path too long for its lock file is refused by check and run, the message whole"
 
 # --- unwritable paths, as a user chmod applies to ------------------------------------
 nobody=""

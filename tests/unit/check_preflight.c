@@ -9,6 +9,7 @@
  * worker's shmrun_locks_forget(), and are taken once per process.
  */
 #include <check.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -113,6 +114,25 @@ START_TEST(output_that_is_an_input)
 	/* width 2 writes path.0 and path.1 */
 	put("o.tsv.1", "x\n");
 	ck_assert_int_eq(preflight_of("o.tsv.1", "o.tsv", 2), -EINVAL);
+	/* brace patterns, as file_source's glob(GLOB_BRACE) expands them */
+	mkdir(strcat(strcpy(a, tmpdir), "/d"), 0777);
+	put("d/a.txt", "1\n");
+	put("d/b.txt", "1\n");
+	ck_assert_int_eq(preflight_of("d/{a,b}.txt", "d/a.txt", 1), -EINVAL);
+	ck_assert_int_eq(preflight_of("d/{c,{z,a}}.txt", "d/a.txt", 1), -EINVAL); /* nested */
+	ck_assert_int_eq(preflight_of("d/{c,*}.txt", "d/new.txt", 1), -EINVAL);   /* not there yet */
+	ck_assert_int_eq(preflight_of("{d,e}/[ab].txt", "d/b.txt", 1), -EINVAL);
+	ck_assert_int_eq(preflight_of("{d,e}", "e/o.tsv", 1), -EINVAL); /* a directory to be */
+	ck_assert_int_eq(preflight_of("d/{a,b}.txt", "d/c.txt", 1), 0);
+	ck_assert_int_eq(preflight_of("d/{a,b}.txt", "d/{a,b}.tsv", 1), 0);
+	/* inside a directory the pattern matches once the run creates it */
+	ck_assert_int_eq(preflight_of("d/*", "d/sub/new.txt", 1), -EINVAL);
+	ck_assert_int_eq(preflight_of("d/{x,s*}", "d/sub/deeper/new.txt", 1), -EINVAL);
+	ck_assert_int_eq(preflight_of("d/*.txt", "d/sub/new.txt", 1), 0);
+	/* an input directory that does not exist yet */
+	ck_assert_int_eq(preflight_of("later", "later/o.tsv", 1), -EINVAL);
+	/* the lock file .o.tsv.lock beside the output, matched by an input */
+	ck_assert_int_eq(preflight_of("d/.*", "d/o.tsv", 1), -EINVAL);
 	/* apart */
 	ck_assert_int_eq(preflight_of("data.txt", "out/data.txt", 1), 0);
 	ck_assert_int_eq(preflight_of("in/*.txt", "in.txt", 1), 0);
@@ -130,6 +150,141 @@ START_TEST(output_not_a_directory)
 	ck_assert_int_eq(preflight_of("data.txt", "adir", 1), -EINVAL);
 	put("afile", "x\n");
 	ck_assert_int_eq(preflight_of("data.txt", "afile/o.tsv", 1), -EINVAL);
+}
+END_TEST
+
+/* Outputs that are not regular files, and names too long for their lock file. */
+START_TEST(output_not_a_regular_file_or_too_long)
+{
+	char p[512];
+
+	put("data.txt", "1\n");
+	snprintf(p, sizeof(p), "%s/fifo", tmpdir);
+	unlink(p);
+	ck_assert_int_eq(mkfifo(p, 0600), 0);
+	ck_assert_int_eq(preflight_of("data.txt", "fifo", 1), -EINVAL);
+	ck_assert_int_eq(preflight_of("data.txt", "/dev/null", 1), -EINVAL);
+	/* .<name>.lock is 6 bytes longer than the output's path: a conf in a
+	 * directory of about 4050 bytes, an output named relative to it */
+	{
+		char dir[4200], conf[4300], text[1024], name[300];
+		struct shmrun_job job;
+		struct shmrun_job_errors errs = {0};
+		size_t n = strlen(tmpdir);
+		FILE *f;
+
+		snprintf(dir, sizeof(dir), "%s", tmpdir);
+		while (n + 201 < 4050) {
+			dir[n++] = '/';
+			memset(dir + n, 'a', 200);
+			n += 200;
+			dir[n] = 0;
+			ck_assert(mkdir(dir, 0777) == 0 || errno == EEXIST);
+		}
+		snprintf(conf, sizeof(conf), "%s/t.conf", dir);
+		for (size_t total = 4088; total <= 4095; total++) {
+			size_t k = total - n - 1;
+
+			memset(name, 'n', k);
+			name[k] = 0;
+			snprintf(text, sizeof(text),
+				 "[read]\nop = file_source\npath = %s/data.txt\n"
+				 "[out]\nop = file_sink\ninput = read\npath = %s\n",
+				 tmpdir, name);
+			f = fopen(conf, "w");
+			ck_assert_ptr_nonnull(f);
+			fputs(text, f);
+			fclose(f);
+			ck_assert_int_eq(shmrun_job_load(conf, &job, &errs), 0);
+			/* up to 4089 bytes, its lock's path has at most 4095 */
+			ck_assert_int_eq(shmrun_preflight(&job), total <= 4089 ? 0 : -EINVAL);
+			shmrun_job_free(&job);
+		}
+	}
+}
+END_TEST
+
+/* Load @conf (a file in tmpdir) into @job. */
+static void load(const char *conf, struct shmrun_job *job)
+{
+	struct shmrun_job_errors errs = {0};
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, conf);
+	ck_assert_int_eq(shmrun_job_load(path, job, &errs), 0);
+}
+
+static bool exists(const char *name)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+	return access(path, F_OK) == 0;
+}
+
+/* Run @fn(@job) in a child that forgot the parent's locks; its result. */
+static int in_child(int (*fn)(const struct shmrun_job *), const struct shmrun_job *job)
+{
+	int status;
+	pid_t child = fork();
+
+	if (child == 0) {
+		shmrun_locks_forget();
+		_exit(-fn(job));
+	}
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert(WIFEXITED(status));
+	return -WEXITSTATUS(status);
+}
+
+/*
+ * An output is locked by its identity too: the launcher creates it and holds
+ * a lock on the file, so a job naming it through a hard link is refused; a
+ * refused run creates nothing (no checkpoint_dir, no output directory).
+ */
+START_TEST(locks_by_identity_and_create_nothing_when_refused)
+{
+	struct shmrun_job a, b, c, f;
+	char x[512], y[512];
+
+	put("data.txt", "1\n");
+	put("ia.conf", "[job]\ncheckpoint_dir = ia_ck\n[read]\nop = file_source\npath = data.txt\n"
+		       "[out]\nop = file_sink\ninput = read\npath = h/o.tsv\n");
+	put("ib.conf", "[read]\nop = file_source\npath = data.txt\n"
+		       "[out]\nop = file_sink\ninput = read\npath = h2/hard.tsv\n");
+	put("ic.conf", "[job]\ncheckpoint_dir = ic_ck/deep\n[read]\nop = file_source\n"
+		       "path = data.txt\n[a]\nop = file_sink\ninput = read\npath = ic_out/x.tsv\n"
+		       "[b]\nop = file_sink\ninput = read\npath = h/o.tsv\n");
+	load("ia.conf", &a);
+	load("ib.conf", &b);
+	load("ic.conf", &c);
+	ck_assert_int_eq(shmrun_lock_job(&a), 0);
+	ck_assert(exists("h/o.tsv")); /* created, so that it is locked from the start */
+	mkdir(strcat(strcpy(x, tmpdir), "/h2"), 0777);
+	snprintf(x, sizeof(x), "%s/h/o.tsv", tmpdir);
+	snprintf(y, sizeof(y), "%s/h2/hard.tsv", tmpdir);
+	unlink(y);
+	ck_assert_int_eq(link(x, y), 0);
+	ck_assert_int_eq(in_child(shmrun_lock_job, &b), -EBUSY);
+	ck_assert(!exists("h2/.hard.tsv.lock"));
+	ck_assert_int_eq(in_child(shmrun_lock_job, &c), -EBUSY);
+	ck_assert(!exists("ic_ck"));
+	ck_assert(!exists("ic_out"));
+	shmrun_unlock_job();
+	ck_assert_int_eq(in_child(shmrun_lock_job, &b), 0);
+	/* no lock file beside a FIFO */
+	snprintf(x, sizeof(x), "%s/ff", tmpdir);
+	unlink(x);
+	ck_assert_int_eq(mkfifo(x, 0600), 0);
+	put("if.conf", "[read]\nop = file_source\npath = data.txt\n"
+		       "[out]\nop = file_sink\ninput = read\npath = ff\n");
+	load("if.conf", &f);
+	ck_assert_int_eq(in_child(shmrun_lock_job, &f), -EINVAL);
+	ck_assert(!exists(".ff.lock"));
+	shmrun_job_free(&a);
+	shmrun_job_free(&b);
+	shmrun_job_free(&c);
+	shmrun_job_free(&f);
 }
 END_TEST
 
@@ -236,10 +391,12 @@ int main(void)
 	tc = tcase_create("inputs_and_outputs");
 	tcase_add_test(tc, output_that_is_an_input);
 	tcase_add_test(tc, output_not_a_directory);
+	tcase_add_test(tc, output_not_a_regular_file_or_too_long);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("locks");
 	tcase_add_test(tc, locks_exclude_other_processes);
 	tcase_add_test(tc, locks_cover_every_instance_file);
+	tcase_add_test(tc, locks_by_identity_and_create_nothing_when_refused);
 	tcase_add_test(tc, errno_classes);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

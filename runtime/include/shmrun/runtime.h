@@ -74,10 +74,15 @@ int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
  * no output (an operator key declared SHMRUN_PARAM_OUTPUT, one file per
  * instance for a width above 1) nor checkpoint_dir is the same file as an
  * input (SHMRUN_PARAM_INPUT; same device and inode, or the same canonical
- * path for a file not yet there), lies inside an input directory or matches
- * an input's glob; no two stages write one output; every output and
- * checkpoint_dir can be created or written by this process. Each failure is
- * logged as "conf:line: what = path ...; nothing was started". Touches nothing.
+ * path for a file not yet there), lies inside an input directory (existing
+ * or not), matches an input's pattern (braces, nested braces, *, ?, [..],
+ * exactly as file_source expands them) or lies inside a directory such a
+ * pattern matches or would match once created; no input pattern matches an
+ * output's lock file; no two stages write one output; every output and
+ * checkpoint_dir can be created or written by this process; an existing
+ * output is a regular file; every lock file name fits NAME_MAX and PATH_MAX.
+ * Each failure is logged as "conf:line: what = path ...; nothing was
+ * started", paths past 160 bytes shortened in the middle. Touches nothing.
  * Return: 0; -EINVAL if any check failed; -ENOMEM.
  */
 int shmrun_preflight(const struct shmrun_job *job);
@@ -85,13 +90,19 @@ int shmrun_preflight(const struct shmrun_job *job);
 /**
  * shmrun_lock_job() - exclude every other run from @job's checkpoint_dir and
  * outputs: an exclusive flock(2) on checkpoint_dir/.lock and on .<name>.lock
- * beside each output, each file holding this pid (checkpoint_dir and the
- * outputs' directories are created if missing). Held until
+ * beside each output, each file holding this pid, and on each output file
+ * itself (its identity: a hard link is excluded too). First every lock on
+ * what exists is tried, creating nothing; only if none is held elsewhere are
+ * checkpoint_dir (0700), the outputs' directories, the lock files and the
+ * output files (empty, an existing one is not truncated) created and locked.
+ * No lock file is made beside an output that is not a regular file. Held until
  * shmrun_unlock_job() or the process ends, restarts included; idempotent.
  * Call it before anything reads or changes checkpoint_dir (--rescale,
  * STREAM_RESET_STATE, restore). Not thread-safe.
  * Return: 0; -EBUSY if another process holds one (logged with its pid and
- * conf:line); -errno if a lock file cannot be created (logged).
+ * conf:line); -EINVAL if an output is not a regular file (logged);
+ * -ENAMETOOLONG if a lock file name does not fit (logged); -errno if a lock
+ * file or directory cannot be created (logged).
  */
 int shmrun_lock_job(const struct shmrun_job *job);
 

@@ -32,8 +32,14 @@
  *
  * Workers never act on a stop signal from outside themselves: their handler
  * passes it to the launcher with sigqueue() and a marker value
- * (STOP_FORWARDED), and goes on. Only a SIGTERM sent by the launcher stops a
- * worker. So a group signal cannot race the launcher: a worker that gets its
+ * (STOP_FORWARDED), and goes on. Only the launcher stops a worker: it sets
+ * stop_now in the control area, then sends SIGTERM, and a worker's handler
+ * stops on any stop signal once stop_now is set. (Standard signals are not
+ * queued: the group's copy still pending in a worker merges with the
+ * launcher's SIGTERM and carries the outside sender's si_pid, so the sender
+ * alone cannot tell; the flag, set before the kill, can. A sender check
+ * remains for the launcher's SIGTERM.) A worker still alive after
+ * STOP_GRACE_NS is SIGKILLed and named in a warning. So a group signal cannot race the launcher: a worker that gets its
  * copy first does not exit (which would read as a crash and restart the
  * job), and its forwarded copy is recognised as part of the same request,
  * not as a second one. (Rejected: workers ignoring stop signals, as they
@@ -66,11 +72,15 @@
 /* sigqueue() value of a stop signal a worker passes on to the launcher */
 #define STOP_FORWARDED 0x73746f70
 /* An outside stop signal this soon after a forwarded one is the launcher's
- * own copy of the same group signal, not a second request. */
-#define SAME_STOP_NS 500000000ll
+ * own copy of the same group signal, not a second request: that copy is
+ * queued by the same kill() that reached the worker, so it follows within
+ * microseconds; a second request (a second Ctrl-C, a second group SIGTERM)
+ * comes later than this and stops at once. */
+#define SAME_STOP_NS 50000000ll
 
 static volatile int worker_stop;
 static pid_t launcher_pid; /* in a worker and its children: the launcher */
+static struct shmrun_control *worker_ctl; /* in a worker: its stop_now */
 
 static bool is_stop_signal(int sig)
 {
@@ -85,7 +95,8 @@ static void on_stop_signal(int sig, siginfo_t *info, void *uc)
 	int saved = errno;
 
 	(void)uc;
-	if (info->si_code == SI_USER && info->si_pid == launcher_pid)
+	if ((worker_ctl && atomic_load_explicit(&worker_ctl->stop_now, memory_order_acquire)) ||
+	    (info->si_code == SI_USER && info->si_pid == launcher_pid))
 		worker_stop = 1;
 	else
 		sigqueue(launcher_pid, sig, (union sigval){.sival_int = STOP_FORWARDED});
@@ -158,6 +169,7 @@ static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segm
 	shmrun_log_set_role(role);
 	shmrun_locks_forget(); /* the launcher holds them; a stray child must not */
 	launcher_pid = launcher;
+	worker_ctl = ctl;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_stop_signal; /* no SA_RESTART: wakes a sleeping worker */
 	sa.sa_flags = SA_SIGINFO;
@@ -209,6 +221,53 @@ static void reap_all(pid_t *pids, uint32_t n, int64_t deadline)
 		}
 		usleep(2000);
 	}
+}
+
+/* Stop every worker: stop_now first, then SIGTERM (see on_stop_signal()). */
+static void stop_all(struct shmrun_control *ctl, const pid_t *pids, uint32_t n)
+{
+	atomic_store_explicit(&ctl->stop_now, 1, memory_order_release);
+	kill_all(pids, n, SIGTERM);
+}
+
+/* Reap every worker after stop_all(), SIGKILLing whoever outlives @deadline
+ * with a warning naming it: its buffered output is lost. */
+static void reap_stopped(const struct shmrun_plan *plan, pid_t *pids, int64_t deadline)
+{
+	const struct shmrun_job *job = plan->job;
+	uint32_t n = job->workers;
+
+	for (;;) {
+		uint32_t alive = 0;
+
+		for (uint32_t w = 0; w < n; w++) {
+			if (pids[w] <= 0)
+				continue;
+			if (waitpid(pids[w], NULL, WNOHANG) == pids[w])
+				pids[w] = 0;
+			else
+				alive++;
+		}
+		if (!alive)
+			return;
+		if (now_ns() > deadline)
+			break;
+		usleep(2000);
+	}
+	for (uint32_t w = 0; w < n; w++) {
+		char tasks[256];
+
+		if (pids[w] <= 0)
+			continue;
+		describe_tasks(plan, w, tasks, sizeof(tasks));
+		shmrun_log(SHMRUN_LOG_WARN,
+			   "worker %u (pid %d, CPU %d, tasks %s) did not stop within %.0f s of "
+			   "SIGTERM: killed with SIGKILL; output it held unwritten is lost",
+			   w, (int)pids[w], job->cpus[w], tasks[0] ? tasks : "none",
+			   (double)STOP_GRACE_NS / 1e9);
+		kill(pids[w], SIGKILL);
+	}
+	reap_all(pids, n, INT64_MAX);
 }
 
 static void print_summary(const struct shmrun_plan *plan, struct shmrun_worker_stats *stats,
@@ -553,8 +612,8 @@ static enum run_end run_once(struct run *r)
 		if (is_stop_signal(sig)) {
 			shmrun_log(SHMRUN_LOG_WARN, "%s: stopping %u workers", strsignal(sig),
 				   running);
-			kill_all(pids, job->workers, SIGTERM);
-			reap_all(pids, job->workers, now_ns() + STOP_GRACE_NS);
+			stop_all(r->ctl, pids, job->workers);
+			reap_stopped(plan, pids, now_ns() + STOP_GRACE_NS);
 			r->signal = sig;
 			end = RUN_SIGNALED;
 			break;
@@ -836,6 +895,13 @@ int shmrun_run(const struct shmrun_job *job)
 	sigaddset(&r.set, SIGTERM);
 	sigaddset(&r.set, SIGHUP); /* the terminal went away: stop like SIGTERM */
 	sigprocmask(SIG_BLOCK, &r.set, &r.oldmask);
+	/* shmrun's main() blocks stop signals from its start (a signal before
+	 * this point is served as a stop below): workers must not inherit that,
+	 * and the end of the run restores their default action */
+	sigdelset(&r.oldmask, SIGCHLD);
+	sigdelset(&r.oldmask, SIGINT);
+	sigdelset(&r.oldmask, SIGTERM);
+	sigdelset(&r.oldmask, SIGHUP);
 	for (;;) {
 		enum run_end end = run_once(&r);
 		struct timespec backoff;

@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -67,12 +68,32 @@ static void usage(FILE *out)
 		"  -h, --help         this text\n"
 		"  -V, --version      print the version\n"
 		"\n"
-		"exit status: 0 done; 1 the job failed; 2 bad usage or topology (nothing\n"
-		"started); 128+N stopped by signal N.\n"
+		"exit status: 0 done, or stopped after a final checkpoint; 1 the job failed;\n"
+		"2 bad usage or topology (nothing started). Stopped by signal N without\n"
+		"checkpoint_dir, it dies by signal N (a shell shows status 128+N).\n"
 		"See docs/topology.md for the topology.conf reference.\n");
 }
 
 static const char *const commands[] = {"run", "plan", "check", "ckpt"};
+
+/*
+ * Stop signals are blocked from the first instruction of main() so that one
+ * arriving while a run loads its conf, checks and locks (before the launcher
+ * takes signals) stays pending and is served as a stop request once the run
+ * loop starts, not as a kill. Commands that start no job (check, plan, ckpt,
+ * usage errors, --help) unblock them at once: a pending signal then acts by
+ * default. A signal during exec, before main(), still kills the process.
+ */
+static void stop_signals(int how)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigprocmask(how, &set, NULL);
+}
 
 /* A usage error: one line, then where help is. Return: 2. */
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -80,6 +101,7 @@ static int usage_error(const char *fmt, ...)
 {
 	va_list ap;
 
+	stop_signals(SIG_UNBLOCK); /* nothing will run: a pending stop acts now */
 	fputs("shmrun: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
@@ -196,9 +218,12 @@ int main(int argc, char **argv)
 	struct shmrun_job job;
 	int c, rc;
 
+	stop_signals(SIG_BLOCK); /* first: see stop_signals() */
 	argv[0] = (char *)"shmrun"; /* getopt_long's messages say "shmrun: ..." */
 	if (argc > 1 && strcmp(argv[1], "ckpt") == 0) {
 		static const char *const sub[] = {"list", "verify"};
+
+		stop_signals(SIG_UNBLOCK);
 
 		if (argc == 4 && strlen(argv[3]) > SHMRUN_CKPT_DIR_MAX)
 			return usage_error("checkpoint directory too long (%zu bytes; at most %d): %s",
@@ -247,11 +272,15 @@ int main(int argc, char **argv)
 			rescale_from = optarg;
 			break;
 		case 'h':
+			if (optind < argc)
+				return usage_error("--help takes no arguments");
+			stop_signals(SIG_UNBLOCK);
 			usage(stdout);
 			return 0;
 		case 'V':
 			if (optind < argc)
 				return usage_error("--version takes no arguments");
+			stop_signals(SIG_UNBLOCK);
 			printf("shmrun %s\n", SHMRUN_VERSION);
 			return 0;
 		default: /* getopt_long printed what is wrong */
@@ -278,6 +307,8 @@ int main(int argc, char **argv)
 		return usage_error("--rescale and --drop-state go with a run");
 	if (ndrop && !rescale)
 		return usage_error("--drop-state needs --rescale");
+	if (strcmp(cmd, "run") != 0)
+		stop_signals(SIG_UNBLOCK); /* check, plan: default behaviour */
 	rc = load(argv[optind], &job);
 	if (rc)
 		return rc;

@@ -847,6 +847,67 @@ int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
 	return failed;
 }
 
+int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char *const *drop,
+			 uint32_t ndrop)
+{
+	struct shmrun_manifest m = {0};
+	int reset = reset_requested();
+	char why[300];
+	int64_t e;
+
+	if (reset < 0) {
+		shmrun_log(SHMRUN_LOG_ERROR, "STREAM_RESET_STATE=%s: expected 1 (start from empty "
+					     "state) or 0; nothing was started",
+			   getenv("STREAM_RESET_STATE"));
+		return -EINVAL;
+	}
+	if (!job->checkpoint_dir)
+		return 0;
+	if (reset > 0) {
+		shmrun_log(SHMRUN_LOG_INFO,
+			   "STREAM_RESET_STATE=1: a run would move the checkpoints of %s aside and "
+			   "start from empty state",
+			   job->checkpoint_dir);
+		return 0;
+	}
+	if (access(job->checkpoint_dir, F_OK) != 0)
+		return 0; /* a run creates it: nothing to restore */
+	e = shmrun_ckpt_select(job->checkpoint_dir, &m);
+	if (e <= 0)
+		return (int)e;
+	if (!shmrun_ckpt_check_topology(&m, job, why, sizeof(why))) {
+		shmrun_manifest_free(&m);
+		return 0;
+	}
+	shmrun_manifest_free(&m);
+	if (rescale) {
+		FILE *null = fopen("/dev/null", "w");
+		int err;
+
+		if (!null)
+			return -errno;
+		err = shmrun_rescale(job, job->checkpoint_dir, drop, ndrop, null, NULL);
+		fclose(null);
+		if (!err)
+			shmrun_log(SHMRUN_LOG_INFO,
+				   "%s/ckpt-%" PRId64 " was written by a different topology (%s): "
+				   "--rescale would re-assign its state (`shmrun plan --rescale-from "
+				   "%s %s` shows what moves)",
+				   job->checkpoint_dir, e, why, job->checkpoint_dir, job->conf_path);
+		return err;
+	}
+	shmrun_log(SHMRUN_LOG_ERROR,
+		   "%s/ckpt-%" PRId64 " was written by a different topology: %s. "
+		   "Restoring it would corrupt state, so it is refused and nothing was started. "
+		   "Either start from empty state with STREAM_RESET_STATE=1 (the old checkpoints "
+		   "are moved aside, not deleted), or, if the change is a new width "
+		   "or worker count, re-assign the state with `shmrun --rescale %s` "
+		   "(see `shmrun plan --rescale-from %s %s` first)",
+		   job->checkpoint_dir, e, why, job->conf_path, job->checkpoint_dir,
+		   job->conf_path);
+	return -ESTALE;
+}
+
 int shmrun_run(const struct shmrun_job *job)
 {
 	struct shmrun_plan *plan = NULL;
@@ -877,6 +938,10 @@ int shmrun_run(const struct shmrun_job *job)
 	/* before anything reads or moves checkpoints (STREAM_RESET_STATE, the
 	 * restore): a second live run is refused here, having touched nothing */
 	if (shmrun_lock_job(job))
+		goto out;
+	/* a checkpoint of another topology is refused before anything starts
+	 * (exit 2: systemd's RestartPreventExitStatus=2 does not loop on it) */
+	if (shmrun_check_restore(job, false, NULL, 0) == -ESTALE)
 		goto out;
 	if (job->checkpoint_dir) {
 		struct shmrun_ckpt_writer w;

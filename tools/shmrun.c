@@ -303,8 +303,8 @@ int main(int argc, char **argv)
 				   argc - optind);
 	if (rescale_from && strcmp(cmd, "plan") != 0)
 		return usage_error("--rescale-from goes with `shmrun plan`");
-	if ((rescale || ndrop) && strcmp(cmd, "run") != 0)
-		return usage_error("--rescale and --drop-state go with a run");
+	if ((rescale || ndrop) && strcmp(cmd, "run") != 0 && strcmp(cmd, "check") != 0)
+		return usage_error("--rescale and --drop-state go with a run or check");
 	if (ndrop && !rescale)
 		return usage_error("--drop-state needs --rescale");
 	if (strcmp(cmd, "run") != 0)
@@ -323,6 +323,9 @@ int main(int argc, char **argv)
 			rc = shmrun_prepare(&job, plan) || shmrun_preflight(&job) ? 2 : 0;
 			shmrun_plan_free(plan);
 		}
+		/* and the restore: the checkpoint a run would restore fits */
+		if (!rc && shmrun_check_restore(&job, rescale, drop, ndrop))
+			rc = 2;
 		if (!rc)
 			printf("%s: ok (%u stage%s, %u worker%s)\n", job.conf_path, job.nstages,
 			       job.nstages == 1 ? "" : "s", job.workers, job.workers == 1 ? "" : "s");

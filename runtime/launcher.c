@@ -270,6 +270,58 @@ static void reap_stopped(const struct shmrun_plan *plan, pid_t *pids, int64_t de
 	reap_all(pids, n, INT64_MAX);
 }
 
+/* The output files of @worker's file_sink tasks, "a.tsv.0, a.tsv.1", into @buf. */
+static void describe_outputs(const struct shmrun_plan *plan, uint32_t worker, char *buf,
+			     size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (uint32_t t = 0; t < plan->ntasks && n + 1 < len; t++) {
+		const struct shmrun_plan_task *pt = &plan->tasks[t];
+		const struct shmrun_stage *st = &plan->job->stages[pt->stage];
+		const char *path = NULL;
+		int k;
+
+		if (pt->worker != worker || strcmp(st->op->name, "file_sink") != 0)
+			continue;
+		for (uint32_t i = 0; i < st->nparams; i++)
+			if (strcmp(st->params[i].def->key, "path") == 0)
+				path = st->params[i].value;
+		if (!path)
+			continue;
+		if (st->width == 1)
+			k = snprintf(buf + n, len - n, "%s%s", n ? ", " : "", path);
+		else
+			k = snprintf(buf + n, len - n, "%s%s.%u", n ? ", " : "", path, pt->instance);
+		if (k < 0)
+			break;
+		n += (size_t)k;
+	}
+}
+
+/*
+ * Whether a worker killed by @sig would be killed again by a restart, which
+ * re-does the same work under the same limits: SIGXFSZ (a file reached
+ * RLIMIT_FSIZE), SIGXCPU (RLIMIT_CPU). A crash (SIGSEGV, SIGBUS, SIGABRT) or
+ * SIGKILL (the OOM killer, an operator) may be transient: those restart.
+ */
+static bool signal_is_incurable(int sig)
+{
+	return sig == SIGXFSZ || sig == SIGXCPU;
+}
+
+/*
+ * Whether an operator's failure with @err (positive) repeats on a restart:
+ * the permanent errnos (shmrun_errno_is_permanent()), a record bigger than
+ * any ring (EMSGSIZE: the same input makes the same record), a file past
+ * RLIMIT_FSIZE or the file system's largest size (EFBIG).
+ */
+static bool errno_is_incurable(int err)
+{
+	return shmrun_errno_is_permanent(err) || err == EMSGSIZE || err == EFBIG;
+}
+
 static void print_summary(const struct shmrun_plan *plan, struct shmrun_worker_stats *stats,
 			  int64_t elapsed_ns)
 {
@@ -382,6 +434,7 @@ struct run {
 	char cause[1024];  /* why it failed: text, tasks (< 256) and a worker error (<= 200) */
 	uint64_t epoch;    /* restored (start) / stopped at (end) */
 	bool reset_done;   /* STREAM_RESET_STATE=1 applied */
+	int fatal_signal;  /* a worker was killed by a signal a restart cannot cure */
 };
 
 /* STREAM_RESET_STATE: 1/true/yes -> 1; unset, empty, 0/false/no -> 0; else -1. */
@@ -643,7 +696,25 @@ static enum run_end run_once(struct run *r)
 				end = RUN_SIGNALED;
 				break;
 			}
-			if (WIFSIGNALED(status))
+			if (WIFSIGNALED(status) && signal_is_incurable(WTERMSIG(status))) {
+				char outs[512];
+
+				describe_outputs(plan, w, outs, sizeof(outs));
+				r->fatal_signal = WTERMSIG(status);
+				if (WTERMSIG(status) == SIGXFSZ)
+					snprintf(r->cause, sizeof(r->cause),
+						 "worker %u (CPU %d, tasks %s) was killed by SIGXFSZ: a "
+						 "file it wrote%s%.400s%s reached the file size limit "
+						 "(RLIMIT_FSIZE, `ulimit -f`); raise or remove the limit",
+						 w, job->cpus[w], tasks, outs[0] ? " (" : "", outs,
+						 outs[0] ? ")" : "");
+				else
+					snprintf(r->cause, sizeof(r->cause),
+						 "worker %u (CPU %d, tasks %s) was killed by SIGXCPU: it "
+						 "used up the CPU time limit (RLIMIT_CPU, `ulimit -t`); "
+						 "raise or remove the limit",
+						 w, job->cpus[w], tasks);
+			} else if (WIFSIGNALED(status))
 				snprintf(r->cause, sizeof(r->cause),
 					 "worker %u (CPU %d, tasks %s) was killed by signal %d (%s)", w,
 					 job->cpus[w], tasks, WTERMSIG(status),
@@ -732,22 +803,33 @@ static uint64_t newest_complete(const char *dir)
 
 /*
  * Whether the failure of this start cannot be cured by a restart: a
- * checkpoint write or an operator failed with EACCES, EPERM or EROFS, or the
- * final checkpoint ran out of space. Logged with the cause (which names the
- * path) when so.
+ * checkpoint write or an operator failed with EACCES, EPERM or EROFS, a
+ * record bigger than any ring (EMSGSIZE), a file too big (EFBIG), a worker
+ * was killed by SIGXFSZ or SIGXCPU (signal_is_incurable()), or the final
+ * checkpoint ran out of space. Logged with the cause (which names the path)
+ * when so.
  */
 static bool incurable(const struct shmrun_job *job, const struct run *r)
 {
 	struct shmrun_worker_stats *stats = shmrun_control_stats(r->ctl);
 	int err = atomic_load_explicit(&r->ctl->failed_errno, memory_order_relaxed);
 
-	for (uint32_t w = 0; w < job->workers && !shmrun_errno_is_permanent(err); w++) {
+	if (r->fatal_signal) {
+		shmrun_log(SHMRUN_LOG_ERROR,
+			   "job %s failed: %s; a restart cannot cure it, so it is not restarted: "
+			   "fix the cause, then run it again%s",
+			   job->name, r->cause,
+			   job->checkpoint_dir ? " (it resumes from the last complete checkpoint)"
+					       : "");
+		return true;
+	}
+	for (uint32_t w = 0; w < job->workers && !errno_is_incurable(err); w++) {
 		int e = atomic_load_explicit(&stats[w].fail_errno, memory_order_relaxed);
 
-		if (shmrun_errno_is_permanent(e))
+		if (errno_is_incurable(e))
 			err = e;
 	}
-	if (!shmrun_errno_is_permanent(err) && !shmrun_errno_is_lasting(err))
+	if (!errno_is_incurable(err) && !shmrun_errno_is_lasting(err))
 		return false;
 	shmrun_log(SHMRUN_LOG_ERROR,
 		   "job %s failed: %s; a restart cannot cure %s, so it is not restarted: fix "

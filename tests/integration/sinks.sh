@@ -292,11 +292,15 @@ deep_conf no 4080
 echo "ok too long output paths are refused before the start"
 
 # ---- 8. an I/O error names the file and what to do -------------------------------------
-printf '[gen]\nop = sequence\ncount = 200000\n[out]\nop = file_sink\ninput = gen\npath = /dev/full\n' \
-	> "$tmp/full.conf"
-set +e; "$shmrun" "$tmp/full.conf" 2> "$tmp/log"; rc=$?; set -e
-[ $rc -eq 1 ] || fail "ENOSPC: want exit 1, got $rc"
-grep -q "writing /dev/full failed: No space left on device; free space" "$tmp/log" ||
-	fail "ENOSPC: the message does not name /dev/full and what to do"
-echo "ok ENOSPC names the file"
+# (file_sink writes only regular files, so not /dev/full: a file size limit
+# with SIGXFSZ ignored makes the write fail with EFBIG, as a full disk fails
+# with ENOSPC, through the same message)
+mkdir -p "$tmp/full"
+printf '[gen]\nop = sequence\ncount = 200000\n[out]\nop = file_sink\ninput = gen\npath = %s/full/out.tsv\n' \
+	"$tmp" > "$tmp/full.conf"
+set +e; (trap '' XFSZ; ulimit -f 100; exec "$shmrun" "$tmp/full.conf") 2> "$tmp/log"; rc=$?; set -e
+[ $rc -eq 1 ] || fail "EFBIG: want exit 1, got $rc"
+grep -q "writing $tmp/full/out.tsv failed: File too large; free space" "$tmp/log" ||
+	fail "EFBIG: the message does not name out.tsv and what to do"
+echo "ok an I/O error (EFBIG) names the file"
 echo "sinks: all ok"

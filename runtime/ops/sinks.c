@@ -104,9 +104,12 @@ struct sink {
 static const char *io_hint(int err)
 {
 	switch (err) {
+	case EFBIG:
+		return "the file reached the file size limit (RLIMIT_FSIZE, `ulimit -f`) or its "
+		       "file system's largest file: raise the limit (or set path to another file "
+		       "system), then run the job again";
 	case ENOSPC:
 	case EDQUOT:
-	case EFBIG:
 		return "free space on its file system (or set path to another one), then run the "
 		       "job again";
 	case EACCES:

@@ -300,7 +300,7 @@ printf '[gen]\nop = sequence\ncount = 200000\n[out]\nop = file_sink\ninput = gen
 	"$tmp" > "$tmp/full.conf"
 set +e; (trap '' XFSZ; ulimit -f 100; exec "$shmrun" "$tmp/full.conf") 2> "$tmp/log"; rc=$?; set -e
 [ $rc -eq 1 ] || fail "EFBIG: want exit 1, got $rc"
-grep -q "writing $tmp/full/out.tsv failed: File too large; free space" "$tmp/log" ||
+grep -q "writing $tmp/full/out.tsv failed: File too large; the file reached the file size limit (RLIMIT_FSIZE" "$tmp/log" ||
 	fail "EFBIG: the message does not name out.tsv and what to do"
 echo "ok an I/O error (EFBIG) names the file"
 echo "sinks: all ok"

@@ -39,7 +39,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: shmrun [options] topology.conf\n"
 		"       shmrun plan [--rescale-from CKPT_DIR] [options] topology.conf\n"
-		"       shmrun check [options] topology.conf\n"
+		"       shmrun check [--rescale] [options] topology.conf\n"
 		"       shmrun ckpt list DIR | shmrun ckpt verify DIR\n"
 		"\n"
 		"Runs a stream-processing job on this host: worker processes ([job] workers,\n"
@@ -63,6 +63,7 @@ static void usage(FILE *out)
 		"                     (new widths, worker count, new stages): key-bound state\n"
 		"                     moves whole vnodes to their new owners, per-worker state\n"
 		"                     is re-dealt by each operator's rule; see docs/state.md\n"
+		"                     (with check: plan the rescale, write nothing)\n"
 		"  --drop-state=STAGE with --rescale: a removed stage whose state may be dropped\n"
 		"  --rescale-from DIR with plan: print what a rescale from DIR would move\n"
 		"  -h, --help         this text\n"

@@ -435,6 +435,7 @@ struct run {
 	uint64_t epoch;    /* restored (start) / stopped at (end) */
 	bool reset_done;   /* STREAM_RESET_STATE=1 applied */
 	int fatal_signal;  /* a worker was killed by a signal a restart cannot cure */
+	bool refused;      /* the restore selection refused the checkpoint (-ESTALE) */
 };
 
 /* STREAM_RESET_STATE: 1/true/yes -> 1; unset, empty, 0/false/no -> 0; else -1. */
@@ -593,8 +594,11 @@ static enum run_end run_once(struct run *r)
 		goto out;
 	}
 	stats = shmrun_control_stats(r->ctl);
-	if (select_restore(r))
+	err = select_restore(r);
+	if (err) {
+		r->refused = err == -ESTALE;
 		goto out;
+	}
 
 	err = shmrun_segment_create(&seg, plan->rings, plan->nchannels, shmrun_fingerprint(job));
 	if (err) {
@@ -1021,10 +1025,6 @@ int shmrun_run(const struct shmrun_job *job)
 	 * restore): a second live run is refused here, having touched nothing */
 	if (shmrun_lock_job(job))
 		goto out;
-	/* a checkpoint of another topology is refused before anything starts
-	 * (exit 2: systemd's RestartPreventExitStatus=2 does not loop on it) */
-	if (shmrun_check_restore(job, false, NULL, 0) == -ESTALE)
-		goto out;
 	if (job->checkpoint_dir) {
 		struct shmrun_ckpt_writer w;
 		char why[256] = "";
@@ -1070,6 +1070,16 @@ int shmrun_run(const struct shmrun_job *job)
 		}
 		if (end == RUN_SIGNALED) {
 			rc = 128 + r.signal;
+			break;
+		}
+		if (end == RUN_NOSTART && r.refused) {
+			/* a checkpoint of another topology: a refusal before the
+			 * start, as `shmrun check` reports it (exit 2: systemd's
+			 * RestartPreventExitStatus=2 does not loop on it) */
+			shmrun_log(SHMRUN_LOG_ERROR, "%s: the checkpoint to restore does not fit "
+						     "this topology (see above); nothing was started",
+				   job->conf_path);
+			rc = 2;
 			break;
 		}
 		if (end == RUN_NOSTART) {

@@ -136,7 +136,7 @@ int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char 
  * EROFS; ENOSPC, EDQUOT on the final epoch); 2 when the job could not start
  * (a missing input, an output that is an input or cannot be written, another
  * live run holding checkpoint_dir or an output, a checkpoint of another
- * topology (shmrun_check_restore()); logged); 128+signal when
+ * topology; logged); 128+signal when
  * stopped by a signal without a final checkpoint.
  */
 int shmrun_run(const struct shmrun_job *job);

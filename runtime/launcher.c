@@ -655,6 +655,21 @@ static enum run_end run_once(struct run *r)
 			r->signal = sig;
 			r->stop_ns = now_ns();
 			r->stop_forwarded = forwarded;
+			if (forwarded) {
+				/* a group signal's own copy to the launcher is pending
+				 * by now (the same kill() queued it before the worker
+				 * could pass its copy on): take it as part of this
+				 * request whatever delays the launcher */
+				struct timespec zero = {0, 0};
+				sigset_t one;
+				siginfo_t copy;
+
+				sigemptyset(&one);
+				sigaddset(&one, sig);
+				if (sigtimedwait(&one, &copy, &zero) == sig)
+					shmrun_log(SHMRUN_LOG_DEBUG, "%s: the group's copy",
+						   strsignal(sig));
+			}
 		}
 		if (is_stop_signal(sig) && job->checkpoint_dir &&
 		    !atomic_load_explicit(&r->ctl->stop_requested, memory_order_relaxed)) {

@@ -216,6 +216,7 @@ int main(int argc, char **argv)
 	const char *cmd = "run", *rescale_from = NULL, *drop[64];
 	uint32_t ndrop = 0;
 	bool rescale = false;
+	int info = 0; /* -h or -V: answered once every argument is read */
 	struct shmrun_job job;
 	int c, rc;
 
@@ -273,21 +274,25 @@ int main(int argc, char **argv)
 			rescale_from = optarg;
 			break;
 		case 'h':
-			if (optind < argc)
-				return usage_error("--help takes no arguments");
-			stop_signals(SIG_UNBLOCK);
-			usage(stdout);
-			return 0;
 		case 'V':
-			if (optind < argc)
-				return usage_error("--version takes no arguments");
-			stop_signals(SIG_UNBLOCK);
-			printf("shmrun %s\n", SHMRUN_VERSION);
-			return 0;
+			if (!info)
+				info = c;
+			break;
 		default: /* getopt_long printed what is wrong */
 			fputs("Try 'shmrun --help' for more information.\n", stderr);
 			return 2;
 		}
+	}
+	/* --help, --version: no other argument, wherever they stand */
+	if (info && optind < argc)
+		return usage_error("%s takes no arguments", info == 'h' ? "--help" : "--version");
+	if (info) {
+		stop_signals(SIG_UNBLOCK);
+		if (info == 'h')
+			usage(stdout);
+		else
+			printf("shmrun %s\n", SHMRUN_VERSION);
+		return 0;
 	}
 	/* the subcommand may also follow options: shmrun --log-level debug check x.conf */
 	if (argc - optind == 2 && strcmp(cmd, "run") == 0 &&

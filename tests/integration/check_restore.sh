@@ -83,9 +83,12 @@ echo "ok STREAM_RESET_STATE=2 is refused by check and run (exit 2)"
 grep -q "128+N stopped" "$tmp/help" && fail "--help still says '128+N stopped by signal N'"
 grep -q "dies by signal N" "$tmp/help" || fail "--help does not say a stop by signal dies by it"
 for opt in -h --help --version -V; do
-	rc=0
-	"$shmrun" $opt extra > /dev/null 2> "$tmp/log" || rc=$?
-	[ $rc -eq 2 ] || fail "'shmrun $opt extra': exit $rc, expected 2 (usage error)"
-	grep -q "takes no arguments" "$tmp/log" || fail "'shmrun $opt extra': no usage message"
+	for args in "$opt extra" "extra $opt"; do
+		rc=0
+		"$shmrun" $args > /dev/null 2> "$tmp/log" || rc=$?
+		[ $rc -eq 2 ] || fail "'shmrun $args': exit $rc, expected 2 (usage error)"
+		grep -q "takes no arguments" "$tmp/log" || fail "'shmrun $args': no usage message"
+	done
+	"$shmrun" $opt > /dev/null || fail "'shmrun $opt' alone failed"
 done
 echo "ok --help tells how a signal ends it; -h/--help/--version with an argument are usage errors"

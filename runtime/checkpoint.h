@@ -76,6 +76,10 @@ struct shmrun_control {
 	_Atomic uint32_t stop_requested; /* launcher: take a final checkpoint, then stop */
 	_Atomic uint32_t failed;         /* the final epoch failed: every worker stops, exit 1 */
 	_Atomic uint32_t final_is_stop;  /* final_epoch is a stop, not end of input */
+	/* launcher, before it SIGTERMs the workers: stop at once. A worker's
+	 * stop handler stops on any stop signal once this is set, whoever sent
+	 * it (a group's copy still pending merges with the launcher's). */
+	_Atomic uint32_t stop_now;
 	uint64_t restored_epoch;         /* launcher, before fork: 0 = fresh start */
 	uint32_t restored_finished;      /* launcher: that checkpoint ends a finished run */
 	uint32_t workers, tasks;

@@ -32,8 +32,14 @@
  *
  * Workers never act on a stop signal from outside themselves: their handler
  * passes it to the launcher with sigqueue() and a marker value
- * (STOP_FORWARDED), and goes on. Only a SIGTERM sent by the launcher stops a
- * worker. So a group signal cannot race the launcher: a worker that gets its
+ * (STOP_FORWARDED), and goes on. Only the launcher stops a worker: it sets
+ * stop_now in the control area, then sends SIGTERM, and a worker's handler
+ * stops on any stop signal once stop_now is set. (Standard signals are not
+ * queued: the group's copy still pending in a worker merges with the
+ * launcher's SIGTERM and carries the outside sender's si_pid, so the sender
+ * alone cannot tell; the flag, set before the kill, can. A sender check
+ * remains for the launcher's SIGTERM.) A worker still alive after
+ * STOP_GRACE_NS is SIGKILLed and named in a warning. So a group signal cannot race the launcher: a worker that gets its
  * copy first does not exit (which would read as a crash and restart the
  * job), and its forwarded copy is recognised as part of the same request,
  * not as a second one. (Rejected: workers ignoring stop signals, as they
@@ -66,11 +72,15 @@
 /* sigqueue() value of a stop signal a worker passes on to the launcher */
 #define STOP_FORWARDED 0x73746f70
 /* An outside stop signal this soon after a forwarded one is the launcher's
- * own copy of the same group signal, not a second request. */
-#define SAME_STOP_NS 500000000ll
+ * own copy of the same group signal, not a second request: that copy is
+ * queued by the same kill() that reached the worker, so it follows within
+ * microseconds; a second request (a second Ctrl-C, a second group SIGTERM)
+ * comes later than this and stops at once. */
+#define SAME_STOP_NS 50000000ll
 
 static volatile int worker_stop;
 static pid_t launcher_pid; /* in a worker and its children: the launcher */
+static struct shmrun_control *worker_ctl; /* in a worker: its stop_now */
 
 static bool is_stop_signal(int sig)
 {
@@ -85,7 +95,8 @@ static void on_stop_signal(int sig, siginfo_t *info, void *uc)
 	int saved = errno;
 
 	(void)uc;
-	if (info->si_code == SI_USER && info->si_pid == launcher_pid)
+	if ((worker_ctl && atomic_load_explicit(&worker_ctl->stop_now, memory_order_acquire)) ||
+	    (info->si_code == SI_USER && info->si_pid == launcher_pid))
 		worker_stop = 1;
 	else
 		sigqueue(launcher_pid, sig, (union sigval){.sival_int = STOP_FORWARDED});
@@ -158,6 +169,7 @@ static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segm
 	shmrun_log_set_role(role);
 	shmrun_locks_forget(); /* the launcher holds them; a stray child must not */
 	launcher_pid = launcher;
+	worker_ctl = ctl;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_stop_signal; /* no SA_RESTART: wakes a sleeping worker */
 	sa.sa_flags = SA_SIGINFO;
@@ -209,6 +221,105 @@ static void reap_all(pid_t *pids, uint32_t n, int64_t deadline)
 		}
 		usleep(2000);
 	}
+}
+
+/* Stop every worker: stop_now first, then SIGTERM (see on_stop_signal()). */
+static void stop_all(struct shmrun_control *ctl, const pid_t *pids, uint32_t n)
+{
+	atomic_store_explicit(&ctl->stop_now, 1, memory_order_release);
+	kill_all(pids, n, SIGTERM);
+}
+
+/* Reap every worker after stop_all(), SIGKILLing whoever outlives @deadline
+ * with a warning naming it: its buffered output is lost. */
+static void reap_stopped(const struct shmrun_plan *plan, pid_t *pids, int64_t deadline)
+{
+	const struct shmrun_job *job = plan->job;
+	uint32_t n = job->workers;
+
+	for (;;) {
+		uint32_t alive = 0;
+
+		for (uint32_t w = 0; w < n; w++) {
+			if (pids[w] <= 0)
+				continue;
+			if (waitpid(pids[w], NULL, WNOHANG) == pids[w])
+				pids[w] = 0;
+			else
+				alive++;
+		}
+		if (!alive)
+			return;
+		if (now_ns() > deadline)
+			break;
+		usleep(2000);
+	}
+	for (uint32_t w = 0; w < n; w++) {
+		char tasks[256];
+
+		if (pids[w] <= 0)
+			continue;
+		describe_tasks(plan, w, tasks, sizeof(tasks));
+		shmrun_log(SHMRUN_LOG_WARN,
+			   "worker %u (pid %d, CPU %d, tasks %s) did not stop within %.0f s of "
+			   "SIGTERM: killed with SIGKILL; output it held unwritten is lost",
+			   w, (int)pids[w], job->cpus[w], tasks[0] ? tasks : "none",
+			   (double)STOP_GRACE_NS / 1e9);
+		kill(pids[w], SIGKILL);
+	}
+	reap_all(pids, n, INT64_MAX);
+}
+
+/* The output files of @worker's file_sink tasks, "a.tsv.0, a.tsv.1", into @buf. */
+static void describe_outputs(const struct shmrun_plan *plan, uint32_t worker, char *buf,
+			     size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (uint32_t t = 0; t < plan->ntasks && n + 1 < len; t++) {
+		const struct shmrun_plan_task *pt = &plan->tasks[t];
+		const struct shmrun_stage *st = &plan->job->stages[pt->stage];
+		const char *path = NULL;
+		int k;
+
+		if (pt->worker != worker || strcmp(st->op->name, "file_sink") != 0)
+			continue;
+		for (uint32_t i = 0; i < st->nparams; i++)
+			if (strcmp(st->params[i].def->key, "path") == 0)
+				path = st->params[i].value;
+		if (!path)
+			continue;
+		if (st->width == 1)
+			k = snprintf(buf + n, len - n, "%s%s", n ? ", " : "", path);
+		else
+			k = snprintf(buf + n, len - n, "%s%s.%u", n ? ", " : "", path, pt->instance);
+		if (k < 0)
+			break;
+		n += (size_t)k;
+	}
+}
+
+/*
+ * Whether a worker killed by @sig would be killed again by a restart, which
+ * re-does the same work under the same limits: SIGXFSZ (a file reached
+ * RLIMIT_FSIZE), SIGXCPU (RLIMIT_CPU). A crash (SIGSEGV, SIGBUS, SIGABRT) or
+ * SIGKILL (the OOM killer, an operator) may be transient: those restart.
+ */
+static bool signal_is_incurable(int sig)
+{
+	return sig == SIGXFSZ || sig == SIGXCPU;
+}
+
+/*
+ * Whether an operator's failure with @err (positive) repeats on a restart:
+ * the permanent errnos (shmrun_errno_is_permanent()), a record bigger than
+ * any ring (EMSGSIZE: the same input makes the same record), a file past
+ * RLIMIT_FSIZE or the file system's largest size (EFBIG).
+ */
+static bool errno_is_incurable(int err)
+{
+	return shmrun_errno_is_permanent(err) || err == EMSGSIZE || err == EFBIG;
 }
 
 static void print_summary(const struct shmrun_plan *plan, struct shmrun_worker_stats *stats,
@@ -323,6 +434,8 @@ struct run {
 	char cause[1024];  /* why it failed: text, tasks (< 256) and a worker error (<= 200) */
 	uint64_t epoch;    /* restored (start) / stopped at (end) */
 	bool reset_done;   /* STREAM_RESET_STATE=1 applied */
+	int fatal_signal;  /* a worker was killed by a signal a restart cannot cure */
+	bool refused;      /* the restore selection refused the checkpoint (-ESTALE) */
 };
 
 /* STREAM_RESET_STATE: 1/true/yes -> 1; unset, empty, 0/false/no -> 0; else -1. */
@@ -481,8 +594,11 @@ static enum run_end run_once(struct run *r)
 		goto out;
 	}
 	stats = shmrun_control_stats(r->ctl);
-	if (select_restore(r))
+	err = select_restore(r);
+	if (err) {
+		r->refused = err == -ESTALE;
 		goto out;
+	}
 
 	err = shmrun_segment_create(&seg, plan->rings, plan->nchannels, shmrun_fingerprint(job));
 	if (err) {
@@ -539,6 +655,21 @@ static enum run_end run_once(struct run *r)
 			r->signal = sig;
 			r->stop_ns = now_ns();
 			r->stop_forwarded = forwarded;
+			if (forwarded) {
+				/* a group signal's own copy to the launcher is pending
+				 * by now (the same kill() queued it before the worker
+				 * could pass its copy on): take it as part of this
+				 * request whatever delays the launcher */
+				struct timespec zero = {0, 0};
+				sigset_t one;
+				siginfo_t copy;
+
+				sigemptyset(&one);
+				sigaddset(&one, sig);
+				if (sigtimedwait(&one, &copy, &zero) == sig)
+					shmrun_log(SHMRUN_LOG_DEBUG, "%s: the group's copy",
+						   strsignal(sig));
+			}
 		}
 		if (is_stop_signal(sig) && job->checkpoint_dir &&
 		    !atomic_load_explicit(&r->ctl->stop_requested, memory_order_relaxed)) {
@@ -553,8 +684,8 @@ static enum run_end run_once(struct run *r)
 		if (is_stop_signal(sig)) {
 			shmrun_log(SHMRUN_LOG_WARN, "%s: stopping %u workers", strsignal(sig),
 				   running);
-			kill_all(pids, job->workers, SIGTERM);
-			reap_all(pids, job->workers, now_ns() + STOP_GRACE_NS);
+			stop_all(r->ctl, pids, job->workers);
+			reap_stopped(plan, pids, now_ns() + STOP_GRACE_NS);
 			r->signal = sig;
 			end = RUN_SIGNALED;
 			break;
@@ -584,7 +715,25 @@ static enum run_end run_once(struct run *r)
 				end = RUN_SIGNALED;
 				break;
 			}
-			if (WIFSIGNALED(status))
+			if (WIFSIGNALED(status) && signal_is_incurable(WTERMSIG(status))) {
+				char outs[512];
+
+				describe_outputs(plan, w, outs, sizeof(outs));
+				r->fatal_signal = WTERMSIG(status);
+				if (WTERMSIG(status) == SIGXFSZ)
+					snprintf(r->cause, sizeof(r->cause),
+						 "worker %u (CPU %d, tasks %s) was killed by SIGXFSZ: a "
+						 "file it wrote%s%.400s%s reached the file size limit "
+						 "(RLIMIT_FSIZE, `ulimit -f`); raise or remove the limit",
+						 w, job->cpus[w], tasks, outs[0] ? " (" : "", outs,
+						 outs[0] ? ")" : "");
+				else
+					snprintf(r->cause, sizeof(r->cause),
+						 "worker %u (CPU %d, tasks %s) was killed by SIGXCPU: it "
+						 "used up the CPU time limit (RLIMIT_CPU, `ulimit -t`); "
+						 "raise or remove the limit",
+						 w, job->cpus[w], tasks);
+			} else if (WIFSIGNALED(status))
 				snprintf(r->cause, sizeof(r->cause),
 					 "worker %u (CPU %d, tasks %s) was killed by signal %d (%s)", w,
 					 job->cpus[w], tasks, WTERMSIG(status),
@@ -673,22 +822,33 @@ static uint64_t newest_complete(const char *dir)
 
 /*
  * Whether the failure of this start cannot be cured by a restart: a
- * checkpoint write or an operator failed with EACCES, EPERM or EROFS, or the
- * final checkpoint ran out of space. Logged with the cause (which names the
- * path) when so.
+ * checkpoint write or an operator failed with EACCES, EPERM or EROFS, a
+ * record bigger than any ring (EMSGSIZE), a file too big (EFBIG), a worker
+ * was killed by SIGXFSZ or SIGXCPU (signal_is_incurable()), or the final
+ * checkpoint ran out of space. Logged with the cause (which names the path)
+ * when so.
  */
 static bool incurable(const struct shmrun_job *job, const struct run *r)
 {
 	struct shmrun_worker_stats *stats = shmrun_control_stats(r->ctl);
 	int err = atomic_load_explicit(&r->ctl->failed_errno, memory_order_relaxed);
 
-	for (uint32_t w = 0; w < job->workers && !shmrun_errno_is_permanent(err); w++) {
+	if (r->fatal_signal) {
+		shmrun_log(SHMRUN_LOG_ERROR,
+			   "job %s failed: %s; a restart cannot cure it, so it is not restarted: "
+			   "fix the cause, then run it again%s",
+			   job->name, r->cause,
+			   job->checkpoint_dir ? " (it resumes from the last complete checkpoint)"
+					       : "");
+		return true;
+	}
+	for (uint32_t w = 0; w < job->workers && !errno_is_incurable(err); w++) {
 		int e = atomic_load_explicit(&stats[w].fail_errno, memory_order_relaxed);
 
-		if (shmrun_errno_is_permanent(e))
+		if (errno_is_incurable(e))
 			err = e;
 	}
-	if (!shmrun_errno_is_permanent(err) && !shmrun_errno_is_lasting(err))
+	if (!errno_is_incurable(err) && !shmrun_errno_is_lasting(err))
 		return false;
 	shmrun_log(SHMRUN_LOG_ERROR,
 		   "job %s failed: %s; a restart cannot cure %s, so it is not restarted: fix "
@@ -788,6 +948,67 @@ int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
 	return failed;
 }
 
+int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char *const *drop,
+			 uint32_t ndrop)
+{
+	struct shmrun_manifest m = {0};
+	int reset = reset_requested();
+	char why[300];
+	int64_t e;
+
+	if (reset < 0) {
+		shmrun_log(SHMRUN_LOG_ERROR, "STREAM_RESET_STATE=%s: expected 1 (start from empty "
+					     "state) or 0; nothing was started",
+			   getenv("STREAM_RESET_STATE"));
+		return -EINVAL;
+	}
+	if (!job->checkpoint_dir)
+		return 0;
+	if (reset > 0) {
+		shmrun_log(SHMRUN_LOG_INFO,
+			   "STREAM_RESET_STATE=1: a run would move the checkpoints of %s aside and "
+			   "start from empty state",
+			   job->checkpoint_dir);
+		return 0;
+	}
+	if (access(job->checkpoint_dir, F_OK) != 0)
+		return 0; /* a run creates it: nothing to restore */
+	e = shmrun_ckpt_select(job->checkpoint_dir, &m);
+	if (e <= 0)
+		return (int)e;
+	if (!shmrun_ckpt_check_topology(&m, job, why, sizeof(why))) {
+		shmrun_manifest_free(&m);
+		return 0;
+	}
+	shmrun_manifest_free(&m);
+	if (rescale) {
+		FILE *null = fopen("/dev/null", "w");
+		int err;
+
+		if (!null)
+			return -errno;
+		err = shmrun_rescale(job, job->checkpoint_dir, drop, ndrop, null, NULL);
+		fclose(null);
+		if (!err)
+			shmrun_log(SHMRUN_LOG_INFO,
+				   "%s/ckpt-%" PRId64 " was written by a different topology (%s): "
+				   "--rescale would re-assign its state (`shmrun plan --rescale-from "
+				   "%s %s` shows what moves)",
+				   job->checkpoint_dir, e, why, job->checkpoint_dir, job->conf_path);
+		return err;
+	}
+	shmrun_log(SHMRUN_LOG_ERROR,
+		   "%s/ckpt-%" PRId64 " was written by a different topology: %s. "
+		   "Restoring it would corrupt state, so it is refused and nothing was started. "
+		   "Either start from empty state with STREAM_RESET_STATE=1 (the old checkpoints "
+		   "are moved aside, not deleted), or, if the change is a new width "
+		   "or worker count, re-assign the state with `shmrun --rescale %s` "
+		   "(see `shmrun plan --rescale-from %s %s` first)",
+		   job->checkpoint_dir, e, why, job->conf_path, job->checkpoint_dir,
+		   job->conf_path);
+	return -ESTALE;
+}
+
 int shmrun_run(const struct shmrun_job *job)
 {
 	struct shmrun_plan *plan = NULL;
@@ -836,6 +1057,13 @@ int shmrun_run(const struct shmrun_job *job)
 	sigaddset(&r.set, SIGTERM);
 	sigaddset(&r.set, SIGHUP); /* the terminal went away: stop like SIGTERM */
 	sigprocmask(SIG_BLOCK, &r.set, &r.oldmask);
+	/* shmrun's main() blocks stop signals from its start (a signal before
+	 * this point is served as a stop below): workers must not inherit that,
+	 * and the end of the run restores their default action */
+	sigdelset(&r.oldmask, SIGCHLD);
+	sigdelset(&r.oldmask, SIGINT);
+	sigdelset(&r.oldmask, SIGTERM);
+	sigdelset(&r.oldmask, SIGHUP);
 	for (;;) {
 		enum run_end end = run_once(&r);
 		struct timespec backoff;
@@ -857,6 +1085,16 @@ int shmrun_run(const struct shmrun_job *job)
 		}
 		if (end == RUN_SIGNALED) {
 			rc = 128 + r.signal;
+			break;
+		}
+		if (end == RUN_NOSTART && r.refused) {
+			/* a checkpoint of another topology: a refusal before the
+			 * start, as `shmrun check` reports it (exit 2: systemd's
+			 * RestartPreventExitStatus=2 does not loop on it) */
+			shmrun_log(SHMRUN_LOG_ERROR, "%s: the checkpoint to restore does not fit "
+						     "this topology (see above); nothing was started",
+				   job->conf_path);
+			rc = 2;
 			break;
 		}
 		if (end == RUN_NOSTART) {

@@ -503,6 +503,8 @@ static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)
 		}
 		if (total > e->max_payload) {
 			record_too_large(t, e, rec, total);
+			if (t->w && t->w->stats)
+				note_fail_errno(t->w, -EMSGSIZE); /* a restart makes it again */
 			return -EMSGSIZE;
 		}
 		if (!hashed) {

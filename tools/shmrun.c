@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -38,7 +39,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: shmrun [options] topology.conf\n"
 		"       shmrun plan [--rescale-from CKPT_DIR] [options] topology.conf\n"
-		"       shmrun check [options] topology.conf\n"
+		"       shmrun check [--rescale] [options] topology.conf\n"
 		"       shmrun ckpt list DIR | shmrun ckpt verify DIR\n"
 		"\n"
 		"Runs a stream-processing job on this host: worker processes ([job] workers,\n"
@@ -62,17 +63,38 @@ static void usage(FILE *out)
 		"                     (new widths, worker count, new stages): key-bound state\n"
 		"                     moves whole vnodes to their new owners, per-worker state\n"
 		"                     is re-dealt by each operator's rule; see docs/state.md\n"
+		"                     (with check: plan the rescale, write nothing)\n"
 		"  --drop-state=STAGE with --rescale: a removed stage whose state may be dropped\n"
 		"  --rescale-from DIR with plan: print what a rescale from DIR would move\n"
 		"  -h, --help         this text\n"
 		"  -V, --version      print the version\n"
 		"\n"
-		"exit status: 0 done; 1 the job failed; 2 bad usage or topology (nothing\n"
-		"started); 128+N stopped by signal N.\n"
+		"exit status: 0 done, or stopped after a final checkpoint; 1 the job failed;\n"
+		"2 bad usage or topology (nothing started). Stopped by signal N without\n"
+		"checkpoint_dir, it dies by signal N (a shell shows status 128+N).\n"
 		"See docs/topology.md for the topology.conf reference.\n");
 }
 
 static const char *const commands[] = {"run", "plan", "check", "ckpt"};
+
+/*
+ * Stop signals are blocked from the first instruction of main() so that one
+ * arriving while a run loads its conf, checks and locks (before the launcher
+ * takes signals) stays pending and is served as a stop request once the run
+ * loop starts, not as a kill. Commands that start no job (check, plan, ckpt,
+ * usage errors, --help) unblock them at once: a pending signal then acts by
+ * default. A signal during exec, before main(), still kills the process.
+ */
+static void stop_signals(int how)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigprocmask(how, &set, NULL);
+}
 
 /* A usage error: one line, then where help is. Return: 2. */
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -80,6 +102,7 @@ static int usage_error(const char *fmt, ...)
 {
 	va_list ap;
 
+	stop_signals(SIG_UNBLOCK); /* nothing will run: a pending stop acts now */
 	fputs("shmrun: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
@@ -193,12 +216,16 @@ int main(int argc, char **argv)
 	const char *cmd = "run", *rescale_from = NULL, *drop[64];
 	uint32_t ndrop = 0;
 	bool rescale = false;
+	int info = 0; /* -h or -V: answered once every argument is read */
 	struct shmrun_job job;
 	int c, rc;
 
+	stop_signals(SIG_BLOCK); /* first: see stop_signals() */
 	argv[0] = (char *)"shmrun"; /* getopt_long's messages say "shmrun: ..." */
 	if (argc > 1 && strcmp(argv[1], "ckpt") == 0) {
 		static const char *const sub[] = {"list", "verify"};
+
+		stop_signals(SIG_UNBLOCK);
 
 		if (argc == 4 && strlen(argv[3]) > SHMRUN_CKPT_DIR_MAX)
 			return usage_error("checkpoint directory too long (%zu bytes; at most %d): %s",
@@ -247,17 +274,25 @@ int main(int argc, char **argv)
 			rescale_from = optarg;
 			break;
 		case 'h':
-			usage(stdout);
-			return 0;
 		case 'V':
-			if (optind < argc)
-				return usage_error("--version takes no arguments");
-			printf("shmrun %s\n", SHMRUN_VERSION);
-			return 0;
+			if (!info)
+				info = c;
+			break;
 		default: /* getopt_long printed what is wrong */
 			fputs("Try 'shmrun --help' for more information.\n", stderr);
 			return 2;
 		}
+	}
+	/* --help, --version: no other argument, wherever they stand */
+	if (info && optind < argc)
+		return usage_error("%s takes no arguments", info == 'h' ? "--help" : "--version");
+	if (info) {
+		stop_signals(SIG_UNBLOCK);
+		if (info == 'h')
+			usage(stdout);
+		else
+			printf("shmrun %s\n", SHMRUN_VERSION);
+		return 0;
 	}
 	/* the subcommand may also follow options: shmrun --log-level debug check x.conf */
 	if (argc - optind == 2 && strcmp(cmd, "run") == 0 &&
@@ -274,10 +309,12 @@ int main(int argc, char **argv)
 				   argc - optind);
 	if (rescale_from && strcmp(cmd, "plan") != 0)
 		return usage_error("--rescale-from goes with `shmrun plan`");
-	if ((rescale || ndrop) && strcmp(cmd, "run") != 0)
-		return usage_error("--rescale and --drop-state go with a run");
+	if ((rescale || ndrop) && strcmp(cmd, "run") != 0 && strcmp(cmd, "check") != 0)
+		return usage_error("--rescale and --drop-state go with a run or check");
 	if (ndrop && !rescale)
 		return usage_error("--drop-state needs --rescale");
+	if (strcmp(cmd, "run") != 0)
+		stop_signals(SIG_UNBLOCK); /* check, plan: default behaviour */
 	rc = load(argv[optind], &job);
 	if (rc)
 		return rc;
@@ -292,6 +329,9 @@ int main(int argc, char **argv)
 			rc = shmrun_prepare(&job, plan) || shmrun_preflight(&job) ? 2 : 0;
 			shmrun_plan_free(plan);
 		}
+		/* and the restore: the checkpoint a run would restore fits */
+		if (!rc && shmrun_check_restore(&job, rescale, drop, ndrop))
+			rc = 2;
 		if (!rc)
 			printf("%s: ok (%u stage%s, %u worker%s)\n", job.conf_path, job.nstages,
 			       job.nstages == 1 ? "" : "s", job.workers, job.workers == 1 ? "" : "s");

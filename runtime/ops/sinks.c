@@ -104,9 +104,12 @@ struct sink {
 static const char *io_hint(int err)
 {
 	switch (err) {
+	case EFBIG:
+		return "the file reached the file size limit (RLIMIT_FSIZE, `ulimit -f`) or its "
+		       "file system's largest file: raise the limit (or set path to another file "
+		       "system), then run the job again";
 	case ENOSPC:
 	case EDQUOT:
-	case EFBIG:
 		return "free space on its file system (or set path to another one), then run the "
 		       "job again";
 	case EACCES:
@@ -385,14 +388,43 @@ static int output_name(struct shmrun_task *task, uint32_t i, char *name)
 	return check_name(task, name, shmrun_task_checkpointing(task));
 }
 
-/* Before anything starts: every instance's output path fits (exit 2 if not). */
+/* "a FIFO", "a directory", ... for messages about what @mode is. */
+static const char *file_kind(mode_t mode)
+{
+	return S_ISFIFO(mode)   ? "a FIFO"
+	       : S_ISCHR(mode)  ? "a character device"
+	       : S_ISBLK(mode)  ? "a block device"
+	       : S_ISSOCK(mode) ? "a socket"
+	       : S_ISDIR(mode)  ? "a directory"
+				: "not a regular file";
+}
+
+/* Refuse @name, which is @kind, as an output. Return: -EINVAL. */
+static int not_regular(struct shmrun_task *task, const char *name, const char *kind)
+{
+	shmrun_task_error(task,
+			  "path = %s: %s is %s, and file_sink writes only regular files (it "
+			  "truncates, rolls back and fsyncs them; a FIFO would block or be "
+			  "refused). To write into a pipe or device, use op = stdout_sink and "
+			  "redirect: shmrun job.conf > %s",
+			  shmrun_task_param(task, "path"), name, kind, name);
+	return -EINVAL;
+}
+
+/* Before anything starts: every instance's output path fits and, if it
+ * exists, is a regular file (exit 2 if not). */
 static int file_prepare(struct shmrun_task *task)
 {
 	char name[PATH_MAX];
 	int err = 0;
 
-	for (uint32_t i = 0; i < shmrun_task_width(task) && !err; i++)
+	for (uint32_t i = 0; i < shmrun_task_width(task) && !err; i++) {
+		struct stat st;
+
 		err = output_name(task, i, name);
+		if (!err && stat(name, &st) == 0 && !S_ISREG(st.st_mode))
+			err = not_regular(task, name, file_kind(st.st_mode));
+	}
 	return err;
 }
 
@@ -413,9 +445,33 @@ static int file_open(struct shmrun_task *task, void **state)
 		return err;
 	}
 	/* Exactly-once: keep what is there until restore() says what is committed. */
-	fd = open(name, O_WRONLY | O_CREAT | O_CLOEXEC | (exactly_once ? 0 : O_TRUNC), 0666);
+	/* O_NONBLOCK: a FIFO put there since prepare() cannot block the open
+	 * (without a reader it fails with ENXIO, as a socket does); then only a
+	 * regular file is kept, before anything is truncated or written. */
+	fd = open(name, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0666);
+	if (fd < 0 && errno == ENXIO)
+		return not_regular(task, name, "a FIFO or socket");
 	if (fd < 0) {
 		return io_error(task, "opening for writing", name, errno);
+	}
+	{
+		struct stat st;
+
+		if (fstat(fd, &st) < 0) {
+			err = errno;
+			close(fd);
+			return io_error(task, "fstat of", name, err);
+		}
+		if (!S_ISREG(st.st_mode)) {
+			close(fd);
+			return not_regular(task, name, file_kind(st.st_mode));
+		}
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+		if (!exactly_once && ftruncate(fd, 0) < 0) {
+			err = errno;
+			close(fd);
+			return io_error(task, "truncating", name, err);
+		}
 	}
 	err = sink_new(state, fd, name);
 	s = *state;

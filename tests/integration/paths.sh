@@ -136,11 +136,11 @@ refused "lock file read by an input" "$d/lockread.conf" "has its lock file .*in/
 rm "$d/in/.other"
 # not a regular file: no lock file beside it
 job devnull data.txt /dev/null
-refused "/dev/null" "$d/devnull.conf" "path = /dev/null cannot be written: it is a character device, not a regular file"
+refused "/dev/null" "$d/devnull.conf" "/dev/null is a character device, and file_sink writes only regular files"
 [ ! -e /dev/.null.lock ] || fail "/dev/null: /dev/.null.lock was created"
 mkfifo "$d/fifo"
 job fifo data.txt fifo
-refused "a FIFO" "$d/fifo.conf" "fifo cannot be written: it is a FIFO, not a regular file"
+refused "a FIFO" "$d/fifo.conf" "fifo is a FIFO, and file_sink writes only regular files"
 [ ! -e "$d/.fifo.lock" ] || fail "FIFO: a lock file was created beside it"
 [ "$(md5sum "$d/data.txt" "$d/in/a.txt" "$d/real/x.txt" "$d/table.tsv" "$d/in/b.txt")" = "$sum" ] ||
 	fail "an input was changed by a refused run"

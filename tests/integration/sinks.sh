@@ -314,4 +314,15 @@ if unshare -m true 2> /dev/null; then
 else
 	echo "skipped: ENOSPC (no mount namespace here)"
 fi
+# (file_sink writes only regular files, so not /dev/full: a file size limit
+# with SIGXFSZ ignored makes the write fail with EFBIG, as a full disk fails
+# with ENOSPC, through the same message)
+mkdir -p "$tmp/fsz"
+printf '[gen]\nop = sequence\ncount = 200000\n[out]\nop = file_sink\ninput = gen\npath = %s/fsz/out.tsv\n' \
+	"$tmp" > "$tmp/fsz.conf"
+set +e; (trap '' XFSZ; ulimit -f 100; exec "$shmrun" "$tmp/fsz.conf") 2> "$tmp/log"; rc=$?; set -e
+[ $rc -eq 1 ] || fail "EFBIG: want exit 1, got $rc"
+grep -q "writing $tmp/fsz/out.tsv failed: File too large; the file reached the file size limit (RLIMIT_FSIZE" "$tmp/log" ||
+	fail "EFBIG: the message does not name out.tsv and what to do"
+echo "ok an I/O error (EFBIG) names the file"
 echo "sinks: all ok"

@@ -120,6 +120,20 @@ void shmrun_unlock_job(void);
 __attribute__((noreturn)) void shmrun_die_by_signal(int sig);
 
 /**
+ * shmrun_check_restore() - read-only: what a run would do with @job's
+ * checkpoint_dir before it starts. STREAM_RESET_STATE must be 1 or 0 (-EINVAL,
+ * logged); with 1, says the checkpoints would be moved aside. Otherwise the
+ * checkpoint a restore would select must fit @job's topology; if it does not
+ * and @rescale, the rescale is planned (nothing written, @drop/@ndrop as
+ * shmrun_rescale()) and its refusal returned; else -ESTALE with the reason and
+ * what to do, logged. Creates, moves and removes nothing.
+ * Return: 0 (also: no checkpoint_dir, no checkpoint); -EINVAL; -ESTALE;
+ * -EBADMSG (checkpoints but none verifies); a shmrun_rescale() error; -errno.
+ */
+int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char *const *drop,
+			 uint32_t ndrop);
+
+/**
  * shmrun_run() - run @job to completion: create the segment, fork and pin one
  * worker per member, supervise, clean up.
  * Stop signals (SIGTERM, SIGINT, SIGHUP), to the launcher, a worker or the
@@ -132,7 +146,8 @@ __attribute__((noreturn)) void shmrun_die_by_signal(int sig);
  * without restarts when the cause cannot be cured by one (EACCES, EPERM,
  * EROFS; ENOSPC, EDQUOT on the final epoch); 2 when the job could not start
  * (a missing input, an output that is an input or cannot be written, another
- * live run holding checkpoint_dir or an output; logged); 128+signal when
+ * live run holding checkpoint_dir or an output, a checkpoint of another
+ * topology; logged); 128+signal when
  * stopped by a signal without a final checkpoint.
  */
 int shmrun_run(const struct shmrun_job *job);

@@ -77,6 +77,12 @@ struct shmrun_control {
 	_Atomic uint32_t failed;         /* the final epoch failed: every worker stops, exit 1 */
 	_Atomic uint32_t final_is_stop;  /* final_epoch is a stop, not end of input */
 	uint64_t restored_epoch;         /* launcher, before fork: 0 = fresh start */
+	/* launcher, before fork: the newest ckpt-N in checkpoint_dir (any kind:
+	 * damaged, incomplete, not ours). New epochs number past it, so no epoch
+	 * writes into a directory it did not create. Only the coordinator reads
+	 * it: trigger_epoch starts at restored_epoch, never past it, or sources
+	 * would inject a barrier of an epoch that was never started. */
+	uint64_t epoch_floor;
 	uint32_t restored_finished;      /* launcher: that checkpoint ends a finished run */
 	uint32_t workers, tasks;
 	uint64_t stats_off, slots_off;   /* from the start of the mapping */

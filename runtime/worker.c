@@ -802,7 +802,9 @@ static int write_state_file(struct shmrun_worker *w, struct shmrun_task *t, uint
 	err = shmrun_ckpt_mkdir(path); /* 0700: state may hold secrets */
 	if (err && err != -EEXIST)
 		goto out;
-	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* never through a symlink: a ckpt-N the runtime did not make is not
+	 * written into (ELOOP fails the epoch) */
+	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dirfd < 0) {
 		err = -errno;
 		goto out;
@@ -1855,9 +1857,16 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 	if (*stop && !w.failed)
 		flush_tasks(&w, false); /* a stop without final checkpoint: whole lines out */
 done:
-	/* Snapshot children still writing finish on their own (their results
-	 * are in the slots); reap what has exited. */
+	/* Snapshot children still writing (late writers of an aborted epoch)
+	 * are waited for, up to 10 s: each removes what it wrote once it sees
+	 * the abort, which it could not do if this worker's exit killed it
+	 * (PR_SET_PDEATHSIG) mid-way. What a killed one leaves is removed at
+	 * the next start (shmrun_ckpt_remove_incomplete()). */
 	reap_children(&w);
+	for (int64_t until = now_ns() + 10000000000LL; w.nchildren && now_ns() < until;) {
+		usleep(1000);
+		reap_children(&w);
+	}
 	publish_stats(&w);
 	err = w.failed ? 1 : *stop ? 3 : 0;
 	teardown(&w);

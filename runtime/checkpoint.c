@@ -59,6 +59,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1132,6 +1133,56 @@ int shmrun_ckpt_check_topology(const struct shmrun_manifest *m, const struct shm
 
 /* ---- the ckpt CLI -------------------------------------------------------------- */
 
+/*
+ * After a failed check of ckpt-<epoch> (@err): whether it was retired
+ * meanwhile rather than damaged or incomplete — the directory is gone, or it
+ * had a MANIFEST (@err is not -ENOENT) that is gone now. Retention removes
+ * MANIFEST first (remove_ckpt_why()), so a checkpoint being retired reads as
+ * one whose files vanish under a MANIFEST that then vanishes too.
+ */
+static bool ckpt_retired(const char *dir, uint64_t epoch, int err)
+{
+	char path[PATH_MAX + 20];
+	struct stat st;
+
+	shmrun_ckpt_path(dir, epoch, path, sizeof(path) - 20);
+	if (lstat(path, &st) < 0 && errno == ENOENT)
+		return true;
+	strcat(path, "/" MANIFEST);
+	return err != -ENOENT && lstat(path, &st) < 0 && errno == ENOENT;
+}
+
+/*
+ * Whether @dir/.lock is held (flock) by a live run, read from /proc/locks so
+ * that the check itself takes no lock (a run starting meanwhile must not be
+ * refused because of it). Return: the holder's pid, or 0.
+ */
+static long ckpt_lock_holder(const char *dir)
+{
+	char path[PATH_MAX + 8], line[256];
+	struct stat st;
+	long pid = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/.lock", dir);
+	if (lstat(path, &st) < 0 || !(f = fopen("/proc/locks", "re")))
+		return 0;
+	while (!pid && fgets(line, sizeof(line), f)) {
+		unsigned maj, min;
+		unsigned long long ino;
+		long p;
+		char kind[16];
+
+		if (sscanf(line, "%*[^:]: %15s %*s %*s %ld %x:%x:%llu", kind, &p, &maj, &min,
+			   &ino) == 5 &&
+		    !strcmp(kind, "FLOCK") && ino == (unsigned long long)st.st_ino &&
+		    maj == major(st.st_dev) && min == minor(st.st_dev))
+			pid = p;
+	}
+	fclose(f);
+	return pid;
+}
+
 static void print_one(const char *dir, uint64_t epoch, bool verify, FILE *out, int *status)
 {
 	struct shmrun_manifest m;
@@ -1140,11 +1191,17 @@ static void print_one(const char *dir, uint64_t epoch, bool verify, FILE *out, i
 	int err = verify ? shmrun_ckpt_verify(dir, epoch, &m, why, sizeof(why))
 			 : shmrun_ckpt_read_manifest(dir, epoch, &m, why, sizeof(why));
 
+	if (err && ckpt_retired(dir, epoch, err)) {
+		/* retention retired it during the check (MANIFEST goes first):
+		 * neither damaged nor incomplete, just no longer there */
+		err = -ESTALE;
+		snprintf(why, sizeof(why), "removed during the check (retired by checkpoint_retain)");
+	}
 	if (status)
 		*status = err;
 	if (err) {
 		fprintf(out, "ckpt-%-8" PRIu64 " %-20s %10s  %s: %s\n", epoch, "-", "-",
-			err == -ENOENT ? "incomplete" : "damaged", why);
+			err == -ENOENT ? "incomplete" : err == -ESTALE ? "retired" : "damaged", why);
 		return;
 	}
 	{
@@ -1186,7 +1243,7 @@ static void name_epochs(char *buf, size_t len, const uint64_t *epochs, const int
 
 	buf[0] = '\0';
 	for (int i = to - 1; i >= from && off < len; i--) { /* oldest first */
-		if (!status[i] || (status[i] == -ENOENT) != want_incomplete)
+		if (!status[i] || status[i] == -ESTALE || (status[i] == -ENOENT) != want_incomplete)
 			continue;
 		if (k++ == 6) {
 			snprintf(buf + off, len - off, ", ...");
@@ -1231,10 +1288,22 @@ static int print_all(const char *dir, FILE *out, bool verify)
 		print_one(dir, epochs[i], true, out, &status[i]);
 		if (!status[i] && chosen < 0)
 			chosen = i;
-		damaged += status[i] && status[i] != -ENOENT;
+		damaged += status[i] && status[i] != -ENOENT && status[i] != -ESTALE;
 		incomplete += status[i] == -ENOENT;
 	}
-	if (!verify || n == 0)
+	if (!verify)
+		goto out;
+	{
+		long holder = ckpt_lock_holder(dir);
+
+		if (holder)
+			fprintf(out,
+				"%s: a live run (pid %ld) holds %s/.lock: checkpoints are being "
+				"added and retired during the check; a newer incomplete one may be "
+				"the epoch in flight\n",
+				dir, holder, dir);
+	}
+	if (n == 0)
 		goto out;
 	if (chosen >= 0) {
 		fprintf(out, "%s: a restore would use ckpt-%" PRIu64 ", the newest that verifies\n",

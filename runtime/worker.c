@@ -826,9 +826,15 @@ static int write_state_file(struct shmrun_worker *w, struct shmrun_task *t, uint
 		const char *fe = getenv("SHMRUN_TEST_FAIL_EPOCH");
 		const char *ke = getenv("SHMRUN_TEST_KILL_SNAPSHOT_EPOCH");
 
+		/* Test-only: SHMRUN_TEST_SLOW_SNAPSHOT=e:ms makes the writers of
+		 * epoch e late by ms (a late writer of an aborted epoch). */
+		const char *se = getenv("SHMRUN_TEST_SLOW_SNAPSHOT");
+
 		/* Test-only: the writer of epoch e dies without reporting. */
 		if (ke && strtoull(ke, NULL, 10) == e)
 			raise(SIGKILL);
+		if (se && strtoull(se, NULL, 10) == e && strchr(se, ':'))
+			usleep((useconds_t)(strtoul(strchr(se, ':') + 1, NULL, 10) * 1000));
 		if (fe && strtoull(fe, NULL, 10) == e) {
 			setenv("SHMRUN_FAULT", "write:EIO:1", 1);
 			shmrun_ckpt_fault_reload();

@@ -774,6 +774,19 @@ static int encode_state(struct shmrun_task *t, uint64_t e, struct shmrun_ckpt_bu
 }
 
 /*
+ * Test-only: SHMRUN_TEST_SLOW_SNAPSHOT=e:ms makes the writers of epoch e wait
+ * ms before they create its directory and again after their file is written:
+ * a late writer of an aborted epoch, still busy when the job ends.
+ */
+static void test_slow_snapshot(uint64_t e)
+{
+	const char *se = getenv("SHMRUN_TEST_SLOW_SNAPSHOT");
+
+	if (se && strchr(se, ':') && strtoull(se, NULL, 10) == e)
+		usleep((useconds_t)(strtoul(strchr(se, ':') + 1, NULL, 10) * 1000));
+}
+
+/*
  * The snapshot child: write @t's state file of epoch @e into its checkpoint
  * directory with io_uring, fsync it and the task's registered fds, and record
  * the result in the task's slot. Runs in a forked child of the worker, on a
@@ -796,6 +809,7 @@ static int write_state_file(struct shmrun_worker *w, struct shmrun_task *t, uint
 	 * (the coordinator has removed, or will remove, its directory) */
 	if (e <= atomic_load_explicit(&w->ctl->aborted_epoch, memory_order_seq_cst))
 		return 0;
+	test_slow_snapshot(e);
 	err = shmrun_ckpt_mkdir(job->checkpoint_dir);
 	if (err && err != -EEXIST)
 		goto out;
@@ -826,15 +840,9 @@ static int write_state_file(struct shmrun_worker *w, struct shmrun_task *t, uint
 		const char *fe = getenv("SHMRUN_TEST_FAIL_EPOCH");
 		const char *ke = getenv("SHMRUN_TEST_KILL_SNAPSHOT_EPOCH");
 
-		/* Test-only: SHMRUN_TEST_SLOW_SNAPSHOT=e:ms makes the writers of
-		 * epoch e late by ms (a late writer of an aborted epoch). */
-		const char *se = getenv("SHMRUN_TEST_SLOW_SNAPSHOT");
-
 		/* Test-only: the writer of epoch e dies without reporting. */
 		if (ke && strtoull(ke, NULL, 10) == e)
 			raise(SIGKILL);
-		if (se && strtoull(se, NULL, 10) == e && strchr(se, ':'))
-			usleep((useconds_t)(strtoul(strchr(se, ':') + 1, NULL, 10) * 1000));
 		if (fe && strtoull(fe, NULL, 10) == e) {
 			setenv("SHMRUN_FAULT", "write:EIO:1", 1);
 			shmrun_ckpt_fault_reload();
@@ -848,6 +856,7 @@ static int write_state_file(struct shmrun_worker *w, struct shmrun_task *t, uint
 	if (!err)
 		err = shmrun_ckpt_fsync_dir(dirfd);
 	shmrun_ckpt_writer_close(&wr);
+	test_slow_snapshot(e);
 out:
 	/*
 	 * A late writer of an aborted epoch removes what it wrote, and the

@@ -211,19 +211,23 @@ echo "ok 4: retention kept 2 good checkpoints past a damaged one"
 cat > "$tmp/l.conf" <<CONF
 [job]
 checkpoint_dir = late
-checkpoint_interval = 50ms
+checkpoint_interval = 200ms
 checkpoint_timeout = 500ms
+checkpoint_retain = 100
 restart_attempts = 0
 [g]
 op = sequence
-count = 200
+count = 900
 rate = 400
 [o]
 op = file_sink
 input = g
 path = l.tsv
 CONF
-(cd "$tmp" && SHMRUN_TEST_SLOW_SNAPSHOT=1:2500 timeout 60 "$shmrun" l.conf) 2> "$tmp/log" > /dev/null || fail "late writer: exit $?"
+# the writers of epoch 1 (started at 0.2 s) wait 1.5 s (it aborts at 0.7 s),
+# create its directory and file, and wait 1.5 s more: the job ends (~2.3 s)
+# meanwhile (retention, with so large a retain, removes none of it)
+(cd "$tmp" && SHMRUN_TEST_SLOW_SNAPSHOT=1:1500 timeout 60 "$shmrun" l.conf) 2> "$tmp/log" > /dev/null || fail "late writer: exit $?"
 grep -q "epoch 1 aborted" "$tmp/log" || fail "epoch 1 did not abort: the test is void"
 [ -z "$(incomplete "$tmp/late")" ] || fail "an aborted epoch's directory is left: $(incomplete "$tmp/late")"
 echo "ok 5: a late writer of an aborted epoch removed what it wrote"

@@ -17,8 +17,9 @@
  *      The parent goes on processing at once.
  *   4. When every task's slot shows e done, worker 0 forks a child that writes
  *      MANIFEST to a temporary name, fsyncs it, renames it into place, fsyncs
- *      the directory and only then stores complete_epoch = e. Then it deletes
- *      checkpoints beyond checkpoint_retain, never before.
+ *      the directory and only then stores complete_epoch = e. Then it retires
+ *      checkpoints beyond the newest checkpoint_retain restorable ones, never
+ *      before (only files it made, MANIFEST first: remove_ckpt_why()).
  *   5. Sinks learn complete_epoch and commit the output they staged up to e.
  *
  * An epoch whose snapshot failed, or that is not complete within

@@ -178,7 +178,10 @@ int64_t shmrun_ckpt_select(const char *dir, struct shmrun_manifest *m);
  * @dir that has no MANIFEST: an epoch that was aborted or interrupted (a crash,
  * a snapshot writer killed mid-way) and so never committed — the rename of
  * MANIFEST is the commit. A directory with a MANIFEST, even a damaged one, is
- * never touched. Logs one line naming what it removed. Call only when no
+ * never touched. Only files the runtime makes are removed, never through a
+ * symlink: a ckpt-<epoch> that is a symlink, or holds anything else, is left
+ * alone and logged (a warning, once per process for each such directory).
+ * Logs one line naming what it removed. Call only when no
  * process of the job can be writing into @dir: at start, after the restore
  * selection (shmrun_ckpt_select()), before any worker runs.
  * Return: how many were removed; -errno if @dir cannot be read (-ENOENT: 0).
@@ -267,7 +270,11 @@ struct shmrun_coordinator {
  * write. An epoch that times out is logged with the tasks that did not report
  * and, for each of their workers, its pid, CPU and tasks, and whether it made
  * no progress since the epoch started (its heartbeat did not move) and is
- * stopped (state T in /proc/PID/stat: SIGSTOP?). co->beats is allocated here;
+ * stopped (state T in /proc/PID/stat: SIGSTOP?); a worker none of whose tasks
+ * is late is not named, one without a pid is "not started yet". The first
+ * epoch numbers past ctl->restored_epoch and ctl->epoch_floor. After the
+ * MANIFEST, retention keeps the newest checkpoint_retain checkpoints that look
+ * restorable and retires older ones, MANIFEST first. co->beats is allocated here;
  * the caller frees it with co->pw_history. Return: true if it did something.
  */
 bool shmrun_coordinate(struct shmrun_coordinator *co, const struct shmrun_plan *plan,

@@ -865,8 +865,9 @@ out:
 	 * the abort, or it comes before that store, and then so did this file's
 	 * creation: the coordinator's removal, after its store, finds the file.
 	 */
-	if (dirfd >= 0 && e <= atomic_load_explicit(&w->ctl->aborted_epoch, memory_order_seq_cst)) {
-		unlinkat(dirfd, name, 0);
+	if (e <= atomic_load_explicit(&w->ctl->aborted_epoch, memory_order_seq_cst)) {
+		if (dirfd >= 0)
+			unlinkat(dirfd, name, 0);
 		rmdir(path); /* fails while another late writer's file is there */
 	}
 	if (dirfd >= 0)

@@ -90,6 +90,13 @@ struct shmrun_control {
 	/* A checkpoint failure the job must stop for (an errno a restart cannot
 	 * cure, or the final epoch's): worker 0 writes both, then failed (release). */
 	_Atomic int32_t failed_errno;    /* positive errno, 0 if none */
+	/* Snapshot writers running in the whole job: each worker adds its own
+	 * when it forks one and takes it off when it reaps it (relaxed: a count
+	 * to wait on). When the job fails on a checkpoint (failed), every worker
+	 * waits for it to reach 0 before it exits, because the launcher kills
+	 * the others once one has exited, and a writer killed mid-way leaves its
+	 * aborted epoch's directory behind. */
+	_Atomic uint32_t writers;
 	char failed_why[PATH_MAX + 512]; /* "epoch 3: writing /path/ckpt-3/x.0.state failed: ..." */
 };
 

@@ -968,6 +968,7 @@ static int task_snapshot(struct shmrun_task *t, uint64_t e)
 		atomic_store_explicit(&w->slots[t->id].error, -errno, memory_order_relaxed);
 		atomic_store_explicit(&w->slots[t->id].failed_epoch, e, memory_order_release);
 	} else {
+		atomic_fetch_add_explicit(&w->ctl->writers, 1, memory_order_relaxed);
 		track_child(w, pid, t->id, e);
 	}
 	record_stall(w, now_ns() - t0);
@@ -1113,6 +1114,7 @@ static void reap_children(struct shmrun_worker *w)
 			if (c.pid != pid)
 				continue;
 			w->children[i] = w->children[--w->nchildren];
+			atomic_fetch_sub_explicit(&w->ctl->writers, 1, memory_order_relaxed);
 			slot = &w->slots[c.task];
 			if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 				break;
@@ -1876,10 +1878,16 @@ done:
 	/* Snapshot children still writing (late writers of an aborted epoch)
 	 * are waited for, up to 10 s: each removes what it wrote once it sees
 	 * the abort, which it could not do if this worker's exit killed it
-	 * (PR_SET_PDEATHSIG) mid-way. What a killed one leaves is removed at
+	 * (PR_SET_PDEATHSIG) mid-way. When the job fails on a checkpoint, the
+	 * other workers' writers too (ctl->writers): the launcher kills every
+	 * worker once one has exited. What a killed one leaves is removed at
 	 * the next start (shmrun_ckpt_remove_incomplete()). */
 	reap_children(&w);
-	for (int64_t until = now_ns() + 10000000000LL; w.nchildren && now_ns() < until;) {
+	for (int64_t until = now_ns() + 10000000000LL;
+	     (w.nchildren ||
+	      (atomic_load_explicit(&ctl->failed, memory_order_acquire) &&
+	       atomic_load_explicit(&ctl->writers, memory_order_relaxed))) &&
+	     now_ns() < until;) {
 		usleep(1000);
 		reap_children(&w);
 	}

@@ -275,4 +275,3 @@ kill -TERM $launcher
 wait $launcher || fail "stop after SIGCONT: exit $?"
 launcher=
 echo "ok 6: $line" | cut -c1-250
-

@@ -17,8 +17,9 @@
  *      The parent goes on processing at once.
  *   4. When every task's slot shows e done, worker 0 forks a child that writes
  *      MANIFEST to a temporary name, fsyncs it, renames it into place, fsyncs
- *      the directory and only then stores complete_epoch = e. Then it deletes
- *      checkpoints beyond checkpoint_retain, never before.
+ *      the directory and only then stores complete_epoch = e. Then it retires
+ *      checkpoints beyond the newest checkpoint_retain restorable ones, never
+ *      before (only files it made, MANIFEST first: remove_ckpt_why()).
  *   5. Sinks learn complete_epoch and commit the output they staged up to e.
  *
  * An epoch whose snapshot failed, or that is not complete within
@@ -59,6 +60,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -176,7 +178,7 @@ int shmrun_ckpt_write_manifest(const struct shmrun_job *job, uint64_t e, bool fi
 	err = shmrun_ckpt_writer_init(&wr, 8, why, sizeof(why));
 	if (err)
 		goto out;
-	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dirfd < 0) {
 		err = -errno;
 		goto out_writer;
@@ -199,24 +201,138 @@ out:
 	return err;
 }
 
-/* Remove a checkpoint directory and everything in it (one level). */
-static void remove_ckpt(const char *dir, uint64_t epoch)
+static int read_manifest_at(int dirfd, uint64_t epoch, struct shmrun_manifest *m, char *why,
+			    size_t whylen);
+
+/*
+ * Whether @name is a file the runtime writes into a ckpt-N directory:
+ * MANIFEST, MANIFEST.tmp, or a state file "<stage>.<instance>.state".
+ */
+static bool ckpt_name_is_ours(const char *name)
 {
-	char path[PATH_MAX], file[PATH_MAX + 300];
+	size_t n = strlen(name);
+	const char *end, *q;
+
+	if (!strcmp(name, MANIFEST) || !strcmp(name, MANIFEST_TMP))
+		return true;
+	if (n < 9 || strcmp(name + n - 6, ".state"))
+		return false;
+	end = name + n - 6;
+	for (q = end; q > name && q[-1] >= '0' && q[-1] <= '9'; q--)
+		;
+	return q < end && q > name + 1 && q[-1] == '.';
+}
+
+/*
+ * Retire checkpoint_dir/ckpt-<epoch>: remove the files the runtime wrote
+ * there and the directory, and nothing else. The directory is opened with
+ * O_NOFOLLOW relative to checkpoint_dir and every entry is judged with
+ * fstatat(AT_SYMLINK_NOFOLLOW) first: a ckpt-N that is a symlink (or not a
+ * directory), or that holds anything but regular files of ours (state files,
+ * MANIFEST, MANIFEST.tmp), is left untouched. MANIFEST goes first and the
+ * directory is fsynced, so the checkpoint becomes incomplete atomically
+ * before any state file it names disappears (a concurrent `ckpt verify` or
+ * restore sees either a whole checkpoint or an incomplete directory).
+ * Return: 0 (removed, or already gone); -ELOOP (a symlink or not a
+ * directory); -EEXIST (holds something the runtime did not make; @why names
+ * it); -ENOTEMPTY (a file appeared meanwhile: a late writer removes it); -errno.
+ */
+static int remove_ckpt_why(const char *dir, uint64_t epoch, char *why, size_t whylen)
+{
+	char name[40];
+	int dfd, fd, err = 0;
 	DIR *d;
 	struct dirent *de;
 
-	shmrun_ckpt_path(dir, epoch, path, sizeof(path));
-	d = opendir(path);
-	if (!d)
-		return;
-	while ((de = readdir(d)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-			snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
-			unlink(file);
+	if (whylen)
+		why[0] = '\0';
+	snprintf(name, sizeof(name), "ckpt-%" PRIu64, epoch);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		err = errno == ENOENT ? 0 : errno == ELOOP || errno == ENOTDIR ? -ELOOP : -errno;
+		if (err == -ELOOP)
+			snprintf(why, whylen, "%s is a symbolic link or not a directory", name);
+		close(dfd);
+		return err;
+	}
+	d = fdopendir(dup(fd));
+	if (!d) {
+		err = -errno;
+		goto out;
+	}
+	while ((de = readdir(d))) {
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno == ENOENT)
+				continue;
+			err = -errno;
+			break;
 		}
+		if (!S_ISREG(st.st_mode) || !ckpt_name_is_ours(de->d_name)) {
+			snprintf(why, whylen, "%s/%.200s was not made by shmrun", name, de->d_name);
+			err = -EEXIST;
+			break;
+		}
+	}
+	if (!err) {
+		/* the commit undone first: from here on it is an incomplete epoch */
+		if (unlinkat(fd, MANIFEST, 0) == 0)
+			shmrun_ckpt_fsync_dir(fd);
+		rewinddir(d);
+		while ((de = readdir(d)))
+			if (ckpt_name_is_ours(de->d_name))
+				unlinkat(fd, de->d_name, 0);
+		if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+			err = -errno;
+	}
 	closedir(d);
-	rmdir(path);
+out:
+	close(fd);
+	close(dfd);
+	return err;
+}
+
+/* remove_ckpt_why() where only the result matters. */
+static int remove_ckpt(const char *dir, uint64_t epoch)
+{
+	char why[300];
+
+	return remove_ckpt_why(dir, epoch, why, sizeof(why));
+}
+
+/*
+ * Whether checkpoint_dir/ckpt-<epoch> looks restorable, cheaply: a real
+ * directory (not a symlink) whose MANIFEST parses and whose every state file
+ * exists as a regular file of the size MANIFEST gives (no checksums read).
+ */
+static bool ckpt_looks_good(const char *dir, uint64_t epoch)
+{
+	struct shmrun_manifest m;
+	char path[PATH_MAX], why[300];
+	bool good, parsed;
+	int fd;
+
+	shmrun_ckpt_path(dir, epoch, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	good = parsed = read_manifest_at(fd, epoch, &m, why, sizeof(why)) == 0;
+	for (uint32_t i = 0; good && i < m.nfiles; i++) {
+		struct stat st;
+
+		good = fstatat(fd, m.files[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		       S_ISREG(st.st_mode) && (uint64_t)st.st_size == m.files[i].size;
+	}
+	if (parsed)
+		shmrun_manifest_free(&m);
+	close(fd);
+	return good;
 }
 
 /*
@@ -250,23 +366,28 @@ static int write_manifest(const struct shmrun_plan *plan, struct shmrun_control 
 	free(files);
 	if (err)
 		return err;
-	/* Retention: after the new MANIFEST is durable, never before. */
+	/*
+	 * Retention: after the new MANIFEST is durable, never before. Only
+	 * checkpoints that look restorable (ckpt_looks_good(): MANIFEST parses,
+	 * files there with their sizes) count toward checkpoint_retain; every
+	 * directory older than the oldest one kept is retired (a damaged one
+	 * never takes a good one's place). What retention may not remove
+	 * (remove_ckpt(): a symlink, files the runtime did not make) is left and
+	 * was reported at the start (shmrun_ckpt_remove_incomplete()).
+	 */
 	n = shmrun_ckpt_list(job->checkpoint_dir, &epochs);
-	for (int i = 0, kept = 0; i < n; i++) {
-		char p2[PATH_MAX + 20];
-		struct stat st;
+	{
+		uint64_t cutoff = 0;
 
-		shmrun_ckpt_path(job->checkpoint_dir, epochs[i], path, sizeof(path));
-		snprintf(p2, sizeof(p2), "%s/" MANIFEST, path);
-		if (epochs[i] > e)
-			continue; /* not ours to judge */
-		if (stat(p2, &st) == 0 && (uint32_t)kept < job->checkpoint_retain) {
-			kept++;
-			continue;
-		}
-		if (epochs[i] < e)
-			remove_ckpt(job->checkpoint_dir, epochs[i]);
+		for (int i = 0, kept = 0; i < n && !cutoff; i++)
+			if (epochs[i] <= e && ckpt_looks_good(job->checkpoint_dir, epochs[i]) &&
+			    (uint32_t)++kept == job->checkpoint_retain)
+				cutoff = epochs[i];
+		for (int i = 0; i < n && cutoff; i++)
+			if (epochs[i] < cutoff)
+				remove_ckpt(job->checkpoint_dir, epochs[i]);
 	}
+	(void)path;
 	free(epochs);
 	/* release: pairs with the acquire loads of complete_epoch in every
 	 * worker; the MANIFEST is durable (and retention done, so a job that
@@ -297,7 +418,16 @@ static void abort_epoch(struct shmrun_coordinator *co, const struct shmrun_plan 
 	 * at the next start (shmrun_ckpt_remove_incomplete()).
 	 */
 	atomic_store_explicit(&ctl->aborted_epoch, co->epoch, memory_order_seq_cst);
-	remove_ckpt(plan->job->checkpoint_dir, co->epoch);
+	{
+		char rwhy[300];
+
+		/* the epoch numbers past every directory there at the start, so
+		 * -EEXIST means someone put a file into it meanwhile: left alone */
+		if (remove_ckpt_why(plan->job->checkpoint_dir, co->epoch, rwhy, sizeof(rwhy)) ==
+		    -EEXIST)
+			shmrun_log(SHMRUN_LOG_WARN, "epoch %" PRIu64 ": %s/%s; the directory is left "
+				   "as it is", co->epoch, plan->job->checkpoint_dir, rwhy);
+	}
 	if (atomic_load_explicit(&ctl->final_epoch, memory_order_acquire) == co->epoch)
 		atomic_store_explicit(&ctl->failed, 1, memory_order_release);
 	co->epoch = 0;
@@ -441,12 +571,23 @@ static void describe_timeout(const struct shmrun_coordinator *co, const struct s
 		bool stuck = beat == co->beats[w], any = false;
 
 		bool stopped = state == 'T' || state == 't';
+		bool busy = false;
 
+		for (uint32_t k = 0; k < plan->ntasks && !busy; k++)
+			busy = plan->tasks[k].worker == w &&
+			       atomic_load_explicit(&slots[k].done_epoch, memory_order_acquire) !=
+				       co->epoch;
 		/* a loop turn can take a while (a large batch): no progress is
 		 * worth naming only past a second */
 		stuck = stuck && secs >= 1.0;
-		if (!stuck && !stopped)
+		/* only a worker with a task that has not reported can hold up
+		 * the epoch: the others (no tasks, all reported) are not named */
+		if ((!stuck && !stopped) || !busy)
 			continue;
+		if (pid <= 0) {
+			PUT("; worker %u (CPU %d) has not started yet", w, job->cpus[w]);
+			continue;
+		}
 		PUT("; worker %u (pid %d, CPU %d, tasks", w, pid, job->cpus[w]);
 		for (uint32_t k = 0; k < plan->ntasks; k++)
 			if (plan->tasks[k].worker == w) {
@@ -584,6 +725,8 @@ bool shmrun_coordinate(struct shmrun_coordinator *co, const struct shmrun_plan *
 		e = atomic_load_explicit(&ctl->trigger_epoch, memory_order_relaxed) + 1;
 		if (e <= ctl->restored_epoch)
 			e = ctl->restored_epoch + 1;
+		if (e <= ctl->epoch_floor)
+			e = ctl->epoch_floor + 1;
 		if (final && exhausted != sources)
 			atomic_store_explicit(&ctl->final_is_stop, 1, memory_order_relaxed);
 		if (final)
@@ -912,6 +1055,10 @@ static bool has_manifest(const char *dir, uint64_t epoch)
 
 int shmrun_ckpt_remove_incomplete(const char *dir)
 {
+	/* a launcher reports each directory it must leave alone once, not at
+	 * every restart */
+	static uint64_t *told;
+	static size_t ntold;
 	uint64_t *epochs;
 	int n = shmrun_ckpt_list(dir, &epochs), removed = 0;
 	char names[200];
@@ -923,9 +1070,34 @@ int shmrun_ckpt_remove_incomplete(const char *dir)
 	}
 	names[0] = '\0';
 	for (int i = n - 1; i >= 0; i--) { /* oldest first, as the names read */
+		char why[300];
+		bool seen = false;
+		int err;
+
 		if (has_manifest(dir, epochs[i]))
 			continue;
-		remove_ckpt(dir, epochs[i]);
+		err = remove_ckpt_why(dir, epochs[i], why, sizeof(why));
+		if (err == -EEXIST || err == -ELOOP) {
+			uint64_t *nt;
+
+			for (size_t k = 0; k < ntold; k++)
+				seen |= told[k] == epochs[i];
+			if (seen)
+				continue;
+			shmrun_log(SHMRUN_LOG_WARN,
+				   "%s/ckpt-%" PRIu64 " has no MANIFEST but is left alone: %s. "
+				   "shmrun removes only files it made, never through a symlink; "
+				   "new epochs number past it. Move it out of checkpoint_dir",
+				   dir, epochs[i], why);
+			nt = realloc(told, (ntold + 1) * sizeof(*told));
+			if (nt) {
+				told = nt;
+				told[ntold++] = epochs[i];
+			}
+			continue;
+		}
+		if (err)
+			continue;
 		if (removed < 6 && off < sizeof(names))
 			off += (size_t)snprintf(names + off, sizeof(names) - off, "%sckpt-%" PRIu64,
 						removed ? ", " : "", epochs[i]);
@@ -962,6 +1134,56 @@ int shmrun_ckpt_check_topology(const struct shmrun_manifest *m, const struct shm
 
 /* ---- the ckpt CLI -------------------------------------------------------------- */
 
+/*
+ * After a failed check of ckpt-<epoch> (@err): whether it was retired
+ * meanwhile rather than damaged or incomplete — the directory is gone, or it
+ * had a MANIFEST (@err is not -ENOENT) that is gone now. Retention removes
+ * MANIFEST first (remove_ckpt_why()), so a checkpoint being retired reads as
+ * one whose files vanish under a MANIFEST that then vanishes too.
+ */
+static bool ckpt_retired(const char *dir, uint64_t epoch, int err)
+{
+	char path[PATH_MAX + 20];
+	struct stat st;
+
+	shmrun_ckpt_path(dir, epoch, path, sizeof(path) - 20);
+	if (lstat(path, &st) < 0 && errno == ENOENT)
+		return true;
+	strcat(path, "/" MANIFEST);
+	return err != -ENOENT && lstat(path, &st) < 0 && errno == ENOENT;
+}
+
+/*
+ * Whether @dir/.lock is held (flock) by a live run, read from /proc/locks so
+ * that the check itself takes no lock (a run starting meanwhile must not be
+ * refused because of it). Return: the holder's pid, or 0.
+ */
+static long ckpt_lock_holder(const char *dir)
+{
+	char path[PATH_MAX + 8], line[256];
+	struct stat st;
+	long pid = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/.lock", dir);
+	if (lstat(path, &st) < 0 || !(f = fopen("/proc/locks", "re")))
+		return 0;
+	while (!pid && fgets(line, sizeof(line), f)) {
+		unsigned maj, min;
+		unsigned long long ino;
+		long p;
+		char kind[16];
+
+		if (sscanf(line, "%*[^:]: %15s %*s %*s %ld %x:%x:%llu", kind, &p, &maj, &min,
+			   &ino) == 5 &&
+		    !strcmp(kind, "FLOCK") && ino == (unsigned long long)st.st_ino &&
+		    maj == major(st.st_dev) && min == minor(st.st_dev))
+			pid = p;
+	}
+	fclose(f);
+	return pid;
+}
+
 static void print_one(const char *dir, uint64_t epoch, bool verify, FILE *out, int *status)
 {
 	struct shmrun_manifest m;
@@ -970,11 +1192,17 @@ static void print_one(const char *dir, uint64_t epoch, bool verify, FILE *out, i
 	int err = verify ? shmrun_ckpt_verify(dir, epoch, &m, why, sizeof(why))
 			 : shmrun_ckpt_read_manifest(dir, epoch, &m, why, sizeof(why));
 
+	if (err && ckpt_retired(dir, epoch, err)) {
+		/* retention retired it during the check (MANIFEST goes first):
+		 * neither damaged nor incomplete, just no longer there */
+		err = -ESTALE;
+		snprintf(why, sizeof(why), "removed during the check (retired by checkpoint_retain)");
+	}
 	if (status)
 		*status = err;
 	if (err) {
 		fprintf(out, "ckpt-%-8" PRIu64 " %-20s %10s  %s: %s\n", epoch, "-", "-",
-			err == -ENOENT ? "incomplete" : "damaged", why);
+			err == -ENOENT ? "incomplete" : err == -ESTALE ? "retired" : "damaged", why);
 		return;
 	}
 	{
@@ -1016,7 +1244,7 @@ static void name_epochs(char *buf, size_t len, const uint64_t *epochs, const int
 
 	buf[0] = '\0';
 	for (int i = to - 1; i >= from && off < len; i--) { /* oldest first */
-		if (!status[i] || (status[i] == -ENOENT) != want_incomplete)
+		if (!status[i] || status[i] == -ESTALE || (status[i] == -ENOENT) != want_incomplete)
 			continue;
 		if (k++ == 6) {
 			snprintf(buf + off, len - off, ", ...");
@@ -1061,10 +1289,22 @@ static int print_all(const char *dir, FILE *out, bool verify)
 		print_one(dir, epochs[i], true, out, &status[i]);
 		if (!status[i] && chosen < 0)
 			chosen = i;
-		damaged += status[i] && status[i] != -ENOENT;
+		damaged += status[i] && status[i] != -ENOENT && status[i] != -ESTALE;
 		incomplete += status[i] == -ENOENT;
 	}
-	if (!verify || n == 0)
+	if (!verify)
+		goto out;
+	{
+		long holder = ckpt_lock_holder(dir);
+
+		if (holder)
+			fprintf(out,
+				"%s: a live run (pid %ld) holds %s/.lock: checkpoints are being "
+				"added and retired during the check; a newer incomplete one may be "
+				"the epoch in flight\n",
+				dir, holder, dir);
+	}
+	if (n == 0)
 		goto out;
 	if (chosen >= 0) {
 		fprintf(out, "%s: a restore would use ckpt-%" PRIu64 ", the newest that verifies\n",

@@ -81,6 +81,12 @@ struct shmrun_control {
 	 * it (a group's copy still pending merges with the launcher's). */
 	_Atomic uint32_t stop_now;
 	uint64_t restored_epoch;         /* launcher, before fork: 0 = fresh start */
+	/* launcher, before fork: the newest ckpt-N in checkpoint_dir (any kind:
+	 * damaged, incomplete, not ours). New epochs number past it, so no epoch
+	 * writes into a directory it did not create. Only the coordinator reads
+	 * it: trigger_epoch starts at restored_epoch, never past it, or sources
+	 * would inject a barrier of an epoch that was never started. */
+	uint64_t epoch_floor;
 	uint32_t restored_finished;      /* launcher: that checkpoint ends a finished run */
 	uint32_t workers, tasks;
 	uint64_t stats_off, slots_off;   /* from the start of the mapping */
@@ -88,6 +94,13 @@ struct shmrun_control {
 	/* A checkpoint failure the job must stop for (an errno a restart cannot
 	 * cure, or the final epoch's): worker 0 writes both, then failed (release). */
 	_Atomic int32_t failed_errno;    /* positive errno, 0 if none */
+	/* Snapshot writers running in the whole job: each worker adds its own
+	 * when it forks one and takes it off when it reaps it (relaxed: a count
+	 * to wait on). When the job fails on a checkpoint (failed), every worker
+	 * waits for it to reach 0 before it exits, because the launcher kills
+	 * the others once one has exited, and a writer killed mid-way leaves its
+	 * aborted epoch's directory behind. */
+	_Atomic uint32_t writers;
 	char failed_why[PATH_MAX + 512]; /* "epoch 3: writing /path/ckpt-3/x.0.state failed: ..." */
 };
 
@@ -176,7 +189,10 @@ int64_t shmrun_ckpt_select(const char *dir, struct shmrun_manifest *m);
  * @dir that has no MANIFEST: an epoch that was aborted or interrupted (a crash,
  * a snapshot writer killed mid-way) and so never committed — the rename of
  * MANIFEST is the commit. A directory with a MANIFEST, even a damaged one, is
- * never touched. Logs one line naming what it removed. Call only when no
+ * never touched. Only files the runtime makes are removed, never through a
+ * symlink: a ckpt-<epoch> that is a symlink, or holds anything else, is left
+ * alone and logged (a warning, once per process for each such directory).
+ * Logs one line naming what it removed. Call only when no
  * process of the job can be writing into @dir: at start, after the restore
  * selection (shmrun_ckpt_select()), before any worker runs.
  * Return: how many were removed; -errno if @dir cannot be read (-ENOENT: 0).
@@ -265,7 +281,11 @@ struct shmrun_coordinator {
  * write. An epoch that times out is logged with the tasks that did not report
  * and, for each of their workers, its pid, CPU and tasks, and whether it made
  * no progress since the epoch started (its heartbeat did not move) and is
- * stopped (state T in /proc/PID/stat: SIGSTOP?). co->beats is allocated here;
+ * stopped (state T in /proc/PID/stat: SIGSTOP?); a worker none of whose tasks
+ * is late is not named, one without a pid is "not started yet". The first
+ * epoch numbers past ctl->restored_epoch and ctl->epoch_floor. After the
+ * MANIFEST, retention keeps the newest checkpoint_retain checkpoints that look
+ * restorable and retires older ones, MANIFEST first. co->beats is allocated here;
  * the caller frees it with co->pw_history. Return: true if it did something.
  */
 bool shmrun_coordinate(struct shmrun_coordinator *co, const struct shmrun_plan *plan,

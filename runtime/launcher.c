@@ -535,7 +535,7 @@ static int select_restore(struct run *r)
 	 * so no epoch ever writes into a directory it did not create. */
 	n = shmrun_ckpt_list(job->checkpoint_dir, &epochs);
 	if (n > 0)
-		atomic_store_explicit(&r->ctl->trigger_epoch, epochs[0], memory_order_relaxed);
+		r->ctl->epoch_floor = epochs[0];
 	free(epochs);
 	shmrun_ckpt_remove_incomplete(job->checkpoint_dir);
 	if (e == 0) {

@@ -411,7 +411,7 @@ int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *co
 		free(epochs);
 		shmrun_ckpt_path(dir, e, path, sizeof(path));
 		err = shmrun_ckpt_mkdir(path); /* 0700 whatever the umask */
-		if (!err && (dirfd = open(path, O_RDONLY | O_DIRECTORY)) < 0)
+		if (!err && (dirfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 			err = -errno;
 		if (err) {
 			snprintf(rs.why, sizeof(rs.why), "cannot create %s: %s", path,

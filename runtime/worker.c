@@ -776,6 +776,19 @@ static int encode_state(struct shmrun_task *t, uint64_t e, struct shmrun_ckpt_bu
 }
 
 /*
+ * Test-only: SHMRUN_TEST_SLOW_SNAPSHOT=e:ms makes the writers of epoch e wait
+ * ms before they create its directory and again after their file is written:
+ * a late writer of an aborted epoch, still busy when the job ends.
+ */
+static void test_slow_snapshot(uint64_t e)
+{
+	const char *se = getenv("SHMRUN_TEST_SLOW_SNAPSHOT");
+
+	if (se && strchr(se, ':') && strtoull(se, NULL, 10) == e)
+		usleep((useconds_t)(strtoul(strchr(se, ':') + 1, NULL, 10) * 1000));
+}
+
+/*
  * The snapshot child: write @t's state file of epoch @e into its checkpoint
  * directory with io_uring, fsync it and the task's registered fds, and record
  * the result in the task's slot. Runs in a forked child of the worker, on a
@@ -798,13 +811,16 @@ static int write_state_file(struct shmrun_worker *w, struct shmrun_task *t, uint
 	 * (the coordinator has removed, or will remove, its directory) */
 	if (e <= atomic_load_explicit(&w->ctl->aborted_epoch, memory_order_seq_cst))
 		return 0;
+	test_slow_snapshot(e);
 	err = shmrun_ckpt_mkdir(job->checkpoint_dir);
 	if (err && err != -EEXIST)
 		goto out;
 	err = shmrun_ckpt_mkdir(path); /* 0700: state may hold secrets */
 	if (err && err != -EEXIST)
 		goto out;
-	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* never through a symlink: a ckpt-N the runtime did not make is not
+	 * written into (ELOOP fails the epoch) */
+	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dirfd < 0) {
 		err = -errno;
 		goto out;
@@ -842,6 +858,7 @@ static int write_state_file(struct shmrun_worker *w, struct shmrun_task *t, uint
 	if (!err)
 		err = shmrun_ckpt_fsync_dir(dirfd);
 	shmrun_ckpt_writer_close(&wr);
+	test_slow_snapshot(e);
 out:
 	/*
 	 * A late writer of an aborted epoch removes what it wrote, and the
@@ -850,8 +867,9 @@ out:
 	 * the abort, or it comes before that store, and then so did this file's
 	 * creation: the coordinator's removal, after its store, finds the file.
 	 */
-	if (dirfd >= 0 && e <= atomic_load_explicit(&w->ctl->aborted_epoch, memory_order_seq_cst)) {
-		unlinkat(dirfd, name, 0);
+	if (e <= atomic_load_explicit(&w->ctl->aborted_epoch, memory_order_seq_cst)) {
+		if (dirfd >= 0)
+			unlinkat(dirfd, name, 0);
 		rmdir(path); /* fails while another late writer's file is there */
 	}
 	if (dirfd >= 0)
@@ -952,6 +970,7 @@ static int task_snapshot(struct shmrun_task *t, uint64_t e)
 		atomic_store_explicit(&w->slots[t->id].error, -errno, memory_order_relaxed);
 		atomic_store_explicit(&w->slots[t->id].failed_epoch, e, memory_order_release);
 	} else {
+		atomic_fetch_add_explicit(&w->ctl->writers, 1, memory_order_relaxed);
 		track_child(w, pid, t->id, e);
 	}
 	record_stall(w, now_ns() - t0);
@@ -1097,6 +1116,7 @@ static void reap_children(struct shmrun_worker *w)
 			if (c.pid != pid)
 				continue;
 			w->children[i] = w->children[--w->nchildren];
+			atomic_fetch_sub_explicit(&w->ctl->writers, 1, memory_order_relaxed);
 			slot = &w->slots[c.task];
 			if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 				break;
@@ -1863,9 +1883,22 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 	if (*stop && !w.failed)
 		flush_tasks(&w, false); /* a stop without final checkpoint: whole lines out */
 done:
-	/* Snapshot children still writing finish on their own (their results
-	 * are in the slots); reap what has exited. */
+	/* Snapshot children still writing (late writers of an aborted epoch)
+	 * are waited for, up to 10 s: each removes what it wrote once it sees
+	 * the abort, which it could not do if this worker's exit killed it
+	 * (PR_SET_PDEATHSIG) mid-way. When the job fails on a checkpoint, the
+	 * other workers' writers too (ctl->writers): the launcher kills every
+	 * worker once one has exited. What a killed one leaves is removed at
+	 * the next start (shmrun_ckpt_remove_incomplete()). */
 	reap_children(&w);
+	for (int64_t until = now_ns() + 10000000000LL;
+	     (w.nchildren ||
+	      (atomic_load_explicit(&ctl->failed, memory_order_acquire) &&
+	       atomic_load_explicit(&ctl->writers, memory_order_relaxed))) &&
+	     now_ns() < until;) {
+		usleep(1000);
+		reap_children(&w);
+	}
 	publish_stats(&w);
 	err = w.failed ? 1 : *stop ? 3 : 0;
 	teardown(&w);

@@ -167,9 +167,12 @@ int shmrun_ckpt_print_list(const char *dir, FILE *out);
  * per-block checksums) and print one line each, then what a restore would
  * do: the checkpoint it would use (the newest that verifies) and why any
  * newer directory would be passed over (incomplete: no MANIFEST, an aborted or
- * interrupted epoch; or damaged).
+ * interrupted epoch; or damaged). Safe on the directory of a running job: a
+ * checkpoint whose MANIFEST or directory vanished during its check is listed
+ * as retired (retention), not damaged, and a live run holding @dir/.lock
+ * (from /proc/locks; no lock is taken) is named.
  * Return: exit status: 0 if a restore would use a checkpoint and no committed
- * checkpoint is damaged (incomplete directories are not failures); 1 otherwise
+ * checkpoint is damaged (incomplete and retired directories are not failures); 1 otherwise
  * (also when there is no complete checkpoint).
  */
 int shmrun_ckpt_print_verify(const char *dir, FILE *out);

@@ -187,13 +187,24 @@ void shmrun_task_error(struct shmrun_task *t, const char *fmt, ...)
 
 void shmrun_task_log(struct shmrun_task *t, const char *fmt, ...)
 {
-	char msg[400];
+	char msg[4096]; /* room for paths; the log line is at most 4096 bytes too */
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	shmrun_log(SHMRUN_LOG_INFO, "stage '%s' [%u]: %s", t->stage->name, t->instance, msg);
+}
+
+void shmrun_task_warn(struct shmrun_task *t, const char *fmt, ...)
+{
+	char msg[4096];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	shmrun_log(SHMRUN_LOG_WARN, "stage '%s' [%u]: %s", t->stage->name, t->instance, msg);
 }
 
 void shmrun_task_count(struct shmrun_task *t, enum shmrun_counter counter, uint64_t n)

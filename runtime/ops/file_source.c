@@ -1,8 +1,9 @@
 /*
  * runtime/ops/file_source.c: one record per line of a set of files.
  *
- * `path` names files, directories (read recursively, symbolic links not
- * followed) and glob patterns; `match` keeps, of the files found inside
+ * `path` names files, directories (read recursively; a symbolic link named
+ * in `path` or matched by a pattern is followed, links found inside
+ * directories are not) and glob patterns; `match` keeps, of the files found inside
  * directories, only those whose name matches a glob (files named directly or
  * by a pattern are always read). The file list is sorted, so every
  * instance computes the same list and the same pieces: each file is cut into
@@ -19,8 +20,10 @@
  * Inputs are regular files whose size is known: a FIFO, device or socket
  * named in `path` is refused before anything starts (opening a FIFO would
  * block, and a piece needs a size), and so is a file that reports size 0 but
- * has content (/proc, /sys: its size is not known in advance; copy it first).
- * Inside directories, non-regular files are skipped as before.
+ * has content, a file on a pseudo file system (/proc, /sys, debugfs...: its
+ * reported size is not its content's) and one shorter than its reported size
+ * (copy such files first). Inside directories, non-regular files are skipped.
+ * A named directory that yields no file is a warning; no file at all, an error.
  *
  * A file is read up to the size it had when the job first listed it (at the
  * first start, not on a restore): bytes appended later are not read, by this
@@ -63,6 +66,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "input_check.h"
 #include "ops.h"
 
 #define READ_BYTES (1u << 20)
@@ -113,6 +117,11 @@ struct source {
 };
 
 static struct file_list *walk_list; /* nftw has no user pointer */
+/* A directory named through a symbolic link is walked as "link/." (nftw's
+ * FTW_PHYS would not enter the link itself); its files are listed as
+ * "link/name": walk_top is "link", walk_skip the length of "link/." */
+static const char *walk_top;
+static size_t walk_skip;
 
 static int add_file(struct file_list *fl, const char *path, bool filter)
 {
@@ -139,8 +148,18 @@ static int add_file(struct file_list *fl, const char *path, bool filter)
 static int walk_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
 	(void)ftw;
-	if (type == FTW_F && S_ISREG(st->st_mode))
-		return add_file(walk_list, path, true) ? 1 : 0;
+	if (type == FTW_F && S_ISREG(st->st_mode)) {
+		char *p;
+		int err;
+
+		if (!walk_top)
+			return add_file(walk_list, path, true) ? 1 : 0;
+		if (asprintf(&p, "%s%s", walk_top, path + walk_skip) < 0)
+			return 1;
+		err = add_file(walk_list, p, true);
+		free(p);
+		return err ? 1 : 0;
+	}
 	return 0;
 }
 
@@ -157,8 +176,9 @@ static void free_list(struct file_list *fl)
 	memset(fl, 0, sizeof(*fl));
 }
 
-/* Expand `path` into a sorted, de-duplicated list of regular files. */
-static int list_files(struct shmrun_task *task, struct file_list *fl)
+/* Expand `path` into a sorted, de-duplicated list of regular files; @warn: say
+ * when a named directory yields none (once, in prepare()). */
+static int list_files(struct shmrun_task *task, struct file_list *fl, bool warn)
 {
 	char *paths = strdup(shmrun_task_param(task, "path")), *save = NULL;
 	int err = 0;
@@ -199,11 +219,38 @@ static int list_files(struct shmrun_task *task, struct file_list *fl)
 									   : "not a file");
 				err = -EINVAL;
 			} else if (S_ISDIR(st.st_mode)) {
+				struct stat lst;
+				char *dot = NULL;
+				uint32_t before = fl->n;
+				int wr;
+
+				/* a named link to a directory is followed (only here,
+				 * at the top: links inside directories are not) */
 				walk_list = fl;
-				if (nftw(p, walk_one, 32, FTW_PHYS) != 0) {
+				walk_top = NULL;
+				if (lstat(p, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+					if (asprintf(&dot, "%s/.", p) < 0) {
+						err = -ENOMEM;
+						break;
+					}
+					walk_top = p;
+					walk_skip = strlen(dot);
+				}
+				errno = 0;
+				wr = nftw(dot ? dot : p, walk_one, 32, FTW_PHYS);
+				walk_top = NULL;
+				free(dot);
+				if (wr != 0) {
 					shmrun_task_error(task, "input directory '%s': %s", p,
 							  strerror(errno ? errno : EIO));
 					err = -EIO;
+				} else if (fl->n == before && warn) {
+					/* named, yet yields nothing: say so */
+					shmrun_task_warn(task,
+							 "input directory '%s' in path = holds no "
+							 "regular file%s%s: it adds no records",
+							 p, fl->match ? " matching " : "",
+							 fl->match ? fl->match : "");
 				}
 			} else if (access(p, R_OK) < 0) {
 				shmrun_task_error(task, "input '%s': %s", p, strerror(errno));
@@ -232,13 +279,26 @@ static int list_files(struct shmrun_task *task, struct file_list *fl)
 }
 
 /*
- * A file whose size is not known in advance (/proc, /sys: size 0, yet content)
- * would be read as empty: refuse it. Return: 0, or -EINVAL after a message.
+ * A file whose size is not known in advance would be misread: refuse one on a
+ * pseudo file system (/proc, /sys, debugfs...: its reported size is not its
+ * content's), one reporting size 0 that has content, and one whose last
+ * reported byte cannot be read. Return: 0, or -EINVAL after a message.
  */
 static int check_sized(struct shmrun_task *task, const char *path, int fd, const struct stat *st)
 {
+	const char *pseudo = shmrun_pseudo_fs(fd);
 	char c;
 
+	if (pseudo || shmrun_size_overstated(fd, st->st_size)) {
+		shmrun_task_error(task,
+				  "input '%s' in path = is %s%s%s: its reported size (%lld bytes) "
+				  "is not its content's, so file_source cannot cut it into pieces; "
+				  "copy it first, e.g. cp %s data/",
+				  path, pseudo ? "on a pseudo file system (" : "shorter than it says",
+				  pseudo ? pseudo : "", pseudo ? ")" : "", (long long)st->st_size,
+				  path);
+		return -EINVAL;
+	}
 	if (st->st_size != 0 || pread(fd, &c, 1, 0) != 1)
 		return 0;
 	shmrun_task_error(task,
@@ -258,15 +318,12 @@ static int open_input(const char *path)
 static int prepare(struct shmrun_task *task)
 {
 	struct file_list fl;
-	int err = list_files(task, &fl);
+	int err = list_files(task, &fl, true);
 
 	for (uint32_t f = 0; !err && f < fl.n; f++) {
 		struct stat st;
-		int fd;
+		int fd = open_input(fl.files[f]);
 
-		if (stat(fl.files[f], &st) == 0 && st.st_size > 0)
-			continue; /* only a size-0 file needs a look inside */
-		fd = open_input(fl.files[f]);
 		if (fd < 0 || fstat(fd, &st) < 0) {
 			shmrun_task_error(task, "input '%s': %s", fl.files[f], strerror(errno));
 			err = -errno;
@@ -463,7 +520,7 @@ static int source_open(struct shmrun_task *task, void **state)
 		return -ENOMEM;
 	if (shmrun_task_restoring(task))
 		return 0; /* the pieces are the restored entries, if any */
-	err = list_files(task, &s->fl);
+	err = list_files(task, &s->fl, false);
 	if (!err)
 		err = make_pieces(task, s);
 	return err;

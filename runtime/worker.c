@@ -165,10 +165,17 @@ static void task_verror(struct shmrun_task *t, const char *fmt, va_list ap)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	if (t->w) {
 		/* the summary in shared memory may be cut short; the log line is whole */
-		if (!t->w->failed && t->w->stats &&
-		    snprintf(t->w->stats->error, sizeof(t->w->stats->error), "stage '%s' [%u]: %s",
-			     t->stage->name, t->instance, msg) >= (int)sizeof(t->w->stats->error))
-			memcpy(t->w->stats->error + sizeof(t->w->stats->error) - 4, "...", 4);
+		if (!t->w->failed && t->w->stats) {
+			char *full = NULL;
+
+			/* cut in the middle: the end says what to do */
+			if (asprintf(&full, "stage '%s' [%u]: %s", t->stage->name, t->instance,
+				     msg) >= 0) {
+				shmrun_fit_middle(t->w->stats->error, sizeof(t->w->stats->error),
+						  full);
+				free(full);
+			}
+		}
 		t->w->failed = true;
 		if (t->w->quiet)
 			return; /* the caller reports stats->error (prepare) */

@@ -203,6 +203,11 @@ void shmrun_task_log(struct shmrun_task *t, const char *fmt, ...)
 	shmrun_log(SHMRUN_LOG_INFO, "stage '%s' [%u]: %s", t->stage->name, t->instance, msg);
 }
 
+const char *shmrun_task_conf_dir(const struct shmrun_task *t)
+{
+	return t->w && t->w->plan && t->w->plan->job ? t->w->plan->job->conf_dir : NULL;
+}
+
 void shmrun_task_warn(struct shmrun_task *t, const char *fmt, ...)
 {
 	char msg[4096];

@@ -35,7 +35,13 @@
  *     struct pos_entry (72 bytes: magic, offset, end, the file's identity at
  *     the first start — st_dev, st_ino, size, mtime — and XXH64 of the
  *     `window` bytes just before offset, window = min(offset, 4 KiB))
- *     [path bytes]
+ *     [path bytes: relative to the conf file's directory when the file lies
+ *      under it, so a job directory moved between stop and resume still
+ *      finds it; absolute otherwise]
+ *
+ * A move within one file system keeps device and inode, so the identity
+ * check passes; a copy (cp -a, a move across file systems) gives new inodes,
+ * and the restore refuses it as replaced.
  *
  * A restore checks each entry's file against its identity and refuses, naming
  * the file and what changed, one that was replaced (other device or inode),
@@ -686,6 +692,20 @@ static int current_sum(struct shmrun_task *task, struct source *s, uint64_t *sum
 	return err;
 }
 
+/*
+ * @path as a saved position names it: relative to the conf file's directory
+ * when it lies under it (so a moved job directory still finds it), else as is.
+ */
+static const char *saved_path(struct shmrun_task *task, const char *path)
+{
+	const char *dir = shmrun_task_conf_dir(task);
+	size_t dl = dir ? strlen(dir) : 0;
+
+	if (dl > 1 && strncmp(path, dir, dl) == 0 && path[dl] == '/' && path[dl + 1])
+		return path + dl + 1;
+	return path;
+}
+
 /* Per-worker state: the pieces still to read, from the current position on. */
 static int source_snapshot(struct shmrun_task *task, void *state, uint64_t epoch)
 {
@@ -697,7 +717,8 @@ static int source_snapshot(struct shmrun_task *task, void *state, uint64_t epoch
 		const struct piece *p = &s->pieces[i];
 		struct pos_entry pe = {.magic = POS_MAGIC, .off = p->off, .end = p->end,
 				       .id = s->ids[p->file], .sum = p->sum, .window = p->window};
-		size_t n = strlen(s->fl.files[p->file]);
+		const char *path = saved_path(task, s->fl.files[p->file]);
+		size_t n = strlen(path);
 		int err;
 
 		if (i == s->cur && s->fd >= 0) {
@@ -709,7 +730,7 @@ static int source_snapshot(struct shmrun_task *task, void *state, uint64_t epoch
 		if (pe.off >= p->end)
 			continue;
 		memcpy(entry, &pe, sizeof(pe));
-		memcpy(entry + sizeof(pe), s->fl.files[p->file], n);
+		memcpy(entry + sizeof(pe), path, n);
 		err = shmrun_pw_add(task, entry, (uint32_t)(sizeof(pe) + n));
 		if (err)
 			return err;
@@ -800,6 +821,19 @@ static int parse_entry(struct shmrun_task *task, const unsigned char *e, uint32_
 	}
 	memcpy(path, e + head, len - head);
 	path[len - head] = 0;
+	if (path[0] != '/') { /* saved relative to the conf file's directory */
+		const char *dir = shmrun_task_conf_dir(task);
+		char rel[PATH_MAX];
+
+		memcpy(rel, path, len - head + 1);
+		if (!dir || snprintf(path, PATH_MAX, "%s/%s", dir, rel) >= PATH_MAX) {
+			shmrun_task_error(task,
+					  "restored read position names '%s' relative to the conf "
+					  "file's directory%s%s, which makes a path too long",
+					  rel, dir ? " " : "", dir ? dir : "");
+			return -ENAMETOOLONG;
+		}
+	}
 	return 0;
 }
 

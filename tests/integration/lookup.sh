@@ -234,3 +234,43 @@ awk -v n=$C -v from="$L" 'BEGIN {
 	} }' > "$tmp/want"
 cmp -s "$tmp/want" "$d/out/result.tsv" || { diff "$tmp/want" "$d/out/result.tsv" | head -5 >&2; fail "new stage: output differs"; }
 echo "ok --rescale adding a lookup stage: it reads the table file; $L lines before, $((C - L)) after"
+
+# Tables that are not regular files, or whose size is not their content's, are
+# refused by `check` (prepare) at once: a FIFO would block, /dev/zero never end.
+d=$tmp/special
+mkdir -p "$d"
+mkfifo "$d/fifo"
+for t in "$d/fifo" /dev/zero /dev/urandom /proc/self/status \
+	/sys/kernel/mm/transparent_hugepage/enabled "$d"; do
+	[ -e "$t" ] || continue
+	cat > "$d/job.conf" <<CONF
+[gen]
+op = sequence
+count = 3
+[look]
+op = lookup
+input = gen
+table = $t
+[out]
+op = null_sink
+input = look
+CONF
+	rc=0
+	( ulimit -v 400000; timeout 30 "$shmrun" check "$d/job.conf" ) 2> "$tmp/log" || rc=$?
+	[ $rc -eq 2 ] || fail "table $t: check exit status $rc, expected 2 (124: it hung)"
+	grep -q "job.conf:7: stage 'look' \[0\]: table $t is " "$tmp/log" ||
+		fail "table $t: the refusal does not name the stage and the table"
+	grep -Eq "not a regular file|pseudo file system" "$tmp/log" ||
+		fail "table $t: the refusal does not say why"
+done
+echo "ok FIFO, device, directory, /proc and /sys tables: refused by check, exit 2, at once"
+
+# a table over the 1 GiB limit is refused with the limit (a sparse file)
+truncate -s 1100M "$d/big.tsv"
+sed -i "s|^table = .*|table = big.tsv|" "$d/job.conf"
+rc=0
+( ulimit -v 400000; timeout 30 "$shmrun" check "$d/job.conf" ) 2> "$tmp/log" || rc=$?
+[ $rc -eq 2 ] && grep -q "table $d/big.tsv is larger than 1024 MiB" "$tmp/log" ||
+	fail "a 1.1 GiB table: exit $rc, no limit message"
+rm -f "$d/big.tsv"
+echo "ok a table over 1 GiB: refused with the limit"

@@ -837,7 +837,7 @@ static void report_refused(struct loader *ld, struct refused *r, const struct sh
 	if (r->reported)
 		return;
 	r->reported = true;
-	if (d && is_list_key(d))
+	if (d ? is_list_key(d) : strcmp(r->key, "input") == 0) /* input: read by load_graph() */
 		errorf(ld, r->line,
 		       "line of key '%s' in %s is longer than 197 characters, the INI parser's "
 		       "limit; split its list over indented continuation lines (see "
@@ -976,6 +976,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
 	kv->key = strdup(name);
 	kv->value = strdup(value);
 	kv->line = ld->lineno;
+	kv->cont_line = 0;
 	if (!kv->key || !kv->value) {
 		free(kv->key);
 		free(kv->value);

@@ -776,7 +776,7 @@ void shmrun_die_by_signal(int sig)
 
 int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
 {
-	char msg[512];
+	char msg[2 * PATH_MAX + 1024]; /* room for two paths: a message is never cut short */
 	int failed = 0;
 
 	for (uint32_t s = 0; s < job->nstages; s++)

@@ -5,7 +5,8 @@
  *
  * Each line is formatted into one buffer and written with one write(2), so lines
  * from several worker processes sharing stderr never interleave mid-line (up to
- * PIPE_BUF bytes).
+ * PIPE_BUF bytes; longer lines, which name long paths, are still written whole
+ * up to LINE_MAX_BYTES, and past that lose their middle, never their end).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -17,6 +18,9 @@
 #include <unistd.h>
 
 #include "shmrun/runtime.h"
+
+/* The longest log line: room for a few paths of PATH_MAX (4096) bytes. */
+#define LINE_MAX_BYTES (16u << 10)
 
 static enum shmrun_log_level threshold = SHMRUN_LOG_INFO;
 static char role[32] = "launcher";
@@ -73,7 +77,7 @@ char *shmrun_fit_middle(char *dst, size_t cap, const char *src)
 
 void shmrun_vlog(enum shmrun_log_level level, const char *fmt, va_list ap)
 {
-	char line[4096], *msg = NULL;
+	char line[LINE_MAX_BYTES], *msg = NULL;
 	struct timespec ts;
 	struct tm tm;
 	int n;
@@ -87,7 +91,7 @@ void shmrun_vlog(enum shmrun_log_level level, const char *fmt, va_list ap)
 		     ts.tv_nsec / 1000000, names[level], role);
 	if (n < 0)
 		return;
-	/* one write of at most 4096 bytes; a longer message loses its middle */
+	/* one write of at most LINE_MAX_BYTES; a longer message loses its middle */
 	if (vasprintf(&msg, fmt, ap) < 0)
 		return;
 	shmrun_fit_middle(line + n, sizeof(line) - 1 - (size_t)n, msg);

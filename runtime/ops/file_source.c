@@ -5,8 +5,8 @@
  * in `path` or matched by a pattern is followed, links found inside
  * directories are not) and glob patterns; `match` keeps, of the files found inside
  * directories, only those whose name matches a glob (files named directly or
- * by a pattern are always read). A file reached by two names (a directory
- * and a link to it, a hard link) is read once. The file list is sorted, so every
+ * by a pattern are always read). A name listed twice is read once; a file
+ * reached by two names (a link) is read under each. The file list is sorted, so every
  * instance computes the same list and the same pieces: each file is cut into
  * pieces of at most `piece_bytes`, ending just after a '\n' (a longer line
  * makes a longer piece), and piece k goes to instance k mod width. An instance
@@ -183,67 +183,8 @@ static void free_list(struct file_list *fl)
 	memset(fl, 0, sizeof(*fl));
 }
 
-struct file_key {
-	uint64_t dev, ino;
-	uint32_t idx;
-};
-
-static int cmp_key(const void *a, const void *b)
-{
-	const struct file_key *x = a, *y = b;
-
-	if (x->dev != y->dev)
-		return x->dev < y->dev ? -1 : 1;
-	if (x->ino != y->ino)
-		return x->ino < y->ino ? -1 : 1;
-	return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
-/*
- * One file reached by two names (a directory and a link to it both named, a
- * hard link) is read once, under the first name in sorted order: the same
- * on every instance. Return: 0 or -ENOMEM.
- */
-static int drop_same_files(struct file_list *fl)
-{
-	struct file_key *k;
-	bool *drop;
-	uint32_t n = 0, out = 0;
-
-	if (fl->n < 2)
-		return 0;
-	k = malloc(fl->n * sizeof(*k));
-	drop = calloc(fl->n, sizeof(*drop));
-	if (!k || !drop) {
-		free(k);
-		free(drop);
-		return -ENOMEM;
-	}
-	for (uint32_t i = 0; i < fl->n; i++) {
-		struct stat st;
-
-		if (stat(fl->files[i], &st) == 0) /* else: kept, open() will tell */
-			k[n++] = (struct file_key){(uint64_t)st.st_dev, (uint64_t)st.st_ino, i};
-	}
-	qsort(k, n, sizeof(*k), cmp_key);
-	for (uint32_t i = 1; i < n; i++)
-		if (k[i].dev == k[i - 1].dev && k[i].ino == k[i - 1].ino)
-			drop[k[i].idx] = true;
-	for (uint32_t i = 0; i < fl->n; i++) {
-		if (drop[i])
-			free(fl->files[i]);
-		else
-			fl->files[out++] = fl->files[i];
-	}
-	fl->n = out;
-	free(k);
-	free(drop);
-	return 0;
-}
-
-/* Expand `path` into a sorted list of regular files, each file once (by name,
- * then by device and inode); @warn: say
- * when a named directory yields none (once, in prepare()). */
+/* Expand `path` into a sorted, de-duplicated (by name) list of regular files;
+ * @warn: say when a named directory yields none (once, in prepare()). */
 static int list_files(struct shmrun_task *task, struct file_list *fl, bool warn)
 {
 	char *paths = strdup(shmrun_task_param(task, "path")), *save = NULL;
@@ -341,7 +282,7 @@ static int list_files(struct shmrun_task *task, struct file_list *fl, bool warn)
 			i++;
 		}
 	}
-	return drop_same_files(fl);
+	return 0;
 }
 
 /*

@@ -344,10 +344,6 @@ once "symlinked directory alone" "$tmp/expect" "$d/out.tsv"
 symconf "ds*"
 run "$d" || fail "symlinked directory by a pattern: exit $?"
 once "symlinked directory by a pattern" "$tmp/expect" "$d/out.tsv"
-# the directory and a link to it both named: each file is read once
-symconf "data dsym data/a.txt"
-run "$d" || fail "a directory and a link to it: exit $?"
-once "a directory and a link to it, both named" "$tmp/expect" "$d/out.tsv"
 echo "ok a symlink to a directory, named or matched, is followed (links inside are not)"
 # a named directory that yields nothing is said, not skipped silently
 symconf "empty other.txt"

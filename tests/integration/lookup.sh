@@ -11,6 +11,8 @@
 #     does use the changed file, so the check can tell the two apart.
 #   - --rescale of the lookup stage 4 -> 2 -> 4 after stops (union: every new
 #     instance gets every row): exact output with the checkpoint's table.
+#   - a FIFO, device, directory, /proc or /sys table, or one over 1 GiB, is
+#     refused by `check` at once (no hang, bounded memory).
 #   - --rescale adding a lookup stage: the stage is new to the checkpoint, so
 #     it reads the file; records before the stop are not enriched, every
 #     record after it is.

@@ -9,7 +9,12 @@
 #   - an input file replaced, modified in place or truncated between stop and
 #     resume is refused before anything starts (exit 2, naming it); one that
 #     only grew resumes and its appended bytes are not read;
-#   - FIFOs, devices and /proc files are refused before anything starts;
+#   - FIFOs, devices, /proc and /sys files are refused before anything starts
+#     (by `check` too);
+#   - a job directory moved between stop and resume resumes (positions are
+#     saved relative to the conf's directory); a copied one is refused;
+#   - a symbolic link to a directory named in path (or matched) is followed;
+#     a named directory without files warns, and alone is refused;
 #   - `rate` holds for the whole stage (one piece, or instances on two
 #     workers), and a worker waiting for its rate-limited source sleeps.
 set -euo pipefail

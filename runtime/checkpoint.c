@@ -489,8 +489,8 @@ static void guard_per_worker_state(struct shmrun_coordinator *co, const struct s
 					   job->stages[s].name, i, SHMRUN_PW_GROWTH_CHECKPOINTS, b,
 					   job->stages[s].width);
 		}
-		if (total)
-			shmrun_log(SHMRUN_LOG_INFO,
+		if (total) /* at every checkpoint: DEBUG (the warnings above stay) */
+			shmrun_log(SHMRUN_LOG_DEBUG,
 				   "epoch %" PRIu64 ": stage %s per-worker state per instance: %s "
 				   "bytes",
 				   co->manifest_epoch, job->stages[s].name, line);

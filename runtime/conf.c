@@ -82,12 +82,23 @@
 #define CUR_SKIP     (-2) /* inside a duplicate section: its keys are not read */
 #define CONT_NONE	(-1) /* no key for a continuation line to extend */
 #define CONT_IGNORE	(-2) /* the key was rejected: drop its continuation lines */
+/* The largest topology, from a file or standard input. */
+#define CONF_MAX_BYTES (16u << 20)
 
 /* One `key = value` line. */
 struct kv {
 	char *key;
 	char *value;
 	int line;
+	int cont_line; /* the first continuation line that extended it, or 0 */
+};
+
+/* A key line refused as too long: its error waits until the key's type is known. */
+struct refused {
+	int sec;	/* index into loader.sec */
+	char key[64];
+	int line;
+	bool reported;
 };
 
 /* One [section] and its keys, in file order. */
@@ -108,8 +119,10 @@ struct msgs {
 struct loader {
 	const char *path; /* as given: the prefix of every message */
 	FILE *f;
-	char *buf; /* getline() buffer */
+	char *buf; /* read_line()'s buffer */
 	size_t bufcap;
+	uint64_t bytes; /* read so far: at most CONF_MAX_BYTES */
+	bool too_big;	/* more than that: reported, nothing else is */
 	int lineno;
 	int read_err; /* errno of a failed read, 0 if none */
 
@@ -123,6 +136,8 @@ struct loader {
 
 	struct msgs errs, warns;
 	bool nomem;
+	struct refused *refused; /* over-long key lines */
+	uint32_t nrefused;
 
 	struct shmrun_job *job;
 	int job_sec;		    /* index of [job] in sec, or -1 */
@@ -381,6 +396,8 @@ int shmrun_parse_size(const char *s, uint64_t *bytes)
 		mul = 1ull << 20;
 	else if (*s == 'G')
 		mul = 1ull << 30;
+	else if (*s == 'T')
+		mul = 1ull << 40;
 	else if (*s)
 		return -EINVAL;
 	if (*s && s[1])
@@ -711,6 +728,8 @@ static void continue_value(struct loader *ld, const char *s)
 		return;
 	}
 	kv = &ld->sec[ld->cur].kv[ld->cont];
+	if (!kv->cont_line)
+		kv->cont_line = ld->lineno; /* load_params() checks the key takes a list */
 	old = strlen(kv->value);
 	v = realloc(kv->value, old + 1 + len + 1);
 	if (!v) {
@@ -724,6 +743,122 @@ static void continue_value(struct loader *ld, const char *s)
 	kv->value = v;
 }
 
+/*
+ * One line of ld->f into ld->buf, '\n' included, like getline(), but never
+ * past CONF_MAX_BYTES in all (/dev/zero on standard input has no '\n').
+ * Return: its length; -1 at the end or on an error; -2 past the limit (reported).
+ */
+static ssize_t read_bounded(struct loader *ld)
+{
+	size_t n = 0;
+	int c;
+
+	for (;;) {
+		c = getc(ld->f);
+		if (c == EOF)
+			break;
+		if (++ld->bytes > CONF_MAX_BYTES) {
+			errorf(ld, 0, "is larger than 16 MiB, the limit of a topology; "
+				      "nothing was read past it");
+			ld->too_big = true;
+			return -2;
+		}
+		if (n + 2 > ld->bufcap) {
+			size_t cap = ld->bufcap ? ld->bufcap * 2 : 256;
+			char *b = realloc(ld->buf, cap);
+
+			if (!b) {
+				ld->nomem = true;
+				errno = ENOMEM;
+				return -2;
+			}
+			ld->buf = b;
+			ld->bufcap = cap;
+		}
+		ld->buf[n++] = (char)c;
+		if (c == '\n')
+			break;
+	}
+	if (n == 0)
+		return -1;
+	ld->buf[n] = '\0';
+	return (ssize_t)n;
+}
+
+/*
+ * An over-long line: a key line's error waits for load_params(), which knows
+ * whether the key takes a list (then continuation lines help) or one value;
+ * any other line is reported now.
+ */
+static void refuse_long_line(struct loader *ld, const char *s, int limit)
+{
+	size_t k = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.");
+	struct refused *r;
+
+	if (ld->cur >= 0 && looks_like_key(s) && k < sizeof(r->key)) {
+		r = realloc(ld->refused, (ld->nrefused + 1) * sizeof(*r));
+		if (!r) {
+			ld->nomem = true;
+			return;
+		}
+		ld->refused = r;
+		r = &r[ld->nrefused++];
+		memset(r, 0, sizeof(*r));
+		r->sec = ld->cur;
+		memcpy(r->key, s, k);
+		r->line = ld->lineno;
+		return;
+	}
+	errorf(ld, ld->lineno,
+	       "line is longer than %d characters, the INI parser's limit; shorten it, or "
+	       "split a list value over indented continuation lines (see docs/topology.md)",
+	       limit);
+}
+
+/* The refused over-long line of key @key in section @s, or NULL. */
+static struct refused *find_refused(struct loader *ld, const struct section *s, const char *key)
+{
+	for (uint32_t i = 0; i < ld->nrefused; i++)
+		if (&ld->sec[ld->refused[i].sec] == s && strcmp(ld->refused[i].key, key) == 0)
+			return &ld->refused[i];
+	return NULL;
+}
+
+/* Whether key @d's value is a blank- or comma-separated list (continuation lines allowed). */
+static bool is_list_key(const struct shmrun_param_def *d)
+{
+	return d->type == SHMRUN_PARAM_PATHS || strcmp(d->key, "input") == 0;
+}
+
+/* Report over-long line @r of key @d (NULL: not known) in @what. */
+static void report_refused(struct loader *ld, struct refused *r, const struct shmrun_param_def *d,
+			   const char *what)
+{
+	if (r->reported)
+		return;
+	r->reported = true;
+	if (d ? is_list_key(d) : strcmp(r->key, "input") == 0) /* input: read by load_graph() */
+		errorf(ld, r->line,
+		       "line of key '%s' in %s is longer than 197 characters, the INI parser's "
+		       "limit; split its list over indented continuation lines (see "
+		       "docs/topology.md)",
+		       r->key, what);
+	else if (!d)
+		errorf(ld, r->line,
+		       "line of key '%s' in %s is longer than 197 characters, the INI parser's "
+		       "limit; shorten it (only list keys, such as file_source's path, continue "
+		       "on indented lines)",
+		       r->key, what);
+	else
+		errorf(ld, r->line,
+		       "line of key '%s' in %s is longer than 197 characters, the INI parser's "
+		       "limit; '%s' takes one value, so shorten it%s",
+		       r->key, what, r->key,
+		       d && (d->type == SHMRUN_PARAM_PATH)
+			   ? " (e.g. a path relative to the conf file's directory)"
+			   : "");
+}
+
 /* inih's reader: one physical line per call, checked and de-indented. */
 static char *read_line(char *str, int num, void *stream)
 {
@@ -734,7 +869,9 @@ static char *read_line(char *str, int num, void *stream)
 	bool indented;
 
 	errno = 0;
-	n = getline(&ld->buf, &ld->bufcap, ld->f);
+	n = read_bounded(ld);
+	if (n == -2)
+		return NULL; /* over CONF_MAX_BYTES, reported */
 	if (n < 0) {
 		if (!feof(ld->f))
 			ld->read_err = errno ? errno : EIO;
@@ -767,10 +904,7 @@ static char *read_line(char *str, int num, void *stream)
 	}
 	/* inih wants 3 bytes to spare: '\r', '\n', NUL. */
 	if (num < 4 || len > (size_t)num - 3) {
-		errorf(ld, ld->lineno,
-		       "line is longer than %d characters, the INI parser's limit; split a long "
-		       "value over indented continuation lines (see docs/topology.md)",
-		       num - 3);
+		refuse_long_line(ld, s, num - 3);
 		ld->cont = CONT_IGNORE;
 		goto blank;
 	}
@@ -842,6 +976,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
 	kv->key = strdup(name);
 	kv->value = strdup(value);
 	kv->line = ld->lineno;
+	kv->cont_line = 0;
 	if (!kv->key || !kv->value) {
 		free(kv->key);
 		free(kv->value);
@@ -898,7 +1033,7 @@ static const char *type_form(enum shmrun_param_type t)
 	case SHMRUN_PARAM_COUNT:
 		return "an unsigned decimal integer, e.g. 4";
 	case SHMRUN_PARAM_SIZE:
-		return "bytes as an unsigned integer with an optional K, M or G suffix "
+		return "bytes as an unsigned integer with an optional K, M, G or T suffix "
 		       "(powers of 1024), e.g. 64K or 1M";
 	case SHMRUN_PARAM_RATE:
 		return "records per second as an unsigned decimal integer, e.g. 10000";
@@ -921,7 +1056,9 @@ static const char *type_form(enum shmrun_param_type t)
 /* A value in the unit of its type, for range messages: "4K", "500ms", "12". */
 static void fmt_unit(enum shmrun_param_type t, uint64_t v, char *buf, size_t len)
 {
-	if (t == SHMRUN_PARAM_SIZE && v && v % (1ull << 30) == 0)
+	if (t == SHMRUN_PARAM_SIZE && v && v % (1ull << 40) == 0)
+		snprintf(buf, len, "%lluT", (unsigned long long)(v >> 40));
+	else if (t == SHMRUN_PARAM_SIZE && v && v % (1ull << 30) == 0)
 		snprintf(buf, len, "%lluG", (unsigned long long)(v >> 30));
 	else if (t == SHMRUN_PARAM_SIZE && v && v % (1ull << 20) == 0)
 		snprintf(buf, len, "%lluM", (unsigned long long)(v >> 20));
@@ -951,8 +1088,9 @@ static void fmt_unit_as(enum shmrun_param_type t, uint64_t v, const char *writte
 	if (t == SHMRUN_PARAM_SIZE && n) {
 		char c = written[n - 1];
 
-		mul = c == 'G' ? 1ull << 30 : c == 'M' ? 1ull << 20 : c == 'K' ? 1ull << 10 : 1;
-		suffix = c == 'G' ? "G" : c == 'M' ? "M" : c == 'K' ? "K" : "";
+		mul = c == 'T' ? 1ull << 40 : c == 'G' ? 1ull << 30 : c == 'M' ? 1ull << 20
+		    : c == 'K' ? 1ull << 10 : 1;
+		suffix = c == 'T' ? "T" : c == 'G' ? "G" : c == 'M' ? "M" : c == 'K' ? "K" : "";
 	} else if (t == SHMRUN_PARAM_DURATION && n >= 2 && strcmp(written + n - 2, "ms") == 0) {
 		mul = 1000000ull;
 		suffix = "ms";
@@ -1196,13 +1334,24 @@ static int load_params(struct loader *ld, const struct section *s, const char *w
 		int r = 0;
 
 		out[i].def = d;
-		if (kv) {
+		if (kv && kv->cont_line && !is_list_key(d)) {
+			errorf(ld, kv->cont_line,
+			       "indented line continues key '%s' in %s (line %d), which takes one "
+			       "value, not a list: the value would become '%.60s'; write it on the "
+			       "key's line (continuation lines extend list keys only, such as "
+			       "file_source's path)",
+			       d->key, what, kv->line, kv->value);
+			r = 1;
+		} else if (kv) {
 			r = check_value(ld, what, d, kv->value, kv->line, &out[i].value,
 					&out[i].u64);
 			out[i].line = kv->line;
 		} else if (d->def) {
 			r = check_value(ld, what, d, d->def, s->line, &out[i].value, &out[i].u64);
 			out[i].line = 0;
+		} else if (find_refused(ld, s, d->key)) {
+			/* its line was refused: no follow-on "missing" error */
+			report_refused(ld, find_refused(ld, s, d->key), d, what);
 		} else if (d->required) {
 			errorf(ld, s->line, "%s%s%s%s is missing required key '%s' (%s)", what,
 			       opname ? " (op " : "", opname ? opname : "", opname ? ")" : "",
@@ -1513,7 +1662,8 @@ static int load_job(struct loader *ld)
 		job->checkpoint_dir_line = p[JK_CKPT_DIR].line;
 		p[JK_CKPT_DIR].value = NULL;
 	} else {
-		static const int ck[] = {JK_CKPT_INTERVAL, JK_CKPT_TIMEOUT, JK_CKPT_RETAIN};
+		static const int ck[] = {JK_CKPT_INTERVAL, JK_CKPT_TIMEOUT, JK_CKPT_RETAIN,
+					 JK_RESTART_ATTEMPTS};
 
 		for (size_t i = 0; i < sizeof(ck) / sizeof(ck[0]); i++)
 			if (p[ck[i]].line)
@@ -1565,7 +1715,9 @@ static int load_stage(struct loader *ld, uint32_t idx)
 	st->width = 1;
 	ld->input[idx] = find_kv(s, "input");
 
-	if (!op) {
+	if (!op && find_refused(ld, s, "op")) {
+		ld->ops_ok = false; /* its line was refused */
+	} else if (!op) {
 		if (near_job(s->name) || find_kv(s, "workers") || find_kv(s, "vnodes"))
 			errorf(ld, s->line,
 			       "stage [%s] has no 'op' key; did you mean [job]? (every section "
@@ -1910,7 +2062,8 @@ static int load_graph(struct loader *ld)
 				       "stage '%s' (op %s) is a source and takes no input; remove "
 				       "'input'",
 				       st->name, st->op->name);
-			if (!(st->op->flags & SHMRUN_OP_SOURCE) && !ld->input[i])
+			if (!(st->op->flags & SHMRUN_OP_SOURCE) && !ld->input[i] &&
+			    !find_refused(ld, ld->stage_sec[i], "input"))
 				errorf(ld, st->line,
 				       "stage '%s' (op %s) has no 'input'; name the stage it reads "
 				       "from, e.g. input = %s",
@@ -2024,6 +2177,7 @@ static void loader_free(struct loader *ld)
 	}
 	free(ld->sec);
 	free(ld->buf);
+	free(ld->refused);
 	free(ld->stage_sec);
 	free(ld->input);
 	free(ld->width_ok);
@@ -2054,6 +2208,8 @@ static int load_all(struct loader *ld)
 	r = ini_parse_stream(read_line, ld, on_key, ld);
 	if (ld->nomem || r == -2)
 		return -ENOMEM;
+	if (ld->too_big)
+		return -EFBIG;
 	if (ld->read_err) {
 		errorf(ld, 0, "read error after line %d: %s", ld->lineno, strerror(ld->read_err));
 		return -ld->read_err;
@@ -2095,6 +2251,12 @@ static int load_all(struct loader *ld)
 	r = load_graph(ld);
 	if (r)
 		return r;
+	for (uint32_t i = 0; i < ld->nrefused; i++) { /* keys no table knows */
+		char what[MAX_NAME_LEN + 16];
+
+		report_refused(ld, &ld->refused[i], NULL,
+			       section_what(ld, &ld->sec[ld->refused[i].sec], what, sizeof(what)));
+	}
 	return ld->nomem ? -ENOMEM : 0;
 }
 
@@ -2108,6 +2270,7 @@ static int load_stdin(struct loader *ld, struct shmrun_job *job, struct shmrun_j
 
 	ld->path = SHMRUN_STDIN_NAME;
 	ld->cur = CUR_NONE;
+	ld->cont = CONT_NONE;
 	ld->job_sec = -1;
 	ld->job = job;
 	ld->f = fd >= 0 ? fdopen(fd, "re") : NULL;
@@ -2172,7 +2335,7 @@ int shmrun_job_load(const char *path, struct shmrun_job *job, struct shmrun_job_
 			       S_ISDIR(st.st_mode) ? "a directory" : "a FIFO, socket or device");
 			goto err_free;
 		}
-		if (stat(path, &st) == 0 && st.st_size > (16 << 20)) {
+		if (stat(path, &st) == 0 && st.st_size > CONF_MAX_BYTES) {
 			r = -EFBIG;
 			errorf(&ld, 0, "is %lld bytes, too large for a topology (at most 16 MiB)",
 			       (long long)st.st_size);

@@ -431,7 +431,7 @@ struct run {
 	int signal;        /* the signal that stopped the run (or is stopping it) */
 	int64_t stop_ns;   /* when the stop was requested */
 	bool stop_forwarded; /* ... by a signal a worker passed on */
-	char cause[1024];  /* why it failed: text, tasks (< 256) and a worker error (<= 200) */
+	char cause[1024];  /* why it failed: text, tasks (< 256) and a worker error (< 432, whole) */
 	uint64_t epoch;    /* restored (start) / stopped at (end) */
 	bool reset_done;   /* STREAM_RESET_STATE=1 applied */
 	int fatal_signal;  /* a worker was killed by a signal a restart cannot cure */
@@ -745,7 +745,7 @@ static enum run_end run_once(struct run *r)
 					 w, job->cpus[w], tasks);
 			else
 				snprintf(r->cause, sizeof(r->cause),
-					 "worker %u (CPU %d, tasks %s) failed with exit status %d%s%.200s",
+					 "worker %u (CPU %d, tasks %s) failed with exit status %d%s%s",
 					 w, job->cpus[w], tasks, WEXITSTATUS(status),
 					 stats[w].error[0] ? ": " : "", stats[w].error);
 			shmrun_log(SHMRUN_LOG_ERROR, "%s", r->cause);
@@ -936,7 +936,7 @@ void shmrun_die_by_signal(int sig)
 
 int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
 {
-	char msg[512];
+	char msg[2 * PATH_MAX + 1024]; /* room for two paths: a message is never cut short */
 	int failed = 0;
 
 	for (uint32_t s = 0; s < job->nstages; s++)

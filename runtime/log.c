@@ -5,10 +5,12 @@
  *
  * Each line is formatted into one buffer and written with one write(2), so lines
  * from several worker processes sharing stderr never interleave mid-line (up to
- * PIPE_BUF bytes).
+ * PIPE_BUF bytes; longer lines, which name long paths, are still written whole
+ * up to LINE_MAX_BYTES, and past that lose their middle, never their end).
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/time.h>
@@ -16,6 +18,9 @@
 #include <unistd.h>
 
 #include "shmrun/runtime.h"
+
+/* The longest log line: room for a few paths of PATH_MAX (4096) bytes. */
+#define LINE_MAX_BYTES (16u << 10)
 
 static enum shmrun_log_level threshold = SHMRUN_LOG_INFO;
 static char role[32] = "launcher";
@@ -42,9 +47,37 @@ void shmrun_log_set_role(const char *r)
 	snprintf(role, sizeof(role), "%s", r);
 }
 
+char *shmrun_fit_middle(char *dst, size_t cap, const char *src)
+{
+	static const char mark[] = " … ";
+	size_t len = strlen(src), m = sizeof(mark) - 1, head, tail;
+
+	if (cap == 0)
+		return dst;
+	if (len < cap) {
+		memcpy(dst, src, len + 1);
+		return dst;
+	}
+	if (cap <= m + 2) {
+		memcpy(dst, src + len - (cap - 1), cap); /* the end, NUL included */
+		return dst;
+	}
+	/* keep the end whole: a third of the room for the head, the rest for the tail */
+	head = (cap - 1 - m) / 3;
+	tail = cap - 1 - m - head;
+	while (head && ((unsigned char)src[head] & 0xC0) == 0x80)
+		head--; /* not inside a UTF-8 sequence */
+	while (tail && ((unsigned char)src[len - tail] & 0xC0) == 0x80)
+		tail--;
+	memcpy(dst, src, head);
+	memcpy(dst + head, mark, m);
+	memcpy(dst + head + m, src + len - tail, tail + 1);
+	return dst;
+}
+
 void shmrun_vlog(enum shmrun_log_level level, const char *fmt, va_list ap)
 {
-	char line[4096];
+	char line[LINE_MAX_BYTES], *msg = NULL;
 	struct timespec ts;
 	struct tm tm;
 	int n;
@@ -58,9 +91,12 @@ void shmrun_vlog(enum shmrun_log_level level, const char *fmt, va_list ap)
 		     ts.tv_nsec / 1000000, names[level], role);
 	if (n < 0)
 		return;
-	n += vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
-	if (n > (int)sizeof(line) - 2)
-		n = (int)sizeof(line) - 2;
+	/* one write of at most LINE_MAX_BYTES; a longer message loses its middle */
+	if (vasprintf(&msg, fmt, ap) < 0)
+		return;
+	shmrun_fit_middle(line + n, sizeof(line) - 1 - (size_t)n, msg);
+	free(msg);
+	n += (int)strlen(line + n);
 	line[n++] = '\n';
 	while (write(STDERR_FILENO, line, (size_t)n) < 0 && errno == EINTR)
 		;

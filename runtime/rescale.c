@@ -95,9 +95,19 @@ static void free_rescale(struct rescale *rs)
 static int load(struct rescale *rs)
 {
 	char path[PATH_MAX], why[300];
+	struct stat st;
 	int64_t e = shmrun_ckpt_select(rs->dir, &rs->m);
 	int dirfd, err = 0;
 
+	if (e == 0 && stat(rs->dir, &st) < 0) { /* a mistyped directory: say so */
+		err = -errno;
+		snprintf(rs->why, sizeof(rs->why), "%s: %s", rs->dir, strerror(-err));
+		return err;
+	}
+	if (e == 0 && !S_ISDIR(st.st_mode)) {
+		snprintf(rs->why, sizeof(rs->why), "%s: %s", rs->dir, strerror(ENOTDIR));
+		return -ENOTDIR;
+	}
 	if (e <= 0) {
 		snprintf(rs->why, sizeof(rs->why), e == 0 ? "%s holds no checkpoint to rescale"
 							  : "%s holds no checkpoint that verifies",

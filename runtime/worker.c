@@ -158,22 +158,56 @@ static void note_fail_errno(struct shmrun_worker *w, int err)
 							memory_order_relaxed, memory_order_relaxed);
 }
 
+/* The whole first error of a quiet task (prepare, in the launcher): stats->error may cut it. */
+static char *quiet_error;
+
 static void task_verror(struct shmrun_task *t, const char *fmt, va_list ap)
 {
-	char msg[4096]; /* room for a path; the log line is at most 4096 bytes too */
+	char *msg = NULL; /* whole: shmrun_log() cuts the middle of a very long line */
 
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	if (!msg)
+		msg = strdup(fmt);
+	if (!msg)
+		return;
 	if (t->w) {
 		/* the summary in shared memory may be cut short; the log line is whole */
-		if (!t->w->failed && t->w->stats &&
-		    snprintf(t->w->stats->error, sizeof(t->w->stats->error), "stage '%s' [%u]: %s",
-			     t->stage->name, t->instance, msg) >= (int)sizeof(t->w->stats->error))
-			memcpy(t->w->stats->error + sizeof(t->w->stats->error) - 4, "...", 4);
+		if (!t->w->failed && t->w->stats) {
+			char *full = NULL;
+
+			/* cut in the middle: the end says what to do */
+			if (asprintf(&full, "stage '%s' [%u]: %s", t->stage->name, t->instance,
+				     msg) >= 0) {
+				shmrun_fit_middle(t->w->stats->error, sizeof(t->w->stats->error),
+						  full);
+				free(full);
+			}
+		}
 		t->w->failed = true;
-		if (t->w->quiet)
-			return; /* the caller reports stats->error (prepare) */
+		if (t->w->quiet) {
+			if (!quiet_error &&
+			    asprintf(&quiet_error, "stage '%s' [%u]: %s", t->stage->name,
+				     t->instance, msg) < 0)
+				quiet_error = NULL;
+			free(msg);
+			return; /* the caller reports it (prepare) */
+		}
 	}
 	shmrun_log(SHMRUN_LOG_ERROR, "stage '%s' [%u]: %s", t->stage->name, t->instance, msg);
+	free(msg);
+}
+
+/* Log @fmt at @level tagged with the stage and instance, never cut at the end. */
+static void task_vlog(struct shmrun_task *t, enum shmrun_log_level level, const char *fmt,
+		      va_list ap)
+{
+	char *msg = NULL;
+
+	if (vasprintf(&msg, fmt, ap) < 0)
+		return;
+	shmrun_log(level, "stage '%s' [%u]: %s", t->stage->name, t->instance, msg);
+	free(msg);
 }
 
 void shmrun_task_error(struct shmrun_task *t, const char *fmt, ...)
@@ -187,13 +221,25 @@ void shmrun_task_error(struct shmrun_task *t, const char *fmt, ...)
 
 void shmrun_task_log(struct shmrun_task *t, const char *fmt, ...)
 {
-	char msg[400];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	task_vlog(t, SHMRUN_LOG_INFO, fmt, ap);
 	va_end(ap);
-	shmrun_log(SHMRUN_LOG_INFO, "stage '%s' [%u]: %s", t->stage->name, t->instance, msg);
+}
+
+const char *shmrun_task_conf_dir(const struct shmrun_task *t)
+{
+	return t->w && t->w->plan && t->w->plan->job ? t->w->plan->job->conf_dir : NULL;
+}
+
+void shmrun_task_warn(struct shmrun_task *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	task_vlog(t, SHMRUN_LOG_WARN, fmt, ap);
+	va_end(ap);
 }
 
 void shmrun_task_count(struct shmrun_task *t, enum shmrun_counter counter, uint64_t n)
@@ -2012,10 +2058,16 @@ int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, ch
 	int err;
 
 	memset(&stats, 0, sizeof(stats));
+	free(quiet_error);
+	quiet_error = NULL;
 	err = t.op->prepare ? t.op->prepare(&t) : 0;
 	if (!err)
 		err = prepare_restore_check(plan, stage, &t);
-	if (err)
-		snprintf(msg, msglen, "%s", stats.error[0] ? stats.error : strerror(-err));
+	if (err) /* too long for @msg: its middle goes, never its end */
+		shmrun_fit_middle(msg, msglen,
+				  quiet_error ? quiet_error
+				  : stats.error[0] ? stats.error : strerror(-err));
+	free(quiet_error);
+	quiet_error = NULL;
 	return err;
 }

@@ -129,7 +129,8 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 
 /*
  * shmrun_task_prepare_stage() - run a stage's prepare() callback in the
- * launcher. Return: 0, or a negative errno with the reason in @msg.
+ * launcher. Return: 0, or a negative errno with the reason in @msg (whole, or
+ * without its middle if longer than @msglen: its end says what to do).
  */
 int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, char *msg,
 			      size_t msglen);

@@ -1,10 +1,12 @@
 /*
  * runtime/ops/file_source.c: one record per line of a set of files.
  *
- * `path` names files, directories (read recursively, symbolic links not
- * followed) and glob patterns; `match` keeps, of the files found inside
+ * `path` names files, directories (read recursively; a symbolic link named
+ * in `path` or matched by a pattern is followed, links found inside
+ * directories are not) and glob patterns; `match` keeps, of the files found inside
  * directories, only those whose name matches a glob (files named directly or
- * by a pattern are always read). The file list is sorted, so every
+ * by a pattern are always read). A name listed twice is read once; a file
+ * reached by two names (a link) is read under each. The file list is sorted, so every
  * instance computes the same list and the same pieces: each file is cut into
  * pieces of at most `piece_bytes`, ending just after a '\n' (a longer line
  * makes a longer piece), and piece k goes to instance k mod width. An instance
@@ -19,8 +21,10 @@
  * Inputs are regular files whose size is known: a FIFO, device or socket
  * named in `path` is refused before anything starts (opening a FIFO would
  * block, and a piece needs a size), and so is a file that reports size 0 but
- * has content (/proc, /sys: its size is not known in advance; copy it first).
- * Inside directories, non-regular files are skipped as before.
+ * has content, a file on a pseudo file system (/proc, /sys, debugfs...: its
+ * reported size is not its content's) and one shorter than its reported size
+ * (copy such files first). Inside directories, non-regular files are skipped.
+ * A named directory that yields no file is a warning; no file at all, an error.
  *
  * A file is read up to the size it had when the job first listed it (at the
  * first start, not on a restore): bytes appended later are not read, by this
@@ -32,7 +36,13 @@
  *     struct pos_entry (72 bytes: magic, offset, end, the file's identity at
  *     the first start — st_dev, st_ino, size, mtime — and XXH64 of the
  *     `window` bytes just before offset, window = min(offset, 4 KiB))
- *     [path bytes]
+ *     [path bytes: relative to the conf file's directory when the file lies
+ *      under it, so a job directory moved between stop and resume still
+ *      finds it; absolute otherwise]
+ *
+ * A move within one file system keeps device and inode, so the identity
+ * check passes; a copy (cp -a, a move across file systems) gives new inodes,
+ * and the restore refuses it as replaced.
  *
  * A restore checks each entry's file against its identity and refuses, naming
  * the file and what changed, one that was replaced (other device or inode),
@@ -63,6 +73,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "input_check.h"
 #include "ops.h"
 
 #define READ_BYTES (1u << 20)
@@ -113,6 +124,11 @@ struct source {
 };
 
 static struct file_list *walk_list; /* nftw has no user pointer */
+/* A directory named through a symbolic link is walked as "link/." (nftw's
+ * FTW_PHYS would not enter the link itself); its files are listed as
+ * "link/name": walk_top is "link", walk_skip the length of "link/." */
+static const char *walk_top;
+static size_t walk_skip;
 
 static int add_file(struct file_list *fl, const char *path, bool filter)
 {
@@ -139,8 +155,18 @@ static int add_file(struct file_list *fl, const char *path, bool filter)
 static int walk_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
 	(void)ftw;
-	if (type == FTW_F && S_ISREG(st->st_mode))
-		return add_file(walk_list, path, true) ? 1 : 0;
+	if (type == FTW_F && S_ISREG(st->st_mode)) {
+		char *p;
+		int err;
+
+		if (!walk_top)
+			return add_file(walk_list, path, true) ? 1 : 0;
+		if (asprintf(&p, "%s%s", walk_top, path + walk_skip) < 0)
+			return 1;
+		err = add_file(walk_list, p, true);
+		free(p);
+		return err ? 1 : 0;
+	}
 	return 0;
 }
 
@@ -157,8 +183,9 @@ static void free_list(struct file_list *fl)
 	memset(fl, 0, sizeof(*fl));
 }
 
-/* Expand `path` into a sorted, de-duplicated list of regular files. */
-static int list_files(struct shmrun_task *task, struct file_list *fl)
+/* Expand `path` into a sorted, de-duplicated (by name) list of regular files;
+ * @warn: say when a named directory yields none (once, in prepare()). */
+static int list_files(struct shmrun_task *task, struct file_list *fl, bool warn)
 {
 	char *paths = strdup(shmrun_task_param(task, "path")), *save = NULL;
 	int err = 0;
@@ -199,11 +226,38 @@ static int list_files(struct shmrun_task *task, struct file_list *fl)
 									   : "not a file");
 				err = -EINVAL;
 			} else if (S_ISDIR(st.st_mode)) {
+				struct stat lst;
+				char *dot = NULL;
+				uint32_t before = fl->n;
+				int wr;
+
+				/* a named link to a directory is followed (only here,
+				 * at the top: links inside directories are not) */
 				walk_list = fl;
-				if (nftw(p, walk_one, 32, FTW_PHYS) != 0) {
+				walk_top = NULL;
+				if (lstat(p, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+					if (asprintf(&dot, "%s/.", p) < 0) {
+						err = -ENOMEM;
+						break;
+					}
+					walk_top = p;
+					walk_skip = strlen(dot);
+				}
+				errno = 0;
+				wr = nftw(dot ? dot : p, walk_one, 32, FTW_PHYS);
+				walk_top = NULL;
+				free(dot);
+				if (wr != 0) {
 					shmrun_task_error(task, "input directory '%s': %s", p,
 							  strerror(errno ? errno : EIO));
 					err = -EIO;
+				} else if (fl->n == before && warn) {
+					/* named, yet yields nothing: say so */
+					shmrun_task_warn(task,
+							 "input directory '%s' in path = holds no "
+							 "regular file%s%s: it adds no records",
+							 p, fl->match ? " matching " : "",
+							 fl->match ? fl->match : "");
 				}
 			} else if (access(p, R_OK) < 0) {
 				shmrun_task_error(task, "input '%s': %s", p, strerror(errno));
@@ -232,13 +286,26 @@ static int list_files(struct shmrun_task *task, struct file_list *fl)
 }
 
 /*
- * A file whose size is not known in advance (/proc, /sys: size 0, yet content)
- * would be read as empty: refuse it. Return: 0, or -EINVAL after a message.
+ * A file whose size is not known in advance would be misread: refuse one on a
+ * pseudo file system (/proc, /sys, debugfs...: its reported size is not its
+ * content's), one reporting size 0 that has content, and one whose last
+ * reported byte cannot be read. Return: 0, or -EINVAL after a message.
  */
 static int check_sized(struct shmrun_task *task, const char *path, int fd, const struct stat *st)
 {
+	const char *pseudo = shmrun_pseudo_fs(fd);
 	char c;
 
+	if (pseudo || shmrun_size_overstated(fd, st->st_size)) {
+		shmrun_task_error(task,
+				  "input '%s' in path = is %s%s%s: its reported size (%lld bytes) "
+				  "is not its content's, so file_source cannot cut it into pieces; "
+				  "copy it first, e.g. cp %s data/",
+				  path, pseudo ? "on a pseudo file system (" : "shorter than it says",
+				  pseudo ? pseudo : "", pseudo ? ")" : "", (long long)st->st_size,
+				  path);
+		return -EINVAL;
+	}
 	if (st->st_size != 0 || pread(fd, &c, 1, 0) != 1)
 		return 0;
 	shmrun_task_error(task,
@@ -258,15 +325,12 @@ static int open_input(const char *path)
 static int prepare(struct shmrun_task *task)
 {
 	struct file_list fl;
-	int err = list_files(task, &fl);
+	int err = list_files(task, &fl, true);
 
 	for (uint32_t f = 0; !err && f < fl.n; f++) {
 		struct stat st;
-		int fd;
+		int fd = open_input(fl.files[f]);
 
-		if (stat(fl.files[f], &st) == 0 && st.st_size > 0)
-			continue; /* only a size-0 file needs a look inside */
-		fd = open_input(fl.files[f]);
 		if (fd < 0 || fstat(fd, &st) < 0) {
 			shmrun_task_error(task, "input '%s': %s", fl.files[f], strerror(errno));
 			err = -errno;
@@ -463,7 +527,7 @@ static int source_open(struct shmrun_task *task, void **state)
 		return -ENOMEM;
 	if (shmrun_task_restoring(task))
 		return 0; /* the pieces are the restored entries, if any */
-	err = list_files(task, &s->fl);
+	err = list_files(task, &s->fl, false);
 	if (!err)
 		err = make_pieces(task, s);
 	return err;
@@ -629,6 +693,20 @@ static int current_sum(struct shmrun_task *task, struct source *s, uint64_t *sum
 	return err;
 }
 
+/*
+ * @path as a saved position names it: relative to the conf file's directory
+ * when it lies under it (so a moved job directory still finds it), else as is.
+ */
+static const char *saved_path(struct shmrun_task *task, const char *path)
+{
+	const char *dir = shmrun_task_conf_dir(task);
+	size_t dl = dir ? strlen(dir) : 0;
+
+	if (dl > 1 && strncmp(path, dir, dl) == 0 && path[dl] == '/' && path[dl + 1])
+		return path + dl + 1;
+	return path;
+}
+
 /* Per-worker state: the pieces still to read, from the current position on. */
 static int source_snapshot(struct shmrun_task *task, void *state, uint64_t epoch)
 {
@@ -640,7 +718,8 @@ static int source_snapshot(struct shmrun_task *task, void *state, uint64_t epoch
 		const struct piece *p = &s->pieces[i];
 		struct pos_entry pe = {.magic = POS_MAGIC, .off = p->off, .end = p->end,
 				       .id = s->ids[p->file], .sum = p->sum, .window = p->window};
-		size_t n = strlen(s->fl.files[p->file]);
+		const char *path = saved_path(task, s->fl.files[p->file]);
+		size_t n = strlen(path);
 		int err;
 
 		if (i == s->cur && s->fd >= 0) {
@@ -652,7 +731,7 @@ static int source_snapshot(struct shmrun_task *task, void *state, uint64_t epoch
 		if (pe.off >= p->end)
 			continue;
 		memcpy(entry, &pe, sizeof(pe));
-		memcpy(entry + sizeof(pe), s->fl.files[p->file], n);
+		memcpy(entry + sizeof(pe), path, n);
 		err = shmrun_pw_add(task, entry, (uint32_t)(sizeof(pe) + n));
 		if (err)
 			return err;
@@ -743,6 +822,19 @@ static int parse_entry(struct shmrun_task *task, const unsigned char *e, uint32_
 	}
 	memcpy(path, e + head, len - head);
 	path[len - head] = 0;
+	if (path[0] != '/') { /* saved relative to the conf file's directory */
+		const char *dir = shmrun_task_conf_dir(task);
+		char rel[PATH_MAX];
+
+		memcpy(rel, path, len - head + 1);
+		if (!dir || snprintf(path, PATH_MAX, "%s/%s", dir, rel) >= PATH_MAX) {
+			shmrun_task_error(task,
+					  "restored read position names '%s' relative to the conf "
+					  "file's directory%s%s, which makes a path too long",
+					  rel, dir ? " " : "", dir ? dir : "");
+			return -ENAMETOOLONG;
+		}
+	}
 	return 0;
 }
 

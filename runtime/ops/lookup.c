@@ -15,6 +15,9 @@
  * that appears twice are errors naming file:line, and so is a file without
  * any line (a lookup that can never hit is a mistake) — in prepare(), so
  * `shmrun` refuses to start (exit 2), and again in open().
+ * The table must be a regular file of at most 1 GiB (TABLE_MAX_BYTES) whose
+ * size is its content's: a FIFO, device, socket, a file on a pseudo file
+ * system (/proc, /sys) or a larger file is refused in prepare() too.
  *
  * State: per-worker, rule union — every instance holds every row, and a
  * rescale gives every new instance every entry. snapshot() records one entry
@@ -66,7 +69,11 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "input_check.h"
 #include "ops.h"
+
+/* The largest table file: every instance and every checkpoint holds all of it. */
+#define TABLE_MAX_BYTES (1ull << 30)
 
 struct row {
 	size_t off; /* of the key in bytes; the value follows it */
@@ -188,13 +195,15 @@ static int table_index(struct table *t, size_t off, uint32_t key_len, uint32_t v
 	return 0;
 }
 
-/* Read all of @fd into t->bytes. Return: 0 or -errno. */
+/* Read all of @fd into t->bytes. Return: 0, -errno, or -EFBIG past TABLE_MAX_BYTES. */
 static int read_all(int fd, struct table *t)
 {
 	struct stat st;
 
 	if (fstat(fd, &st) < 0)
 		return -errno;
+	if ((uint64_t)st.st_size > TABLE_MAX_BYTES)
+		return -EFBIG;
 	t->cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096;
 	t->bytes = malloc(t->cap);
 	if (!t->bytes)
@@ -203,7 +212,11 @@ static int read_all(int fd, struct table *t)
 		ssize_t n;
 
 		if (t->len == t->cap) { /* the file grew while being read */
-			unsigned char *b = realloc(t->bytes, t->cap * 2);
+			unsigned char *b;
+
+			if (t->cap > TABLE_MAX_BYTES)
+				return -EFBIG;
+			b = realloc(t->bytes, t->cap * 2);
 
 			if (!b)
 				return -ENOMEM;
@@ -222,6 +235,42 @@ static int read_all(int fd, struct table *t)
 }
 
 /*
+ * Refuse a table that is not a regular file (a FIFO would block, /dev/zero
+ * never end) or whose size is not its content's (/proc, /sys).
+ * Return: 0, or -EINVAL after a message.
+ */
+static int check_table_file(struct shmrun_task *task, const char *path, int fd)
+{
+	const char *pseudo = shmrun_pseudo_fs(fd);
+	struct stat st;
+
+	if (fstat(fd, &st) < 0) {
+		shmrun_task_error(task, "table %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		shmrun_task_error(task,
+				  "table %s is not a regular file (%s): a lookup table is read "
+				  "whole before anything starts; copy the data into a file first",
+				  path, S_ISFIFO(st.st_mode) ? "a FIFO"
+					: S_ISSOCK(st.st_mode) ? "a socket"
+					: S_ISCHR(st.st_mode) ? "a character device"
+					: S_ISBLK(st.st_mode) ? "a block device"
+					: S_ISDIR(st.st_mode) ? "a directory" : "not a file");
+		return -EINVAL;
+	}
+	if (pseudo || shmrun_size_overstated(fd, st.st_size)) {
+		shmrun_task_error(task,
+				  "table %s is %s%s%s: its reported size is not its content's; "
+				  "copy it into a regular file first",
+				  path, pseudo ? "on a pseudo file system (" : "shorter than it says",
+				  pseudo ? pseudo : "", pseudo ? ")" : "");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
  * Load the table file named by `table` into @t (empty on entry).
  * Return: 0, or -errno after shmrun_task_error() named file:line.
  */
@@ -232,14 +281,28 @@ static int table_load(struct shmrun_task *task, struct table *t)
 	uint32_t line = 0;
 	int fd, err;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0) {
 		err = -errno;
 		shmrun_task_error(task, "table %s: %s", path, strerror(-err));
 		return err;
 	}
+	err = check_table_file(task, path, fd);
+	if (err) {
+		close(fd);
+		return err;
+	}
 	err = read_all(fd, t);
 	close(fd);
+	if (err == -EFBIG) {
+		shmrun_task_error(task,
+				  "table %s is larger than %llu MiB, the limit of a lookup table "
+				  "(every instance and every checkpoint holds all of it); keep a "
+				  "table that grows with the data in key-bound state (docs/state.md)",
+				  path, (unsigned long long)(TABLE_MAX_BYTES >> 20));
+		return err;
+	}
 	if (err) {
 		shmrun_task_error(task, "reading table %s: %s", path, strerror(-err));
 		return err;

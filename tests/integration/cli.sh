@@ -260,4 +260,31 @@ printf '[g]\nop = sequence\ncount = x\n' > "$tmp/stdin.conf"
 set +e; "$shmrun" check - < "$tmp/stdin.conf" 2> "$tmp/err"; rc=$?; set -e
 [ $rc -eq 2 ] && grep -q "^<stdin>:3: count = 'x'" "$tmp/err" || fail "check - of a bad conf: exit $rc"
 
+printf '[g]\nop = sequence\ncount = 3\n[o]\nop = null_sink\ninput = g\n' > "$tmp/plan.conf"
+# bounded memory (400 MB of address space), except under a sanitizer, whose
+# shadow memory needs terabytes of address space
+vlimit=400000
+ldd "$shmrun" 2> /dev/null | grep -q 'libasan\|libtsan' && vlimit=unlimited
+# standard input has the file's 16 MiB cap: /dev/zero (no '\n', endless) is
+# refused quickly, in bounded memory; a NUL byte is refused as in a file
+set +e
+( ulimit -v $vlimit; timeout 60 "$shmrun" check - < /dev/zero ) 2> "$tmp/err"; rc=$?
+set -e
+[ $rc -eq 2 ] || fail "check - < /dev/zero: exit $rc, expected 2 (124: it hung)"
+grep -q "^<stdin>: is larger than 16 MiB, the limit of a topology" "$tmp/err" ||
+	fail "check - < /dev/zero: no size message"
+[ "$(wc -l < "$tmp/err")" -le 2 ] || fail "check - < /dev/zero: follow-on errors"
+printf '[g]\nop = seq\0uence\ncount = 3\n' > "$tmp/stdin.conf"
+set +e; "$shmrun" check - < "$tmp/stdin.conf" 2> "$tmp/err"; rc=$?; set -e
+[ $rc -eq 2 ] && grep -q "^<stdin>:2: line contains a NUL byte" "$tmp/err" ||
+	fail "check - with a NUL byte: exit $rc"
+
+# plan --rescale-from a directory that does not exist says so (errno)
+set +e
+(cd "$tmp/cwd" && "$shmrun" plan --rescale-from nonexist - < "$tmp/plan.conf") > /dev/null 2> "$tmp/err"
+rc=$?
+set -e
+[ $rc -ne 0 ] && grep -q "nonexist: No such file or directory" "$tmp/err" ||
+	fail "plan --rescale-from nonexist: exit $rc, $(cat "$tmp/err")"
+
 echo "cli: $n bad configurations each exit 2 with file:line; help, version, check, plan, run ok"

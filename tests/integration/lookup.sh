@@ -11,6 +11,8 @@
 #     does use the changed file, so the check can tell the two apart.
 #   - --rescale of the lookup stage 4 -> 2 -> 4 after stops (union: every new
 #     instance gets every row): exact output with the checkpoint's table.
+#   - a FIFO, device, directory, /proc or /sys table, or one over 1 GiB, is
+#     refused by `check` at once (no hang, bounded memory).
 #   - --rescale adding a lookup stage: the stage is new to the checkpoint, so
 #     it reads the file; records before the stop are not enriched, every
 #     record after it is.
@@ -234,3 +236,47 @@ awk -v n=$C -v from="$L" 'BEGIN {
 	} }' > "$tmp/want"
 cmp -s "$tmp/want" "$d/out/result.tsv" || { diff "$tmp/want" "$d/out/result.tsv" | head -5 >&2; fail "new stage: output differs"; }
 echo "ok --rescale adding a lookup stage: it reads the table file; $L lines before, $((C - L)) after"
+
+# bounded memory (400 MB of address space), except under a sanitizer, whose
+# shadow memory needs terabytes of address space
+vlimit=400000
+ldd "$shmrun" 2> /dev/null | grep -q 'libasan\|libtsan' && vlimit=unlimited
+# Tables that are not regular files, or whose size is not their content's, are
+# refused by `check` (prepare) at once: a FIFO would block, /dev/zero never end.
+d=$tmp/special
+mkdir -p "$d"
+mkfifo "$d/fifo"
+for t in "$d/fifo" /dev/zero /dev/urandom /proc/self/status \
+	/sys/kernel/mm/transparent_hugepage/enabled "$d"; do
+	[ -e "$t" ] || continue
+	cat > "$d/job.conf" <<CONF
+[gen]
+op = sequence
+count = 3
+[look]
+op = lookup
+input = gen
+table = $t
+[out]
+op = null_sink
+input = look
+CONF
+	rc=0
+	( ulimit -v $vlimit; timeout 30 "$shmrun" check "$d/job.conf" ) 2> "$tmp/log" || rc=$?
+	[ $rc -eq 2 ] || fail "table $t: check exit status $rc, expected 2 (124: it hung)"
+	grep -q "job.conf:7: stage 'look' \[0\]: table $t is " "$tmp/log" ||
+		fail "table $t: the refusal does not name the stage and the table"
+	grep -Eq "not a regular file|pseudo file system" "$tmp/log" ||
+		fail "table $t: the refusal does not say why"
+done
+echo "ok FIFO, device, directory, /proc and /sys tables: refused by check, exit 2, at once"
+
+# a table over the 1 GiB limit is refused with the limit (a sparse file)
+truncate -s 1100M "$d/big.tsv"
+sed -i "s|^table = .*|table = big.tsv|" "$d/job.conf"
+rc=0
+( ulimit -v $vlimit; timeout 30 "$shmrun" check "$d/job.conf" ) 2> "$tmp/log" || rc=$?
+[ $rc -eq 2 ] && grep -q "table $d/big.tsv is larger than 1024 MiB" "$tmp/log" ||
+	fail "a 1.1 GiB table: exit $rc, no limit message"
+rm -f "$d/big.tsv"
+echo "ok a table over 1 GiB: refused with the limit"

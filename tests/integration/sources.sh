@@ -9,7 +9,12 @@
 #   - an input file replaced, modified in place or truncated between stop and
 #     resume is refused before anything starts (exit 2, naming it); one that
 #     only grew resumes and its appended bytes are not read;
-#   - FIFOs, devices and /proc files are refused before anything starts;
+#   - FIFOs, devices, /proc and /sys files are refused before anything starts
+#     (by `check` too);
+#   - a job directory moved between stop and resume resumes (positions are
+#     saved relative to the conf's directory); a copied one is refused;
+#   - a symbolic link to a directory named in path (or matched) is followed;
+#     a named directory without files warns, and alone is refused;
 #   - `rate` holds for the whole stage (one piece, or instances on two
 #     workers), and a worker waiting for its rate-limited source sleeps.
 set -euo pipefail
@@ -209,16 +214,18 @@ checkpoint_interval = 50ms
 [read]
 op = file_source
 path = in/data
-rate = 2000
+rate = 500
 [out]
 op = file_sink
 input = read
 path = out.tsv
 CONF
 	start "$d"
-	for _ in $(seq 1 200); do
-		ls "$d"/ck/ckpt-2/MANIFEST > /dev/null 2>&1 && break
-		sleep 0.05
+	wait_started
+	# a checkpoint past the first (ckpt-2 lives only ~100 ms: any later one)
+	for _ in $(seq 1 400); do
+		ls "$d"/ck/ckpt-*/MANIFEST 2> /dev/null | grep -qv '/ckpt-1/' && break
+		sleep 0.02
 	done
 	kill -TERM $launcher
 	finish "$1 (stopped)"
@@ -260,12 +267,35 @@ seq -f "line-%g" 1 2000 > "$tmp/expect"
 once "grown file" "$tmp/expect" "$d/out.tsv"
 echo "ok file that only grew: resumed, each line once, the appended bytes not read"
 
+# a job directory moved (mv, same file system) between stop and resume: the
+# saved positions name files relative to the conf's directory, so it resumes
+fs_case moved
+mv "$d" "$d.moved"
+d=$d.moved
+run "$d" || fail "moved job directory: resume exit status $?"
+grep -q "changed since checkpoint" "$tmp/log" && fail "moved job directory: refused"
+seq -f "line-%g" 1 2000 > "$tmp/expect"
+once "moved job directory" "$tmp/expect" "$d/out.tsv"
+echo "ok job directory moved between stop and resume: resumed, each line once"
+
+# a copy (cp -a, new inodes) of a stopped job is refused, naming the file
+fs_case copied
+cp -a "$d" "$d.copy"
+d=$d.copy
+refused "copied job directory" "it was replaced"
+echo "ok job directory copied between stop and resume: refused (new inodes), exit 2"
+
 # ---- item 11: non-regular inputs ------------------------------------------
 
 d=$tmp/special
 mkdir -p "$d"
 mkfifo "$d/fifo"
-for p in "$d/fifo" /dev/null /proc/self/status; do
+sysfile=
+for f in /sys/kernel/mm/transparent_hugepage/enabled /sys/kernel/profiling \
+	/sys/devices/system/cpu/online /sys/power/state; do
+	[ -r "$f" ] && { sysfile=$f; break; }
+done
+for p in "$d/fifo" /dev/null /proc/self/status $sysfile; do
 	cat > "$d/job.conf" <<CONF
 [read]
 op = file_source
@@ -280,7 +310,56 @@ CONF
 	grep -q "job.conf:3: stage 'read' \[0\]: input '$p' in path = " "$tmp/log" ||
 		fail "input $p: the refusal does not name the stage, path and key"
 done
-echo "ok FIFO, device and /proc inputs: refused before starting, exit 2"
+echo "ok FIFO, device, /proc and /sys ($sysfile) inputs: refused before starting, exit 2"
+# `shmrun check` refuses them too (prepare), not only a run
+rc=0
+timeout 20 "$shmrun" check "$d/job.conf" 2> "$tmp/log" || rc=$?
+[ $rc -eq 2 ] || fail "check of input ${sysfile:-/proc/self/status}: exit $rc, expected 2"
+grep -q "pseudo file system" "$tmp/log" || fail "the /sys or /proc refusal does not say why"
+echo "ok check refuses a pseudo file system input, saying why"
+
+# ---- a symbolic link to a directory named in path is followed -------------
+
+d=$tmp/symdir
+mkdir -p "$d/data/sub" "$d/empty"
+seq -f "d-%g" 1 5 > "$d/data/a.txt"
+seq -f "s-%g" 1 3 > "$d/data/sub/b.txt"
+echo "other" > "$d/other.txt"
+ln -s data "$d/dsym"
+ln -s data "$d/data/sub/loop" # a link inside a directory: not followed
+symconf() { # path value
+	cat > "$d/job.conf" <<CONF
+[read]
+op = file_source
+path = $1
+[out]
+op = file_sink
+input = read
+path = out.tsv
+CONF
+}
+symconf "dsym other.txt"
+run "$d" || fail "symlinked directory: exit $?"
+{ seq -f "d-%g" 1 5; seq -f "s-%g" 1 3; echo other; } > "$tmp/expect"
+once "symlinked directory and a file" "$tmp/expect" "$d/out.tsv"
+symconf "dsym"
+run "$d" || fail "symlinked directory alone: exit $?"
+{ seq -f "d-%g" 1 5; seq -f "s-%g" 1 3; } > "$tmp/expect"
+once "symlinked directory alone" "$tmp/expect" "$d/out.tsv"
+symconf "ds*"
+run "$d" || fail "symlinked directory by a pattern: exit $?"
+once "symlinked directory by a pattern" "$tmp/expect" "$d/out.tsv"
+echo "ok a symlink to a directory, named or matched, is followed (links inside are not)"
+# a named directory that yields nothing is said, not skipped silently
+symconf "empty other.txt"
+run "$d" || fail "empty directory and a file: exit $?"
+grep -q "WARN .*input directory '.*empty' in path = holds no regular file" "$tmp/log" ||
+	fail "an empty named directory is skipped without a warning"
+symconf "empty"
+rc=0
+run "$d" || rc=$?
+[ $rc -eq 2 ] || fail "only an empty directory: exit $rc, expected 2"
+echo "ok a named directory without files: a warning; nothing at all: refused, exit 2"
 
 # ---- item 17, item 11: rate per stage; a paced worker sleeps ---------------
 

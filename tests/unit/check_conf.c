@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "shmrun/job.h"
+#include "shmrun/runtime.h"
 
 #include "common/tmpdir.h"
 
@@ -123,7 +124,11 @@ START_TEST(test_parse_size)
 		{"K", -EINVAL, 0},
 		{"4k", -EINVAL, 0},
 		{"4KB", -EINVAL, 0},
-		{"4T", -EINVAL, 0},
+		{"4T", 0, 4ull << 40},
+		{"1T", 0, 1ull << 40},
+		{"16777216T", -ERANGE, 0},
+		{"4P", -EINVAL, 0},
+		{"4t", -EINVAL, 0},
 		{" 4K", -EINVAL, 0},
 		{"4K ", -EINVAL, 0},
 		{"4 K", -EINVAL, 0},
@@ -884,7 +889,9 @@ START_TEST(test_line_too_long)
 	snprintf(text, sizeof(text), "[job]\nname = %0300d\n" TAIL, 7);
 	put_conf("long.conf", text, path);
 	r = shmrun_job_load(path, &job, &errs);
-	expect_error(path, r, &errs, 2, "line is longer than");
+	expect_error(path, r, &errs, 2,
+		     "line of key 'name' in [job] is longer than 197 characters");
+	expect_error(path, r, &errs, 2, "'name' takes one value, so shorten it");
 	/* the lines after it are still read with the right numbers */
 	ck_assert_uint_eq(errs.n, 1);
 	shmrun_job_errors_free(&errs);
@@ -1072,11 +1079,34 @@ START_TEST(test_continuation_errors)
 	ck_assert_uint_eq(errs.n, 2);
 	shmrun_job_errors_free(&errs);
 
-	/* a continued scalar is checked as one value */
+	/* a single-value key takes no continuation line: an error at that line */
 	put_conf("c2.conf", "[job]\nworkers = 1\n  2\n" MINIMAL, path);
 	r = shmrun_job_load(path, &job, &errs);
-	expect_error(path, r, &errs, 2, "workers = '1 2' in [job] is not a valid count");
+	expect_error(path, r, &errs, 3,
+		     "indented line continues key 'workers' in [job] (line 2), which takes one "
+		     "value, not a list");
+	ck_assert_uint_eq(errs.n, 1);
 	shmrun_job_errors_free(&errs);
+
+	/* ... paths included: no output or checkpoint_dir with a blank in it */
+	put_conf("c2b.conf",
+		 "[job]\ncheckpoint_dir = ck\n  more\n[s]\nop = file_source\npath = a.txt\n"
+		 "  b.txt\n[o]\nop = file_sink\ninput = s\npath = o\n  7.tsv\n",
+		 path);
+	r = shmrun_job_load(path, &job, &errs);
+	expect_error(path, r, &errs, 3, "continues key 'checkpoint_dir' in [job] (line 2)");
+	expect_error(path, r, &errs, 3, "the value would become 'ck more'");
+	expect_error(path, r, &errs, 12, "continues key 'path' in stage 'o' (line 11)");
+	ck_assert_uint_eq(errs.n, 2); /* file_source's path is a list: fine */
+	shmrun_job_errors_free(&errs);
+
+	/* list keys: file_source's path and input continue */
+	put_conf("c2c.conf",
+		 "[s]\nop = sequence\ncount = 3\n[t]\nop = sequence\ncount = 3\n"
+		 "[o]\nop = null_sink\ninput = s,\n  t\n",
+		 path);
+	load_ok(path, &job);
+	shmrun_job_free(&job);
 
 	/* an over-long line says to use continuation lines */
 	{
@@ -1089,10 +1119,93 @@ START_TEST(test_continuation_errors)
 		put_conf("c3.conf", text, path);
 		r = shmrun_job_load(path, &job, &errs);
 		expect_error(path, r, &errs, 4,
-			     "split a long value over indented continuation lines");
-		ck_assert_uint_eq(errs.n, 2); /* and path is missing: its line was refused */
+			     "line of key 'path' in stage 's' is longer than 197 characters, the "
+			     "INI parser's limit; split its list over indented continuation lines");
+		/* no follow-on "missing required key 'path'": its line was refused */
+		ck_assert_uint_eq(errs.n, 1);
+		shmrun_job_errors_free(&errs);
+
+		/* a single-path key: the advice is to shorten it, not to continue it */
+		snprintf(text, sizeof(text),
+			 "[s]\nop = sequence\ncount = 3\n[o]\nop = file_sink\ninput = s\n"
+			 "path = %0300d\n",
+			 7);
+		put_conf("c4.conf", text, path);
+		r = shmrun_job_load(path, &job, &errs);
+		expect_error(path, r, &errs, 7,
+			     "'path' takes one value, so shorten it (e.g. a path relative to "
+			     "the conf file's directory)");
+		ck_assert_uint_eq(errs.n, 1);
+		shmrun_job_errors_free(&errs);
+
+		/* op and input refused: no "missing op" or "has no input" */
+		snprintf(text, sizeof(text),
+			 "[s]\nop = sequence\ncount = 3\n[o]\nop = %0300d\ninput = %0300d\n", 7,
+			 7);
+		put_conf("c5.conf", text, path);
+		r = shmrun_job_load(path, &job, &errs);
+		expect_error(path, r, &errs, 5, "line of key 'op' in stage 'o' is longer than");
+		expect_error(path, r, &errs, 6, "split its list over indented continuation lines");
+		ck_assert_uint_eq(errs.n, 2);
 		shmrun_job_errors_free(&errs);
 	}
+}
+END_TEST
+
+/* Every checkpoint key, restart_attempts included, warns without checkpoint_dir. */
+START_TEST(test_checkpoint_keys_without_dir)
+{
+	struct shmrun_job job;
+	char path[PATH_MAX];
+	bool seen = false;
+
+	put_conf("ra.conf", "[job]\nrestart_attempts = 3\n" MINIMAL, path);
+	load_ok(path, &job);
+	for (uint32_t i = 0; i < job.nwarnings; i++)
+		seen |= strstr(job.warnings[i], ":2: restart_attempts has no effect without "
+						"checkpoint_dir") != NULL;
+	ck_assert_msg(seen, "no warning for restart_attempts without checkpoint_dir");
+	shmrun_job_free(&job);
+}
+END_TEST
+
+/* Sizes take a T suffix, as docs/topology.md writes the ranges (1–1T). */
+START_TEST(test_size_terabytes)
+{
+	struct shmrun_job job;
+	struct shmrun_job_errors errs;
+	char path[PATH_MAX];
+	int r;
+
+	put_conf("t1.conf", "[job]\nunion_state_limit = 1T\nper_worker_state_warn = 1T\n" MINIMAL,
+		 path);
+	load_ok(path, &job);
+	ck_assert_uint_eq(job.union_state_limit, 1ull << 40);
+	ck_assert_uint_eq(job.per_worker_state_warn, 1ull << 40);
+	shmrun_job_free(&job);
+	put_conf("t2.conf", "[job]\nunion_state_limit = 2T\n" MINIMAL, path);
+	r = shmrun_job_load(path, &job, &errs);
+	expect_error(path, r, &errs, 2, "expected 1 to 1T");
+	shmrun_job_errors_free(&errs);
+}
+END_TEST
+
+/* A long message loses its middle, never its end (what to do). */
+START_TEST(test_fit_middle)
+{
+	char src[1200], dst[432];
+
+	memset(src, 'x', sizeof(src));
+	memcpy(src, "worker 1: ", 10);
+	strcpy(src + sizeof(src) - 40, "; free space, then run the job again");
+	shmrun_fit_middle(dst, sizeof(dst), src);
+	ck_assert_uint_eq(strlen(dst), sizeof(dst) - 1);
+	ck_assert_msg(strncmp(dst, "worker 1: ", 10) == 0, "%s", dst);
+	ck_assert_ptr_nonnull(strstr(dst, " … "));
+	ck_assert_msg(strcmp(dst + strlen(dst) - 36, "; free space, then run the job again") == 0,
+		      "%s", dst);
+	shmrun_fit_middle(dst, sizeof(dst), "short");
+	ck_assert_str_eq(dst, "short");
 }
 END_TEST
 
@@ -1421,6 +1534,9 @@ static Suite *conf_suite(void)
 	tcase_add_unchecked_fixture(tc, suite_tmpdir_create, tmpdir_remove);
 	tcase_add_test(tc, test_continuation_long_path_list);
 	tcase_add_test(tc, test_continuation_errors);
+	tcase_add_test(tc, test_checkpoint_keys_without_dir);
+	tcase_add_test(tc, test_size_terabytes);
+	tcase_add_test(tc, test_fit_middle);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("limits");

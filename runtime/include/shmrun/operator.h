@@ -336,6 +336,19 @@ void shmrun_task_error(struct shmrun_task *task, const char *fmt, ...)
 void shmrun_task_log(struct shmrun_task *task, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/**
+ * shmrun_task_conf_dir() - the directory of the topology.conf (resolved, no
+ * trailing '/'; the current directory for a topology on standard input),
+ * against which relative paths resolve; NULL if not known. A saved position
+ * that names a file under it relative to it still finds the file after the
+ * job directory moved.
+ */
+const char *shmrun_task_conf_dir(const struct shmrun_task *task);
+
+/** shmrun_task_warn() - log a warning line tagged with the stage and instance. */
+void shmrun_task_warn(struct shmrun_task *task, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 /** The job's end-of-run counters, summed over all tasks and printed at the end. */
 enum shmrun_counter {
 	SHMRUN_COUNT_RECORDS_IN = 0,  /**< records a source read */

@@ -41,6 +41,13 @@ void shmrun_vlog(enum shmrun_log_level level, const char *fmt, va_list ap);
 /** shmrun_log_set_role() - the tag after the level, e.g. "worker 1". */
 void shmrun_log_set_role(const char *role);
 
+/**
+ * shmrun_fit_middle() - copy @src into @dst of @cap bytes (NUL included); a
+ * text too long loses its middle, marked " … ", never its end (where messages
+ * say what to do). Return: @dst.
+ */
+char *shmrun_fit_middle(char *dst, size_t cap, const char *src);
+
 struct shmrun_plan; /* tasks, channels and rings of a job; see runtime/plan.h */
 
 /**

@@ -199,8 +199,13 @@ static void kill_all(const pid_t *pids, uint32_t n, int sig)
 			kill(pids[w], sig);
 }
 
-/* Reap every worker, SIGKILLing whoever outlives @deadline. */
-static void reap_all(pid_t *pids, uint32_t n, int64_t deadline)
+/*
+ * Reap every worker, SIGKILLing whoever outlives @deadline. With @plan (a
+ * stop: the workers were asked to end), each worker killed that way is named
+ * in a warning, since output it held unwritten is lost; without, the workers
+ * are being killed anyway (a failure) and nothing is said.
+ */
+static void reap_all(const struct shmrun_plan *plan, pid_t *pids, uint32_t n, int64_t deadline)
 {
 	for (;;) {
 		uint32_t alive = 0;
@@ -216,6 +221,19 @@ static void reap_all(pid_t *pids, uint32_t n, int64_t deadline)
 		if (!alive)
 			return;
 		if (now_ns() > deadline) {
+			for (uint32_t w = 0; w < n && plan; w++) {
+				char tasks[256];
+
+				if (pids[w] <= 0)
+					continue;
+				describe_tasks(plan, w, tasks, sizeof(tasks));
+				shmrun_log(SHMRUN_LOG_WARN,
+					   "worker %u (pid %d, CPU %d, tasks %s) did not stop within "
+					   "%.0f s of SIGTERM: killed with SIGKILL; output it held "
+					   "unwritten is lost",
+					   w, (int)pids[w], plan->job->cpus[w],
+					   tasks[0] ? tasks : "none", (double)STOP_GRACE_NS / 1e9);
+			}
 			kill_all(pids, n, SIGKILL);
 			deadline = INT64_MAX;
 		}
@@ -228,46 +246,6 @@ static void stop_all(struct shmrun_control *ctl, const pid_t *pids, uint32_t n)
 {
 	atomic_store_explicit(&ctl->stop_now, 1, memory_order_release);
 	kill_all(pids, n, SIGTERM);
-}
-
-/* Reap every worker after stop_all(), SIGKILLing whoever outlives @deadline
- * with a warning naming it: its buffered output is lost. */
-static void reap_stopped(const struct shmrun_plan *plan, pid_t *pids, int64_t deadline)
-{
-	const struct shmrun_job *job = plan->job;
-	uint32_t n = job->workers;
-
-	for (;;) {
-		uint32_t alive = 0;
-
-		for (uint32_t w = 0; w < n; w++) {
-			if (pids[w] <= 0)
-				continue;
-			if (waitpid(pids[w], NULL, WNOHANG) == pids[w])
-				pids[w] = 0;
-			else
-				alive++;
-		}
-		if (!alive)
-			return;
-		if (now_ns() > deadline)
-			break;
-		usleep(2000);
-	}
-	for (uint32_t w = 0; w < n; w++) {
-		char tasks[256];
-
-		if (pids[w] <= 0)
-			continue;
-		describe_tasks(plan, w, tasks, sizeof(tasks));
-		shmrun_log(SHMRUN_LOG_WARN,
-			   "worker %u (pid %d, CPU %d, tasks %s) did not stop within %.0f s of "
-			   "SIGTERM: killed with SIGKILL; output it held unwritten is lost",
-			   w, (int)pids[w], job->cpus[w], tasks[0] ? tasks : "none",
-			   (double)STOP_GRACE_NS / 1e9);
-		kill(pids[w], SIGKILL);
-	}
-	reap_all(pids, n, INT64_MAX);
 }
 
 /* The output files of @worker's file_sink tasks, "a.tsv.0, a.tsv.1", into @buf. */
@@ -618,7 +596,7 @@ static enum run_end run_once(struct run *r)
 			shmrun_log(SHMRUN_LOG_ERROR, "fork of worker %u failed: %s", w,
 				   strerror(errno));
 			kill_all(pids, job->workers, SIGKILL);
-			reap_all(pids, job->workers, 0);
+			reap_all(NULL, pids, job->workers, 0);
 			snprintf(r->cause, sizeof(r->cause), "fork failed");
 			end = RUN_FAILED;
 			goto out;
@@ -685,7 +663,7 @@ static enum run_end run_once(struct run *r)
 			shmrun_log(SHMRUN_LOG_WARN, "%s: stopping %u workers", strsignal(sig),
 				   running);
 			stop_all(r->ctl, pids, job->workers);
-			reap_stopped(plan, pids, now_ns() + STOP_GRACE_NS);
+			reap_all(plan, pids, job->workers, now_ns() + STOP_GRACE_NS);
 			r->signal = sig;
 			end = RUN_SIGNALED;
 			break;
@@ -709,7 +687,7 @@ static enum run_end run_once(struct run *r)
 					   "stopping the job",
 					   w);
 				kill_all(pids, job->workers, SIGKILL);
-				reap_all(pids, job->workers, 0);
+				reap_all(NULL, pids, job->workers, 0);
 				running = 0;
 				r->signal = SIGPIPE;
 				end = RUN_SIGNALED;
@@ -750,7 +728,7 @@ static enum run_end run_once(struct run *r)
 					 stats[w].error[0] ? ": " : "", stats[w].error);
 			shmrun_log(SHMRUN_LOG_ERROR, "%s", r->cause);
 			kill_all(pids, job->workers, SIGKILL);
-			reap_all(pids, job->workers, 0);
+			reap_all(NULL, pids, job->workers, 0);
 			running = 0;
 			end = RUN_FAILED;
 			break;

@@ -75,6 +75,7 @@
 #include <unistd.h>
 
 #include "ckpt_io.h"
+#include "ops/input_check.h"
 #include "preflight.h"
 #include "shmrun/operator.h"
 #include "shmrun/runtime.h"
@@ -391,11 +392,7 @@ static bool writable(const char *path, bool dir, char *why, size_t len)
 			/* no lock file is ever made beside it (/dev/.null.lock) */
 			snprintf(why, len, "it is %s, not a regular file; an output is a regular "
 					   "file (write to a file, then copy it where it must go)",
-				 S_ISFIFO(st.st_mode)  ? "a FIFO"
-				 : S_ISSOCK(st.st_mode) ? "a socket"
-				 : S_ISCHR(st.st_mode)  ? "a character device"
-				 : S_ISBLK(st.st_mode)  ? "a block device"
-							: "not a file");
+				 shmrun_file_kind(st.st_mode));
 			return false;
 		}
 		if (dir && !S_ISDIR(st.st_mode)) {

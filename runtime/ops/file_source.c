@@ -219,11 +219,7 @@ static int list_files(struct shmrun_task *task, struct file_list *fl, bool warn)
 						  "input '%s' in path = is not a regular file (%s): "
 						  "file_source reads regular files and directories "
 						  "only; copy the data into a file first",
-						  p, S_ISFIFO(st.st_mode) ? "a FIFO"
-						     : S_ISSOCK(st.st_mode) ? "a socket"
-						     : S_ISCHR(st.st_mode) ? "a character device"
-						     : S_ISBLK(st.st_mode) ? "a block device"
-									   : "not a file");
+						  p, shmrun_file_kind(st.st_mode));
 				err = -EINVAL;
 			} else if (S_ISDIR(st.st_mode)) {
 				struct stat lst;

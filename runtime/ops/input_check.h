@@ -9,9 +9,23 @@
 #ifndef SHMRUN_OPS_INPUT_CHECK_H
 #define SHMRUN_OPS_INPUT_CHECK_H
 
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/types.h>
 #include <unistd.h>
+
+/* "a FIFO", "a directory", ... : what @mode is, for messages about a file
+ * that is not the regular file an operator or output needs. */
+static inline const char *shmrun_file_kind(mode_t mode)
+{
+	return S_ISFIFO(mode)   ? "a FIFO"
+	       : S_ISCHR(mode)  ? "a character device"
+	       : S_ISBLK(mode)  ? "a block device"
+	       : S_ISSOCK(mode) ? "a socket"
+	       : S_ISDIR(mode)  ? "a directory"
+	       : S_ISREG(mode)  ? "a regular file"
+				: "not a file";
+}
 
 /*
  * The name of the pseudo file system that holds open file @fd, or NULL if it

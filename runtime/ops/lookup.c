@@ -252,11 +252,7 @@ static int check_table_file(struct shmrun_task *task, const char *path, int fd)
 		shmrun_task_error(task,
 				  "table %s is not a regular file (%s): a lookup table is read "
 				  "whole before anything starts; copy the data into a file first",
-				  path, S_ISFIFO(st.st_mode) ? "a FIFO"
-					: S_ISSOCK(st.st_mode) ? "a socket"
-					: S_ISCHR(st.st_mode) ? "a character device"
-					: S_ISBLK(st.st_mode) ? "a block device"
-					: S_ISDIR(st.st_mode) ? "a directory" : "not a file");
+				  path, shmrun_file_kind(st.st_mode));
 		return -EINVAL;
 	}
 	if (pseudo || shmrun_size_overstated(fd, st.st_size)) {

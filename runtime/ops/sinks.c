@@ -66,6 +66,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "input_check.h"
 #include "ops.h"
 
 #define BUF_BYTES (1u << 20)
@@ -388,17 +389,6 @@ static int output_name(struct shmrun_task *task, uint32_t i, char *name)
 	return check_name(task, name, shmrun_task_checkpointing(task));
 }
 
-/* "a FIFO", "a directory", ... for messages about what @mode is. */
-static const char *file_kind(mode_t mode)
-{
-	return S_ISFIFO(mode)   ? "a FIFO"
-	       : S_ISCHR(mode)  ? "a character device"
-	       : S_ISBLK(mode)  ? "a block device"
-	       : S_ISSOCK(mode) ? "a socket"
-	       : S_ISDIR(mode)  ? "a directory"
-				: "not a regular file";
-}
-
 /* Refuse @name, which is @kind, as an output. Return: -EINVAL. */
 static int not_regular(struct shmrun_task *task, const char *name, const char *kind)
 {
@@ -423,7 +413,7 @@ static int file_prepare(struct shmrun_task *task)
 
 		err = output_name(task, i, name);
 		if (!err && stat(name, &st) == 0 && !S_ISREG(st.st_mode))
-			err = not_regular(task, name, file_kind(st.st_mode));
+			err = not_regular(task, name, shmrun_file_kind(st.st_mode));
 	}
 	return err;
 }
@@ -464,7 +454,7 @@ static int file_open(struct shmrun_task *task, void **state)
 		}
 		if (!S_ISREG(st.st_mode)) {
 			close(fd);
-			return not_regular(task, name, file_kind(st.st_mode));
+			return not_regular(task, name, shmrun_file_kind(st.st_mode));
 		}
 		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 		if (!exactly_once && ftruncate(fd, 0) < 0) {

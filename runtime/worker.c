@@ -1605,6 +1605,8 @@ static void flush_task(struct shmrun_task *t, int64_t now)
 	err = t->op->flush(t, t->state);
 	if (err && !t->w->failed)
 		shmrun_task_error(t, "flush failed: %s", strerror(-err));
+	if (err)
+		note_fail_errno(t->w, err);
 }
 
 /* Once, after open(): each flushing task's interval and first deadline. */
@@ -1671,8 +1673,10 @@ static uint32_t step(struct shmrun_worker *w)
 			r = t->op->produce(t, t->state, (uint32_t)budget);
 			rate_return(t, (uint64_t)budget, t->records_in - before);
 			progress += (uint32_t)(t->records_in - before) + (r <= 0);
-			if (r < 0 && !w->failed) {
-				shmrun_task_error(t, "produce failed: %s", strerror(-r));
+			if (r < 0) {
+				if (!w->failed)
+					shmrun_task_error(t, "produce failed: %s", strerror(-r));
+				note_fail_errno(w, r);
 			} else if (r == 0 && w->checkpointing) {
 				/* wait for the final epoch, which ends it */
 				t->exhausted = true;
@@ -1890,8 +1894,11 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 			break;
 		}
 		t->opened = true;
-		if (restore_entries(t) && !w.failed)
+		err = restore_entries(t);
+		if (err && !w.failed)
 			shmrun_task_error(t, "restore of per-worker state failed");
+		if (err)
+			note_fail_errno(&w, err);
 	}
 	flush_setup(&w);
 	w.co.next_ns = now_ns() + (int64_t)plan->job->checkpoint_interval_ns;

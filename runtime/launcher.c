@@ -552,6 +552,26 @@ static int select_restore(struct run *r)
 	return 0;
 }
 
+/* The newest epoch of @dir with a MANIFEST that parses, or 0. */
+static uint64_t newest_complete(const char *dir)
+{
+	uint64_t *epochs, e = 0;
+	int n = shmrun_ckpt_list(dir, &epochs);
+
+	for (int i = 0; i < n && !e; i++) {
+		struct shmrun_manifest m;
+		char why[200];
+
+		if (shmrun_ckpt_read_manifest(dir, epochs[i], &m, why, sizeof(why)) == 0) {
+			e = epochs[i];
+			shmrun_manifest_free(&m);
+		}
+	}
+	if (n >= 0)
+		free(epochs);
+	return e;
+}
+
 static enum run_end run_once(struct run *r)
 {
 	const struct shmrun_job *job = r->job;
@@ -619,6 +639,23 @@ static enum run_end run_once(struct run *r)
 				 info.si_value.sival_int == STOP_FORWARDED;
 
 		watch_workers(&wt, plan, pids, now_ns());
+		if (stopping && job->checkpoint_dir &&
+		    now_ns() - r->stop_ns > (int64_t)job->checkpoint_timeout_ns + STOP_GRACE_NS) {
+			/* worker 0 judges the final epoch by checkpoint_timeout;
+			 * when it cannot (stopped, stuck), the launcher does */
+			uint64_t e = newest_complete(job->checkpoint_dir);
+
+			shmrun_log(SHMRUN_LOG_ERROR,
+				   "the final checkpoint did not complete within checkpoint_timeout "
+				   "(%.1f s) and %.0f s more: stopping without it; a rerun resumes "
+				   "from epoch %" PRIu64,
+				   (double)job->checkpoint_timeout_ns / 1e9,
+				   (double)STOP_GRACE_NS / 1e9, e);
+			stop_all(r->ctl, pids, job->workers);
+			reap_all(plan, pids, job->workers, now_ns() + STOP_GRACE_NS);
+			end = RUN_SIGNALED;
+			break;
+		}
 
 		if (is_stop_signal(sig) && stopping &&
 		    (forwarded || (r->stop_forwarded && now_ns() - r->stop_ns < SAME_STOP_NS))) {
@@ -778,25 +815,6 @@ static int make_dirs(const char *path)
 	return 0;
 }
 
-/* The newest epoch of @dir with a MANIFEST that parses, or 0. */
-static uint64_t newest_complete(const char *dir)
-{
-	uint64_t *epochs, e = 0;
-	int n = shmrun_ckpt_list(dir, &epochs);
-
-	for (int i = 0; i < n && !e; i++) {
-		struct shmrun_manifest m;
-		char why[200];
-
-		if (shmrun_ckpt_read_manifest(dir, epochs[i], &m, why, sizeof(why)) == 0) {
-			e = epochs[i];
-			shmrun_manifest_free(&m);
-		}
-	}
-	if (n >= 0)
-		free(epochs);
-	return e;
-}
 
 /*
  * Whether the failure of this start cannot be cured by a restart: a

@@ -125,3 +125,35 @@ grep -q "worker 0 (pid $w0) runs again" "$tmp/log" || fail "no 'runs again' afte
 [ "$(sort -n "$tmp/solo.tsv" | uniq | wc -l)" -eq 3000 ] && [ "$(wc -l < "$tmp/solo.tsv")" -eq 3000 ] ||
 	fail "output after SIGCONT is not every record once"
 echo "ok the launcher names a stopped worker 0 (no checkpoints), and says when it runs again"
+
+# A stop with checkpoint while worker 0 (the coordinator, which judges
+# checkpoint_timeout) is stopped: the launcher gives the final checkpoint
+# checkpoint_timeout and 5 s more, then stops without it (dies by SIGTERM),
+# and a rerun resumes exactly.
+sed -i 's/^checkpoint_timeout = .*/checkpoint_timeout = 1s/; s/^count = .*/count = 600000/' "$tmp/job.conf"
+rm -rf "$tmp/ck" "$tmp/out.tsv"
+(cd "$tmp" && exec "$shmrun" job.conf) 2> "$tmp/log" &
+launcher=$!
+for _ in $(seq 1 300); do
+	ls "$tmp"/ck/ckpt-*/MANIFEST > /dev/null 2>&1 && break
+	sleep 0.05
+done
+w0=$(pgrep -P $launcher | sort -n | head -1) # forked first
+[ -n "$w0" ] || fail "worker 0 not found"
+kill -STOP "$w0"
+stopped=$w0
+start=$SECONDS
+kill -TERM $launcher
+set +e; wait $launcher; rc=$?; set -e
+launcher=
+kill -CONT "$w0" 2> /dev/null || true
+stopped=
+[ $rc -eq 143 ] || fail "stop with worker 0 stopped: exit $rc, want 143 (died by SIGTERM)"
+[ $((SECONDS - start)) -le 30 ] || fail "stop with worker 0 stopped took $((SECONDS - start)) s"
+grep -q "the final checkpoint did not complete within checkpoint_timeout (1.0 s) and 5 s more: stopping without it" "$tmp/log" ||
+	fail "no message that the final checkpoint was given up"
+sed -i 's/^rate = .*/rate = 1000000/' "$tmp/job.conf"
+(cd "$tmp" && "$shmrun" job.conf) 2> "$tmp/log" || fail "resume after the stop: exit $?"
+[ "$(wc -l < "$tmp/out.tsv")" -eq 100 ] || fail "$(wc -l < "$tmp/out.tsv") output lines after the resume, want 100"
+[ "$(cut -f2 "$tmp/out.tsv" | sort -u)" = 6000 ] || fail "counts after the resume are not all 6000"
+echo "ok a stop while worker 0 is stopped ends after checkpoint_timeout + 5 s; the rerun resumes exactly"

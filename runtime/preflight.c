@@ -576,15 +576,25 @@ int shmrun_preflight(const struct shmrun_job *job)
 		}
 		canon(op->path, co, sizeof(co));
 		for (uint32_t p = 0; p < o; p++) {
+			struct stat s1, s2;
+			bool same_name, same_file;
+
 			canon(out.v[p].path, cp, sizeof(cp));
-			if (strcmp(co, cp) != 0 && !(ckpt && inside(cp, co)))
+			same_name = strcmp(co, cp) == 0;
+			/* one file under two names (a hard link): by identity */
+			same_file = !same_name && stat(op->path, &s1) == 0 &&
+				    stat(out.v[p].path, &s2) == 0 && s1.st_dev == s2.st_dev &&
+				    s1.st_ino == s2.st_ino;
+			if (!same_name && !same_file && !(ckpt && inside(cp, co)))
 				continue;
 			shmrun_log(SHMRUN_LOG_ERROR,
 				   "%s:%d: %s = %s is also written by %s (%s:%d)%s; give each "
 				   "output its own path; nothing was started",
 				   job->conf_path, op->line, op->what, brief(op->path, b1),
 				   out.v[p].what, job->conf_path, out.v[p].line,
-				   strcmp(co, cp) ? ", inside the checkpoint_dir" : "");
+				   same_name   ? ""
+				   : same_file ? " as the same file under another name (a hard link)"
+					       : ", inside the checkpoint_dir");
 			failed = -EINVAL;
 		}
 		if (!writable(op->path, ckpt, why, sizeof(why))) {

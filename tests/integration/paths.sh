@@ -110,6 +110,16 @@ input = read
 path = ./o.tsv
 CONF
 refused "two stages, one output" "$d/twice.conf" "twice.conf:11: stage 'b' path = .*o.tsv is also written by stage 'a' path (twice.conf:7)"
+# one file under two names (a hard link), by two stages or by two instances
+echo > "$d/hx.tsv"
+ln "$d/hx.tsv" "$d/hy.tsv"
+sed 's|path = o.tsv|path = hx.tsv|; s|path = ./o.tsv|path = hy.tsv|' "$d/twice.conf" > "$d/hard2.conf"
+refused "two stages, one file by two names" "$d/hard2.conf" "hard2.conf:11: stage 'b' path = .*hy.tsv is also written by stage 'a' path (hard2.conf:7) as the same file under another name (a hard link)"
+echo > "$d/hw.0"
+ln "$d/hw.0" "$d/hw.1"
+printf '[g]\nop = sequence\ncount = 6\n[a]\nop = file_sink\ninput = g\npath = hw\nwidth = 2\n' > "$d/hard1.conf"
+refused "two instances, one file by two names" "$d/hard1.conf" "stage 'a' path = .*hw.1 is also written by stage 'a' path .* (a hard link)"
+[ "$(cat "$d/hw.0")" = "" ] || fail "hard link: the refused run wrote into it"
 # brace patterns (file_source expands them with glob(GLOB_BRACE)), nested too
 seq 1 10 > "$d/in/b.txt"
 sum=$(md5sum "$d/data.txt" "$d/in/a.txt" "$d/real/x.txt" "$d/table.tsv" "$d/in/b.txt")

@@ -223,7 +223,7 @@ static int list_files(struct shmrun_task *task, struct file_list *fl, bool warn)
 				err = -EINVAL;
 			} else if (S_ISDIR(st.st_mode)) {
 				struct stat lst;
-				char *dot = NULL;
+				char *dot = NULL, *top;
 				uint32_t before = fl->n;
 				int wr;
 
@@ -231,18 +231,29 @@ static int list_files(struct shmrun_task *task, struct file_list *fl, bool warn)
 				 * at the top: links inside directories are not) */
 				walk_list = fl;
 				walk_top = NULL;
-				if (lstat(p, &lst) == 0 && S_ISLNK(lst.st_mode)) {
-					if (asprintf(&dot, "%s/.", p) < 0) {
+				/* "link/" names the link too: lstat(2) would follow it
+				 * because of the slash, so look at "link" */
+				top = strdup(p);
+				if (!top) {
+					err = -ENOMEM;
+					break;
+				}
+				for (size_t n = strlen(top); n > 1 && top[n - 1] == '/';)
+					top[--n] = 0;
+				if (lstat(top, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+					if (asprintf(&dot, "%s/.", top) < 0) {
+						free(top);
 						err = -ENOMEM;
 						break;
 					}
-					walk_top = p;
+					walk_top = top;
 					walk_skip = strlen(dot);
 				}
 				errno = 0;
 				wr = nftw(dot ? dot : p, walk_one, 32, FTW_PHYS);
 				walk_top = NULL;
 				free(dot);
+				free(top);
 				if (wr != 0) {
 					shmrun_task_error(task, "input directory '%s': %s", p,
 							  strerror(errno ? errno : EIO));

@@ -349,6 +349,11 @@ once "symlinked directory alone" "$tmp/expect" "$d/out.tsv"
 symconf "ds*"
 run "$d" || fail "symlinked directory by a pattern: exit $?"
 once "symlinked directory by a pattern" "$tmp/expect" "$d/out.tsv"
+for v in "dsym/" "dsym//" "ds*/"; do # a trailing slash still names the link
+	symconf "$v"
+	run "$d" || fail "symlinked directory as $v: exit $?"
+	once "symlinked directory as $v" "$tmp/expect" "$d/out.tsv"
+done
 echo "ok a symlink to a directory, named or matched, is followed (links inside are not)"
 # a named directory that yields nothing is said, not skipped silently
 symconf "empty other.txt"

@@ -150,6 +150,8 @@ static void describe_tasks(const struct shmrun_plan *plan, uint32_t worker, char
 			break;
 		n += (size_t)k;
 	}
+	if (!n)
+		snprintf(buf, len, "none"); /* more workers than instances */
 }
 
 static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segment *seg,
@@ -232,7 +234,7 @@ static void reap_all(const struct shmrun_plan *plan, pid_t *pids, uint32_t n, in
 					   "%.0f s of SIGTERM: killed with SIGKILL; output it held "
 					   "unwritten is lost",
 					   w, (int)pids[w], plan->job->cpus[w],
-					   tasks[0] ? tasks : "none", (double)STOP_GRACE_NS / 1e9);
+					   tasks, (double)STOP_GRACE_NS / 1e9);
 			}
 			kill_all(pids, n, SIGKILL);
 			deadline = INT64_MAX;
@@ -385,7 +387,7 @@ static void watch_workers(struct watch *wt, const struct shmrun_plan *plan, cons
 		shmrun_log(SHMRUN_LOG_WARN,
 			   "worker %u (pid %d, CPU %d, tasks %s) has been stopped for %.0f s (%s); "
 			   "the job makes no progress through it: continue it with kill -CONT %d",
-			   w, (int)pids[w], job->cpus[w], tasks[0] ? tasks : "none",
+			   w, (int)pids[w], job->cpus[w], tasks,
 			   (double)(now - wt->stopped_ns[w]) / 1e9,
 			   state == 'T' ? "SIGSTOP or job control" : "a debugger", (int)pids[w]);
 		wt->told[w] = true;

@@ -59,3 +59,45 @@ launcher=
 [ $((SECONDS - start)) -le 10 ] || fail "the stop took $((SECONDS - start)) s"
 grep -q "stopped at epoch [0-9]" "$tmp/log" || fail "no 'stopped at epoch'"
 echo "ok SIGTERM stops 128 workers at once"
+
+# an idle worker that dies is named as one ("tasks none"): worker 1 of 2,
+# found by its CPU (pinned to the second CPU this process may use); with
+# checkpoints it waits for the final epoch (without, it exits at once)
+cpu1=$(awk '/^Cpus_allowed_list/ { print $2 }' /proc/self/status | tr ',' '\n' |
+	awk -F- '{ for (c = $1; c <= ($2 == "" ? $1 : $2); c++) print c }' | sed -n 2p)
+if [ -z "$cpu1" ]; then
+	echo "skipped: an idle worker killed (one CPU: workers cannot be told apart)"
+	exit 0
+fi
+cat > "$tmp/idle.conf" <<CONF
+[job]
+workers = 2
+checkpoint_dir = idle.ck
+restart_attempts = 0
+[gen]
+op = sequence
+count = 100000
+rate = 1000
+[out]
+op = null_sink
+input = gen
+CONF
+(cd "$tmp" && exec "$shmrun" idle.conf) 2> "$tmp/log" &
+launcher=$!
+wait_started
+w1=
+for _ in $(seq 100); do # each worker pins itself just after the fork
+	for p in $(pgrep -P $launcher); do
+		[ "$(awk '/^Cpus_allowed_list/ { print $2 }' /proc/$p/status 2> /dev/null)" = "$cpu1" ] && w1=$p
+	done
+	[ -n "$w1" ] && break
+	sleep 0.05
+done
+[ -n "$w1" ] || fail "worker 1 (CPU $cpu1) not found"
+kill -9 "$w1"
+set +e; wait $launcher; rc=$?; set -e
+launcher=
+[ $rc -eq 1 ] || fail "an idle worker killed: exit $rc, want 1"
+grep -q "worker 1 (CPU $cpu1, tasks none) was killed by signal 9" "$tmp/log" ||
+	fail "the killed idle worker is not named as one with no tasks"
+echo "ok a killed idle worker is named with 'tasks none'"

@@ -144,10 +144,7 @@ CONF
 (cd "$tmp" && exec "$shmrun" v.conf) 2> "$tmp/log" > /dev/null &
 launcher=$!
 wait_started || fail "no start"
-for _ in $(seq 1 200); do
-	ls "$tmp"/live/ckpt-*/MANIFEST > /dev/null 2>&1 && break
-	sleep 0.05
-done
+wait_manifest "$tmp/live" 200 || true
 checks=0 live=0
 while kill -0 $launcher 2> /dev/null && [ $checks -lt 40 ]; do
 	set +e
@@ -253,10 +250,7 @@ CONF
 "$shmrun" plan "$tmp/w.conf" | grep -q " 2  *[0-9]*  *\[" && fail "worker 2 has a task: the test is void"
 (cd "$tmp" && exec "$shmrun" w.conf) 2> "$tmp/log" > /dev/null &
 launcher=$!
-for _ in $(seq 1 300); do
-	ls "$tmp"/idle/ckpt-*/MANIFEST > /dev/null 2>&1 && break
-	sleep 0.05
-done
+wait_manifest "$tmp/idle" 300 || true
 pids=$(pgrep -P $launcher | sort -n)
 [ "$(echo "$pids" | wc -l)" -ge 3 ] || fail "workers not found: $pids"
 w1=$(echo "$pids" | sed -n 2p) w2=$(echo "$pids" | sed -n 3p)

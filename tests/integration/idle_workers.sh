@@ -63,8 +63,7 @@ echo "ok SIGTERM stops 128 workers at once"
 # an idle worker that dies is named as one ("tasks none"): worker 1 of 2,
 # found by its CPU (pinned to the second CPU this process may use); with
 # checkpoints it waits for the final epoch (without, it exits at once)
-cpu1=$(awk '/^Cpus_allowed_list/ { print $2 }' /proc/self/status | tr ',' '\n' |
-	awk -F- '{ for (c = $1; c <= ($2 == "" ? $1 : $2); c++) print c }' | sed -n 2p)
+cpu1=$(nth_cpu 2)
 if [ -z "$cpu1" ]; then
 	echo "skipped: an idle worker killed (one CPU: workers cannot be told apart)"
 	exit 0
@@ -85,14 +84,7 @@ CONF
 (cd "$tmp" && exec "$shmrun" idle.conf) 2> "$tmp/log" &
 launcher=$!
 wait_started
-w1=
-for _ in $(seq 100); do # each worker pins itself just after the fork
-	for p in $(pgrep -P $launcher); do
-		[ "$(awk '/^Cpus_allowed_list/ { print $2 }' /proc/$p/status 2> /dev/null)" = "$cpu1" ] && w1=$p
-	done
-	[ -n "$w1" ] && break
-	sleep 0.05
-done
+w1=$(worker_on_cpu "$cpu1")
 [ -n "$w1" ] || fail "worker 1 (CPU $cpu1) not found"
 kill -9 "$w1"
 set +e; wait $launcher; rc=$?; set -e

@@ -27,3 +27,32 @@ wait_started() {
 		sleep 0.02
 	done
 }
+# wait_manifest DIR [TRIES]: wait, in 0.05 s steps (default 600: 30 s), until
+# the checkpoint_dir DIR holds a complete checkpoint (a ckpt-*/MANIFEST).
+# Return: 1 if none came.
+wait_manifest() {
+	for _ in $(seq "${2:-600}"); do
+		ls "$1"/ckpt-*/MANIFEST > /dev/null 2>&1 && return 0
+		sleep 0.05
+	done
+	return 1
+}
+# nth_cpu N: the N-th CPU (from 1) this process may run on, empty if there
+# are fewer. Worker k is pinned to the (k+1)-th (docs/topology.md).
+nth_cpu() {
+	awk '/^Cpus_allowed_list/ { print $2 }' /proc/self/status | tr ',' '\n' |
+		awk -F- '{ for (c = $1; c <= ($2 == "" ? $1 : $2); c++) print c }' | sed -n "$1p"
+}
+# worker_on_cpu CPU: the pid of the child of $launcher pinned to CPU alone,
+# waiting up to 5 s (each worker pins itself just after its fork); empty if
+# none.
+worker_on_cpu() {
+	local p
+	for _ in $(seq 100); do
+		for p in $(pgrep -P "$launcher"); do
+			[ "$(awk '/^Cpus_allowed_list/ { print $2 }' /proc/$p/status 2> /dev/null)" = "$1" ] &&
+				echo "$p" && return 0
+		done
+		sleep 0.05
+	done
+}

@@ -247,7 +247,7 @@ else
 	mkdir -m 777 "$u/ck" "$u/out"
 	(cd "$u" && exec $nobody "$shmrun" job.conf) 2> "$tmp/log" &
 	launcher=$!
-	for _ in $(seq 300); do ls "$u"/ck/ckpt-*/MANIFEST > /dev/null 2>&1 && break; sleep 0.1; done
+	wait_manifest "$u/ck" || true
 	chmod 555 "$u/ck"
 	start=$(date +%s)
 	set +e
@@ -269,7 +269,7 @@ else
 	mkdir -m 777 "$u/ck" "$u/out"
 	(cd "$u" && exec $nobody "$shmrun" job.conf) 2> "$tmp/log" &
 	launcher=$!
-	for _ in $(seq 300); do ls "$u"/ck/ckpt-*/MANIFEST > /dev/null 2>&1 && break; sleep 0.1; done
+	wait_manifest "$u/ck" || true
 	chmod 555 "$u/out"
 	set +e
 	wait $launcher

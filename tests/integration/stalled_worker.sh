@@ -41,19 +41,13 @@ trap 'cleanup_stop; cleanup' EXIT
 launcher=$!
 # worker 1: the launcher's child whose log lines say "worker 1"; wait for the
 # first complete checkpoint so both workers are running
-for _ in $(seq 1 300); do
-	ls "$tmp"/ck/ckpt-*/MANIFEST > /dev/null 2>&1 && break
-	sleep 0.05
-done
+wait_manifest "$tmp/ck" 300 || true
 pids=$(pgrep -P $launcher | sort -n)
 [ "$(echo "$pids" | wc -l)" -ge 2 ] || fail "workers not found"
 # worker 1 is pinned to the second CPU this process may use (docs/topology.md)
-cpu1=$(awk '/^Cpus_allowed_list/ { print $2 }' /proc/self/status | tr ',' '\n' |
-	awk -F- '{ for (c = $1; c <= ($2 == "" ? $1 : $2); c++) print c }' | sed -n 2p)
+cpu1=$(nth_cpu 2)
 w1=
-for p in $pids; do
-	[ -n "$cpu1" ] && [ "$(awk '/^Cpus_allowed_list/ { print $2 }' /proc/$p/status)" = "$cpu1" ] && w1=$p
-done
+[ -n "$cpu1" ] && w1=$(worker_on_cpu "$cpu1")
 # one CPU: both workers share it; worker 1 was forked second
 [ -n "$cpu1" ] || w1=$(echo "$pids" | sed -n 2p)
 [ -n "$w1" ] || fail "worker 1 (pinned to CPU $cpu1) not found among $pids"
@@ -134,10 +128,7 @@ sed -i 's/^checkpoint_timeout = .*/checkpoint_timeout = 1s/; s/^count = .*/count
 rm -rf "$tmp/ck" "$tmp/out.tsv"
 (cd "$tmp" && exec "$shmrun" job.conf) 2> "$tmp/log" &
 launcher=$!
-for _ in $(seq 1 300); do
-	ls "$tmp"/ck/ckpt-*/MANIFEST > /dev/null 2>&1 && break
-	sleep 0.05
-done
+wait_manifest "$tmp/ck" 300 || true
 w0=$(pgrep -P $launcher | sort -n | head -1) # forked first
 [ -n "$w0" ] || fail "worker 0 not found"
 kill -STOP "$w0"

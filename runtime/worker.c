@@ -1667,7 +1667,8 @@ static uint32_t step(struct shmrun_worker *w)
 				if (t->ended || t->exhausted || r < 0)
 					continue;
 			}
-			budget = source_budget(t, now_ns());
+			/* no clock read for an unpaced source: this runs every turn */
+			budget = t->rate ? source_budget(t, now_ns()) : (int)PRODUCE_BUDGET;
 			if (budget == 0)
 				continue; /* paced: not yet */
 			r = t->op->produce(t, t->state, (uint32_t)budget);

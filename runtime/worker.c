@@ -1870,8 +1870,14 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 	int64_t idle_since = 0;
 	uint32_t turns = 0;
 	uint64_t beats = 0;
+	char why[200];
 	int err;
 
+	/* a control area of another layout: refuse it before touching it */
+	if (shmrun_control_check(ctl, plan->job->workers, plan->ntasks, why, sizeof(why))) {
+		shmrun_log(SHMRUN_LOG_ERROR, "worker %u: %s", index, why);
+		return 1;
+	}
 	atomic_store_explicit(&w.stats->pid, (int32_t)getpid(), memory_order_relaxed);
 	err = shmrun_state_arena_init();
 	if (!err)

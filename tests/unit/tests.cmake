@@ -72,3 +72,12 @@ shmrun_check_test(check_ops
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)
+
+# The control area as a format (runtime/control.h, docs/shm-layout.md "Control
+# area", issue 9): layout words, offsets and alignment, the check every worker
+# makes, counts too large to lay out.
+shmrun_check_test(check_control
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_control.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)

@@ -125,7 +125,8 @@ int shmrun_control_check(const struct shmrun_control *c, uint32_t workers, uint3
 	if (c->magic != SHMRUN_CONTROL_MAGIC)
 		return refuse(why, len, "magic", c->magic, SHMRUN_CONTROL_MAGIC);
 	if (c->version != SHMRUN_CONTROL_LAYOUT_VERSION)
-		return refuse(why, len, "layout version", c->version, SHMRUN_CONTROL_LAYOUT_VERSION);
+		return refuse(why, len, "layout version", c->version,
+			      SHMRUN_CONTROL_LAYOUT_VERSION);
 	if (c->header_bytes != sizeof(struct shmrun_control))
 		return refuse(why, len, "header_bytes", c->header_bytes,
 			      sizeof(struct shmrun_control));

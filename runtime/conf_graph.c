@@ -73,6 +73,37 @@ static bool word_is(const char *tok, size_t len, const char *word)
 	return len == strlen(word) && strncmp(tok, word, len) == 0;
 }
 
+/* Stage @name (@len bytes) in the input of stage @to, at @line, names no stage:
+ * reported with the nearest stage name. Return: 0 or -ENOMEM. */
+static int report_unknown_stage(struct loader *ld, uint32_t to, const char *name, size_t len,
+				int line)
+{
+	struct shmrun_job *job = ld->job;
+	const char **names = malloc((job->nstages ? job->nstages : 1) * sizeof(*names));
+	const char *near;
+	char list[512];
+	char *want = strndup(name, len);
+
+	if (!names || !want) {
+		free(names);
+		free(want);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < job->nstages; i++)
+		names[i] = job->stages[i].name;
+	near = nearest(want, names, job->nstages);
+	if (near)
+		errorf(ld, line, "unknown stage '%s' in input of stage '%s'; did you mean '%s'?",
+		       want, job->stages[to].name, near);
+	else
+		errorf(ld, line, "unknown stage '%s' in input of stage '%s'; stages: %s", want,
+		       job->stages[to].name, join_words(list, sizeof(list), names, job->nstages));
+	free(names);
+	free(want);
+	ld->edges_missing = true;
+	return 0;
+}
+
 /* One element of `input =`: "a", "a by key", "a rebalance", "a broadcast", "a forward". */
 static int parse_input_item(struct loader *ld, uint32_t to, const char *item, size_t len, int line,
 			    uint32_t *cap)
@@ -123,33 +154,8 @@ static int parse_input_item(struct loader *ld, uint32_t to, const char *item, si
 	}
 
 	from = stage_index(job, tok[0], tlen[0]);
-	if (from < 0) {
-		const char **names = malloc((job->nstages ? job->nstages : 1) * sizeof(*names));
-		const char *near;
-		char list[512];
-		char *want = strndup(tok[0], tlen[0]);
-
-		if (!names || !want) {
-			free(names);
-			free(want);
-			return -ENOMEM;
-		}
-		for (uint32_t i = 0; i < job->nstages; i++)
-			names[i] = job->stages[i].name;
-		near = nearest(want, names, job->nstages);
-		if (near)
-			errorf(ld, line,
-			       "unknown stage '%s' in input of stage '%s'; did you mean '%s'?",
-			       want, job->stages[to].name, near);
-		else
-			errorf(ld, line, "unknown stage '%s' in input of stage '%s'; stages: %s",
-			       want, job->stages[to].name,
-			       join_words(list, sizeof(list), names, job->nstages));
-		free(names);
-		free(want);
-		ld->edges_missing = true;
-		return 0;
-	}
+	if (from < 0)
+		return report_unknown_stage(ld, to, tok[0], tlen[0], line);
 	for (uint32_t e = 0; e < job->nedges; e++) {
 		if (job->edges[e].to == to && job->edges[e].from == (uint32_t)from) {
 			errorf(ld, line, "stage '%s' is named twice in the input of stage '%s'",
@@ -224,12 +230,12 @@ static void find_cycles(struct loader *ld, uint32_t u, uint8_t *color, uint32_t 
 	color[u] = 2;
 }
 
-int load_graph(struct loader *ld)
+/* Each stage's `input =` entries into edges; a wrong entry is reported and
+ * sets ld->edges_missing. Return: 0 or -ENOMEM. */
+static int load_inputs(struct loader *ld)
 {
 	struct shmrun_job *job = ld->job;
-	uint32_t n = job->nstages, cap = 0, nsinks = 0, *queue = NULL, *path = NULL;
-	uint8_t *color = NULL;
-	bool *on_cycle = NULL, *reached = NULL, *has_out = NULL;
+	uint32_t n = job->nstages, cap = 0;
 	int r;
 
 	for (uint32_t i = 0; i < n; i++) {
@@ -268,6 +274,137 @@ int load_graph(struct loader *ld)
 			p += len + 1;
 		}
 	}
+	return 0;
+}
+
+/*
+ * Sources take no input and the other stages do, nothing reads from a sink,
+ * every stage is reached from a source, and there is a sink that every stage
+ * feeds. @has_out (the stage has an outgoing edge) and @on_cycle are filled,
+ * one per stage; @reached (all false) and @queue are per-stage scratch.
+ */
+static void check_flow(struct loader *ld, bool *reached, const bool *has_out, const bool *on_cycle,
+		       uint32_t *queue)
+{
+	struct shmrun_job *job = ld->job;
+	uint32_t n = job->nstages, nsinks = 0;
+	uint32_t head = 0, tail = 0, leaf = UINT32_MAX;
+
+	for (uint32_t i = 0; i < n; i++) {
+		const struct shmrun_stage *st = &job->stages[i];
+
+		if (st->op->flags & SHMRUN_OP_SINK)
+			nsinks++;
+		if ((st->op->flags & SHMRUN_OP_SOURCE) && ld->input[i])
+			errorf(ld, ld->input[i]->line,
+			       "stage '%s' (op %s) is a source and takes no input; remove "
+			       "'input'",
+			       st->name, st->op->name);
+		if (!(st->op->flags & SHMRUN_OP_SOURCE) && !ld->input[i] &&
+		    !find_refused(ld, ld->stage_sec[i], "input"))
+			errorf(ld, st->line,
+			       "stage '%s' (op %s) has no 'input'; name the stage it reads "
+			       "from, e.g. input = %s",
+			       st->name, st->op->name, i ? job->stages[i - 1].name : "read");
+		if (st->op->flags & SHMRUN_OP_SOURCE) {
+			reached[i] = true;
+			queue[tail++] = i;
+		}
+		if (!has_out[i] && !(st->op->flags & SHMRUN_OP_SINK) && leaf == UINT32_MAX)
+			leaf = i;
+	}
+	for (uint32_t e = 0; e < job->nedges; e++) {
+		const struct shmrun_stage *from = &job->stages[job->edges[e].from];
+
+		if (from->op->flags & SHMRUN_OP_SINK)
+			errorf(ld, job->edges[e].line,
+			       "stage '%s' reads from '%s', a sink (op %s) that emits "
+			       "nothing",
+			       job->stages[job->edges[e].to].name, from->name, from->op->name);
+	}
+	if (tail == 0)
+		errorf(ld, job->stages[0].line,
+		       "no source stage: nothing produces records; add one, e.g. [read] "
+		       "op = file_source, path = input.txt");
+	while (head < tail) {
+		uint32_t u = queue[head++];
+
+		for (uint32_t e = 0; e < job->nedges; e++) {
+			uint32_t v = job->edges[e].to;
+
+			if (job->edges[e].from == u && !reached[v]) {
+				reached[v] = true;
+				queue[tail++] = v;
+			}
+		}
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (!reached[i] && ld->input[i] && !on_cycle[i])
+			errorf(ld, job->stages[i].line,
+			       "stage '%s' has no path from a source: every chain of inputs "
+			       "leading to it starts at a stage that is not a source",
+			       job->stages[i].name);
+	if (nsinks == 0) {
+		errorf(ld, job->stages[leaf == UINT32_MAX ? n - 1 : leaf].line,
+		       "no sink stage: the job's records go nowhere; add one, e.g. "
+		       "[out] op = file_sink, input = %s, path = out.tsv",
+		       job->stages[leaf == UINT32_MAX ? n - 1 : leaf].name);
+	} else {
+		for (uint32_t i = 0; i < n; i++)
+			if (!has_out[i] && !(job->stages[i].op->flags & SHMRUN_OP_SINK))
+				errorf(ld, job->stages[i].line,
+				       "stage '%s' (op %s) feeds no stage, so its records "
+				       "would be dropped; read it from a sink (input = %s) "
+				       "or remove it",
+				       job->stages[i].name, job->stages[i].op->name,
+				       job->stages[i].name);
+	}
+}
+
+/*
+ * job->topo: Kahn's algorithm, lowest stage index first: sources first, file
+ * order. @indeg (n + 1 entries) and @reached (n) are scratch. Return: 0 or
+ * -ENOMEM.
+ */
+static int topo_order(struct loader *ld, uint32_t *indeg, bool *reached)
+{
+	struct shmrun_job *job = ld->job;
+	uint32_t n = job->nstages;
+
+	job->topo = malloc(n * sizeof(*job->topo));
+	if (!job->topo)
+		return -ENOMEM;
+	memset(indeg, 0, (n + 1) * sizeof(*indeg));
+	memset(reached, 0, n * sizeof(*reached));
+	for (uint32_t e = 0; e < job->nedges; e++)
+		indeg[job->edges[e].to]++;
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t u = 0;
+
+		while (u < n && (reached[u] || indeg[u]))
+			u++;
+		if (u == n) /* unreachable: cycles were reported above */
+			break;
+		reached[u] = true;
+		job->topo[k] = u;
+		for (uint32_t e = 0; e < job->nedges; e++)
+			if (job->edges[e].from == u)
+				indeg[job->edges[e].to]--;
+	}
+	return 0;
+}
+
+int load_graph(struct loader *ld)
+{
+	struct shmrun_job *job = ld->job;
+	uint32_t n = job->nstages, *queue = NULL, *path = NULL;
+	uint8_t *color = NULL;
+	bool *on_cycle = NULL, *reached = NULL, *has_out = NULL;
+	int r;
+
+	r = load_inputs(ld);
+	if (r)
+		return r;
 
 	if (n == 0) {
 		errorf(ld, ld->job_sec >= 0 ? ld->sec[ld->job_sec].line : 1,
@@ -295,108 +432,12 @@ int load_graph(struct loader *ld)
 	 * Sources, sinks and reachability need every stage's operator and every
 	 * edge; on a partial graph they would only repeat the errors above.
 	 */
-	if (ld->ops_ok && !ld->edges_missing) {
-		uint32_t head = 0, tail = 0, leaf = UINT32_MAX;
+	if (ld->ops_ok && !ld->edges_missing)
+		check_flow(ld, reached, has_out, on_cycle, queue);
 
-		for (uint32_t i = 0; i < n; i++) {
-			const struct shmrun_stage *st = &job->stages[i];
-
-			if (st->op->flags & SHMRUN_OP_SINK)
-				nsinks++;
-			if ((st->op->flags & SHMRUN_OP_SOURCE) && ld->input[i])
-				errorf(ld, ld->input[i]->line,
-				       "stage '%s' (op %s) is a source and takes no input; remove "
-				       "'input'",
-				       st->name, st->op->name);
-			if (!(st->op->flags & SHMRUN_OP_SOURCE) && !ld->input[i] &&
-			    !find_refused(ld, ld->stage_sec[i], "input"))
-				errorf(ld, st->line,
-				       "stage '%s' (op %s) has no 'input'; name the stage it reads "
-				       "from, e.g. input = %s",
-				       st->name, st->op->name,
-				       i ? job->stages[i - 1].name : "read");
-			if (st->op->flags & SHMRUN_OP_SOURCE) {
-				reached[i] = true;
-				queue[tail++] = i;
-			}
-			if (!has_out[i] && !(st->op->flags & SHMRUN_OP_SINK) && leaf == UINT32_MAX)
-				leaf = i;
-		}
-		for (uint32_t e = 0; e < job->nedges; e++) {
-			const struct shmrun_stage *from = &job->stages[job->edges[e].from];
-
-			if (from->op->flags & SHMRUN_OP_SINK)
-				errorf(ld, job->edges[e].line,
-				       "stage '%s' reads from '%s', a sink (op %s) that emits "
-				       "nothing",
-				       job->stages[job->edges[e].to].name, from->name,
-				       from->op->name);
-		}
-		if (tail == 0)
-			errorf(ld, job->stages[0].line,
-			       "no source stage: nothing produces records; add one, e.g. [read] "
-			       "op = file_source, path = input.txt");
-		while (head < tail) {
-			uint32_t u = queue[head++];
-
-			for (uint32_t e = 0; e < job->nedges; e++) {
-				uint32_t v = job->edges[e].to;
-
-				if (job->edges[e].from == u && !reached[v]) {
-					reached[v] = true;
-					queue[tail++] = v;
-				}
-			}
-		}
-		for (uint32_t i = 0; i < n; i++)
-			if (!reached[i] && ld->input[i] && !on_cycle[i])
-				errorf(
-				    ld, job->stages[i].line,
-				    "stage '%s' has no path from a source: every chain of inputs "
-				    "leading to it starts at a stage that is not a source",
-				    job->stages[i].name);
-		if (nsinks == 0) {
-			errorf(ld, job->stages[leaf == UINT32_MAX ? n - 1 : leaf].line,
-			       "no sink stage: the job's records go nowhere; add one, e.g. "
-			       "[out] op = file_sink, input = %s, path = out.tsv",
-			       job->stages[leaf == UINT32_MAX ? n - 1 : leaf].name);
-		} else {
-			for (uint32_t i = 0; i < n; i++)
-				if (!has_out[i] && !(job->stages[i].op->flags & SHMRUN_OP_SINK))
-					errorf(ld, job->stages[i].line,
-					       "stage '%s' (op %s) feeds no stage, so its records "
-					       "would be dropped; read it from a sink (input = %s) "
-					       "or remove it",
-					       job->stages[i].name, job->stages[i].op->name,
-					       job->stages[i].name);
-		}
-	}
-
-	if (ld->errs.n == 0) {
-		/* Kahn's algorithm, lowest stage index first: sources first, file order. */
-		uint32_t *indeg = path;
-
-		job->topo = malloc(n * sizeof(*job->topo));
-		if (!job->topo)
-			goto out;
-		memset(indeg, 0, (n + 1) * sizeof(*indeg));
-		memset(reached, 0, n * sizeof(*reached));
-		for (uint32_t e = 0; e < job->nedges; e++)
-			indeg[job->edges[e].to]++;
-		for (uint32_t k = 0; k < n; k++) {
-			uint32_t u = 0;
-
-			while (u < n && (reached[u] || indeg[u]))
-				u++;
-			if (u == n) /* unreachable: cycles were reported above */
-				break;
-			reached[u] = true;
-			job->topo[k] = u;
-			for (uint32_t e = 0; e < job->nedges; e++)
-				if (job->edges[e].from == u)
-					indeg[job->edges[e].to]--;
-		}
-	}
+	/* path, done with, holds the in-degrees (n + 1 words) */
+	if (ld->errs.n == 0 && topo_order(ld, path, reached))
+		goto out;
 	r = 0;
 out:
 	free(color);

@@ -129,7 +129,8 @@ struct loader {
  * (0: the file as a whole), as "path:line: text". Control bytes in the text
  * become '?'. Out of memory sets ld->nomem; the message is lost.
  */
-void __attribute__((format(printf, 3, 4))) errorf(struct loader *ld, int line, const char *fmt, ...);
+void __attribute__((format(printf, 3, 4)))
+errorf(struct loader *ld, int line, const char *fmt, ...);
 void __attribute__((format(printf, 3, 4))) warnf(struct loader *ld, int line, const char *fmt, ...);
 
 /* Optimal string alignment distance of @a and @b, ASCII case-folded;
@@ -216,8 +217,8 @@ int check_value(struct loader *ld, const char *what, const struct shmrun_param_d
  * ones take their default (line 0), absent required ones are errors at the
  * section header. The values in @out are malloc'd. Return: 0 or -ENOMEM.
  */
-int load_params(struct loader *ld, const struct section *s, const char *what,
-		const char *opname, const struct shmrun_param_def *defs, struct shmrun_param *out);
+int load_params(struct loader *ld, const struct section *s, const char *what, const char *opname,
+		const struct shmrun_param_def *defs, struct shmrun_param *out);
 
 /* Report every key of @s (named @what) that is in none of the tables @t1, @t2
  * (either may be NULL). */

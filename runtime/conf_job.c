@@ -200,15 +200,66 @@ static char *default_name(const char *path)
 	return out;
 }
 
+/* [job] cpus = LIST (@cp): checked against the CPUs online and allowed, then
+ * one worker per CPU. Return: 0 (errors are reported) or -ENOMEM. */
+static int load_cpu_list(struct loader *ld, const struct shmrun_param *cp)
+{
+	struct shmrun_job *job = ld->job;
+	uint64_t map[CPU_WORDS];
+	char list[256];
+	int32_t dup;
+	int r;
+
+	r = parse_cpulist(cp->value, map, &dup);
+	if (r == -EINVAL) {
+		errorf(ld, cp->line,
+		       "cpus = '%s' in [job] is not a valid CPU list; expected CPU numbers "
+		       "and ranges separated by commas, e.g. 0-3,8",
+		       cp->value);
+		return 0;
+	}
+	if (r == -ERANGE) {
+		errorf(ld, cp->line,
+		       "cpus = '%s' in [job] names a CPU above %u; CPU numbers go from 0 "
+		       "to %u (online CPUs: %s)",
+		       cp->value, MAX_CPU, MAX_CPU, fmt_cpulist(ld->online, list, sizeof(list)));
+		return 0;
+	}
+	if (dup >= 0) {
+		errorf(ld, cp->line, "cpus = '%s' in [job] lists CPU %d twice", cp->value, dup);
+		return 0;
+	}
+	for (uint32_t c = 0; c <= MAX_CPU; c++) {
+		if (!bit_test(map, c))
+			continue;
+		if (!bit_test(ld->online, c)) {
+			errorf(ld, cp->line,
+			       "cpus = '%s' in [job]: CPU %u is not online (online CPUs: "
+			       "%s)",
+			       cp->value, c, fmt_cpulist(ld->online, list, sizeof(list)));
+			return 0;
+		} else if (!bit_test(ld->allowed, c)) {
+			errorf(ld, cp->line,
+			       "cpus = '%s' in [job]: CPU %u is online but not in this "
+			       "process's CPU affinity mask (allowed: %s)",
+			       cp->value, c, fmt_cpulist(ld->allowed, list, sizeof(list)));
+			return 0;
+		}
+	}
+	r = cpulist_array(map, &job->cpus, &job->workers);
+	if (r)
+		return r;
+	job->cpus_listed = true;
+	return 0;
+}
+
 static int load_cpus(struct loader *ld, const struct shmrun_param *p)
 {
 	struct shmrun_job *job = ld->job;
 	const struct shmrun_param *cp = &p[JK_CPUS], *wp = &p[JK_WORKERS];
-	uint64_t map[CPU_WORDS];
 	char list[256];
 	uint32_t nallowed = 0;
 	int32_t *allowed;
-	int32_t dup;
 	int r;
 
 	if (cp->line && wp->line) {
@@ -218,51 +269,8 @@ static int load_cpus(struct loader *ld, const struct shmrun_param *p)
 		       wp->line, cp->line);
 		return 0;
 	}
-	if (cp->line && cp->value) {
-		r = parse_cpulist(cp->value, map, &dup);
-		if (r == -EINVAL) {
-			errorf(ld, cp->line,
-			       "cpus = '%s' in [job] is not a valid CPU list; expected CPU numbers "
-			       "and ranges separated by commas, e.g. 0-3,8",
-			       cp->value);
-			return 0;
-		}
-		if (r == -ERANGE) {
-			errorf(ld, cp->line,
-			       "cpus = '%s' in [job] names a CPU above %u; CPU numbers go from 0 "
-			       "to %u (online CPUs: %s)",
-			       cp->value, MAX_CPU, MAX_CPU,
-			       fmt_cpulist(ld->online, list, sizeof(list)));
-			return 0;
-		}
-		if (dup >= 0) {
-			errorf(ld, cp->line, "cpus = '%s' in [job] lists CPU %d twice", cp->value,
-			       dup);
-			return 0;
-		}
-		for (uint32_t c = 0; c <= MAX_CPU; c++) {
-			if (!bit_test(map, c))
-				continue;
-			if (!bit_test(ld->online, c)) {
-				errorf(ld, cp->line,
-				       "cpus = '%s' in [job]: CPU %u is not online (online CPUs: "
-				       "%s)",
-				       cp->value, c, fmt_cpulist(ld->online, list, sizeof(list)));
-				return 0;
-			} else if (!bit_test(ld->allowed, c)) {
-				errorf(ld, cp->line,
-				       "cpus = '%s' in [job]: CPU %u is online but not in this "
-				       "process's CPU affinity mask (allowed: %s)",
-				       cp->value, c, fmt_cpulist(ld->allowed, list, sizeof(list)));
-				return 0;
-			}
-		}
-		r = cpulist_array(map, &job->cpus, &job->workers);
-		if (r)
-			return r;
-		job->cpus_listed = true;
-		return 0;
-	}
+	if (cp->line && cp->value)
+		return load_cpu_list(ld, cp);
 
 	/* workers = N (default 1): round-robin over the CPUs this process may use. */
 	job->workers = wp->value ? (uint32_t)wp->u64 : 1;
@@ -283,6 +291,44 @@ static int load_cpus(struct loader *ld, const struct shmrun_param *p)
 		      "share CPUs round-robin, expect lower throughput",
 		      job->workers, nallowed, fmt_cpulist(ld->allowed, list, sizeof(list)));
 	return 0;
+}
+
+/* checkpoint_dir (taken from @p into the job) or, without it, a warning for
+ * each checkpoint key given, which has no effect. */
+static void load_ckpt_dir(struct loader *ld, struct shmrun_param *p)
+{
+	struct shmrun_job *job = ld->job;
+
+	if (p[JK_CKPT_DIR].value) {
+		struct stat st;
+
+		if (stat(p[JK_CKPT_DIR].value, &st) == 0 && !S_ISDIR(st.st_mode))
+			errorf(ld, p[JK_CKPT_DIR].line,
+			       "checkpoint_dir = %s exists and is not a directory; name a directory "
+			       "(it is created if missing)",
+			       p[JK_CKPT_DIR].value);
+		/* room inside it for reset-<time>/ckpt-<epoch>/<stage>.<instance>.state:
+		 * no path built from it is ever cut short */
+		if (strlen(p[JK_CKPT_DIR].value) > CKPT_DIR_MAX)
+			errorf(ld, p[JK_CKPT_DIR].line,
+			       "checkpoint_dir is too long (%zu bytes; at most %d, to leave room for "
+			       "ckpt-<epoch>/<stage>.<instance>.state inside it); use a shorter path: "
+			       "%s",
+			       strlen(p[JK_CKPT_DIR].value), CKPT_DIR_MAX, p[JK_CKPT_DIR].value);
+		job->checkpoint_dir = p[JK_CKPT_DIR].value;
+		job->checkpoint_dir_line = p[JK_CKPT_DIR].line;
+		p[JK_CKPT_DIR].value = NULL;
+	} else {
+		static const int ck[] = {JK_CKPT_INTERVAL, JK_CKPT_TIMEOUT, JK_CKPT_RETAIN,
+					 JK_RESTART_ATTEMPTS};
+
+		for (size_t i = 0; i < sizeof(ck) / sizeof(ck[0]); i++)
+			if (p[ck[i]].line)
+				warnf(ld, p[ck[i]].line,
+				      "%s has no effect without checkpoint_dir (checkpoints are "
+				      "off)",
+				      job_keys[ck[i]].key);
+	}
 }
 
 int load_job(struct loader *ld)
@@ -327,36 +373,7 @@ int load_job(struct loader *ld)
 	else if (p[JK_IDLE].value && strcmp(p[JK_IDLE].value, "sleep") == 0)
 		job->idle = SHMRUN_IDLE_SLEEP;
 
-	if (p[JK_CKPT_DIR].value) {
-		struct stat st;
-
-		if (stat(p[JK_CKPT_DIR].value, &st) == 0 && !S_ISDIR(st.st_mode))
-			errorf(ld, p[JK_CKPT_DIR].line,
-			       "checkpoint_dir = %s exists and is not a directory; name a directory "
-			       "(it is created if missing)",
-			       p[JK_CKPT_DIR].value);
-		/* room inside it for reset-<time>/ckpt-<epoch>/<stage>.<instance>.state:
-		 * no path built from it is ever cut short */
-		if (strlen(p[JK_CKPT_DIR].value) > CKPT_DIR_MAX)
-			errorf(ld, p[JK_CKPT_DIR].line,
-			       "checkpoint_dir is too long (%zu bytes; at most %d, to leave room for "
-			       "ckpt-<epoch>/<stage>.<instance>.state inside it); use a shorter path: "
-			       "%s",
-			       strlen(p[JK_CKPT_DIR].value), CKPT_DIR_MAX, p[JK_CKPT_DIR].value);
-		job->checkpoint_dir = p[JK_CKPT_DIR].value;
-		job->checkpoint_dir_line = p[JK_CKPT_DIR].line;
-		p[JK_CKPT_DIR].value = NULL;
-	} else {
-		static const int ck[] = {JK_CKPT_INTERVAL, JK_CKPT_TIMEOUT, JK_CKPT_RETAIN,
-					 JK_RESTART_ATTEMPTS};
-
-		for (size_t i = 0; i < sizeof(ck) / sizeof(ck[0]); i++)
-			if (p[ck[i]].line)
-				warnf(ld, p[ck[i]].line,
-				      "%s has no effect without checkpoint_dir (checkpoints are "
-				      "off)",
-				      job_keys[ck[i]].key);
-	}
+	load_ckpt_dir(ld, p);
 	job->checkpoint_interval_ns =
 	    p[JK_CKPT_INTERVAL].value ? p[JK_CKPT_INTERVAL].u64 : 500000000ull;
 	job->checkpoint_timeout_ns =
@@ -382,23 +399,13 @@ static bool near_job(const char *name)
 	return edit_distance(name, "job") <= 1;
 }
 
-int load_stage(struct loader *ld, uint32_t idx)
+/* Stage @st's operator, from key @op (NULL: absent) of section @s: a missing
+ * or unknown operator is reported (with the nearest name) and clears
+ * ld->ops_ok. */
+static void load_op(struct loader *ld, struct shmrun_stage *st, const struct section *s,
+		    const struct kv *op)
 {
-	struct shmrun_stage *st = &ld->job->stages[idx];
-	const struct section *s = ld->stage_sec[idx];
-	const struct kv *op = find_kv(s, "op"), *width = find_kv(s, "width");
 	const struct shmrun_operator *const *all = shmrun_operators();
-	char what[MAX_NAME_LEN + 16];
-	uint32_t nparams = 0;
-	int r;
-
-	section_what(ld, s, what, sizeof(what));
-	st->name = strdup(s->name);
-	if (!st->name)
-		return -ENOMEM;
-	st->line = s->line;
-	st->width = 1;
-	ld->input[idx] = find_kv(s, "input");
 
 	if (!op && find_refused(ld, s, "op")) {
 		ld->ops_ok = false; /* its line was refused */
@@ -436,6 +443,26 @@ int load_stage(struct loader *ld, uint32_t idx)
 			ld->ops_ok = false;
 		}
 	}
+}
+
+int load_stage(struct loader *ld, uint32_t idx)
+{
+	struct shmrun_stage *st = &ld->job->stages[idx];
+	const struct section *s = ld->stage_sec[idx];
+	const struct kv *op = find_kv(s, "op"), *width = find_kv(s, "width");
+	char what[MAX_NAME_LEN + 16];
+	uint32_t nparams = 0;
+	int r;
+
+	section_what(ld, s, what, sizeof(what));
+	st->name = strdup(s->name);
+	if (!st->name)
+		return -ENOMEM;
+	st->line = s->line;
+	st->width = 1;
+	ld->input[idx] = find_kv(s, "input");
+
+	load_op(ld, st, s, op);
 
 	if (width) {
 		struct shmrun_param_def wd = stage_keys[1];

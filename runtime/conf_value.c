@@ -452,6 +452,36 @@ static int enum_index(const char *choices, const char *s)
 	return -1;
 }
 
+/* @value of enum key @d in @what, at @line, is none of its choices: reported
+ * with the choices and the nearest one. */
+static void report_bad_choice(struct loader *ld, const char *what, const struct shmrun_param_def *d,
+			      const char *value, int line)
+{
+	const char *w[16] = {0}, *near;
+	uint32_t n = 0;
+	char list[256];
+
+	for (const char *c = d->choices; c && *c && n < 16;) {
+		size_t k = strcspn(c, " ");
+
+		w[n] = strndup(c, k);
+		if (!w[n]) {
+			ld->nomem = true;
+			break;
+		}
+		n++;
+		c += k;
+		while (*c == ' ')
+			c++;
+	}
+	near = nearest(value, w, n);
+	errorf(ld, line, "%s = '%s' in %s is not one of: %s%s%s%s", d->key, value, what,
+	       join_words(list, sizeof(list), w, n), near ? "; did you mean '" : "",
+	       near ? near : "", near ? "'?" : "");
+	for (uint32_t j = 0; j < n; j++)
+		free((char *)w[j]);
+}
+
 /*
  * Check @value of key @d in @what ("[job]", "stage 'x'"), written at @line.
  * On success *@text is the value to store (allocated; paths resolved) and *@u64
@@ -489,29 +519,7 @@ int check_value(struct loader *ld, const char *what, const struct shmrun_param_d
 		int i = enum_index(d->choices, value);
 
 		if (i < 0) {
-			const char *w[16] = {0}, *near;
-			uint32_t n = 0;
-			char list[256];
-
-			for (const char *c = d->choices; c && *c && n < 16;) {
-				size_t k = strcspn(c, " ");
-
-				w[n] = strndup(c, k);
-				if (!w[n]) {
-					ld->nomem = true;
-					break;
-				}
-				n++;
-				c += k;
-				while (*c == ' ')
-					c++;
-			}
-			near = nearest(value, w, n);
-			errorf(ld, line, "%s = '%s' in %s is not one of: %s%s%s%s", d->key, value,
-			       what, join_words(list, sizeof(list), w, n),
-			       near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
-			for (uint32_t j = 0; j < n; j++)
-				free((char *)w[j]);
+			report_bad_choice(ld, what, d, value, line);
 			return 1;
 		}
 		v = (uint64_t)i;

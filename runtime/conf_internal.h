@@ -11,11 +11,13 @@
  * interface stays include/shmrun/job.h.
  *
  * Invariants.
- *   - A struct loader lives on shmrun_job_load()'s stack for one load; every
- *     pointer in it is freed by loader_free() (conf.c), never by a pass.
+ *   - A struct loader lives on shmrun_job_load()'s stack for one load; what it
+ *     allocates (sections, messages, refused lines, the per-stage arrays) is
+ *     freed by loader_free() (conf.c), never by a pass. What a pass puts into
+ *     ld->job belongs to the job (shmrun_job_free()).
  *   - Functions that check report through errorf()/warnf() and carry on; the
- *     only failure they return is -ENOMEM (or ld->nomem set), so one run lists
- *     every error of the file.
+ *     only failure the passes return is -ENOMEM (or ld->nomem set), so one run
+ *     lists every error of the file.
  *   - Line numbers are those read_line() counted: the line of the offending key,
  *     or of the section header when the section is the problem.
  *

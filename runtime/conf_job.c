@@ -17,8 +17,8 @@
  *     the vnodes [job] gave, wherever [job] sits in the file; if vnodes was
  *     wrong (ld->vnodes_ok false), against MAX_VNODES, so one error is not
  *     reported twice.
- *   - After load_job(), job->workers >= 1 and job->cpus has one CPU per worker,
- *     even when errors were reported.
+ *   - With no error reported, job->workers >= 1 and job->cpus holds one CPU
+ *     per worker: the listed CPUs, or the allowed CPUs round-robin.
  *   - ld->ops_ok is false if any stage lacks a known operator, and
  *     ld->width_ok[i] says whether stage i's width was valid: the graph pass
  *     checks only what these make meaningful.

@@ -4,8 +4,7 @@
  * booleans, choices, paths and path lists, and the CPU lists of [job] cpus.
  *
  * What it does. The strict parsers (shmrun_parse_count(), _size(), _duration(),
- * _cpus(), public in shmrun/job.h so the CLI reads its options the same way)
- * accept exactly the documented forms. check_value() applies them to one key
+ * _cpus(), public in shmrun/job.h) accept exactly the documented forms. check_value() applies them to one key
  * of a table (struct shmrun_param_def: type, default, range, choices) and
  * reports a wrong value with the form expected and the range in the unit the
  * user wrote; load_params() fills a section's params from a whole table,
@@ -16,11 +15,11 @@
  *   - A number is digits only, with an optional unit: no sign, no blanks, no
  *     hex; overflow is -ERANGE, never a wrapped value.
  *   - A value that passes check_value() is in [min, max] of its key (max 0:
- *     no bound), a rate is never 0, and a path is absolute (resolved against
- *     job->conf_dir); path lists are joined by newlines, since a resolved path
- *     may hold a blank but no newline.
- *   - Every message names the key, the value, where it is ("[job]", "stage
- *     'x'"), and what was expected.
+ *     no bound), a rate is never 0, and a relative path is resolved against
+ *     job->conf_dir (the conf file's directory); path lists are joined by
+ *     newlines, since a resolved path may hold a blank but no newline.
+ *   - Every message names the key, where it is ("[job]", "stage 'x'") and
+ *     what was expected.
  *
  * Rejected designs.
  *   - strtoull() and friends: they accept " 5", "-1" (as 2^64-1) and "5x".

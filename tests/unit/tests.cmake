@@ -27,6 +27,13 @@ shmrun_check_test(check_conf
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 120)
+# The topology loader's shared helpers through runtime/conf_internal.h: CPU lists,
+# typo suggestions, one key's check and its message.
+shmrun_check_test(check_conf_internal
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_conf_internal.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)
 shmrun_check_test(check_plan
 	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_plan.c
 	LIBS shmrun_rt

@@ -1,11 +1,13 @@
 /*
  * tools/bench/bench.h: what the shmrun-bench sources share.
  *
- * bench.c owns main(), option parsing and the process plumbing every
- * subcommand needs (pinning, forking two measured processes and reaping them
- * on every path, the shared control block, timestamps, percentiles);
- * bench_ring.c holds the ring and pingpong subcommands. Only public shmrun
- * headers are used.
+ * bench.c owns main() and option parsing, and calls the subcommands;
+ * bench_util.c owns the process plumbing every subcommand needs (pinning,
+ * forking two measured processes and reaping them on every path, the shared
+ * control block, timestamps, percentiles, spinning); bench_ring.c holds the
+ * ring and pingpong subcommands, bench_wordcount.c and bench_checkpoint.c
+ * theirs, and bench_job.c the helpers that run the shmrun CLI. Only public
+ * shmrun headers are used.
  */
 #ifndef SHMRUN_TOOLS_BENCH_H
 #define SHMRUN_TOOLS_BENCH_H

@@ -1,0 +1,504 @@
+/*
+ * runtime/conf_job.c: pass 2 of the topology loader, [job] and the stages:
+ * the job's keys into struct shmrun_job, and each stage's operator, width and
+ * parameters into struct shmrun_stage.
+ *
+ * What it does. The keys are tables: job_keys[] (indexed by JK_*) for [job],
+ * stage_keys[] for what every stage accepts, and each operator's own params
+ * (runtime/ops/). load_job() reads [job] through load_params() and then checks
+ * what the table cannot say: a name's characters, ring_bytes a power of two,
+ * checkpoint_dir a directory short enough, `workers` and `cpus` not both, the
+ * listed CPUs online and in this process's affinity mask (probe_cpus()).
+ * load_stage() finds the operator (or the nearest name), checks the width
+ * against vnodes and loads the operator's params.
+ *
+ * Invariants.
+ *   - load_job() runs before any load_stage(): a width is checked against
+ *     the vnodes [job] gave, wherever [job] sits in the file; if vnodes was
+ *     wrong (ld->vnodes_ok false), against MAX_VNODES, so one error is not
+ *     reported twice.
+ *   - With no error reported, job->workers >= 1 and job->cpus holds one CPU
+ *     per worker: the listed CPUs, or the allowed CPUs round-robin.
+ *   - ld->ops_ok is false if any stage lacks a known operator, and
+ *     ld->width_ok[i] says whether stage i's width was valid: the graph pass
+ *     checks only what these make meaningful.
+ *
+ * Rejected designs.
+ *   - Keys looked up by name in code (if key == "vnodes" ...): the tables are
+ *     also what shmrun_job_keys() hands out and what the "did you mean"
+ *     suggestions and the "accepted keys" lists search; code and lists would
+ *     drift apart.
+ *   - Checking each key as inih hands it over: a stage's width depends on
+ *     [job] vnodes, wherever [job] sits in the file, and a missing required
+ *     key is known only once the whole section has been read.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "conf_internal.h"
+
+/* The CPUs that are online, and those this process may run on. */
+void probe_cpus(struct loader *ld)
+{
+	char text[4096];
+	size_t sz = CPU_ALLOC_SIZE(MAX_CPU + 1);
+	cpu_set_t *set;
+	int32_t dup;
+	FILE *f;
+	size_t n = 0;
+
+	memset(ld->online, 0, sizeof(ld->online));
+	f = fopen("/sys/devices/system/cpu/online", "r");
+	if (f) {
+		n = fread(text, 1, sizeof(text) - 1, f);
+		fclose(f);
+	}
+	while (n && isspace((unsigned char)text[n - 1]))
+		n--;
+	text[n] = '\0';
+	if (!n || parse_cpulist(text, ld->online, &dup) != 0) {
+		long k = sysconf(_SC_NPROCESSORS_ONLN);
+
+		memset(ld->online, 0, sizeof(ld->online));
+		for (long c = 0; c < (k > 0 ? k : 1) && c <= MAX_CPU; c++)
+			bit_set(ld->online, (uint32_t)c);
+	}
+
+	memcpy(ld->allowed, ld->online, sizeof(ld->allowed));
+	set = CPU_ALLOC(MAX_CPU + 1);
+	if (set && sched_getaffinity(0, sz, set) == 0) {
+		memset(ld->allowed, 0, sizeof(ld->allowed));
+		for (uint32_t c = 0; c <= MAX_CPU; c++)
+			if (CPU_ISSET_S(c, sz, set) && bit_test(ld->online, c))
+				bit_set(ld->allowed, c);
+	}
+	if (set)
+		CPU_FREE(set);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Pass 2: [job] */
+
+enum {
+	JK_NAME,
+	JK_WORKERS,
+	JK_CPUS,
+	JK_VNODES,
+	JK_RING_BYTES,
+	JK_IDLE,
+	JK_CKPT_DIR,
+	JK_CKPT_INTERVAL,
+	JK_CKPT_TIMEOUT,
+	JK_CKPT_RETAIN,
+	JK_RESTART_ATTEMPTS,
+	JK_UNION_LIMIT,
+	JK_PW_WARN,
+	JK_COUNT,
+};
+
+/* clang-format off */
+/* The [job] keys, in the order of the JK_* indices (docs/topology.md lists them). */
+static const struct shmrun_param_def job_keys[] = {
+	[JK_NAME] = {.key = "name", .type = SHMRUN_PARAM_STRING,
+		     .doc = "job name (default: the conf file's name without .conf)"},
+	[JK_WORKERS] = {.key = "workers", .type = SHMRUN_PARAM_COUNT, .min = 1,
+			.max = MAX_WORKERS, .doc = "worker processes (default 1)"},
+	[JK_CPUS] = {.key = "cpus", .type = SHMRUN_PARAM_STRING,
+		     .doc = "one worker per listed CPU, e.g. 0-3,8"},
+	[JK_VNODES] = {.key = "vnodes", .type = SHMRUN_PARAM_COUNT, .def = "256", .min = 1,
+		       .max = MAX_VNODES, .doc = "key buckets V"},
+	[JK_RING_BYTES] = {.key = "ring_bytes", .type = SHMRUN_PARAM_SIZE, .def = "1M",
+			   .min = SHMRUN_RING_MIN_CAPACITY, .max = SHMRUN_RING_MAX_CAPACITY,
+			   .doc = "capacity of each ring, a power of two"},
+	[JK_IDLE] = {.key = "idle", .type = SHMRUN_PARAM_ENUM, .def = "hybrid",
+		     .choices = "spin sleep hybrid", .doc = "what an idle worker does"},
+	[JK_CKPT_DIR] = {.key = "checkpoint_dir", .type = SHMRUN_PARAM_PATH,
+			 .doc = "where checkpoints go (absent: no checkpoints)"},
+	[JK_CKPT_INTERVAL] = {.key = "checkpoint_interval", .type = SHMRUN_PARAM_DURATION,
+			      .def = "500ms", .min = 1000000, .max = MAX_DURATION_NS,
+			      .doc = "time between checkpoints"},
+	[JK_CKPT_TIMEOUT] = {.key = "checkpoint_timeout", .type = SHMRUN_PARAM_DURATION,
+			     .def = "60s", .min = 1000000, .max = MAX_DURATION_NS,
+			     .doc = "a checkpoint not complete by then fails"},
+	[JK_CKPT_RETAIN] = {.key = "checkpoint_retain", .type = SHMRUN_PARAM_COUNT, .def = "2",
+			    .min = 1, .max = 1000000, .doc = "complete checkpoints kept"},
+	[JK_RESTART_ATTEMPTS] = {.key = "restart_attempts", .type = SHMRUN_PARAM_COUNT,
+				 .def = "10", .max = 1000000,
+				 .doc = "restarts after a crash before the job gives up"},
+	[JK_UNION_LIMIT] = {.key = "union_state_limit", .type = SHMRUN_PARAM_SIZE, .def = "64M",
+			    .min = 1, .max = 1ull << 40,
+			    .doc = "largest pool of union per-worker state a rescale hands to "
+				   "every instance"},
+	[JK_PW_WARN] = {.key = "per_worker_state_warn", .type = SHMRUN_PARAM_SIZE, .def = "1M",
+			.min = 1, .max = 1ull << 40,
+			.doc = "warn when an instance's per-worker state passes this size"},
+	[JK_COUNT] = {0},
+};
+
+/* Stage keys every operator accepts, besides its own. */
+static const struct shmrun_param_def stage_keys[] = {
+	{.key = "op", .type = SHMRUN_PARAM_STRING, .required = true, .doc = "the operator"},
+	{.key = "width", .type = SHMRUN_PARAM_COUNT, .def = "1", .min = 1, .max = MAX_VNODES,
+	 .doc = "parallelism, 1..vnodes"},
+	{.key = "input", .type = SHMRUN_PARAM_STRING, .doc = "upstream stages and edge kinds"},
+	{0},
+};
+/* clang-format on */
+
+const struct shmrun_param_def *shmrun_job_keys(void)
+{
+	return job_keys;
+}
+
+const struct shmrun_param_def *shmrun_stage_keys(void)
+{
+	return stage_keys;
+}
+
+static bool valid_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > MAX_NAME_LEN)
+		return false;
+	for (; *s; s++)
+		if (!is_name_char(*s))
+			return false;
+	return true;
+}
+
+/* Longest checkpoint_dir: see job.h. */
+enum { CKPT_DIR_MAX = SHMRUN_CKPT_DIR_MAX };
+
+/* Default job name: the file's base name without ".conf", made a valid name. */
+static char *default_name(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	size_t n;
+	char *out;
+
+	if (strcmp(path, SHMRUN_STDIN_NAME) == 0)
+		return strdup("stdin");
+	base = base ? base + 1 : path;
+	n = strlen(base);
+	if (n > 5 && strcmp(base + n - 5, ".conf") == 0)
+		n -= 5;
+	if (n > MAX_NAME_LEN)
+		n = MAX_NAME_LEN;
+	if (n == 0)
+		return strdup("job");
+	out = strndup(base, n);
+	for (size_t i = 0; out && i < n; i++)
+		if (!is_name_char(out[i]))
+			out[i] = '_';
+	return out;
+}
+
+/* [job] cpus = LIST (@cp): checked against the CPUs online and allowed, then
+ * one worker per CPU. Return: 0 (errors are reported) or -ENOMEM. */
+static int load_cpu_list(struct loader *ld, const struct shmrun_param *cp)
+{
+	struct shmrun_job *job = ld->job;
+	uint64_t map[CPU_WORDS];
+	char list[256];
+	int32_t dup;
+	int r;
+
+	r = parse_cpulist(cp->value, map, &dup);
+	if (r == -EINVAL) {
+		errorf(ld, cp->line,
+		       "cpus = '%s' in [job] is not a valid CPU list; expected CPU numbers "
+		       "and ranges separated by commas, e.g. 0-3,8",
+		       cp->value);
+		return 0;
+	}
+	if (r == -ERANGE) {
+		errorf(ld, cp->line,
+		       "cpus = '%s' in [job] names a CPU above %u; CPU numbers go from 0 "
+		       "to %u (online CPUs: %s)",
+		       cp->value, MAX_CPU, MAX_CPU, fmt_cpulist(ld->online, list, sizeof(list)));
+		return 0;
+	}
+	if (dup >= 0) {
+		errorf(ld, cp->line, "cpus = '%s' in [job] lists CPU %d twice", cp->value, dup);
+		return 0;
+	}
+	for (uint32_t c = 0; c <= MAX_CPU; c++) {
+		if (!bit_test(map, c))
+			continue;
+		if (!bit_test(ld->online, c)) {
+			errorf(ld, cp->line,
+			       "cpus = '%s' in [job]: CPU %u is not online (online CPUs: "
+			       "%s)",
+			       cp->value, c, fmt_cpulist(ld->online, list, sizeof(list)));
+			return 0;
+		} else if (!bit_test(ld->allowed, c)) {
+			errorf(ld, cp->line,
+			       "cpus = '%s' in [job]: CPU %u is online but not in this "
+			       "process's CPU affinity mask (allowed: %s)",
+			       cp->value, c, fmt_cpulist(ld->allowed, list, sizeof(list)));
+			return 0;
+		}
+	}
+	r = cpulist_array(map, &job->cpus, &job->workers);
+	if (r)
+		return r;
+	job->cpus_listed = true;
+	return 0;
+}
+
+static int load_cpus(struct loader *ld, const struct shmrun_param *p)
+{
+	struct shmrun_job *job = ld->job;
+	const struct shmrun_param *cp = &p[JK_CPUS], *wp = &p[JK_WORKERS];
+	char list[256];
+	uint32_t nallowed = 0;
+	int32_t *allowed;
+	int r;
+
+	if (cp->line && wp->line) {
+		errorf(ld, cp->line > wp->line ? cp->line : wp->line,
+		       "both 'workers' (line %d) and 'cpus' (line %d) are given in [job]; use "
+		       "one: workers = N, or cpus = LIST for one pinned worker per CPU",
+		       wp->line, cp->line);
+		return 0;
+	}
+	if (cp->line && cp->value)
+		return load_cpu_list(ld, cp);
+
+	/* workers = N (default 1): round-robin over the CPUs this process may use. */
+	job->workers = wp->value ? (uint32_t)wp->u64 : 1;
+	r = cpulist_array(ld->allowed, &allowed, &nallowed);
+	if (r)
+		return r;
+	job->cpus = malloc(job->workers * sizeof(*job->cpus));
+	if (!job->cpus) {
+		free(allowed);
+		return -ENOMEM;
+	}
+	for (uint32_t k = 0; k < job->workers; k++)
+		job->cpus[k] = nallowed ? allowed[k % nallowed] : (int32_t)k;
+	free(allowed);
+	if (job->workers > nallowed && nallowed)
+		warnf(ld, wp->line ? wp->line : 1,
+		      "workers = %u exceeds the %u CPUs this process may run on (%s); workers "
+		      "share CPUs round-robin, expect lower throughput",
+		      job->workers, nallowed, fmt_cpulist(ld->allowed, list, sizeof(list)));
+	return 0;
+}
+
+/* checkpoint_dir (taken from @p into the job) or, without it, a warning for
+ * each checkpoint key given, which has no effect. */
+static void load_ckpt_dir(struct loader *ld, struct shmrun_param *p)
+{
+	struct shmrun_job *job = ld->job;
+
+	if (p[JK_CKPT_DIR].value) {
+		struct stat st;
+
+		if (stat(p[JK_CKPT_DIR].value, &st) == 0 && !S_ISDIR(st.st_mode))
+			errorf(ld, p[JK_CKPT_DIR].line,
+			       "checkpoint_dir = %s exists and is not a directory; name a directory "
+			       "(it is created if missing)",
+			       p[JK_CKPT_DIR].value);
+		/* room inside it for reset-<time>/ckpt-<epoch>/<stage>.<instance>.state:
+		 * no path built from it is ever cut short */
+		if (strlen(p[JK_CKPT_DIR].value) > CKPT_DIR_MAX)
+			errorf(ld, p[JK_CKPT_DIR].line,
+			       "checkpoint_dir is too long (%zu bytes; at most %d, to leave room for "
+			       "ckpt-<epoch>/<stage>.<instance>.state inside it); use a shorter path: "
+			       "%s",
+			       strlen(p[JK_CKPT_DIR].value), CKPT_DIR_MAX, p[JK_CKPT_DIR].value);
+		job->checkpoint_dir = p[JK_CKPT_DIR].value;
+		job->checkpoint_dir_line = p[JK_CKPT_DIR].line;
+		p[JK_CKPT_DIR].value = NULL;
+	} else {
+		static const int ck[] = {JK_CKPT_INTERVAL, JK_CKPT_TIMEOUT, JK_CKPT_RETAIN,
+					 JK_RESTART_ATTEMPTS};
+
+		for (size_t i = 0; i < sizeof(ck) / sizeof(ck[0]); i++)
+			if (p[ck[i]].line)
+				warnf(ld, p[ck[i]].line,
+				      "%s has no effect without checkpoint_dir (checkpoints are "
+				      "off)",
+				      job_keys[ck[i]].key);
+	}
+}
+
+int load_job(struct loader *ld)
+{
+	static const struct section empty = {.name = (char *)"job", .line = 1};
+	struct shmrun_param p[JK_COUNT];
+	struct shmrun_job *job = ld->job;
+	const struct section *s = ld->job_sec >= 0 ? &ld->sec[ld->job_sec] : &empty;
+	bool vnodes_bad;
+	int r;
+
+	memset(p, 0, sizeof(p));
+	check_unknown_keys(ld, s, "[job]", job_keys, NULL);
+	r = load_params(ld, s, "[job]", NULL, job_keys, p);
+	if (r)
+		goto out;
+
+	if (p[JK_NAME].value && !valid_name(p[JK_NAME].value))
+		errorf(ld, p[JK_NAME].line,
+		       "name = '%s' in [job] must be 1 to %u letters, digits, '_', '-' or '.'",
+		       p[JK_NAME].value, MAX_NAME_LEN);
+	job->name = p[JK_NAME].value ? strdup(p[JK_NAME].value) : default_name(job->conf_path);
+	if (!job->name) {
+		r = -ENOMEM;
+		goto out;
+	}
+
+	vnodes_bad = p[JK_VNODES].value == NULL;
+	ld->vnodes_ok = !vnodes_bad;
+	job->vnodes = vnodes_bad ? 256 : (uint32_t)p[JK_VNODES].u64;
+
+	job->ring_bytes = p[JK_RING_BYTES].value ? p[JK_RING_BYTES].u64 : 1u << 20;
+	if (p[JK_RING_BYTES].value && (job->ring_bytes & (job->ring_bytes - 1)))
+		errorf(ld, p[JK_RING_BYTES].line,
+		       "ring_bytes = '%s' in [job] is not a power of two; expected e.g. 64K, "
+		       "1M or 16M",
+		       p[JK_RING_BYTES].value);
+
+	job->idle = SHMRUN_IDLE_HYBRID;
+	if (p[JK_IDLE].value && strcmp(p[JK_IDLE].value, "spin") == 0)
+		job->idle = SHMRUN_IDLE_SPIN;
+	else if (p[JK_IDLE].value && strcmp(p[JK_IDLE].value, "sleep") == 0)
+		job->idle = SHMRUN_IDLE_SLEEP;
+
+	load_ckpt_dir(ld, p);
+	job->checkpoint_interval_ns =
+	    p[JK_CKPT_INTERVAL].value ? p[JK_CKPT_INTERVAL].u64 : 500000000ull;
+	job->checkpoint_timeout_ns =
+	    p[JK_CKPT_TIMEOUT].value ? p[JK_CKPT_TIMEOUT].u64 : 60000000000ull;
+	job->checkpoint_retain = p[JK_CKPT_RETAIN].value ? (uint32_t)p[JK_CKPT_RETAIN].u64 : 2;
+	job->restart_attempts =
+	    p[JK_RESTART_ATTEMPTS].value ? (uint32_t)p[JK_RESTART_ATTEMPTS].u64 : 10;
+	job->union_state_limit = p[JK_UNION_LIMIT].value ? p[JK_UNION_LIMIT].u64 : 64ull << 20;
+	job->per_worker_state_warn = p[JK_PW_WARN].value ? p[JK_PW_WARN].u64 : 1ull << 20;
+	r = load_cpus(ld, p);
+
+out:
+	for (uint32_t i = 0; i < JK_COUNT; i++)
+		free(p[i].value);
+	return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Pass 2: stages */
+
+static bool near_job(const char *name)
+{
+	return edit_distance(name, "job") <= 1;
+}
+
+/* Stage @st's operator, from key @op (NULL: absent) of section @s: a missing
+ * or unknown operator is reported (with the nearest name) and clears
+ * ld->ops_ok. */
+static void load_op(struct loader *ld, struct shmrun_stage *st, const struct section *s,
+		    const struct kv *op)
+{
+	const struct shmrun_operator *const *all = shmrun_operators();
+
+	if (!op && find_refused(ld, s, "op")) {
+		ld->ops_ok = false; /* its line was refused */
+	} else if (!op) {
+		if (near_job(s->name) || find_kv(s, "workers") || find_kv(s, "vnodes"))
+			errorf(ld, s->line,
+			       "stage [%s] has no 'op' key; did you mean [job]? (every section "
+			       "other than [job] is a stage)",
+			       s->name);
+		else
+			errorf(ld, s->line,
+			       "stage '%s' is missing required key 'op' (the operator, e.g. "
+			       "op = count)",
+			       s->name);
+		ld->ops_ok = false;
+	} else {
+		st->op = shmrun_operator_find(op->value);
+		if (!st->op) {
+			const char *names[32], *near;
+			uint32_t n = 0;
+			char list[512];
+
+			for (; n < 32 && all[n]; n++)
+				names[n] = all[n]->name;
+			near = nearest(op->value, names, n);
+			if (near)
+				errorf(ld, op->line,
+				       "unknown operator '%s' in stage '%s'; did you mean '%s'?",
+				       op->value, s->name, near);
+			else
+				errorf(ld, op->line,
+				       "unknown operator '%s' in stage '%s'; known operators: %s",
+				       op->value, s->name,
+				       join_words(list, sizeof(list), names, n));
+			ld->ops_ok = false;
+		}
+	}
+}
+
+int load_stage(struct loader *ld, uint32_t idx)
+{
+	struct shmrun_stage *st = &ld->job->stages[idx];
+	const struct section *s = ld->stage_sec[idx];
+	const struct kv *op = find_kv(s, "op"), *width = find_kv(s, "width");
+	char what[MAX_NAME_LEN + 16];
+	uint32_t nparams = 0;
+	int r;
+
+	section_what(ld, s, what, sizeof(what));
+	st->name = strdup(s->name);
+	if (!st->name)
+		return -ENOMEM;
+	st->line = s->line;
+	st->width = 1;
+	ld->input[idx] = find_kv(s, "input");
+
+	load_op(ld, st, s, op);
+
+	if (width) {
+		struct shmrun_param_def wd = stage_keys[1];
+		uint32_t vmax = ld->vnodes_ok ? ld->job->vnodes : MAX_VNODES;
+		char *text;
+		uint64_t v;
+
+		/* past vnodes (but within MAX_VNODES) has its own message below */
+		r = check_value(ld, what, &wd, width->value, width->line, &text, &v);
+		if (r < 0)
+			return r;
+		free(text);
+		if (r == 0 && v > vmax) {
+			errorf(ld, width->line,
+			       "width = %llu of stage '%s' exceeds vnodes = %u: every instance "
+			       "needs at least one vnode; lower the width or raise vnodes in [job]",
+			       (unsigned long long)v, s->name, vmax);
+			r = 1;
+		}
+		if (r == 0)
+			st->width = (uint32_t)v;
+		ld->width_ok[idx] = r == 0;
+	} else {
+		ld->width_ok[idx] = true;
+	}
+
+	if (!st->op)
+		return 0;
+	check_unknown_keys(ld, s, what, stage_keys, st->op->params);
+	for (const struct shmrun_param_def *d = st->op->params; d && d->key; d++)
+		nparams++;
+	st->params = calloc(nparams ? nparams : 1, sizeof(*st->params));
+	if (!st->params)
+		return -ENOMEM;
+	st->nparams = nparams;
+	if (!nparams)
+		return 0;
+	return load_params(ld, s, what, st->op->name, st->op->params, st->params);
+}

@@ -63,7 +63,8 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
-#include "ckpt_io.h"
+#include "ckpt/ckpt_io.h"
+#include "ckpt/manifest.h"
 #include "plan.h"
 #include "preflight.h"
 #include "worker.h"

@@ -37,8 +37,9 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "checkpoint.h"
 #include "ckpt_io.h"
+#include "manifest.h"
+#include "state_file.h"
 #include "shmrun/placement.h"
 
 /* One old state file, loaded and indexed. */

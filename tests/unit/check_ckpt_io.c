@@ -29,7 +29,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "ckpt_io.h"
+#include "ckpt/ckpt_io.h"
+#include "ckpt/fault.h"
 
 #define BLOCK SHMRUN_CKPT_BLOCK
 #define HDR   SHMRUN_CKPT_HEADER

@@ -48,8 +48,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "ckpt_io.h"
+#include "ckpt/ckpt_io.h"
+#include "ckpt/manifest.h"
+#include "ckpt/state_file.h"
 #include "shmrun/job.h"
 #include "shmrun/placement.h"
 #include "shmrun/runtime.h"

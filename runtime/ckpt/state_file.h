@@ -109,6 +109,12 @@ int shmrun_state_put_pw_count(struct shmrun_ckpt_buf *buf, uint64_t npw);
  */
 int shmrun_state_put_pw_entry(struct shmrun_ckpt_buf *buf, const void *entry, uint32_t len);
 
+/* shmrun_state_pw_entry_size() - bytes a per-worker entry of @len bytes takes in the file. */
+static inline uint64_t shmrun_state_pw_entry_size(uint32_t len)
+{
+	return 4 + (uint64_t)len;
+}
+
 /*
  * shmrun_state_put_pw() - append @npw per-worker entries already encoded in
  * @pw (@pw_len bytes, e.g. a parsed view's pw), count first.

@@ -1,5 +1,5 @@
 /*
- * runtime/ckpt_io.c: checkpoint state files — encoder, writer, reader.
+ * runtime/ckpt/ckpt_io.c: checkpoint state files — encoder, writer, reader.
  *
  * A worker turns its tasks' state into one byte stream per task (the encoder,
  * struct shmrun_ckpt_buf), writes it as a file with io_uring (the writer), and
@@ -335,7 +335,7 @@ int shmrun_ckpt_writer_init(struct shmrun_ckpt_writer *w, unsigned depth, char *
 	}
 	if (shmrun_fault_bad()) {
 		say(why, whylen,
-		    "SHMRUN_FAULT=%s: not understood (test-only switch, see ckpt_io.h)",
+		    "SHMRUN_FAULT=%s: not understood (test-only switch, see ckpt/fault.h)",
 		    getenv("SHMRUN_FAULT"));
 		return -EINVAL;
 	}

@@ -1,5 +1,5 @@
 /*
- * runtime/ckpt_io.h: checkpoint state files — the block format, an in-memory
+ * runtime/ckpt/ckpt_io.h: checkpoint state files — the block format, an in-memory
  * encoder, an io_uring writer with a pwrite/fsync fallback, and a verifying
  * reader (private to runtime/; docs/checkpoints.md "State file format" and
  * "Writer" are the reference, docs/design.md §6 the design).
@@ -165,8 +165,8 @@ struct shmrun_ckpt_writer {
  * the reason and what to do, for the caller to log as one warning; otherwise
  * @why is set to "". @why may be NULL (@whylen 0).
  *
- * Reads SHMRUN_FAULT (see "Fault switch" below) the first time any writer is
- * set up in the process.
+ * In a build with SHMRUN_FAULT_INJECTION, reads SHMRUN_FAULT (the fault
+ * switch, fault.h) the first time any writer is set up in the process.
  *
  * Return: 0; -EINVAL (@depth > SHMRUN_CKPT_DEPTH_MAX, or SHMRUN_FAULT not
  * understood: @why says so); -ENOMEM; another -errno of io_uring_queue_init()

@@ -1,5 +1,5 @@
 /*
- * runtime/rescale.c: authorised re-assignment of state to a changed topology.
+ * runtime/ckpt/rescale.c: authorised re-assignment of state to a changed topology.
  *
  * `shmrun --rescale topology.conf` restores the newest checkpoint of
  * checkpoint_dir into a topology it was not written by — a new width, a new
@@ -26,6 +26,20 @@
  * that follows is the normal one and a crash half-way leaves at most an
  * incomplete directory that restore skips. `shmrun plan --rescale-from` runs
  * the same computation and prints it instead of writing.
+ *
+ * Invariants: every piece of old state has exactly one new owner (union
+ * aside, which gives every owner a copy); the old checkpoint is only read,
+ * never changed; state files are decoded and re-encoded only through
+ * state_file.h (sections are copied whole, per-worker entries one by one),
+ * so the rescale knows the layout of no byte.
+ *
+ * Rejected: rescaling in place (a crash half-way would leave neither the old
+ * checkpoint nor the new one); rehashing keys into a new vnode count (every
+ * key of every stage would be read, and a key's vnode — which sinks and
+ * lookups may rely on — would change: the vnode count is fixed instead);
+ * guessing a rule for per-worker state an operator did not declare (an entry
+ * such as a read position dealt to the wrong instance loses or duplicates
+ * input, so the rescale refuses and names the stage).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,39 @@
-/* ESSAY */
+/*
+ * runtime/ckpt/snapshot.c: a worker's side of the checkpoint protocol —
+ * steps 3 and 4 of docs/design.md §6 for one task, and restore.
+ *
+ *   worker loop                         snapshot child (fork)
+ *   -----------                         ---------------------
+ *   task aligned on barrier(e)
+ *   shmrun_snapshot_take():
+ *     op->snapshot() -> per-worker entries
+ *     fork() ------------------------>  write_state_file():
+ *     track the child, record the         encode (state_file.h), io_uring
+ *     stall (snapshot() + fork)           write + fsync (ckpt_io.h),
+ *     go on processing at once            slot: size, xxh64, done_epoch (release)
+ *   reap_children() (worker.c)
+ *     -> shmrun_snapshot_reaped(): a child dead without reporting
+ *        fails its epoch at once (failed_epoch = e, -ECHILD)
+ *
+ * Restore (before the tasks open): the MANIFEST of ctl->restored_epoch is
+ * read once, each task's state file is read and verified (ckpt_io.h), parsed
+ * (state_file.h), its keys go into the task's kv and its per-worker entries
+ * wait for shmrun_snapshot_restore_entries(), after open().
+ *
+ * Invariants. The stall of a snapshot is O(per-worker state): the key-bound
+ * state is written by the child from its copy-on-write image, never by the
+ * worker. A child never outlives its worker (PR_SET_PDEATHSIG, and a check of
+ * getppid() after it), so a restarted run never sees a late file of the run
+ * that crashed. A late writer of an aborted epoch removes its own file (the
+ * seq_cst pair with abort_epoch(), coordinator.c). ctl->writers counts the
+ * children in flight across the job.
+ *
+ * Rejected: writing the state file in the worker (the stall would grow with
+ * the key-bound state); a writer thread (a consistent image of the state
+ * would need a copy or locks on the hot path, where fork's copy-on-write
+ * gives one for free); one child per worker per epoch for all its tasks (a
+ * task would wait for the alignment of every other task of its worker).
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

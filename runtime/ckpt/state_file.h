@@ -125,7 +125,7 @@ int shmrun_state_put_pw(struct shmrun_ckpt_buf *buf, uint64_t npw, const void *p
 /* A position in a parsed section's keys (shmrun_state_keys_next()). */
 struct shmrun_state_cursor {
 	const unsigned char *p;
-	uint64_t left;        /* keys not yet returned */
+	uint64_t left; /* keys not yet returned */
 	uint32_t value_bytes;
 };
 

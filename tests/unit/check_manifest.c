@@ -45,9 +45,10 @@ static void load_job(struct shmrun_job *job, uint32_t out_width)
 	snprintf(path, sizeof(path), "%s/wordy.conf", trial);
 	f = fopen(path, "w");
 	ck_assert_ptr_nonnull(f);
-	fprintf(f, "[job]\nworkers = 1\ncheckpoint_dir = ckpt\nvnodes = 64\n"
-		   "[gen]\nop = sequence\ncount = 10\n"
-		   "[out]\nop = null_sink\ninput = gen\nwidth = %u\n",
+	fprintf(f,
+		"[job]\nworkers = 1\ncheckpoint_dir = ckpt\nvnodes = 64\n"
+		"[gen]\nop = sequence\ncount = 10\n"
+		"[out]\nop = null_sink\ninput = gen\nwidth = %u\n",
 		out_width);
 	ck_assert_int_eq(fclose(f), 0);
 	ck_assert_msg(shmrun_job_load(path, job, &errs) == 0, "load: %s",
@@ -304,7 +305,7 @@ START_TEST(select_skips_damaged_and_incomplete_newer_ones)
 	make_ckpt(&job, 2, false);
 	make_ckpt(&job, 5, false);
 	make_ckpt(&job, 7, false);
-	flip_byte(in_ckpt(5, "gen.0.state", path, sizeof(path)), 20); /* damaged */
+	flip_byte(in_ckpt(5, "gen.0.state", path, sizeof(path)), 20);		 /* damaged */
 	ck_assert_int_eq(unlink(in_ckpt(7, "MANIFEST", path, sizeof(path))), 0); /* incomplete */
 	ck_assert_int_eq(shmrun_ckpt_select(ckdir, &m), 2);
 	ck_assert_uint_eq(m.epoch, 2);
@@ -334,7 +335,7 @@ END_TEST
 START_TEST(list_is_newest_first_and_only_epochs)
 {
 	static const char *const dirs[] = {"ckpt-1", "ckpt-10", "ckpt-2",  "ckpt-0",
-					   "ckpt-",  "ckpt-x",  "ckpt-3a", "other"};
+					   "ckpt-",  "ckpt-x",	"ckpt-3a", "other"};
 	uint64_t *epochs;
 	char path[PATH_MAX + 64];
 	int n;
@@ -368,7 +369,7 @@ START_TEST(remove_incomplete_removes_only_directories_without_manifest)
 
 	load_job(&job, 1);
 	ck_assert_int_eq(shmrun_ckpt_remove_incomplete(ckdir), 0); /* no directory yet */
-	make_ckpt(&job, 1, false); /* committed */
+	make_ckpt(&job, 1, false);				   /* committed */
 	make_ckpt(&job, 2, false); /* incomplete: MANIFEST removed */
 	make_ckpt(&job, 3, false); /* committed, MANIFEST damaged: not touched */
 	make_ckpt(&job, 4, false); /* incomplete, but holds a file not ours: left alone */

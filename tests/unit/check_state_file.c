@@ -78,9 +78,8 @@ static unsigned char *encode(struct shmrun_kv *kv, uint64_t epoch, const unsigne
 	unsigned char *data;
 
 	shmrun_ckpt_buf_init(&buf);
-	ck_assert_int_eq(shmrun_state_encode(&buf, kv, epoch, 2, 3, VNODES, pw, pw_len, npw,
-					     kv_bytes),
-			 0);
+	ck_assert_int_eq(
+	    shmrun_state_encode(&buf, kv, epoch, 2, 3, VNODES, pw, pw_len, npw, kv_bytes), 0);
 	data = content(&buf, len);
 	shmrun_ckpt_buf_free(&buf);
 	return data;
@@ -438,7 +437,8 @@ START_TEST(truncated_entry_list)
 	ck_assert_int_eq(shmrun_state_pw_next(&p, pw + 6, &entry, &elen), -EBADMSG);
 	p = pw;
 	ck_assert_int_eq(shmrun_state_pw_next(&p, pw + pw_len - 2, &entry, &elen), 1);
-	ck_assert_int_eq(shmrun_state_pw_next(&p, pw + pw_len - 2, &entry, &elen), 0); /* < 4 left */
+	ck_assert_int_eq(shmrun_state_pw_next(&p, pw + pw_len - 2, &entry, &elen),
+			 0); /* < 4 left */
 }
 END_TEST
 

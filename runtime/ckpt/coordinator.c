@@ -3,7 +3,6 @@
  * trigger, abort, the MANIFEST child and its reaping, the per-worker state
  * guard, the description of a timed-out epoch.
  *
- *
  * The protocol (Chandy–Lamport as Flink's asynchronous barrier snapshots,
  * docs/design.md §6; docs/checkpoints.md):
  *
@@ -11,7 +10,7 @@
  *   2. Each source task, between two records, snapshots its read positions and
  *      sends barrier(e) on every output. A task with several inputs holds back
  *      each input that delivered barrier(e) until all have (alignment), then
- *      snapshots and forwards barrier(e). (worker.c)
+ *      snapshots and forwards barrier(e). (worker.c, ckpt/snapshot.c)
  *   3. A snapshot is taken in the task's worker in O(per-worker state): the
  *      worker forks, and the child — holding a copy-on-write image of the
  *      key-bound state as of the barrier — writes the task's state file with
@@ -35,11 +34,15 @@
  * whole input and commits the sinks' tail. A stop request (SIGTERM) also
  * makes the next epoch the final one.
  *
- *
- * The MANIFEST child is forked by shmrun_coordinate() and judged by it
+ * Invariants: complete_epoch is stored only by the MANIFEST child, after the
+ * MANIFEST is durable and retention is done; aborted_epoch only by the
+ * coordinator (seq_cst, paired with the snapshot writers' loads). The
+ * MANIFEST child is forked by shmrun_coordinate() and judged by it
  * (complete_epoch, then waitpid); the worker loop's waitpid(-1) hands it back
- * through shmrun_coordinator_reaped(), so no other code knows its pid.
+ * through shmrun_coordinator_reaped(), so no other code knows its pid. Step 3
+ * is ckpt/snapshot.c, the MANIFEST's text ckpt/manifest.c.
  *
+ * Rejected: the launcher as coordinator — docs/design.md §1: no control plane,
  * the leader is an ordinary worker; writing the MANIFEST in worker 0's loop —
  * two fsyncs would stall its tasks.
  */

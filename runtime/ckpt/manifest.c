@@ -22,8 +22,6 @@
  *     file count.0.state 123456 89abcdef01234567 120000 0
  *     end 0123456789abcdef          (XXH64 of every byte above this line)
  *
- * Rejected: the launcher as coordinator — docs/design.md §1: no control plane,
- *
  * Rejected: a binary MANIFEST — it is small, read by people (`shmrun ckpt
  * list`, a damaged run's post-mortem) and closed by a checksum line anyway;
  * a MANIFEST per state file — one rename must commit the whole epoch.

@@ -1,6 +1,8 @@
 /*
- * runtime/checkpoint.h: epochs, barriers' bookkeeping, state files, MANIFEST,
- * restore selection (private to runtime/; docs/checkpoints.md is the reference).
+ * runtime/checkpoint.h: the control area of a run — epoch words, task
+ * checkpoint slots, worker counters and bells (private to runtime/). The
+ * checkpoint protocol that uses it is in runtime/ckpt/ (ckpt/README.md;
+ * docs/checkpoints.md is the reference).
  */
 #ifndef SHMRUN_RT_CHECKPOINT_H
 #define SHMRUN_RT_CHECKPOINT_H

@@ -52,6 +52,7 @@ struct shmrun_manifest {
 	bool finished;  /* the end-of-input epoch: every record processed, all output committed */
 };
 
+/* shmrun_manifest_free() - free what a parsed @m owns and zero it; safe on a zeroed one. */
 void shmrun_manifest_free(struct shmrun_manifest *m);
 
 /*

@@ -72,10 +72,16 @@ int shmrun_state_put_header(struct shmrun_ckpt_buf *buf, uint32_t value_bytes, u
 			    uint32_t instance, uint32_t width, uint32_t vnodes, uint32_t nsections);
 
 /*
- * shmrun_state_parse() - check and index a state file's logical content.
- * Return: 0; -EBADMSG if malformed; -ENOMEM.
+ * shmrun_state_parse() - check and index a state file's logical content
+ * (@len bytes at @data; @v points into it, so @data must outlive @v).
+ * Every length is checked to lie inside @data and the file must end right
+ * after its last per-worker entry. On failure @v is zeroed.
+ * Return: 0; -EBADMSG if malformed (bad magic or version, more sections than
+ * vnodes, a vnode out of range, a count that lies, trailing bytes); -ENOMEM.
  */
 int shmrun_state_parse(const unsigned char *data, size_t len, struct shmrun_state_view *v);
+
+/* shmrun_state_view_free() - free @v's section index and zero it (the data stays the caller's). */
 void shmrun_state_view_free(struct shmrun_state_view *v);
 
 /*

@@ -75,7 +75,7 @@ int shmrun_state_put_header(struct shmrun_ckpt_buf *buf, uint32_t value_bytes, u
  * shmrun_state_parse() - check and index a state file's logical content
  * (@len bytes at @data; @v points into it, so @data must outlive @v).
  * Every length is checked to lie inside @data and the file must end right
- * after its last per-worker entry. On failure @v is zeroed.
+ * after its last per-worker entry. On failure @v owns nothing (no free needed).
  * Return: 0; -EBADMSG if malformed (bad magic or version, more sections than
  * vnodes, a vnode out of range, a count that lies, trailing bytes); -ENOMEM.
  */

@@ -62,8 +62,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "ckpt_io.h"
+#include "control.h"
+#include "ckpt/ckpt_io.h"
+#include "ckpt/manifest.h"
 #include "plan.h"
 #include "preflight.h"
 #include "worker.h"

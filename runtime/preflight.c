@@ -74,7 +74,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "ckpt_io.h"
+#include "ckpt/ckpt_io.h"
 #include "ops/input_check.h"
 #include "preflight.h"
 #include "shmrun/operator.h"

@@ -61,7 +61,11 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "ckpt_io.h"
+#include "ckpt/ckpt_io.h"
+#include "ckpt/coordinator.h"
+#include "ckpt/manifest.h"
+#include "ckpt/snapshot.h"
+#include "ckpt/state_file.h"
 #include "shmrun/placement.h"
 #include "worker.h"
 
@@ -149,7 +153,7 @@ bool shmrun_task_param_bool(const struct shmrun_task *t, const char *key, bool d
 
 /* Keep the first errno an operator failed with, for the launcher to judge
  * whether a restart can cure it (shmrun_errno_is_permanent()). */
-static void note_fail_errno(struct shmrun_worker *w, int err)
+void note_fail_errno(struct shmrun_worker *w, int err)
 {
 	int32_t none = 0;
 
@@ -418,7 +422,6 @@ static inline bool task_parked(const struct shmrun_task *t)
 /* Hand @rec to @t. @hash is the key's hash when @hashed (it came off a ring). */
 static int task_end(struct shmrun_task *t, uint64_t e, bool stop);
 static int task_checkpoint(struct shmrun_task *t, uint64_t e);
-static int task_snapshot(struct shmrun_task *t, uint64_t e);
 static void task_unhold(struct shmrun_task *t);
 static int deliver_barrier(struct shmrun_task *t, uint64_t e, bool forward);
 
@@ -608,7 +611,7 @@ static int task_end(struct shmrun_task *t, uint64_t e, bool stop)
 		return err;
 	}
 	if (e)
-		err = task_snapshot(t, e);
+		err = shmrun_snapshot_take(t, e);
 	if (err)
 		return err;
 	task_unhold(t);
@@ -755,212 +758,6 @@ bool shmrun_task_restoring(const struct shmrun_task *t)
 	return t->restoring;
 }
 
-/*
- * State file, logical content (ckpt_io.h frames it in checksummed blocks):
- *
- *     "SHMRSTAT" u32 version=1 u32 value_bytes u64 epoch u32 instance u32 width
- *     u32 vnodes u32 nsections
- *     nsections x { u32 vnode, u32 0, u64 nkeys, nkeys x { u32 key_len, key, value } }
- *     u64 n_pw, n_pw x { u32 len, bytes }
- *
- * Sections are whole vnodes, so a rescale can move them without parsing keys.
- * epoch is that of the snapshot, or 0 in the file --rescale writes for a stage
- * new to the checkpoint: its tasks start as on a first start
- * (shmrun_task_restoring() false), every other task restores its position.
- */
-
-struct kv_writer {
-	struct shmrun_ckpt_buf *buf;
-	uint32_t value_bytes;
-	int err;
-};
-
-static int put_entry(void *arg, const void *key, uint32_t key_len, void *value)
-{
-	struct kv_writer *kw = arg;
-
-	kw->err = shmrun_ckpt_buf_append(kw->buf, &key_len, 4);
-	if (!kw->err)
-		kw->err = shmrun_ckpt_buf_append(kw->buf, key, key_len);
-	if (!kw->err)
-		kw->err = shmrun_ckpt_buf_append(kw->buf, value, kw->value_bytes);
-	return kw->err;
-}
-
-static int encode_state(struct shmrun_task *t, uint64_t e, struct shmrun_ckpt_buf *buf,
-			uint64_t *kv_bytes)
-{
-	struct kv_writer kw = {.buf = buf, .value_bytes = t->kv.value_bytes};
-	uint32_t nsec = 0;
-	uint64_t npw = t->pw_n;
-	size_t before;
-	int err;
-
-	for (uint32_t v = 0; v < t->vnodes; v++)
-		nsec += shmrun_kv_vnode_keys(&t->kv, v) > 0;
-	err = shmrun_state_put_header(buf, t->kv.value_bytes, e, t->instance, t->width, t->vnodes,
-				      nsec);
-	before = shmrun_ckpt_buf_len(buf);
-	for (uint32_t v = 0; v < t->vnodes && !err; v++) {
-		uint64_t n = shmrun_kv_vnode_keys(&t->kv, v);
-		uint32_t sec[2] = {v, 0};
-
-		if (!n)
-			continue;
-		err = shmrun_ckpt_buf_append(buf, sec, sizeof(sec));
-		if (!err)
-			err = shmrun_ckpt_buf_append(buf, &n, 8);
-		if (!err)
-			err = shmrun_kv_foreach_in(&t->kv, v, put_entry, &kw) ? kw.err : 0;
-	}
-	*kv_bytes = shmrun_ckpt_buf_len(buf) - before;
-	if (!err)
-		err = shmrun_ckpt_buf_append(buf, &npw, 8);
-	if (!err && t->pw_len)
-		err = shmrun_ckpt_buf_append(buf, t->pw, t->pw_len);
-	return err;
-}
-
-/*
- * Test-only: SHMRUN_TEST_SLOW_SNAPSHOT=e:ms makes the writers of epoch e wait
- * ms before they create its directory and again after their file is written:
- * a late writer of an aborted epoch, still busy when the job ends.
- */
-static void test_slow_snapshot(uint64_t e)
-{
-	const char *se = getenv("SHMRUN_TEST_SLOW_SNAPSHOT");
-
-	if (se && strchr(se, ':') && strtoull(se, NULL, 10) == e)
-		usleep((useconds_t)(strtoul(strchr(se, ':') + 1, NULL, 10) * 1000));
-}
-
-/*
- * The snapshot child: write @t's state file of epoch @e into its checkpoint
- * directory with io_uring, fsync it and the task's registered fds, and record
- * the result in the task's slot. Runs in a forked child of the worker, on a
- * copy-on-write image of the state as of the barrier.
- */
-static int write_state_file(struct shmrun_worker *w, struct shmrun_task *t, uint64_t e)
-{
-	const struct shmrun_job *job = w->plan->job;
-	struct shmrun_task_slot *slot = &w->slots[t->id];
-	struct shmrun_ckpt_writer wr;
-	struct shmrun_ckpt_buf buf;
-	char path[PATH_MAX], name[160], why[200];
-	uint64_t size = 0, sum = 0, kv_bytes = 0;
-	int dirfd = -1, err;
-
-	shmrun_ckpt_buf_init(&buf);
-	shmrun_ckpt_path(job->checkpoint_dir, e, path, sizeof(path));
-	shmrun_ckpt_file_name(w->plan, t->id, name, sizeof(name));
-	/* an epoch aborted before its barrier reached this task: write nothing
-	 * (the coordinator has removed, or will remove, its directory) */
-	if (e <= atomic_load_explicit(&w->ctl->aborted_epoch, memory_order_seq_cst))
-		return 0;
-	test_slow_snapshot(e);
-	err = shmrun_ckpt_mkdir(job->checkpoint_dir);
-	if (err && err != -EEXIST)
-		goto out;
-	err = shmrun_ckpt_mkdir(path); /* 0700: state may hold secrets */
-	if (err && err != -EEXIST)
-		goto out;
-	/* never through a symlink: a ckpt-N the runtime did not make is not
-	 * written into (ELOOP fails the epoch) */
-	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dirfd < 0) {
-		err = -errno;
-		goto out;
-	}
-	err = encode_state(t, e, &buf, &kv_bytes);
-	if (!err)
-		err = shmrun_ckpt_buf_seal(&buf);
-	if (err)
-		goto out;
-	for (uint32_t i = 0; i < t->nsync && !err; i++)
-		if (fsync(t->sync_fds[i]) < 0)
-			err = -errno;
-	if (err)
-		goto out;
-	{
-		/* Test-only: SHMRUN_TEST_FAIL_EPOCH=e makes every write of epoch e
-		 * fail with EIO (the fault switch of ckpt_io.h, armed here so it
-		 * hits one epoch, not every snapshot child). */
-		const char *fe = getenv("SHMRUN_TEST_FAIL_EPOCH");
-		const char *ke = getenv("SHMRUN_TEST_KILL_SNAPSHOT_EPOCH");
-
-		/* Test-only: the writer of epoch e dies without reporting. */
-		if (ke && strtoull(ke, NULL, 10) == e)
-			raise(SIGKILL);
-		if (fe && strtoull(fe, NULL, 10) == e) {
-			setenv("SHMRUN_FAULT", "write:EIO:1", 1);
-			shmrun_ckpt_fault_reload();
-		}
-	}
-	err = shmrun_ckpt_writer_init(&wr, 32, why, sizeof(why));
-	if (err)
-		goto out;
-	unlinkat(dirfd, name, 0); /* a retry of an aborted epoch */
-	err = shmrun_ckpt_write_file(&wr, dirfd, name, &buf, &size, &sum);
-	if (!err)
-		err = shmrun_ckpt_fsync_dir(dirfd);
-	shmrun_ckpt_writer_close(&wr);
-	test_slow_snapshot(e);
-out:
-	/*
-	 * A late writer of an aborted epoch removes what it wrote, and the
-	 * directory once it is empty. seq_cst: pairs with the seq_cst store of
-	 * aborted_epoch in abort_epoch() (checkpoint.c). Either this load sees
-	 * the abort, or it comes before that store, and then so did this file's
-	 * creation: the coordinator's removal, after its store, finds the file.
-	 */
-	if (e <= atomic_load_explicit(&w->ctl->aborted_epoch, memory_order_seq_cst)) {
-		if (dirfd >= 0)
-			unlinkat(dirfd, name, 0);
-		rmdir(path); /* fails while another late writer's file is there */
-	}
-	if (dirfd >= 0)
-		close(dirfd);
-	shmrun_ckpt_buf_free(&buf);
-	if (err) {
-		atomic_store_explicit(&slot->error, err, memory_order_relaxed);
-		/* release: the error is visible with failed_epoch. */
-		atomic_store_explicit(&slot->failed_epoch, e, memory_order_release);
-		return err;
-	}
-	slot->size = size;
-	slot->xxh64 = sum;
-	slot->kv_bytes = kv_bytes;
-	slot->pw_bytes = t->pw_len;
-	/* release: pairs with the acquire load of done_epoch in shmrun_coordinate();
-	 * size and checksum above are visible with it. */
-	atomic_store_explicit(&slot->done_epoch, e, memory_order_release);
-	return 0;
-}
-
-static void track_child(struct shmrun_worker *w, pid_t pid, uint32_t task, uint64_t epoch)
-{
-	if (w->nchildren == w->children_cap) {
-		uint32_t cap = w->children_cap ? w->children_cap * 2 : 16;
-		struct snap_child *n = realloc(w->children, cap * sizeof(*n));
-
-		if (!n)
-			return; /* untracked: its death is caught by checkpoint_timeout */
-		w->children = n;
-		w->children_cap = cap;
-	}
-	w->children[w->nchildren++] = (struct snap_child){pid, task, epoch};
-}
-
-static void record_stall(struct shmrun_worker *w, int64_t ns)
-{
-	if (!w->stalls) {
-		w->stalls = calloc(1024, sizeof(*w->stalls));
-		if (!w->stalls)
-			return;
-	}
-	w->stalls[w->nstalls++ % 1024] = ns;
-}
-
 static void task_unhold(struct shmrun_task *t)
 {
 	for (uint32_t i = 0; i < t->nins; i++)
@@ -974,61 +771,11 @@ static void task_unhold(struct shmrun_task *t)
 
 static int deliver_barrier(struct shmrun_task *t, uint64_t e, bool forward);
 
-/*
- * Snapshot @t for epoch @e. The stall — the time @t processes nothing because
- * of the checkpoint — is the operator's snapshot() plus one fork(); the state
- * file is written by the child from its copy-on-write image while the worker
- * goes on.
- */
-static int task_snapshot(struct shmrun_task *t, uint64_t e)
-{
-	struct shmrun_worker *w = t->w;
-	int64_t t0 = now_ns();
-	pid_t pid, worker_pid;
-	int err = 0;
-
-	t->pw_len = 0;
-	t->pw_n = 0;
-	t->nsync = 0;
-	t->in_snapshot = true;
-	if (t->op->snapshot)
-		err = t->op->snapshot(t, t->state, e);
-	t->in_snapshot = false;
-	if (err) {
-		if (!w->failed)
-			shmrun_task_error(t, "snapshot of epoch %" PRIu64 " failed: %s", e,
-					  strerror(-err));
-		note_fail_errno(w, err);
-		return err;
-	}
-	worker_pid = getpid();
-	pid = fork();
-	if (pid == 0) {
-		/* die with the worker — and if it died before prctl() took
-		 * effect, write nothing: a run that restarted must never see a
-		 * late file from the one that crashed */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != worker_pid)
-			_exit(1);
-		_exit(write_state_file(w, t, e) ? 1 : 0);
-	}
-	if (pid < 0) {
-		atomic_store_explicit(&w->slots[t->id].error, -errno, memory_order_relaxed);
-		atomic_store_explicit(&w->slots[t->id].failed_epoch, e, memory_order_release);
-	} else {
-		atomic_fetch_add_explicit(&w->ctl->writers, 1, memory_order_relaxed);
-		track_child(w, pid, t->id, e);
-	}
-	record_stall(w, now_ns() - t0);
-	t->barrier_epoch = e;
-	return 0;
-}
-
 /* @t is aligned on barrier(@e): snapshot it and send the barrier on. */
 static int task_checkpoint(struct shmrun_task *t, uint64_t e)
 {
 	struct pieces pc = {.p = {&e}, .n = {8}, .total = 8};
-	int err = task_snapshot(t, e);
+	int err = shmrun_snapshot_take(t, e);
 
 	task_unhold(t);
 	for (uint32_t o = 0; o < t->nouts && !err; o++) {
@@ -1141,166 +888,18 @@ static uint32_t commit_epochs(struct shmrun_worker *w)
 }
 
 /*
- * Reap finished snapshot and MANIFEST children. A snapshot child reports
- * through its task's slot; one that died without reporting (killed, out of
- * memory) fails its epoch here, at once, instead of at checkpoint_timeout.
+ * Reap finished children: the MANIFEST child goes to the coordinator, a
+ * snapshot writer to ckpt/snapshot.c (one that died without reporting fails
+ * its epoch there, at once, instead of at checkpoint_timeout).
  */
 static void reap_children(struct shmrun_worker *w)
 {
 	int status;
 	pid_t pid;
 
-	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-		if (pid == w->co.manifest_pid) {
-			w->co.manifest_exited = true; /* the coordinator judges it */
-			continue;
-		}
-		for (uint32_t i = 0; i < w->nchildren; i++) {
-			struct snap_child c = w->children[i];
-			struct shmrun_task_slot *slot;
-
-			if (c.pid != pid)
-				continue;
-			w->children[i] = w->children[--w->nchildren];
-			atomic_fetch_sub_explicit(&w->ctl->writers, 1, memory_order_relaxed);
-			slot = &w->slots[c.task];
-			if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-				break;
-			if (atomic_load_explicit(&slot->done_epoch, memory_order_acquire) == c.epoch ||
-			    atomic_load_explicit(&slot->failed_epoch, memory_order_acquire) == c.epoch)
-				break;
-			shmrun_log(SHMRUN_LOG_WARN,
-				   "the snapshot writer of task %u for epoch %" PRIu64 " died (%s %d)",
-				   c.task, c.epoch, WIFSIGNALED(status) ? "signal" : "exit status",
-				   WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-			atomic_store_explicit(&slot->error, -ECHILD, memory_order_relaxed);
-			/* release: pairs with the coordinator's acquire of failed_epoch */
-			atomic_store_explicit(&slot->failed_epoch, c.epoch, memory_order_release);
-			break;
-		}
-	}
-}
-
-/* Restore @t's key-bound state and stash its per-worker entries. */
-/* Restore @t from the restored checkpoint @dirfd (at @path) whose MANIFEST is @m. */
-static int restore_task(struct shmrun_task *t, const struct shmrun_manifest *m, int dirfd,
-			const char *path)
-{
-	struct shmrun_worker *w = t->w;
-	char name[160], why[256];
-	const struct shmrun_manifest_file *f = NULL;
-	struct shmrun_state_view view = {0};
-	unsigned char *data = NULL;
-	size_t len;
-	int err;
-
-	shmrun_ckpt_file_name(w->plan, t->id, name, sizeof(name));
-	for (uint32_t i = 0; i < m->nfiles; i++)
-		if (strcmp(m->files[i].name, name) == 0)
-			f = &m->files[i];
-	if (!f) {
-		shmrun_task_error(t, "restore from %s: MANIFEST lists no %s", path, name);
-		return -EBADMSG;
-	}
-	err = shmrun_ckpt_read_file(dirfd, name, f->size, f->xxh64, (void **)&data, &len, why,
-				    sizeof(why));
-	if (err) {
-		shmrun_task_error(t, "restore of %s/%s: %s", path, name, why);
-		return err;
-	}
-	err = shmrun_state_parse(data, len, &view);
-	if (err)
-		goto bad;
-	for (uint32_t s = 0; s < view.nsections; s++) {
-		const struct shmrun_state_section *sec = &view.sections[s];
-		const unsigned char *p = sec->bytes + 16;
-
-		for (uint64_t k = 0; k < sec->keys; k++) {
-			uint32_t kl;
-			void *v;
-			int e2;
-
-			memcpy(&kl, p, 4);
-			v = shmrun_kv_get(&t->kv, sec->vnode, XXH3_64bits(p + 4, kl), p + 4, kl,
-					  view.value_bytes, true, &e2);
-			if (!v) {
-				err = e2 ? e2 : -ENOMEM;
-				goto bad;
-			}
-			memcpy(v, p + 4 + kl, view.value_bytes);
-			p += 4 + kl + view.value_bytes;
-		}
-	}
-	t->restore_pw = malloc(view.pw_len + 1);
-	if (!t->restore_pw) {
-		err = -ENOMEM;
-		goto bad;
-	}
-	memcpy(t->restore_pw, view.pw, view.pw_len);
-	t->restore_pw_len = view.pw_len;
-	/* epoch 0: a stage new to this checkpoint (written by --rescale), which
-	 * starts as on a first start; any other state file restores the
-	 * instance's position, even with no entry at all (it had finished) */
-	t->restoring = view.epoch != 0;
-	t->barrier_epoch = w->ctl->restored_epoch;
-	shmrun_state_view_free(&view);
-	free(data);
-	return 0;
-bad:
-	shmrun_task_error(t, "restore of %s/%s: %s", path, name,
-			  err == -EBADMSG ? "state file content is malformed" : strerror(-err));
-	shmrun_state_view_free(&view);
-	free(data);
-	return err;
-}
-
-/* Restore every task of this worker: the MANIFEST is read once. */
-static int restore_tasks(struct shmrun_worker *w)
-{
-	const char *dir = w->plan->job->checkpoint_dir;
-	char path[PATH_MAX], why[256];
-	struct shmrun_manifest m;
-	int dirfd, err;
-
-	shmrun_ckpt_path(dir, w->ctl->restored_epoch, path, sizeof(path));
-	err = shmrun_ckpt_read_manifest(dir, w->ctl->restored_epoch, &m, why, sizeof(why));
-	if (err) {
-		snprintf(w->stats->error, sizeof(w->stats->error), "restore from %.200s: %.200s", path,
-			 why);
-		w->failed = true;
-		return err;
-	}
-	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	err = dirfd < 0 ? -errno : 0;
-	for (uint32_t x = 0; x < w->ntasks && !err; x++)
-		err = restore_task(&w->tasks[x], &m, dirfd, path);
-	if (dirfd >= 0)
-		close(dirfd);
-	shmrun_manifest_free(&m);
-	return err;
-}
-
-/* Hand the restored per-worker entries to the operator, after open(). */
-static int restore_entries(struct shmrun_task *t)
-{
-	unsigned char *p = t->restore_pw, *end = p + t->restore_pw_len;
-	int err = 0;
-
-	while (p && end - p >= 4 && !err) {
-		uint32_t len;
-
-		memcpy(&len, p, 4);
-		if ((size_t)(end - p) < 4 + (size_t)len) {
-			shmrun_task_error(t, "restored per-worker state is truncated");
-			return -EBADMSG;
-		}
-		if (t->op->restore)
-			err = t->op->restore(t, t->state, p + 4, len);
-		p += 4 + len;
-	}
-	free(t->restore_pw);
-	t->restore_pw = NULL;
-	return err;
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+		if (!shmrun_coordinator_reaped(&w->co, pid))
+			shmrun_snapshot_reaped(w, pid, status);
 }
 
 /* ---- setup ----------------------------------------------------------------- */
@@ -1468,7 +1067,7 @@ static int setup(struct shmrun_worker *w)
 			goto out;
 	}
 	if (w->ctl->restored_epoch)
-		err = restore_tasks(w);
+		err = shmrun_snapshot_restore(w);
 out:
 	free(task_slot);
 	return err;
@@ -1901,7 +1500,7 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 			break;
 		}
 		t->opened = true;
-		err = restore_entries(t);
+		err = shmrun_snapshot_restore_entries(t);
 		if (err && !w.failed)
 			shmrun_task_error(t, "restore of per-worker state failed");
 		if (err)

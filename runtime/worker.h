@@ -8,7 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "checkpoint.h"
+#include "control.h"
+#include "ckpt/coordinator.h"
 #include "plan.h"
 #include "shmrun/segment.h"
 #include "state.h"
@@ -126,6 +127,13 @@ struct shmrun_worker {
  */
 int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segment *seg,
 		      uint32_t index, struct shmrun_control *ctl, const volatile int *stop);
+
+/*
+ * note_fail_errno() - keep the first errno (@err, negative; 0 is ignored) an
+ * operator or a snapshot failed with in w->stats->fail_errno, for the
+ * launcher to judge whether a restart can cure it.
+ */
+void note_fail_errno(struct shmrun_worker *w, int err);
 
 /*
  * shmrun_task_prepare_stage() - run a stage's prepare() callback in the

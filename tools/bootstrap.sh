@@ -7,7 +7,9 @@
 #
 # Environment:
 #   SHMRUN_BUILD_DIR    build directory (default: build)
-#   SHMRUN_CMAKE_ARGS   extra arguments for cmake's configure step
+#   SHMRUN_CMAKE_ARGS   extra arguments for cmake's configure step; the test
+#                       build turns -DSHMRUN_FAULT_INJECTION=ON (the test-only
+#                       fault switches) unless these say otherwise
 #   SHMRUN_WITH_CLANG=1 also install clang (CI builds with both gcc and clang);
 #                       CC=clang then selects it for a new build directory
 set -euo pipefail
@@ -51,5 +53,5 @@ fi
 
 build=${SHMRUN_BUILD_DIR:-build}
 # shellcheck disable=SC2086
-cmake -S . -B "$build" ${SHMRUN_CMAKE_ARGS:-} >/dev/null
+cmake -S . -B "$build" -DSHMRUN_FAULT_INJECTION=ON ${SHMRUN_CMAKE_ARGS:-} >/dev/null
 cmake --build "$build" -j "$(nproc)"

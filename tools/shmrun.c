@@ -292,6 +292,12 @@ int main(int argc, char **argv)
 			usage(stdout);
 		else
 			printf("shmrun %s\n", SHMRUN_VERSION);
+#ifdef SHMRUN_FAULT_INJECTION
+		/* a test build (-DSHMRUN_FAULT_INJECTION=ON): the shell tests that
+		 * need the fault switches look for this line (tests/integration/lib.sh) */
+		if (info == 'V')
+			printf("fault injection: on\n");
+#endif
 		return 0;
 	}
 	/* the subcommand may also follow options: shmrun --log-level debug check x.conf */

@@ -15,6 +15,7 @@
 set -euo pipefail
 shmrun=${1:?usage: checkpoint.sh path/to/shmrun}
 . "$(dirname "$0")/lib.sh"
+need_fault_injection "$shmrun" # SHMRUN_TEST_FAIL_EPOCH, SHMRUN_TEST_KILL_SNAPSHOT_EPOCH
 
 conf() { # dir rate
 	mkdir -p "$1"

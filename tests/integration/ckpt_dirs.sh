@@ -17,6 +17,7 @@ set -euo pipefail
 shmrun=$(realpath "${1:?usage: ckpt_dirs.sh path/to/shmrun}")
 export LC_ALL=C
 . "$(dirname "$0")/lib.sh"
+need_fault_injection "$shmrun" # SHMRUN_TEST_SLOW_SNAPSHOT
 stopped=
 trap '[ -n "$stopped" ] && kill -CONT $stopped 2> /dev/null; cleanup' EXIT
 

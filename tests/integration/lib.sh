@@ -14,6 +14,16 @@ fail() {
 	[ -f "$tmp/log" ] && tail -30 "$tmp/log" | sed 's/^/  log: /' >&2
 	exit 1
 }
+# need_fault_injection SHMRUN: exit 77 (skipped) unless SHMRUN was built with
+# the test-only fault switches (-DSHMRUN_FAULT_INJECTION=ON, as
+# tools/bootstrap.sh builds it): SHMRUN_FAULT and SHMRUN_TEST_* do nothing
+# without them (runtime/ckpt/fault.h).
+need_fault_injection() {
+	if ! "$1" --version | grep -qx "fault injection: on"; then
+		echo "skipped: $1 is built without -DSHMRUN_FAULT_INJECTION=ON" >&2
+		exit 77
+	fi
+}
 # wait_started [LOG]: wait until the run in $launcher has logged its start
 # line ("launcher: job NAME: N workers, ..."), or has exited; at most 60 s.
 # From that line on the launcher takes SIGTERM as a stop; before it (exec,

@@ -1,10 +1,10 @@
 /*
- * tests/unit/check_rescale.c: shmrun_rescale() (runtime/rescale.c) on
+ * tests/unit/check_rescale.c: shmrun_rescale() (runtime/ckpt/rescale.c) on
  * fabricated checkpoints.
  *
  * Each trial writes a topology.conf into a fresh directory, loads it, and
  * fabricates checkpoint ckpt-1 for it by hand: one state file per task in the
- * layout of worker.c's encode_state() (checkpoint.h: SHMRUN_STATE_*), built
+ * layout of ckpt/state_file.c (shmrun_state_encode(), SHMRUN_STATE_*), built
  * with the shmrun_ckpt_buf_* encoder, written with the ckpt_io writer, and
  * committed with shmrun_ckpt_write_manifest(). It then loads the changed
  * topology, rescales, and reads every new state file back through the
@@ -48,8 +48,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "ckpt_io.h"
+#include "ckpt/ckpt_io.h"
+#include "ckpt/manifest.h"
+#include "ckpt/state_file.h"
 #include "shmrun/job.h"
 #include "shmrun/placement.h"
 #include "shmrun/runtime.h"

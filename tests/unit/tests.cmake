@@ -48,6 +48,22 @@ shmrun_check_test(check_ckpt_io
 	LABELS runtime
 	TIMEOUT 120)
 
+# The state file's logical content through runtime/ckpt/state_file.h (its one owner):
+# encode -> parse round trips, zero cases, damaged input -> -EBADMSG.
+shmrun_check_test(check_state_file
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_state_file.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)
+
+# Checkpoint directories through runtime/ckpt/manifest.h: MANIFEST round trip and
+# damage, verify, restore selection, listing, removal of incomplete epochs.
+shmrun_check_test(check_manifest
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_manifest.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)
+
 # The topology fingerprint that guards every restore (docs/design.md §6, issue 5):
 # what changes it, what must not, and the messages naming each difference.
 shmrun_check_test(check_fingerprint
@@ -56,7 +72,7 @@ shmrun_check_test(check_fingerprint
 	LABELS runtime
 	TIMEOUT 60)
 
-# shmrun_rescale() on fabricated checkpoints (runtime/rescale.c): split dealing of
+# shmrun_rescale() on fabricated checkpoints (runtime/ckpt/rescale.c): split dealing of
 # per-worker state, whole-vnode moves of key-bound state, refusals, plan mode.
 shmrun_check_test(check_rescale
 	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_rescale.c

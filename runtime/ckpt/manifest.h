@@ -1,22 +1,26 @@
 /*
- * runtime/checkpoint.h: epochs, barriers' bookkeeping, state files, MANIFEST,
- * restore selection (private to runtime/; docs/checkpoints.md is the reference).
+ * runtime/ckpt/manifest.h: checkpoint directories on disk — names, the
+ * MANIFEST (write, parse, verify), restore selection, removal of incomplete
+ * epochs, the topology check, and the `shmrun ckpt` listing (private to
+ * runtime/; docs/checkpoints.md is the reference, MANIFEST's text is described
+ * in manifest.c).
+ *
+ * Invariant: the rename of MANIFEST into place is the commit of a checkpoint.
+ * A ckpt-<epoch> directory without MANIFEST never held a checkpoint; one with a
+ * MANIFEST is only ever retired MANIFEST first (shmrun_ckpt_remove()).
+ *
+ * Nothing here knows the state files' content (ckpt/state_file.h) or the
+ * control area: a MANIFEST lists files by name, size and checksum.
  */
-#ifndef SHMRUN_RT_CHECKPOINT_H
-#define SHMRUN_RT_CHECKPOINT_H
+#ifndef SHMRUN_RT_CKPT_MANIFEST_H
+#define SHMRUN_RT_CKPT_MANIFEST_H
 
-#include <limits.h>
-#include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "plan.h"
-#include "shmrun/ring.h"
-
-#include "control.h"
-
-/* ---- on disk -------------------------------------------------------------- */
 
 /* One state file of a checkpoint, as the MANIFEST lists it. */
 struct shmrun_manifest_file {
@@ -48,6 +52,7 @@ struct shmrun_manifest {
 	bool finished;  /* the end-of-input epoch: every record processed, all output committed */
 };
 
+/* shmrun_manifest_free() - free what a parsed @m owns and zero it; safe on a zeroed one. */
 void shmrun_manifest_free(struct shmrun_manifest *m);
 
 /*
@@ -113,81 +118,21 @@ int shmrun_ckpt_write_manifest(const struct shmrun_job *job, uint64_t e, bool fi
 			       const struct shmrun_manifest_file *files, uint32_t nfiles);
 
 /*
- * A parsed state file (see worker.c for the layout): pointers into @data.
- * Sections are whole vnodes, copied as they are when a rescale moves them.
+ * shmrun_ckpt_remove() - retire checkpoint_dir/ckpt-<epoch>: remove the files
+ * the runtime wrote there (MANIFEST first, then the directory is fsynced) and
+ * the directory, and nothing else; never through a symlink.
+ * Return: 0 (removed, or already gone); -ELOOP (a symlink or not a
+ * directory); -EEXIST (holds something the runtime did not make; @why, of
+ * @whylen bytes, names it); -ENOTEMPTY (a file appeared meanwhile); -errno.
  */
-struct shmrun_state_section {
-	uint32_t vnode;
-	uint64_t keys;
-	const unsigned char *bytes; /* the whole section: header + entries */
-	size_t len;
-};
-
-struct shmrun_state_view {
-	uint32_t value_bytes, instance, width, vnodes;
-	uint64_t epoch;
-	struct shmrun_state_section *sections; /* malloc'd */
-	uint32_t nsections;
-	const unsigned char *pw;  /* [u32 len][bytes]... */
-	size_t pw_len;
-	uint64_t npw;
-};
-
-#define SHMRUN_STATE_MAGIC "SHMRSTAT"
-#define SHMRUN_STATE_VERSION 1u
-#define SHMRUN_STATE_HEAD 40u /* magic + 6 x u32/u64 fields + vnodes + nsections */
+int shmrun_ckpt_remove(const char *dir, uint64_t epoch, char *why, size_t whylen);
 
 /*
- * shmrun_state_put_header() - append a state file's header (SHMRUN_STATE_HEAD
- * bytes); @nsections vnode sections and the per-worker entries follow.
- * Return: 0 or the buffer's -errno.
+ * shmrun_ckpt_looks_good() - whether checkpoint_dir/ckpt-<epoch> looks
+ * restorable, cheaply: a real directory whose MANIFEST parses and whose every
+ * state file is a regular file of the size MANIFEST gives (no checksums read).
  */
-struct shmrun_ckpt_buf;
-int shmrun_state_put_header(struct shmrun_ckpt_buf *buf, uint32_t value_bytes, uint64_t epoch,
-			    uint32_t instance, uint32_t width, uint32_t vnodes, uint32_t nsections);
-
-/*
- * shmrun_state_parse() - check and index a state file's logical content.
- * Return: 0; -EBADMSG if malformed; -ENOMEM.
- */
-int shmrun_state_parse(const unsigned char *data, size_t len, struct shmrun_state_view *v);
-void shmrun_state_view_free(struct shmrun_state_view *v);
-
-/* ---- the coordinator (worker 0) -------------------------------------------- */
-
-/* Checkpoints of steady growth after which per-worker state draws a warning. */
-#define SHMRUN_PW_GROWTH_CHECKPOINTS 5
-
-struct shmrun_coordinator {
-	uint64_t epoch;        /* in flight, 0 if none */
-	int64_t started_ns;    /* when it was triggered */
-	int64_t next_ns;       /* when to trigger the next one */
-	int manifest_pid;      /* child writing epoch's MANIFEST, 0 if none */
-	bool manifest_exited;  /* that child was reaped by someone else's waitpid(-1) */
-	uint64_t *pw_history;  /* per task: per-worker bytes at the last checkpoints */
-	uint64_t pw_checkpoints;
-	uint64_t manifest_epoch;
-	uint64_t *beats; /* per worker: heartbeat when the epoch in flight started */
-};
-
-/*
- * shmrun_coordinate() - worker 0's checkpoint duties, called every loop turn:
- * trigger epochs every checkpoint_interval (and the final one once every
- * source is exhausted or a stop was requested), notice when every task's
- * snapshot is durable and have the MANIFEST written (by a child, off the
- * processing path), abort an epoch past checkpoint_timeout or with a failed
- * write. An epoch that times out is logged with the tasks that did not report
- * and, for each of their workers, its pid, CPU and tasks, and whether it made
- * no progress since the epoch started (its heartbeat did not move) and is
- * stopped (state T in /proc/PID/stat: SIGSTOP?); a worker none of whose tasks
- * is late is not named, one without a pid is "not started yet". The first
- * epoch numbers past ctl->restored_epoch and ctl->epoch_floor. After the
- * MANIFEST, retention keeps the newest checkpoint_retain checkpoints that look
- * restorable and retires older ones, MANIFEST first. co->beats is allocated here;
- * the caller frees it with co->pw_history. Return: true if it did something.
- */
-bool shmrun_coordinate(struct shmrun_coordinator *co, const struct shmrun_plan *plan,
-		       struct shmrun_control *ctl, int64_t now_ns);
+bool shmrun_ckpt_looks_good(const char *dir, uint64_t epoch);
 
 /* The path of checkpoint_dir/ckpt-<epoch> into @buf. */
 void shmrun_ckpt_path(const char *dir, uint64_t epoch, char *buf, size_t len);
@@ -195,12 +140,4 @@ void shmrun_ckpt_path(const char *dir, uint64_t epoch, char *buf, size_t len);
 /* The state file name of a task. */
 void shmrun_ckpt_file_name(const struct shmrun_plan *plan, uint32_t task, char *buf, size_t len);
 
-/*
- * shmrun_process_state() - the state letter of process @pid from
- * /proc/PID/stat: R running, S sleeping, D uninterruptible wait, T stopped
- * (SIGSTOP, job control), t stopped by a debugger, Z zombie. Return: that
- * letter, or 0 if @pid <= 0 or the file cannot be read.
- */
-char shmrun_process_state(int pid);
-
-#endif /* SHMRUN_RT_CHECKPOINT_H */
+#endif /* SHMRUN_RT_CKPT_MANIFEST_H */

@@ -1,5 +1,5 @@
 /*
- * runtime/rescale.c: authorised re-assignment of state to a changed topology.
+ * runtime/ckpt/rescale.c: authorised re-assignment of state to a changed topology.
  *
  * `shmrun --rescale topology.conf` restores the newest checkpoint of
  * checkpoint_dir into a topology it was not written by — a new width, a new
@@ -26,6 +26,20 @@
  * that follows is the normal one and a crash half-way leaves at most an
  * incomplete directory that restore skips. `shmrun plan --rescale-from` runs
  * the same computation and prints it instead of writing.
+ *
+ * Invariants: every piece of old state has exactly one new owner (union
+ * aside, which gives every owner a copy); the old checkpoint is only read,
+ * never changed; state files are decoded and re-encoded only through
+ * state_file.h (sections are copied whole, per-worker entries one by one),
+ * so the rescale knows the layout of no byte.
+ *
+ * Rejected: rescaling in place (a crash half-way would leave neither the old
+ * checkpoint nor the new one); rehashing keys into a new vnode count (every
+ * key of every stage would be read, and a key's vnode — which sinks and
+ * lookups may rely on — would change: the vnode count is fixed instead);
+ * guessing a rule for per-worker state an operator did not declare (an entry
+ * such as a read position dealt to the wrong instance loses or duplicates
+ * input, so the rescale refuses and names the stage).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,8 +51,9 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "checkpoint.h"
 #include "ckpt_io.h"
+#include "manifest.h"
+#include "state_file.h"
 #include "shmrun/placement.h"
 
 /* One old state file, loaded and indexed. */
@@ -205,7 +220,8 @@ static int pool_of(struct rescale *rs, const char *stage, uint32_t old_width, bo
 	for (uint32_t inst = 0; inst < old_width; inst++)
 		for (uint32_t i = 0; i < rs->nfiles; i++) {
 			const struct old_file *f = &rs->files[i];
-			const unsigned char *p = f->view.pw;
+			const unsigned char *p = f->view.pw, *end = p + f->view.pw_len;
+			const void *ep;
 
 			if (strcmp(f->mf->stage, stage) || f->mf->instance != inst)
 				continue;
@@ -213,9 +229,11 @@ static int pool_of(struct rescale *rs, const char *stage, uint32_t old_width, bo
 				uint32_t len;
 				bool dup = false;
 
-				memcpy(&len, p, 4);
+				/* shmrun_state_parse() checked every entry: never short here */
+				if (shmrun_state_pw_next(&p, end, &ep, &len) <= 0)
+					break;
 				for (uint32_t j = 0; distinct && j < n && !dup; j++)
-					dup = v[j].len == len && memcmp(v[j].p, p + 4, len) == 0;
+					dup = v[j].len == len && memcmp(v[j].p, ep, len) == 0;
 				if (!dup) {
 					if (n == cap) {
 						struct entry *nv =
@@ -227,10 +245,9 @@ static int pool_of(struct rescale *rs, const char *stage, uint32_t old_width, bo
 						}
 						v = nv;
 					}
-					v[n++] = (struct entry){p + 4, len};
-					*bytes += 4 + (uint64_t)len;
+					v[n++] = (struct entry){ep, len};
+					*bytes += shmrun_state_pw_entry_size(len);
 				}
-				p += 4 + len;
 			}
 		}
 	*out = v;
@@ -282,7 +299,7 @@ static int build_task(struct rescale *rs, const struct shmrun_stage *st, uint32_
 
 			if (sec->vnode < lo || sec->vnode >= hi)
 				continue;
-			err = shmrun_ckpt_buf_append(buf, sec->bytes, sec->len);
+			err = shmrun_state_put_section(buf, sec);
 			o->kv_bytes += sec->len;
 			/* a vnode whose instance stays the same stays with its task */
 			o->vnodes_moved += f->mf->instance != inst;
@@ -298,9 +315,7 @@ static int build_task(struct rescale *rs, const struct shmrun_stage *st, uint32_
 			if (strcmp(f->mf->stage, st->name) || f->mf->instance != inst)
 				continue;
 			npw = f->view.npw;
-			err = shmrun_ckpt_buf_append(buf, &npw, 8);
-			if (!err && f->view.pw_len)
-				err = shmrun_ckpt_buf_append(buf, f->view.pw, f->view.pw_len);
+			err = shmrun_state_put_pw(buf, npw, f->view.pw, f->view.pw_len);
 			o->pw_entries = (uint32_t)npw;
 			o->pw_bytes = f->view.pw_len;
 			free(pool);
@@ -314,14 +329,12 @@ static int build_task(struct rescale *rs, const struct shmrun_stage *st, uint32_
 			npw += uni || k % st->width == inst;
 	}
 	if (!err)
-		err = shmrun_ckpt_buf_append(buf, &npw, 8);
+		err = shmrun_state_put_pw_count(buf, npw);
 	for (uint32_t k = 0; k < npool && !err; k++) {
 		if (st->op->pw_rule != SHMRUN_PW_UNION && k % st->width != inst)
 			continue;
-		err = shmrun_ckpt_buf_append(buf, &pool[k].len, 4);
-		if (!err)
-			err = shmrun_ckpt_buf_append(buf, pool[k].p, pool[k].len);
-		o->pw_bytes += 4 + (uint64_t)pool[k].len;
+		err = shmrun_state_put_pw_entry(buf, pool[k].p, pool[k].len);
+		o->pw_bytes += shmrun_state_pw_entry_size(pool[k].len);
 		o->pw_entries++;
 	}
 	free(pool);

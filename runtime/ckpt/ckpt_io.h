@@ -1,5 +1,5 @@
 /*
- * runtime/ckpt_io.h: checkpoint state files — the block format, an in-memory
+ * runtime/ckpt/ckpt_io.h: checkpoint state files — the block format, an in-memory
  * encoder, an io_uring writer with a pwrite/fsync fallback, and a verifying
  * reader (private to runtime/; docs/checkpoints.md "State file format" and
  * "Writer" are the reference, docs/design.md §6 the design).
@@ -165,8 +165,8 @@ struct shmrun_ckpt_writer {
  * the reason and what to do, for the caller to log as one warning; otherwise
  * @why is set to "". @why may be NULL (@whylen 0).
  *
- * Reads SHMRUN_FAULT (see "Fault switch" below) the first time any writer is
- * set up in the process.
+ * In a build with SHMRUN_FAULT_INJECTION, reads SHMRUN_FAULT (the fault
+ * switch, fault.h) the first time any writer is set up in the process.
  *
  * Return: 0; -EINVAL (@depth > SHMRUN_CKPT_DEPTH_MAX, or SHMRUN_FAULT not
  * understood: @why says so); -ENOMEM; another -errno of io_uring_queue_init()
@@ -248,39 +248,6 @@ int shmrun_ckpt_fsync_dir(int dirfd);
  * memory. Safe after a failed shmrun_ckpt_writer_init(), and twice.
  */
 void shmrun_ckpt_writer_close(struct shmrun_ckpt_writer *w);
-
-/*
- * Fault switch (TEST-ONLY). SHMRUN_FAULT holds comma-separated rules; each
- * fires once, on the n-th operation of its kind counted in this process from
- * 1 (resubmissions count as new write submissions):
- *
- *     write:<ERRNO>:<n>   the n-th write submission completes with -ERRNO and
- *                         writes nothing (ERRNO: EIO ENOSPC EDQUOT EFBIG EROFS
- *                         EINTR EAGAIN ECANCELED)
- *     fsync:<ERRNO>:<n>   the n-th fsync (of a file or a directory) fails with
- *                         -ERRNO without syncing
- *     short:<n>           the n-th write submission really writes only the
- *                         first half (rounded up) of its bytes
- *     eintr:<n>           = write:EINTR:<n>;  eagain:<n> = write:EAGAIN:<n>
- *
- * e.g. SHMRUN_FAULT=write:EIO:3 or SHMRUN_FAULT=short:1,fsync:EIO:1. In
- * io_uring mode an injected error is an IORING_OP_NOP whose completion reports
- * the error, so it travels the real completion path. The rules and counters
- * are process-global, for single-threaded use; a child of fork() inherits them.
- */
-
-/*
- * shmrun_ckpt_fault_reload() - (TEST-ONLY) forget the parsed rules and zero
- * the counters, so that the next writer reads SHMRUN_FAULT again.
- */
-void shmrun_ckpt_fault_reload(void);
-
-/*
- * shmrun_ckpt_fault_counts() - (TEST-ONLY) write submissions and fsyncs
- * counted since the last reload (either pointer may be NULL); lets a test see
- * that a short or interrupted write really was resubmitted.
- */
-void shmrun_ckpt_fault_counts(unsigned long *writes, unsigned long *fsyncs);
 
 /* ---- reader ---------------------------------------------------------------- */
 

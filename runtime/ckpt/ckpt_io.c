@@ -1,5 +1,5 @@
 /*
- * runtime/ckpt_io.c: checkpoint state files — encoder, writer, reader.
+ * runtime/ckpt/ckpt_io.c: checkpoint state files — encoder, writer, reader.
  *
  * A worker turns its tasks' state into one byte stream per task (the encoder,
  * struct shmrun_ckpt_buf), writes it as a file with io_uring (the writer), and
@@ -70,6 +70,7 @@
 #include <xxhash.h>
 
 #include "ckpt_io.h"
+#include "fault.h"
 
 /* Consecutive retries of one segment (or fsync) without progress before giving up. */
 #define MAX_RETRIES 1000
@@ -133,153 +134,6 @@ static uint64_t get_le64(const unsigned char *p)
 static bool retryable(int err)
 {
 	return err == -EINTR || err == -EAGAIN || err == -ECANCELED;
-}
-
-/* ---- fault switch (test-only) ----------------------------------------------- */
-
-enum fault_kind { FAULT_WRITE, FAULT_FSYNC, FAULT_SHORT };
-
-struct fault_rule {
-	enum fault_kind kind;
-	int err;	 /* errno to report (FAULT_WRITE, FAULT_FSYNC) */
-	unsigned long n; /* fires on the n-th operation of its kind */
-};
-
-#define MAX_FAULTS 8
-
-static struct {
-	bool parsed;
-	bool bad; /* SHMRUN_FAULT was set but not understood */
-	struct fault_rule rules[MAX_FAULTS];
-	unsigned nrules;
-	unsigned long writes, fsyncs; /* operations so far */
-} faults;
-
-static const struct {
-	const char *name;
-	int err;
-} fault_errnos[] = {
-    {"EIO", EIO},     {"ENOSPC", ENOSPC}, {"EDQUOT", EDQUOT}, {"EFBIG", EFBIG},
-    {"EROFS", EROFS}, {"EINTR", EINTR},	  {"EAGAIN", EAGAIN}, {"ECANCELED", ECANCELED},
-};
-
-static int parse_errno(const char *s, size_t len)
-{
-	for (size_t i = 0; i < sizeof(fault_errnos) / sizeof(fault_errnos[0]); i++)
-		if (strlen(fault_errnos[i].name) == len && !strncmp(s, fault_errnos[i].name, len))
-			return fault_errnos[i].err;
-	return 0;
-}
-
-/* One rule of SHMRUN_FAULT, "kind:ERRNO:n" or "kind:n", [s, s + len). */
-static int parse_rule(const char *s, size_t len, struct fault_rule *r)
-{
-	char tmp[64], *colon, *end;
-	const char *num;
-
-	if (len >= sizeof(tmp))
-		return -EINVAL;
-	memcpy(tmp, s, len);
-	tmp[len] = '\0';
-	colon = strchr(tmp, ':');
-	if (!colon)
-		return -EINVAL;
-	*colon = '\0';
-	num = colon + 1;
-	if (!strcmp(tmp, "write") || !strcmp(tmp, "fsync")) {
-		char *c2 = strchr(num, ':');
-
-		if (!c2)
-			return -EINVAL;
-		r->kind = tmp[0] == 'w' ? FAULT_WRITE : FAULT_FSYNC;
-		r->err = parse_errno(num, (size_t)(c2 - num));
-		if (!r->err)
-			return -EINVAL;
-		num = c2 + 1;
-	} else if (!strcmp(tmp, "short")) {
-		r->kind = FAULT_SHORT;
-		r->err = 0;
-	} else if (!strcmp(tmp, "eintr") || !strcmp(tmp, "eagain")) {
-		r->kind = FAULT_WRITE;
-		r->err = tmp[1] == 'i' ? EINTR : EAGAIN;
-	} else {
-		return -EINVAL;
-	}
-	if (*num < '1' || *num > '9')
-		return -EINVAL;
-	errno = 0;
-	r->n = strtoul(num, &end, 10);
-	if (errno || *end)
-		return -EINVAL;
-	return 0;
-}
-
-static void fault_parse(void)
-{
-	const char *s = getenv("SHMRUN_FAULT");
-
-	if (faults.parsed)
-		return;
-	faults.parsed = true;
-	if (!s || !*s)
-		return;
-	for (;;) {
-		size_t len = strcspn(s, ",");
-
-		if (!len || faults.nrules == MAX_FAULTS ||
-		    parse_rule(s, len, &faults.rules[faults.nrules]) < 0) {
-			faults.bad = true;
-			faults.nrules = 0;
-			return;
-		}
-		faults.nrules++;
-		s += len;
-		if (!*s)
-			break;
-		s++; /* the comma: a rule must follow */
-	}
-}
-
-void shmrun_ckpt_fault_reload(void)
-{
-	memset(&faults, 0, sizeof(faults));
-}
-
-void shmrun_ckpt_fault_counts(unsigned long *writes, unsigned long *fsyncs)
-{
-	if (writes)
-		*writes = faults.writes;
-	if (fsyncs)
-		*fsyncs = faults.fsyncs;
-}
-
-/* What the next write submission does: 0, -errno to report, or 1 = write short. */
-static int fault_on_write(void)
-{
-	fault_parse();
-	faults.writes++;
-	for (unsigned i = 0; i < faults.nrules; i++) {
-		const struct fault_rule *r = &faults.rules[i];
-
-		if (r->n != faults.writes)
-			continue;
-		if (r->kind == FAULT_WRITE)
-			return -r->err;
-		if (r->kind == FAULT_SHORT)
-			return 1;
-	}
-	return 0;
-}
-
-/* What the next fsync does: 0 or -errno to report. */
-static int fault_on_fsync(void)
-{
-	fault_parse();
-	faults.fsyncs++;
-	for (unsigned i = 0; i < faults.nrules; i++)
-		if (faults.rules[i].kind == FAULT_FSYNC && faults.rules[i].n == faults.fsyncs)
-			return -faults.rules[i].err;
-	return 0;
 }
 
 /* ---- encoder ---------------------------------------------------------------- */
@@ -479,10 +333,9 @@ int shmrun_ckpt_writer_init(struct shmrun_ckpt_writer *w, unsigned depth, char *
 		say(why, whylen, "io_uring depth %u > %u", depth, SHMRUN_CKPT_DEPTH_MAX);
 		return -EINVAL;
 	}
-	fault_parse();
-	if (faults.bad) {
+	if (shmrun_fault_bad()) {
 		say(why, whylen,
-		    "SHMRUN_FAULT=%s: not understood (test-only switch, see ckpt_io.h)",
+		    "SHMRUN_FAULT=%s: not understood (test-only switch, see ckpt/fault.h)",
 		    getenv("SHMRUN_FAULT"));
 		return -EINVAL;
 	}
@@ -539,7 +392,7 @@ void shmrun_ckpt_writer_close(struct shmrun_ckpt_writer *w)
 static void prep_slot(struct shmrun_ckpt_writer *w, struct io_uring_sqe *sqe, unsigned idx, int fd)
 {
 	struct ckpt_slot *s = &w->slots[idx];
-	int f = fault_on_write();
+	int f = shmrun_fault_on_write();
 
 	s->iov.iov_base = (void *)(s->base + s->done);
 	s->iov.iov_len = s->len - s->done;
@@ -700,7 +553,7 @@ static int uring_fsync(struct shmrun_ckpt_writer *w, int fd)
 	int inject, ret;
 
 again:
-	inject = fault_on_fsync();
+	inject = shmrun_fault_on_fsync();
 	sqe = io_uring_get_sqe(ring);
 	if (!sqe)
 		return -EBUSY; /* cannot happen: the SQ ring is empty between calls */
@@ -745,7 +598,7 @@ static int plain_write(int fd, const struct iovec *seg, size_t nseg, XXH64_state
 		if (h)
 			XXH64_update(h, base, len);
 		while (done < len) {
-			int f = fault_on_write();
+			int f = shmrun_fault_on_write();
 			size_t n = len - done;
 			ssize_t r;
 			int e;
@@ -780,7 +633,7 @@ static int plain_fsync(int fd)
 	int err;
 
 	do {
-		err = fault_on_fsync();
+		err = shmrun_fault_on_fsync();
 		if (!err && fsync(fd) < 0)
 			err = -errno;
 	} while (retryable(err) && ++tries <= MAX_RETRIES);

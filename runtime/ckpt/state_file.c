@@ -1,0 +1,235 @@
+/*
+ * runtime/ckpt/state_file.c: the state file's logical content in both
+ * directions (the layout is drawn in state_file.h). Encoding appends to a
+ * shmrun_ckpt_buf, which ckpt_io.c frames in checksummed blocks; decoding
+ * checks every length once (shmrun_state_parse()) so that the iterators need
+ * not.
+ *
+ * Invariant: what shmrun_state_encode() writes, shmrun_state_parse() accepts,
+ * and a section copied whole by shmrun_state_put_section() stays valid in a
+ * file of the same value size.
+ *
+ * Rejected: decoding keys straight into a shmrun_kv here — restore and
+ * rescale want different things from a section (insert vs move whole), so
+ * decoding hands out pointers and the caller decides.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt_io.h"
+#include "state.h"
+#include "state_file.h"
+
+/* ---- the header ---------------------------------------------------------------- */
+
+int shmrun_state_put_header(struct shmrun_ckpt_buf *buf, uint32_t value_bytes, uint64_t epoch,
+			    uint32_t instance, uint32_t width, uint32_t vnodes, uint32_t nsections)
+{
+	uint32_t head[8] = {SHMRUN_STATE_VERSION, value_bytes, 0, 0, instance, width, vnodes,
+			    nsections};
+	int err;
+
+	memcpy(&head[2], &epoch, 8);
+	err = shmrun_ckpt_buf_append(buf, SHMRUN_STATE_MAGIC, 8);
+	return err ? err : shmrun_ckpt_buf_append(buf, head, sizeof(head));
+}
+
+/* ---- parsing ------------------------------------------------------------------- */
+
+void shmrun_state_view_free(struct shmrun_state_view *v)
+{
+	free(v->sections);
+	memset(v, 0, sizeof(*v));
+}
+
+int shmrun_state_parse(const unsigned char *data, size_t len, struct shmrun_state_view *v)
+{
+	const unsigned char *p = data, *end = data + len;
+	uint32_t version, nsec;
+
+	memset(v, 0, sizeof(*v));
+	if (len < SHMRUN_STATE_HEAD + 8 || memcmp(p, SHMRUN_STATE_MAGIC, 8) != 0)
+		return -EBADMSG;
+	memcpy(&version, p + 8, 4);
+	memcpy(&v->value_bytes, p + 12, 4);
+	memcpy(&v->epoch, p + 16, 8);
+	memcpy(&v->instance, p + 24, 4);
+	memcpy(&v->width, p + 28, 4);
+	memcpy(&v->vnodes, p + 32, 4);
+	memcpy(&nsec, p + 36, 4);
+	if (version != SHMRUN_STATE_VERSION || nsec > v->vnodes)
+		return -EBADMSG;
+	p += SHMRUN_STATE_HEAD;
+	v->sections = calloc(nsec + 1, sizeof(*v->sections));
+	if (!v->sections)
+		return -ENOMEM;
+	for (uint32_t s = 0; s < nsec; s++) {
+		struct shmrun_state_section *sec = &v->sections[s];
+		const unsigned char *start = p;
+
+		if (end - p < 16)
+			goto bad;
+		memcpy(&sec->vnode, p, 4);
+		memcpy(&sec->keys, p + 8, 8);
+		p += 16;
+		if (sec->vnode >= v->vnodes)
+			goto bad;
+		for (uint64_t k = 0; k < sec->keys; k++) {
+			uint32_t kl;
+
+			if (end - p < 4)
+				goto bad;
+			memcpy(&kl, p, 4);
+			if ((size_t)(end - p) < 4 + (size_t)kl + v->value_bytes)
+				goto bad;
+			p += 4 + (size_t)kl + v->value_bytes;
+		}
+		sec->bytes = start;
+		sec->len = (size_t)(p - start);
+		v->nsections++;
+	}
+	if (end - p < 8)
+		goto bad;
+	memcpy(&v->npw, p, 8);
+	p += 8;
+	v->pw = p;
+	v->pw_len = (size_t)(end - p);
+	for (uint64_t i = 0; i < v->npw; i++) {
+		uint32_t l;
+
+		if (end - p < 4)
+			goto bad;
+		memcpy(&l, p, 4);
+		if ((size_t)(end - p) < 4 + (size_t)l)
+			goto bad;
+		p += 4 + l;
+	}
+	if (p != end)
+		goto bad;
+	return 0;
+bad:
+	shmrun_state_view_free(v);
+	return -EBADMSG;
+}
+
+/* ---- encoding ------------------------------------------------------------------ */
+
+struct kv_writer {
+	struct shmrun_ckpt_buf *buf;
+	uint32_t value_bytes;
+	int err;
+};
+
+static int put_entry(void *arg, const void *key, uint32_t key_len, void *value)
+{
+	struct kv_writer *kw = arg;
+
+	kw->err = shmrun_ckpt_buf_append(kw->buf, &key_len, 4);
+	if (!kw->err)
+		kw->err = shmrun_ckpt_buf_append(kw->buf, key, key_len);
+	if (!kw->err)
+		kw->err = shmrun_ckpt_buf_append(kw->buf, value, kw->value_bytes);
+	return kw->err;
+}
+
+int shmrun_state_encode(struct shmrun_ckpt_buf *buf, struct shmrun_kv *kv, uint64_t epoch,
+			uint32_t instance, uint32_t width, uint32_t vnodes, const void *pw,
+			size_t pw_len, uint64_t npw, uint64_t *kv_bytes)
+{
+	struct kv_writer kw = {.buf = buf, .value_bytes = kv->value_bytes};
+	uint32_t nsec = 0;
+	size_t before;
+	int err;
+
+	for (uint32_t v = 0; v < vnodes; v++)
+		nsec += shmrun_kv_vnode_keys(kv, v) > 0;
+	err = shmrun_state_put_header(buf, kv->value_bytes, epoch, instance, width, vnodes, nsec);
+	before = shmrun_ckpt_buf_len(buf);
+	for (uint32_t v = 0; v < vnodes && !err; v++) {
+		uint64_t n = shmrun_kv_vnode_keys(kv, v);
+		uint32_t sec[2] = {v, 0};
+
+		if (!n)
+			continue;
+		err = shmrun_ckpt_buf_append(buf, sec, sizeof(sec));
+		if (!err)
+			err = shmrun_ckpt_buf_append(buf, &n, 8);
+		if (!err)
+			err = shmrun_kv_foreach_in(kv, v, put_entry, &kw) ? kw.err : 0;
+	}
+	*kv_bytes = shmrun_ckpt_buf_len(buf) - before;
+	if (!err)
+		err = shmrun_ckpt_buf_append(buf, &npw, 8);
+	if (!err && pw_len)
+		err = shmrun_ckpt_buf_append(buf, pw, pw_len);
+	return err;
+}
+
+int shmrun_state_put_section(struct shmrun_ckpt_buf *buf, const struct shmrun_state_section *sec)
+{
+	return shmrun_ckpt_buf_append(buf, sec->bytes, sec->len);
+}
+
+int shmrun_state_put_pw_count(struct shmrun_ckpt_buf *buf, uint64_t npw)
+{
+	return shmrun_ckpt_buf_append(buf, &npw, 8);
+}
+
+int shmrun_state_put_pw_entry(struct shmrun_ckpt_buf *buf, const void *entry, uint32_t len)
+{
+	int err = shmrun_ckpt_buf_append(buf, &len, 4);
+
+	return err ? err : shmrun_ckpt_buf_append(buf, entry, len);
+}
+
+int shmrun_state_put_pw(struct shmrun_ckpt_buf *buf, uint64_t npw, const void *pw, size_t pw_len)
+{
+	int err = shmrun_ckpt_buf_append(buf, &npw, 8);
+
+	if (!err && pw_len)
+		err = shmrun_ckpt_buf_append(buf, pw, pw_len);
+	return err;
+}
+
+/* ---- iterating a parsed file ---------------------------------------------------- */
+
+void shmrun_state_keys_begin(const struct shmrun_state_view *v,
+			     const struct shmrun_state_section *sec, struct shmrun_state_cursor *c)
+{
+	c->p = sec->bytes + 16; /* u32 vnode, u32 0, u64 nkeys */
+	c->left = sec->keys;
+	c->value_bytes = v->value_bytes;
+}
+
+bool shmrun_state_keys_next(struct shmrun_state_cursor *c, const void **key, uint32_t *key_len,
+			    const void **value)
+{
+	uint32_t kl;
+
+	if (!c->left)
+		return false;
+	memcpy(&kl, c->p, 4);
+	*key = c->p + 4;
+	*key_len = kl;
+	*value = c->p + 4 + kl;
+	c->p += 4 + (size_t)kl + c->value_bytes;
+	c->left--;
+	return true;
+}
+
+int shmrun_state_pw_next(const unsigned char **p, const unsigned char *end, const void **entry,
+			 uint32_t *len)
+{
+	uint32_t l;
+
+	if (end - *p < 4)
+		return 0;
+	memcpy(&l, *p, 4);
+	if ((size_t)(end - *p) < 4 + (size_t)l)
+		return -EBADMSG;
+	*entry = *p + 4;
+	*len = l;
+	*p += 4 + (size_t)l;
+	return 1;
+}

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "internal.h"
 #include "shmrun/job.h"
 #include "shmrun/placement.h"
 #include "text.h"

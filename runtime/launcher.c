@@ -78,7 +78,7 @@
  * comes later than this and stops at once. */
 #define SAME_STOP_NS 50000000ll
 
-static volatile int worker_stop;
+static volatile sig_atomic_t worker_stop; /* set by on_stop_signal() */
 static pid_t launcher_pid; /* in a worker and its children: the launcher */
 static struct shmrun_control *worker_ctl; /* in a worker: its stop_now */
 

@@ -38,7 +38,9 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "internal.h"
 #include "shmrun/job.h"
+#include "shmrun/ring.h"
 
 #define MAX_CPU	     4095u /* highest CPU number a cpus list may name */
 #define CPU_WORDS    ((MAX_CPU + 1) / 64)

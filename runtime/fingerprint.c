@@ -16,7 +16,7 @@
  *     stage count op=count width=4 rule=none
  *     param count emit=final
  *     edge words count shuffle
- *     members 2:0,1                    (Members::fingerprint_clause; absent when solo)
+ *     members members=2:0,1            (Members::fingerprint_clause; absent when solo)
  *
  * Stages sorted by name, each with its params in the operator's declaration
  * order (numbers, sizes and durations in their unit, so "32M" = "33554432"),
@@ -27,6 +27,48 @@
  *
  * The MANIFEST carries the same lines (prefixed "topo "), which is what lets a
  * refusal say what differs, in the field's terms.
+ *
+ * Who uses it: the launcher puts the hash in the segment header; every
+ * MANIFEST records the hash and the text (checkpoint.c); a restore, `shmrun
+ * check` and a rescale compare a checkpoint's hash with the job's and, when
+ * they differ, shmrun_fingerprint_diff() turns the two texts into the
+ * message ("stage count: width 4 → 2; members: 2 → 3 workers").
+ *
+ * Invariants:
+ *   - The encoding is a function of the validated job alone: no address, no
+ *     time, no environment, no CPU number. Every process that computes it
+ *     (the launcher, each worker, `shmrun check`, a rescale) gets the same
+ *     bytes, and so does the same topology next week.
+ *   - It holds everything that decides where a piece of state lives and what
+ *     it means — vnode count, each stage's name (state files are named
+ *     <stage>.<instance>, so a renamed stage is a removed one and a new one),
+ *     operator, width, per-worker rule, non-tuning keys, edges and their
+ *     kinds, the member set — and nothing that only changes speed: tuning
+ *     keys, and the [job] keys cpus, idle, ring_bytes and the checkpoint
+ *     keys. A key added to an operator with a default enters the encoding
+ *     of every job using it, and so refuses their checkpoints: one that
+ *     changes speed only is declared tuning (operator.h).
+ *   - The first line versions the encoding: any change to what is written,
+ *     or how, changes every fingerprint and so refuses every existing
+ *     checkpoint; it is made on purpose, with the version, or not at all.
+ *   - The diff reads texts only, never a job, so it can describe a checkpoint
+ *     whose conf file is long gone; a difference it does not know how to name
+ *     still refuses ("the topologies differ").
+ *
+ * Rejected:
+ *   - hashing the bytes of topology.conf: a comment, a reordered key, "32M"
+ *     for "33554432" or a moved job directory would refuse a restore that is
+ *     safe;
+ *   - hashing struct shmrun_job in memory: pointers and padding differ
+ *     between processes and builds, and a hash of it cannot say what differs;
+ *   - keeping only the hash in the MANIFEST: a refusal could then only say
+ *     "fingerprint a → b", and the user would have to guess which change of
+ *     theirs it was;
+ *   - covering cpus, idle or the tuning keys: moving a job to other CPUs or
+ *     changing a source's rate would throw its state away for nothing;
+ *   - a cryptographic hash: the fingerprint guards against mistakes, not
+ *     against an adversary who writes checkpoint_dir; XXH64 is what the rest
+ *     of the runtime already links.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -35,6 +77,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "internal.h"
 #include "shmrun/job.h"
 #include "shmrun/placement.h"
 #include "text.h"

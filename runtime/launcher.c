@@ -1,31 +1,66 @@
 /*
- * runtime/launcher.c: segment creation, fork, pinning, supervision, signals.
+ * runtime/launcher.c: segment creation, fork, pinning, supervision, signals,
+ * restarts.
  *
  * What it is for. The launcher is an init system for one job (docs/design.md §1):
  * it creates the run's segment, forks one worker per member, pins each to its
  * CPU, and then only supervises. It runs no task and holds no state of the
  * job; every worker computes its own part from the plan it inherited.
+ * shmrun_run() is the whole of it: checks, locks, then run_once() per start
+ * of the job, in a loop that decides between done, stopped, restarted and
+ * failed. shmrun_check_restore() is the read-only half of the restore step,
+ * for `shmrun check`.
+ *
+ *     shmrun_run: plan, prepare, preflight, lock, mkdir checkpoint_dir
+ *       └─ loop: run_once ─ select_restore (STREAM_RESET_STATE, newest
+ *                │          checkpoint that verifies, fingerprint)
+ *                │          segment, fork + pin workers, supervise
+ *                └─ DONE/STOPPED/SIGNALED: exit │ FAILED: backoff, again
  *
  * Lifecycle and the promises it keeps:
  *   - Nothing starts before everything that can be checked has been: the conf
- *     (shmrun_job_load), the plan, and each stage's prepare() (inputs exist).
+ *     (shmrun_job_load), the plan, each stage's prepare() (inputs exist), the
+ *     preflight of every path, and the run's locks on checkpoint_dir and the
+ *     outputs (shmrun_lock_job), taken before anything reads, moves or creates
+ *     a checkpoint: a second live run is refused having touched nothing.
  *   - The segment is an anonymous memfd: it cannot be reused by a later run and
  *     it disappears with the last process mapping it, whatever kills them.
+ *     Each start has its own segment and control area, so no frame or flag
+ *     of a failed start reaches the next one.
  *   - Workers die with their launcher: PR_SET_PDEATHSIG(SIGKILL), armed before
  *     the worker checks its parent is still the launcher (closing the race of
  *     a launcher that died between fork and prctl).
  *   - End of input on every worker -> exit 0 and a summary. A worker that dies
  *     or fails -> the others are killed, the cause (worker, CPU, tasks, signal
- *     or exit status, the worker's own error) is logged, exit 1.
+ *     or exit status, the worker's own error) is logged; with checkpoint_dir
+ *     the whole job restarts from the newest complete checkpoint, after a
+ *     backoff doubling from 0.1 s to 3.2 s, at most restart_attempts times;
+ *     else exit 1. A failure a restart would only repeat is not restarted
+ *     (incurable(): EACCES, EPERM, EROFS, EMSGSIZE, EFBIG, SIGXFSZ, SIGXCPU,
+ *     ENOSPC or EDQUOT on the final epoch), nor is a worker killed by SIGPIPE
+ *     (`shmrun job | head`: stop like any filter).
+ *   - A checkpoint of another topology is refused before the start, exit 2,
+ *     naming every difference (fingerprint.c) and both ways out
+ *     (STREAM_RESET_STATE=1, --rescale). STREAM_RESET_STATE=1 moves the
+ *     checkpoints aside, never deletes them, once per invocation: a restart
+ *     after a crash restores what this run checkpointed. New epochs number
+ *     past every ckpt-* directory there (epoch_floor), damaged ones included,
+ *     so no epoch writes into a directory it did not create.
  *   - A stop signal (SIGTERM, SIGINT, SIGHUP) is one request, whoever gets
  *     it: the launcher alone (kill PID), one worker (kill WORKER_PID), or the
  *     whole process group (Ctrl-C in a terminal, systemd's
  *     KillMode=control-group, kill -- -PGID). With checkpoints it is "stop
- *     with checkpoint": the next epoch is the final one, then exit 0. Without,
- *     SIGTERM to every worker (each stops at its next loop turn), SIGKILL
- *     after a grace period, and the launcher dies by the same signal
- *     (shmrun_die_by_signal()) so a shell running it stops too. A second
- *     signal from outside during a stop with checkpoint stops at once.
+ *     with checkpoint": the next epoch is the final one, then exit 0; if it
+ *     is not complete within checkpoint_timeout plus STOP_GRACE_NS, the
+ *     launcher stops without it. Without checkpoints, SIGTERM to every worker
+ *     (each stops at its next loop turn), SIGKILL after a grace period, and
+ *     the launcher dies by the same signal (shmrun_die_by_signal()) so a shell
+ *     running it stops too. A second signal from outside during a stop with
+ *     checkpoint stops at once. A stop during a restart's backoff ends the run
+ *     at the last complete checkpoint, exit 0.
+ *   - A worker stopped by SIGSTOP or a debugger for WATCH_STOPPED_NS is named
+ *     in a warning (watch_workers()): nothing else would name worker 0, or a
+ *     worker of a job without checkpoints.
  *
  * Signals are blocked in the launcher and taken synchronously with
  * sigtimedwait(), so there is no handler and no race with waitpid().
@@ -34,17 +69,33 @@
  * passes it to the launcher with sigqueue() and a marker value
  * (STOP_FORWARDED), and goes on. Only the launcher stops a worker: it sets
  * stop_now in the control area, then sends SIGTERM, and a worker's handler
- * stops on any stop signal once stop_now is set. (Standard signals are not
- * queued: the group's copy still pending in a worker merges with the
- * launcher's SIGTERM and carries the outside sender's si_pid, so the sender
- * alone cannot tell; the flag, set before the kill, can. A sender check
- * remains for the launcher's SIGTERM.) A worker still alive after
- * STOP_GRACE_NS is SIGKILLed and named in a warning. So a group signal cannot race the launcher: a worker that gets its
- * copy first does not exit (which would read as a crash and restart the
- * job), and its forwarded copy is recognised as part of the same request,
- * not as a second one. (Rejected: workers ignoring stop signals, as they
- * once ignored SIGINT: a SIGTERM to one worker would then be lost; workers
- * stopping on their own: that is the race above.)
+ * stops on any stop signal once stop_now is set (by setting worker_stop, a
+ * volatile sig_atomic_t the worker loop reads; the handler does nothing
+ * else that is not async-signal-safe). Standard signals are not queued: the
+ * group's copy still pending in a worker merges with the launcher's SIGTERM
+ * and carries the outside sender's si_pid, so the sender alone cannot tell;
+ * the flag, set before the kill, can. A sender check remains for the
+ * launcher's SIGTERM. A worker still alive after STOP_GRACE_NS is SIGKILLed
+ * and named in a warning. So a group signal cannot race the launcher: a
+ * worker that gets its copy first does not exit (which would read as a crash
+ * and restart the job), and its forwarded copy is recognised as part of the
+ * same request, not as a second one.
+ *
+ * Rejected:
+ *   - workers ignoring stop signals, as they once ignored SIGINT: a SIGTERM
+ *     to one worker would then be lost; workers stopping on their own: that
+ *     is the race above;
+ *   - a signal handler in the launcher: it would race waitpid() and the
+ *     supervision loop; sigtimedwait() makes signals and child exits one
+ *     ordered stream of events;
+ *   - restarting only the worker that died: its peers' rings hold records
+ *     sent to and from the dead worker's old state, and an aligned checkpoint
+ *     is a consistent cut of the whole job only (docs/design.md §6), so the
+ *     whole job restarts from it;
+ *   - a named segment under /dev/shm: a run killed with SIGKILL would leave
+ *     it behind, and a later run could attach to it;
+ *   - running worker 0's tasks in the launcher: a crash of a task would take
+ *     the supervisor with it, and nothing would restart the job.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -79,7 +130,7 @@
  * comes later than this and stops at once. */
 #define SAME_STOP_NS 50000000ll
 
-static volatile int worker_stop;
+static volatile sig_atomic_t worker_stop; /* set by on_stop_signal() */
 static pid_t launcher_pid; /* in a worker and its children: the launcher */
 static struct shmrun_control *worker_ctl; /* in a worker: its stop_now */
 

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "shmrun/runtime.h"
 
 /* The longest log line: room for a few paths of PATH_MAX (4096) bytes. */

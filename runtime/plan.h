@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "internal.h" /* what shmrun_rt shares beyond the public headers */
 #include "shmrun/job.h"
 #include "shmrun/runtime.h"
 #include "shmrun/segment.h"

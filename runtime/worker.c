@@ -1451,7 +1451,8 @@ static void publish_stats(struct shmrun_worker *w)
 }
 
 int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segment *seg,
-		      uint32_t index, struct shmrun_control *ctl, const volatile int *stop)
+		      uint32_t index, struct shmrun_control *ctl,
+		      const volatile sig_atomic_t *stop)
 {
 	struct shmrun_worker_stats *all = shmrun_control_stats(ctl);
 	struct shmrun_worker w = {

@@ -4,6 +4,7 @@
 #ifndef SHMRUN_RT_WORKER_H
 #define SHMRUN_RT_WORKER_H
 
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -109,7 +110,7 @@ struct shmrun_worker {
 	struct snap_child *children;           /* snapshot children not yet reaped */
 	uint32_t nchildren, children_cap;
 	uint64_t nstalls;
-	const volatile int *stop;    /* set by a signal handler: stop now */
+	const volatile sig_atomic_t *stop; /* set by a signal handler: stop now */
 	uint32_t backlogged;         /* channels with frames queued behind a full ring */
 	uint32_t fwd_holds;          /* tasks holding a forward input for alignment */
 	bool failed;
@@ -126,7 +127,8 @@ struct shmrun_worker {
  * failure described in stats->error and the log).
  */
 int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segment *seg,
-		      uint32_t index, struct shmrun_control *ctl, const volatile int *stop);
+		      uint32_t index, struct shmrun_control *ctl,
+		      const volatile sig_atomic_t *stop);
 
 /*
  * note_fail_errno() - keep the first errno (@err, negative; 0 is ignored) an

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "internal.h" /* runtime/: rescale, restore check, ckpt list/verify */
 #include "shmrun/job.h"
 #include "shmrun/runtime.h"
 

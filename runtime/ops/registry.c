@@ -4,6 +4,7 @@
  */
 #include <string.h>
 
+#include "internal.h"
 #include "ops.h"
 #include "shmrun/job.h"
 

@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "shmrun/job.h"
 #include "shmrun/runtime.h"
 

@@ -40,6 +40,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "shmrun/job.h"
 
 #include "common/tmpdir.h"

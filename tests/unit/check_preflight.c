@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "preflight.h"
 #include "shmrun/job.h"
 #include "shmrun/operator.h"

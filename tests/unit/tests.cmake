@@ -40,6 +40,14 @@ shmrun_check_test(check_plan
 	LABELS runtime
 	TIMEOUT 60)
 
+# Key-bound state (runtime/state.c, docs/design.md §5) through state.h: round
+# trips, per-vnode counts, foreach order, growth, bytes accounting, ENOMEM.
+shmrun_check_test(check_state
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_state.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 120)
+
 # Checkpoint state files (docs/design.md §6, docs/checkpoints.md): block format, io_uring
 # writer and its pwrite/fsync fallback, the SHMRUN_FAULT switch, the verifying reader.
 shmrun_check_test(check_ckpt_io

@@ -16,8 +16,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "shmrun/idle.h"
 #include "shmrun/operator.h"
-#include "shmrun/ring.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -116,90 +116,11 @@ struct shmrun_job_errors {
  */
 int shmrun_job_load(const char *path, struct shmrun_job *job, struct shmrun_job_errors *errs);
 
-/**
- * shmrun_job_keys() - the [job] keys topology.conf accepts, with their types,
- * defaults and ranges; a table ending with an entry whose key is NULL. Every
- * numeric key (count, size, rate, duration) has a max: the range within which
- * the runtime's arithmetic with it cannot overflow. Static; never freed.
- */
-const struct shmrun_param_def *shmrun_job_keys(void);
-
-/** shmrun_stage_keys() - the keys every stage accepts (op, width, input); as above. */
-const struct shmrun_param_def *shmrun_stage_keys(void);
-
 /** shmrun_job_free() - release everything a loaded job owns. */
 void shmrun_job_free(struct shmrun_job *job);
 
 /** shmrun_job_errors_free() - release collected errors. */
 void shmrun_job_errors_free(struct shmrun_job_errors *errs);
-
-/**
- * shmrun_fingerprint_text() - the canonical encoding of @job's state-relevant
- * topology (stages, operators and their non-tuning keys, widths, per-worker
- * rules, edges, vnode count, and the member set's fingerprint clause, empty
- * for a solo run), one item per line; see runtime/fingerprint.c.
- * @text: receives a malloc'd NUL-terminated string (caller frees); @len its length.
- * Return: 0; -ENOMEM.
- */
-int shmrun_fingerprint_text(const struct shmrun_job *job, char **text, size_t *len);
-
-/** shmrun_fingerprint() - XXH64 of shmrun_fingerprint_text(); 0 on ENOMEM. */
-uint64_t shmrun_fingerprint(const struct shmrun_job *job);
-
-/**
- * shmrun_fingerprint_diff() - every difference between two canonical
- * encodings, in the field's terms ("stage count: width 4 → 2", "members: 2 → 3
- * workers", "vnodes: 256 → 128", "stage filter: new"), joined by "; ".
- * @msg: receives a malloc'd string (caller frees).
- * Return: 0; -ENOMEM.
- */
-int shmrun_fingerprint_diff(const char *old_text, const char *new_text, char **msg);
-
-/**
- * shmrun_rescale() - authorised re-assignment (`shmrun --rescale`, `shmrun plan
- * --rescale-from`): re-deal the newest checkpoint of @dir to @job's topology —
- * key-bound state whole vnode by whole vnode to the new owners, per-worker
- * state by each operator's declared rule (split or union) — see
- * runtime/rescale.c for every rule and refusal.
- * @drop, @ndrop: stages whose state may be dropped (--drop-state=STAGE).
- * @plan_out: if not NULL, print what would move and write nothing.
- * @new_epoch: receives the epoch of the checkpoint written (0 if nothing needed).
- * Return: 0; -EPERM (refused: vnodes changed, a removed stage not dropped, an
- * operator changed, per-worker state without a rule whose width changed);
- * -EFBIG (a union pool over union_state_limit); -ENOENT (no checkpoint);
- * -EBADMSG (none verifies); -errno. Every refusal is logged with its reason.
- */
-int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *const *drop,
-		   uint32_t ndrop, FILE *plan_out, uint64_t *new_epoch);
-
-/** shmrun_pw_rule_name() - "split", "union" or "none", as MANIFEST and fingerprint write it. */
-const char *shmrun_pw_rule_name(enum shmrun_pw_rule rule);
-
-/** shmrun_operator_find() - a built-in operator by name, or NULL. */
-const struct shmrun_operator *shmrun_operator_find(const char *name);
-
-/** shmrun_operators() - the built-in operators, NULL-terminated. */
-const struct shmrun_operator *const *shmrun_operators(void);
-
-/**
- * shmrun_parse_size() - "64", "4K", "1M", "2G" (powers of 1024) into bytes.
- * Return: 0; -EINVAL for anything else (signs, spaces inside, other units,
- * empty); -ERANGE on overflow.
- */
-int shmrun_parse_size(const char *s, uint64_t *bytes);
-
-/** shmrun_parse_duration() - "500ms", "2s" into ns. Errors as shmrun_parse_size(). */
-int shmrun_parse_duration(const char *s, uint64_t *ns);
-
-/** shmrun_parse_count() - plain unsigned decimal. Errors as shmrun_parse_size(). */
-int shmrun_parse_count(const char *s, uint64_t *n);
-
-/**
- * shmrun_parse_cpus() - "0-3,8" into a sorted, de-duplicated CPU list.
- * @cpus, @n: allocated list (caller frees) and its length.
- * Return: 0; -EINVAL for bad syntax or a reversed range; -ERANGE beyond 4095.
- */
-int shmrun_parse_cpus(const char *s, int32_t **cpus, uint32_t *n);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,10 @@
 /*
- * shmrun/runtime.h: what the shmrun CLI drives: logging, the plan, and running
- * a job (launcher + workers). See shmrun(1) in docs/shmrun.1.md.
+ * shmrun/runtime.h: what a program that runs a job needs (the shmrun CLI, or
+ * one embedding the runtime): logging, the plan, the checks made before a
+ * start, and running a job (launcher + workers). See shmrun(1) in
+ * docs/shmrun.1.md. What only the runtime's own files and the CLI's other
+ * subcommands share (rescale, `shmrun ckpt`, the fingerprint) is in
+ * runtime/internal.h, which is not installed.
  */
 #ifndef SHMRUN_RUNTIME_H
 #define SHMRUN_RUNTIME_H
@@ -32,21 +36,15 @@ int shmrun_log_parse_level(const char *s);
 
 /**
  * shmrun_log() - one line to stderr: UTC timestamp with milliseconds, level,
- * the process's role (launcher / worker N), and the message.
+ * the process's role (launcher / worker N), and the message. The line is
+ * written with one write(2), so lines of several processes never interleave;
+ * one longer than 16 KiB loses its middle, never its end. Returns nothing:
+ * a line that cannot be allocated or that stderr does not take is lost. shmrun_vlog() is the same with a
+ * va_list.
  */
 void shmrun_log(enum shmrun_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void shmrun_vlog(enum shmrun_log_level level, const char *fmt, va_list ap);
-
-/** shmrun_log_set_role() - the tag after the level, e.g. "worker 1". */
-void shmrun_log_set_role(const char *role);
-
-/**
- * shmrun_fit_middle() - copy @src into @dst of @cap bytes (NUL included); a
- * text too long loses its middle, marked " … ", never its end (where messages
- * say what to do). Return: @dst.
- */
-char *shmrun_fit_middle(char *dst, size_t cap, const char *src);
 
 struct shmrun_plan; /* tasks, channels and rings of a job; see runtime/plan.h */
 
@@ -58,6 +56,8 @@ struct shmrun_plan; /* tasks, channels and rings of a job; see runtime/plan.h */
  * (logged, naming ring_bytes and the ring count).
  */
 int shmrun_plan_build(const struct shmrun_job *job, struct shmrun_plan **plan);
+
+/** shmrun_plan_free() - release a plan from shmrun_plan_build(); NULL is a no-op. */
 void shmrun_plan_free(struct shmrun_plan *plan);
 
 /**
@@ -127,20 +127,6 @@ void shmrun_unlock_job(void);
 __attribute__((noreturn)) void shmrun_die_by_signal(int sig);
 
 /**
- * shmrun_check_restore() - read-only: what a run would do with @job's
- * checkpoint_dir before it starts. STREAM_RESET_STATE must be 1 or 0 (-EINVAL,
- * logged); with 1, says the checkpoints would be moved aside. Otherwise the
- * checkpoint a restore would select must fit @job's topology; if it does not
- * and @rescale, the rescale is planned (nothing written, @drop/@ndrop as
- * shmrun_rescale()) and its refusal returned; else -ESTALE with the reason and
- * what to do, logged. Creates, moves and removes nothing.
- * Return: 0 (also: no checkpoint_dir, no checkpoint); -EINVAL; -ESTALE;
- * -EBADMSG (checkpoints but none verifies); a shmrun_rescale() error; -errno.
- */
-int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char *const *drop,
-			 uint32_t ndrop);
-
-/**
  * shmrun_run() - run @job to completion: create the segment, fork and pin one
  * worker per member, supervise, clean up.
  * Stop signals (SIGTERM, SIGINT, SIGHUP), to the launcher, a worker or the
@@ -158,31 +144,6 @@ int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char 
  * stopped by a signal without a final checkpoint.
  */
 int shmrun_run(const struct shmrun_job *job);
-
-/**
- * shmrun_ckpt_print_list() - `shmrun ckpt list DIR`: one line per checkpoint
- * directory under @dir, newest first: epoch, time (UTC), total size, status
- * (ok, incomplete, or damaged with the reason) and the state size of each
- * stage (key-bound + per-worker bytes).
- * Return: exit status: 0; 1 if @dir cannot be read (message on stderr).
- */
-int shmrun_ckpt_print_list(const char *dir, FILE *out);
-
-/**
- * shmrun_ckpt_print_verify() - `shmrun ckpt verify DIR`: verify every
- * checkpoint under @dir (MANIFEST checksum, every file's size, whole-file and
- * per-block checksums) and print one line each, then what a restore would
- * do: the checkpoint it would use (the newest that verifies) and why any
- * newer directory would be passed over (incomplete: no MANIFEST, an aborted or
- * interrupted epoch; or damaged). Safe on the directory of a running job: a
- * checkpoint whose MANIFEST or directory vanished during its check is listed
- * as retired (retention), not damaged, and a live run holding @dir/.lock
- * (from /proc/locks; no lock is taken) is named.
- * Return: exit status: 0 if a restore would use a checkpoint and no committed
- * checkpoint is damaged (incomplete and retired directories are not failures); 1 otherwise
- * (also when there is no complete checkpoint).
- */
-int shmrun_ckpt_print_verify(const char *dir, FILE *out);
 
 #ifdef __cplusplus
 }

@@ -37,6 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shmrun/idle.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -82,13 +84,6 @@ struct shmrun_frame {
 enum shmrun_ring_role {
 	SHMRUN_RING_PRODUCER = 1,
 	SHMRUN_RING_CONSUMER = 2,
-};
-
-/** What a side does while it has nothing to read or no room to write. */
-enum shmrun_idle {
-	SHMRUN_IDLE_SPIN = 0,   /**< busy-poll; lowest latency, burns the CPU */
-	SHMRUN_IDLE_SLEEP = 1,  /**< sleep on the ring's futex doorbell at once */
-	SHMRUN_IDLE_HYBRID = 2, /**< spin ~SHMRUN_RING_SPIN_NS, then sleep (default) */
 };
 
 /** How long the hybrid idle strategy spins before it sleeps, nanoseconds. */

@@ -1,0 +1,178 @@
+/*
+ * runtime/internal.h: what the files of shmrun_rt share with each other and
+ * with the shmrun CLI (tools/shmrun.c), beyond the public headers (private to
+ * runtime/, never installed).
+ *
+ * The public headers in include/shmrun/ hold what a user needs: operator.h to
+ * write an operator, job.h and runtime.h to load, check and run a job from a
+ * program of their own. Everything else that crosses a file boundary inside
+ * the runtime, or that only the CLI's own subcommands call, lives here:
+ *   - topology.conf's key tables, value parsers and the operator registry
+ *     (conf.c, ops/registry.c);
+ *   - the topology fingerprint that guards every restore (fingerprint.c);
+ *   - the authorised rescale and the read-only restore check behind
+ *     `shmrun --rescale`, `shmrun plan --rescale-from` and `shmrun check`
+ *     (rescale.c, launcher.c);
+ *   - `shmrun ckpt list` and `shmrun ckpt verify` (checkpoint.c);
+ *   - two logging helpers (log.c).
+ * plan.h includes this header, so every file that works on a plan sees it;
+ * tools/shmrun.c includes it by name (tools/CMakeLists.txt adds runtime/ to
+ * its include path, and only to its own).
+ *
+ * Rejected: keeping these in job.h and runtime.h — every program embedding the
+ * runtime would see, and come to depend on, the CLI's internals (issue 9);
+ * one header per module (fingerprint.h, rescale.h, ...) — a dozen
+ * declarations do not need five files, and the CLI would include them all.
+ */
+#ifndef SHMRUN_RT_INTERNAL_H
+#define SHMRUN_RT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "shmrun/job.h"
+#include "shmrun/operator.h"
+#include "shmrun/runtime.h"
+
+/* --- topology.conf: key tables, values, operators (conf.c, ops/registry.c) --- */
+
+/**
+ * shmrun_job_keys() - the [job] keys topology.conf accepts, with their types,
+ * defaults and ranges; a table ending with an entry whose key is NULL. Every
+ * numeric key (count, size, rate, duration) has a max: the range within which
+ * the runtime's arithmetic with it cannot overflow. Static; never freed.
+ */
+const struct shmrun_param_def *shmrun_job_keys(void);
+
+/** shmrun_stage_keys() - the keys every stage accepts (op, width, input); as above. */
+const struct shmrun_param_def *shmrun_stage_keys(void);
+
+/** shmrun_operator_find() - a built-in operator by name, or NULL. */
+const struct shmrun_operator *shmrun_operator_find(const char *name);
+
+/** shmrun_operators() - the built-in operators, NULL-terminated. */
+const struct shmrun_operator *const *shmrun_operators(void);
+
+/**
+ * shmrun_parse_size() - "64", "4K", "1M", "2G" (powers of 1024) into bytes.
+ * Return: 0; -EINVAL for anything else (signs, spaces inside, other units,
+ * empty); -ERANGE on overflow.
+ */
+int shmrun_parse_size(const char *s, uint64_t *bytes);
+
+/** shmrun_parse_duration() - "500ms", "2s" into ns. Errors as shmrun_parse_size(). */
+int shmrun_parse_duration(const char *s, uint64_t *ns);
+
+/** shmrun_parse_count() - plain unsigned decimal. Errors as shmrun_parse_size(). */
+int shmrun_parse_count(const char *s, uint64_t *n);
+
+/**
+ * shmrun_parse_cpus() - "0-3,8" into a sorted, de-duplicated CPU list.
+ * @cpus, @n: allocated list (caller frees) and its length.
+ * Return: 0; -EINVAL for bad syntax or a reversed range; -ERANGE beyond 4095.
+ */
+int shmrun_parse_cpus(const char *s, int32_t **cpus, uint32_t *n);
+
+/* --- the topology fingerprint (fingerprint.c) --- */
+
+/**
+ * shmrun_fingerprint_text() - the canonical encoding of @job's state-relevant
+ * topology (stages, operators and their non-tuning keys, widths, per-worker
+ * rules, edges, vnode count, and the member set's fingerprint clause, empty
+ * for a solo run), one item per line; see runtime/fingerprint.c.
+ * @text: receives a malloc'd NUL-terminated string (caller frees); @len its length.
+ * Return: 0; -ENOMEM.
+ */
+int shmrun_fingerprint_text(const struct shmrun_job *job, char **text, size_t *len);
+
+/** shmrun_fingerprint() - XXH64 of shmrun_fingerprint_text(); 0 on ENOMEM. */
+uint64_t shmrun_fingerprint(const struct shmrun_job *job);
+
+/**
+ * shmrun_fingerprint_diff() - every difference between two canonical
+ * encodings, in the field's terms ("stage count: width 4 → 2", "members: 2 → 3
+ * workers", "vnodes: 256 → 128", "stage filter: new"), joined by "; ".
+ * @msg: receives a malloc'd string (caller frees).
+ * Return: 0; -ENOMEM.
+ */
+int shmrun_fingerprint_diff(const char *old_text, const char *new_text, char **msg);
+
+/** shmrun_pw_rule_name() - "split", "union" or "none", as MANIFEST and fingerprint write it. */
+const char *shmrun_pw_rule_name(enum shmrun_pw_rule rule);
+
+/* --- rescale and restore checks (rescale.c, launcher.c) --- */
+
+/**
+ * shmrun_rescale() - authorised re-assignment (`shmrun --rescale`, `shmrun plan
+ * --rescale-from`): re-deal the newest checkpoint of @dir to @job's topology —
+ * key-bound state whole vnode by whole vnode to the new owners, per-worker
+ * state by each operator's declared rule (split or union) — see
+ * runtime/rescale.c for every rule and refusal.
+ * @drop, @ndrop: stages whose state may be dropped (--drop-state=STAGE).
+ * @plan_out: if not NULL, print what would move and write nothing.
+ * @new_epoch: receives the epoch of the checkpoint written (0 if nothing needed).
+ * Return: 0; -EPERM (refused: vnodes changed, a removed stage not dropped, an
+ * operator changed, per-worker state without a rule whose width changed);
+ * -EFBIG (a union pool over union_state_limit); -ENOENT (no checkpoint);
+ * -EBADMSG (none verifies); -errno. Every refusal is logged with its reason.
+ */
+int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *const *drop,
+		   uint32_t ndrop, FILE *plan_out, uint64_t *new_epoch);
+
+/**
+ * shmrun_check_restore() - read-only: what a run would do with @job's
+ * checkpoint_dir before it starts. STREAM_RESET_STATE must be 1 or 0 (-EINVAL,
+ * logged); with 1, says the checkpoints would be moved aside. Otherwise the
+ * checkpoint a restore would select must fit @job's topology; if it does not
+ * and @rescale, the rescale is planned (nothing written, @drop/@ndrop as
+ * shmrun_rescale()) and its refusal returned; else -ESTALE with the reason and
+ * what to do, logged. Creates, moves and removes nothing.
+ * Return: 0 (also: no checkpoint_dir, no checkpoint); -EINVAL; -ESTALE;
+ * -EBADMSG (checkpoints but none verifies); a shmrun_rescale() error; -errno.
+ */
+int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char *const *drop,
+			 uint32_t ndrop);
+
+/* --- `shmrun ckpt` (checkpoint.c) --- */
+
+/**
+ * shmrun_ckpt_print_list() - `shmrun ckpt list DIR`: one line per checkpoint
+ * directory under @dir, newest first: epoch, time (UTC), total size, status
+ * (ok, incomplete, or damaged with the reason) and the state size of each
+ * stage (key-bound + per-worker bytes).
+ * Return: exit status: 0; 1 if @dir cannot be read (message on stderr).
+ */
+int shmrun_ckpt_print_list(const char *dir, FILE *out);
+
+/**
+ * shmrun_ckpt_print_verify() - `shmrun ckpt verify DIR`: verify every
+ * checkpoint under @dir (MANIFEST checksum, every file's size, whole-file and
+ * per-block checksums) and print one line each, then what a restore would
+ * do: the checkpoint it would use (the newest that verifies) and why any
+ * newer directory would be passed over (incomplete: no MANIFEST, an aborted or
+ * interrupted epoch; or damaged). Safe on the directory of a running job: a
+ * checkpoint whose MANIFEST or directory vanished during its check is listed
+ * as retired (retention), not damaged, and a live run holding @dir/.lock
+ * (from /proc/locks; no lock is taken) is named.
+ * Return: exit status: 0 if a restore would use a checkpoint and no committed
+ * checkpoint is damaged (incomplete and retired directories are not failures); 1 otherwise
+ * (also when there is no complete checkpoint).
+ */
+int shmrun_ckpt_print_verify(const char *dir, FILE *out);
+
+/* --- logging helpers (log.c) --- */
+
+/** shmrun_log_set_role() - the tag after the level, e.g. "worker 1"; @role is
+ * copied (at most 31 bytes kept). Per process: a forked worker sets its own. */
+void shmrun_log_set_role(const char *role);
+
+/**
+ * shmrun_fit_middle() - copy @src into @dst of @cap bytes (NUL included); a
+ * text too long loses its middle, marked " … ", never its end (where messages
+ * say what to do). Return: @dst.
+ */
+char *shmrun_fit_middle(char *dst, size_t cap, const char *src);
+
+#endif /* SHMRUN_RT_INTERNAL_H */

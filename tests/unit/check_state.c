@@ -1,0 +1,605 @@
+/*
+ * tests/unit/check_state.c: runtime/state.c, key-bound state, through state.h.
+ *
+ * One TCase per behaviour:
+ *
+ *   empty       a new store: no keys, no bytes; lookups, per-vnode counts and
+ *               both foreach walks see nothing; a vnode out of range is refused
+ *   roundtrip   insert then look up: the value starts zeroed, keeps the bytes
+ *               written into it, stays at one address, is 8-byte aligned;
+ *               keys that share a hash or a prefix stay apart; a key of
+ *               length 0 is a key; the value size is fixed by the first insert
+ *   counts      many keys over many vnodes (every table grows several times):
+ *               per-vnode counts, keys, key_bytes, every value found again,
+ *               every address stable across growth
+ *   foreach     vnode by vnode, each entry exactly once with its own key and
+ *               value; the first non-zero return stops the walk and is returned;
+ *               foreach_in walks one vnode only
+ *   one vnode   a range of one vnode holds everything
+ *   bytes       the accounting: entries by their 8-aligned size, slot arrays
+ *               when a table grows, a key too large for a chunk by itself
+ *   arena       the same round trip with the worker's own allocator
+ *   nomem       (not under sanitizers) -ENOMEM under an address-space limit,
+ *               and the store stays usable
+ *
+ * Keys are hashed as the worker hashes them (XXH3-64) and put in the vnode the
+ * placement gives that hash: state.c rehashes a key with XXH3-64 when its
+ * table grows.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "shmrun/placement.h"
+#include "state.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+
+/* Check records a mark per passing ck_assert (a write to the parent in fork
+ * mode); the loops over many keys call into Check only on failure. */
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
+			ck_abort_msg(__VA_ARGS__);                                                 \
+	} while (0)
+
+/* Look up (or with @create, insert) @key as the worker does. */
+static void *get(struct shmrun_kv *kv, const void *key, uint32_t len, uint32_t value_bytes,
+		 bool create, int *err)
+{
+	uint64_t h = XXH3_64bits(key, len);
+
+	return shmrun_kv_get(kv, shmrun_placement_vnode_of_hash(h, kv->vnodes), h, key, len,
+			     value_bytes, create, err);
+}
+
+static uint32_t vnode_of(const struct shmrun_kv *kv, const void *key, uint32_t len)
+{
+	return shmrun_placement_vnode_of_hash(XXH3_64bits(key, len), kv->vnodes);
+}
+
+static int count_entry(void *arg, const void *key, uint32_t key_len, void *value)
+{
+	(*(uint64_t *)arg)++;
+	return 0;
+}
+
+/* ---- empty ---- */
+
+START_TEST(test_empty)
+{
+	struct shmrun_kv kv;
+	uint64_t n = 0;
+	int err = 1;
+
+	ck_assert_int_eq(shmrun_kv_init(&kv, 16), 0);
+	ck_assert_uint_eq(kv.vnodes, 16);
+	ck_assert_uint_eq(kv.keys, 0);
+	ck_assert_uint_eq(kv.bytes, 0);
+	ck_assert_uint_eq(kv.key_bytes, 0);
+	ck_assert_uint_eq(kv.value_bytes, 0);
+	for (uint32_t v = 0; v < 16; v++)
+		ck_assert_uint_eq(shmrun_kv_vnode_keys(&kv, v), 0);
+	ck_assert_uint_eq(shmrun_kv_vnode_keys(&kv, 16), 0);
+	ck_assert_uint_eq(shmrun_kv_vnode_keys(&kv, UINT32_MAX), 0);
+	ck_assert_int_eq(shmrun_kv_foreach(&kv, count_entry, &n), 0);
+	ck_assert_int_eq(shmrun_kv_foreach_in(&kv, 3, count_entry, &n), 0);
+	ck_assert_int_eq(shmrun_kv_foreach_in(&kv, 16, count_entry, &n), 0);
+	ck_assert_uint_eq(n, 0);
+
+	/* No value size yet: a lookup that names one does not match it. */
+	ck_assert_ptr_null(get(&kv, "a", 1, 8, false, &err));
+	ck_assert_int_eq(err, -EINVAL);
+	/* A lookup of size 0 finds nothing and creates nothing. */
+	ck_assert_ptr_null(get(&kv, "a", 1, 0, false, &err));
+	ck_assert_int_eq(err, 0);
+	ck_assert_uint_eq(kv.keys, 0);
+	ck_assert_uint_eq(kv.bytes, 0);
+
+	/* A vnode out of range is refused, with or without create. */
+	ck_assert_ptr_null(shmrun_kv_get(&kv, 16, 1, "a", 1, 8, true, &err));
+	ck_assert_int_eq(err, -EINVAL);
+	ck_assert_ptr_null(shmrun_kv_get(&kv, UINT32_MAX, 1, "a", 1, 8, false, &err));
+	ck_assert_int_eq(err, -EINVAL);
+	ck_assert_uint_eq(kv.keys, 0);
+	ck_assert_uint_eq(kv.bytes, 0);
+
+	shmrun_kv_free(&kv);
+	ck_assert_ptr_null(kv.tables);
+	ck_assert_uint_eq(kv.keys, 0);
+	shmrun_kv_free(&kv); /* a freed store frees again as nothing */
+}
+END_TEST
+
+/* ---- roundtrip ---- */
+
+START_TEST(test_roundtrip)
+{
+	struct shmrun_kv kv;
+	uint64_t *a, *b, *again, *empty;
+	unsigned char zero[8] = {0};
+	int err = 1;
+
+	ck_assert_int_eq(shmrun_kv_init(&kv, 256), 0);
+	a = get(&kv, "apple", 5, 8, true, &err);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_int_eq(err, 0);
+	ck_assert_uint_eq((uintptr_t)a % 8, 0);
+	ck_assert_mem_eq(a, zero, 8); /* created zeroed */
+	ck_assert_uint_eq(kv.value_bytes, 8);
+	*a = 0x1122334455667788ull;
+
+	/* Found again, same address, same bytes; a lookup creates nothing. */
+	again = get(&kv, "apple", 5, 8, false, &err);
+	ck_assert_ptr_eq(again, a);
+	ck_assert_int_eq(err, 0);
+	ck_assert_uint_eq(*again, 0x1122334455667788ull);
+	ck_assert_ptr_eq(get(&kv, "apple", 5, 8, true, &err), a);
+	ck_assert_uint_eq(kv.keys, 1);
+	ck_assert_uint_eq(kv.key_bytes, 5);
+	ck_assert_uint_eq(shmrun_kv_vnode_keys(&kv, vnode_of(&kv, "apple", 5)), 1);
+
+	/* A prefix, an extension and a different key are other keys. */
+	ck_assert_ptr_null(get(&kv, "appl", 4, 8, false, &err));
+	ck_assert_int_eq(err, 0);
+	ck_assert_ptr_null(get(&kv, "apples", 6, 8, false, &err));
+	b = get(&kv, "apples", 6, 8, true, &err);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_ptr_ne(b, a);
+	ck_assert_uint_eq(*b, 0);
+	*b = 42;
+	ck_assert_uint_eq(*a, 0x1122334455667788ull);
+	ck_assert_uint_eq(kv.keys, 2);
+	ck_assert_uint_eq(kv.key_bytes, 11);
+
+	/* A key of length 0 is a key like any other. */
+	empty = get(&kv, "", 0, 8, true, &err);
+	ck_assert_ptr_nonnull(empty);
+	ck_assert_int_eq(err, 0);
+	*empty = 7;
+	ck_assert_ptr_eq(get(&kv, "", 0, 8, false, &err), empty);
+	ck_assert_uint_eq(kv.keys, 3);
+	ck_assert_uint_eq(kv.key_bytes, 11);
+
+	/* The value size is fixed by the first insert. */
+	ck_assert_ptr_null(get(&kv, "apple", 5, 16, false, &err));
+	ck_assert_int_eq(err, -EINVAL);
+	ck_assert_ptr_null(get(&kv, "pear", 4, 4, true, &err));
+	ck_assert_int_eq(err, -EINVAL);
+	ck_assert_uint_eq(kv.keys, 3);
+	ck_assert_uint_eq(kv.value_bytes, 8);
+	ck_assert_uint_eq(*(uint64_t *)get(&kv, "apple", 5, 8, false, &err), 0x1122334455667788ull);
+	shmrun_kv_free(&kv);
+}
+END_TEST
+
+/* Keys with one hash (so one tag and one probe sequence) are told apart by their bytes. */
+START_TEST(test_same_hash)
+{
+	static const char *const keys[] = {"k0", "k1", "key-two", "k3", "", "k5-longer"};
+	const uint32_t n = sizeof(keys) / sizeof(keys[0]);
+	struct shmrun_kv kv;
+	uint32_t *v[6];
+	int err;
+
+	ck_assert_int_eq(shmrun_kv_init(&kv, 4), 0);
+	for (uint32_t i = 0; i < n; i++) {
+		v[i] = shmrun_kv_get(&kv, 2, 0xabcdef, keys[i], (uint32_t)strlen(keys[i]), 4, true,
+				     &err);
+		ck_assert_ptr_nonnull(v[i]);
+		*v[i] = 100 + i;
+	}
+	ck_assert_uint_eq(kv.keys, n);
+	ck_assert_uint_eq(shmrun_kv_vnode_keys(&kv, 2), n);
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t *p = shmrun_kv_get(&kv, 2, 0xabcdef, keys[i], (uint32_t)strlen(keys[i]), 4,
+					    false, &err);
+
+		ck_assert_ptr_eq(p, v[i]);
+		ck_assert_uint_eq(*p, 100 + i);
+	}
+	ck_assert_ptr_null(shmrun_kv_get(&kv, 2, 0xabcdef, "k4", 2, 4, false, &err));
+	ck_assert_int_eq(err, 0);
+	shmrun_kv_free(&kv);
+}
+END_TEST
+
+/* ---- counts: many keys, every table growing ---- */
+
+#define MANY 100000u
+
+static uint32_t key_text(char *buf, uint32_t i)
+{
+	return (uint32_t)snprintf(buf, 32, "key-%u", i);
+}
+
+START_TEST(test_many_keys)
+{
+	const uint32_t V = 256;
+	struct shmrun_kv kv;
+	uint64_t *per = calloc(V, sizeof(*per)), key_bytes = 0, sum = 0;
+	uint64_t **addr = calloc(MANY, sizeof(*addr));
+	char buf[32];
+	int err;
+
+	ck_assert_ptr_nonnull(per);
+	ck_assert_ptr_nonnull(addr);
+	ck_assert_int_eq(shmrun_kv_init(&kv, V), 0);
+	for (uint32_t i = 0; i < MANY; i++) {
+		uint32_t len = key_text(buf, i);
+
+		addr[i] = get(&kv, buf, len, 8, true, &err);
+		CHECK(addr[i] && err == 0, "insert %s: %d", buf, err);
+		CHECK(*addr[i] == 0, "%s: not zeroed", buf);
+		*addr[i] = (uint64_t)i * 3 + 1;
+		per[vnode_of(&kv, buf, len)]++;
+		key_bytes += len;
+	}
+	ck_assert_uint_eq(kv.keys, MANY);
+	ck_assert_uint_eq(kv.key_bytes, key_bytes);
+	for (uint32_t v = 0; v < V; v++) {
+		CHECK(shmrun_kv_vnode_keys(&kv, v) == per[v], "vnode %u: %llu keys, expected %llu",
+		      v, (unsigned long long)shmrun_kv_vnode_keys(&kv, v),
+		      (unsigned long long)per[v]);
+		sum += per[v];
+	}
+	ck_assert_uint_eq(sum, MANY);
+	/* ~390 keys a vnode: each table grew from 16 slots to 1024 and kept every entry. */
+	for (uint32_t i = 0; i < MANY; i++) {
+		uint32_t len = key_text(buf, i);
+		uint64_t *p = get(&kv, buf, len, 8, false, &err);
+
+		CHECK(p == addr[i], "%s moved or lost", buf);
+		CHECK(*p == (uint64_t)i * 3 + 1, "%s: value %llu", buf, (unsigned long long)*p);
+	}
+	for (uint32_t i = MANY; i < MANY + 1000; i++) {
+		uint32_t len = key_text(buf, i);
+
+		CHECK(get(&kv, buf, len, 8, false, &err) == NULL && err == 0, "%s found", buf);
+	}
+	ck_assert_uint_eq(kv.keys, MANY);
+	shmrun_kv_free(&kv);
+	free(addr);
+	free(per);
+}
+END_TEST
+
+/* ---- foreach ---- */
+
+struct walk {
+	const struct shmrun_kv *kv;
+	uint32_t last_vnode; /* vnode of the previous entry */
+	uint64_t n;
+	unsigned char *seen; /* per key index */
+	uint64_t stop_at;    /* return 7 from the stop_at-th call; 0: never */
+};
+
+static int walk_entry(void *arg, const void *key, uint32_t key_len, void *value)
+{
+	struct walk *w = arg;
+	uint32_t v = vnode_of(w->kv, key, key_len);
+	uint64_t i = *(uint64_t *)value;
+	char buf[32];
+
+	CHECK(v >= w->last_vnode, "vnode %u after vnode %u", v, w->last_vnode);
+	w->last_vnode = v;
+	CHECK(i < 5000 && !w->seen[i], "entry %llu seen twice or unknown", (unsigned long long)i);
+	CHECK(key_len == key_text(buf, (uint32_t)i) && memcmp(key, buf, key_len) == 0,
+	      "entry %llu has key %.*s", (unsigned long long)i, (int)key_len, (const char *)key);
+	w->seen[i] = 1;
+	w->n++;
+	return w->stop_at && w->n == w->stop_at ? 7 : 0;
+}
+
+START_TEST(test_foreach)
+{
+	const uint32_t V = 64, N = 5000;
+	struct shmrun_kv kv;
+	unsigned char seen[5000] = {0};
+	struct walk w = {.kv = &kv, .seen = seen};
+	uint64_t in_vnode = 0, total = 0;
+	char buf[32];
+	int err;
+
+	ck_assert_int_eq(shmrun_kv_init(&kv, V), 0);
+	for (uint32_t i = 0; i < N; i++) {
+		uint32_t len = key_text(buf, i);
+		uint64_t *p = get(&kv, buf, len, 8, true, &err);
+
+		CHECK(p, "insert %s", buf);
+		*p = i; /* the value names the key */
+	}
+	ck_assert_int_eq(shmrun_kv_foreach(&kv, walk_entry, &w), 0);
+	ck_assert_uint_eq(w.n, N);
+	for (uint32_t i = 0; i < N; i++)
+		CHECK(seen[i], "key-%u not walked", i);
+
+	/* The first non-zero return stops the walk and is what foreach returns. */
+	memset(seen, 0, sizeof(seen));
+	w = (struct walk){.kv = &kv, .seen = seen, .stop_at = 100};
+	ck_assert_int_eq(shmrun_kv_foreach(&kv, walk_entry, &w), 7);
+	ck_assert_uint_eq(w.n, 100);
+
+	/* foreach_in walks exactly one vnode's keys; the vnodes add up to all. */
+	for (uint32_t v = 0; v < V; v++) {
+		memset(seen, 0, sizeof(seen));
+		w = (struct walk){.kv = &kv, .seen = seen, .last_vnode = v};
+		ck_assert_int_eq(shmrun_kv_foreach_in(&kv, v, walk_entry, &w), 0);
+		ck_assert_uint_eq(w.n, shmrun_kv_vnode_keys(&kv, v));
+		for (uint32_t i = 0; i < N; i++)
+			CHECK(!seen[i] || vnode_of(&kv, buf, key_text(buf, i)) == v,
+			      "key-%u walked in vnode %u", i, v);
+		in_vnode = 0;
+		ck_assert_int_eq(shmrun_kv_foreach_in(&kv, v, count_entry, &in_vnode), 0);
+		ck_assert_uint_eq(in_vnode, w.n);
+		total += w.n;
+	}
+	ck_assert_uint_eq(total, N);
+	/* one vnode's walk stops early as well */
+	for (uint32_t v = 0; v < V; v++) {
+		if (shmrun_kv_vnode_keys(&kv, v) < 2)
+			continue;
+		memset(seen, 0, sizeof(seen));
+		w = (struct walk){.kv = &kv, .seen = seen, .last_vnode = v, .stop_at = 1};
+		ck_assert_int_eq(shmrun_kv_foreach_in(&kv, v, walk_entry, &w), 7);
+		ck_assert_uint_eq(w.n, 1);
+		break;
+	}
+	shmrun_kv_free(&kv);
+}
+END_TEST
+
+/* ---- a range of one vnode ---- */
+
+START_TEST(test_one_vnode)
+{
+	struct shmrun_kv kv;
+	uint64_t n = 0;
+	char buf[32];
+	int err;
+
+	ck_assert_int_eq(shmrun_kv_init(&kv, 1), 0);
+	for (uint32_t i = 0; i < 1000; i++) {
+		uint32_t len = key_text(buf, i);
+
+		ck_assert_uint_eq(vnode_of(&kv, buf, len), 0);
+		CHECK(get(&kv, buf, len, 16, true, &err), "insert %s", buf);
+	}
+	ck_assert_uint_eq(shmrun_kv_vnode_keys(&kv, 0), 1000);
+	ck_assert_uint_eq(shmrun_kv_vnode_keys(&kv, 1), 0);
+	ck_assert_int_eq(shmrun_kv_foreach(&kv, count_entry, &n), 0);
+	ck_assert_uint_eq(n, 1000);
+	n = 0;
+	ck_assert_int_eq(shmrun_kv_foreach_in(&kv, 1, count_entry, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	ck_assert_ptr_null(shmrun_kv_get(&kv, 1, 0, "x", 1, 16, true, &err));
+	ck_assert_int_eq(err, -EINVAL);
+	shmrun_kv_free(&kv);
+}
+END_TEST
+
+/* ---- bytes ---- */
+
+/* Bytes of one entry: 8 of header, the value and the key, rounded up to 8. */
+static uint64_t entry_bytes(uint32_t value_bytes, uint32_t key_len)
+{
+	return (8 + ((value_bytes + 7u) & ~7u) + key_len + 7u) & ~7ull;
+}
+
+START_TEST(test_bytes)
+{
+	struct shmrun_kv kv;
+	uint64_t before, first;
+	unsigned char *big, *v;
+	char buf[32];
+	int err;
+
+	ck_assert_int_eq(shmrun_kv_init(&kv, 1), 0);
+	/* The first key of a vnode: its table, 16 slots, its entry. */
+	ck_assert_ptr_nonnull(get(&kv, "a", 1, 12, true, &err));
+	first = kv.bytes;
+	ck_assert_uint_ge(first, 16 * 8 + entry_bytes(12, 1));
+	ck_assert_uint_le(first, 16 * 8 + entry_bytes(12, 1) + 64);
+	/* Up to 12 keys (load factor 3/4) only their entries. */
+	for (uint32_t i = 1; i < 12; i++) {
+		uint32_t len = (uint32_t)snprintf(buf, sizeof(buf), "%0*u", (int)i, i);
+
+		before = kv.bytes;
+		v = get(&kv, buf, len, 12, true, &err);
+		ck_assert_ptr_nonnull(v);
+		ck_assert_uint_eq((uintptr_t)v % 8, 0);
+		ck_assert_uint_eq(kv.bytes - before, entry_bytes(12, len));
+	}
+	/* A lookup costs nothing. */
+	before = kv.bytes;
+	ck_assert_ptr_nonnull(get(&kv, "a", 1, 12, false, &err));
+	ck_assert_uint_eq(kv.bytes, before);
+	/* The 13th key doubles the slots: 16 more of 8 bytes, and its entry. */
+	ck_assert_ptr_nonnull(get(&kv, "thirteen", 8, 12, true, &err));
+	ck_assert_uint_eq(kv.bytes - before, 16 * 8 + entry_bytes(12, 8));
+	ck_assert_uint_eq(kv.keys, 13);
+
+	/* A key too large for a 1 MiB chunk's quarter gets an allocation of its own. */
+	big = malloc(300u << 10);
+	ck_assert_ptr_nonnull(big);
+	for (uint32_t i = 0; i < (300u << 10); i++)
+		big[i] = (unsigned char)(i * 7);
+	before = kv.bytes;
+	v = get(&kv, big, 300u << 10, 12, true, &err);
+	ck_assert_ptr_nonnull(v);
+	ck_assert_uint_eq(kv.bytes - before, entry_bytes(12, 300u << 10));
+	/* "a", the keys of length 1..11, "thirteen", the large one */
+	ck_assert_uint_eq(kv.key_bytes, 1 + 66 + 8 + (300u << 10));
+	memcpy(v, "twelve bytes", 12);
+	ck_assert_ptr_eq(get(&kv, big, 300u << 10, 12, false, &err), v);
+	big[1000] ^= 1; /* one byte differs: another key */
+	ck_assert_ptr_null(get(&kv, big, 300u << 10, 12, false, &err));
+	big[1000] ^= 1;
+	/* small keys after it still come from the chunk, and every key is intact */
+	before = kv.bytes;
+	ck_assert_ptr_nonnull(get(&kv, "after", 5, 12, true, &err));
+	ck_assert_uint_eq(kv.bytes - before, entry_bytes(12, 5));
+	ck_assert_mem_eq(get(&kv, big, 300u << 10, 12, false, &err), "twelve bytes", 12);
+	ck_assert_ptr_nonnull(get(&kv, "thirteen", 8, 12, false, &err));
+	ck_assert_uint_eq(kv.keys, 15);
+	free(big);
+	shmrun_kv_free(&kv);
+	ck_assert_uint_eq(kv.bytes, 0);
+}
+END_TEST
+
+/* A value size of 0: keys only (a set), every value pointer still distinct. */
+START_TEST(test_value_size_zero)
+{
+	struct shmrun_kv kv;
+	void *a, *b;
+	int err;
+
+	ck_assert_int_eq(shmrun_kv_init(&kv, 8), 0);
+	a = get(&kv, "a", 1, 0, true, &err);
+	b = get(&kv, "b", 1, 0, true, &err);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_ptr_ne(a, b);
+	ck_assert_ptr_eq(get(&kv, "a", 1, 0, false, &err), a);
+	ck_assert_ptr_null(get(&kv, "c", 1, 0, false, &err));
+	ck_assert_int_eq(err, 0);
+	ck_assert_uint_eq(kv.keys, 2);
+	shmrun_kv_free(&kv);
+}
+END_TEST
+
+/* ---- arena: the worker's own allocator ---- */
+
+START_TEST(test_arena)
+{
+	struct shmrun_kv kv;
+	char buf[32];
+	int err;
+
+	ck_assert_int_eq(shmrun_state_arena_init(), 0);
+	ck_assert_int_eq(shmrun_kv_init(&kv, 32), 0);
+	for (uint32_t i = 0; i < 2000; i++) {
+		uint32_t len = key_text(buf, i);
+		uint64_t *p = get(&kv, buf, len, 8, true, &err);
+
+		CHECK(p, "insert %s", buf);
+		*p = i;
+	}
+	for (uint32_t i = 0; i < 2000; i++) {
+		uint32_t len = key_text(buf, i);
+		uint64_t *p = get(&kv, buf, len, 8, false, &err);
+
+		CHECK(p && *p == i, "key-%u lost", i);
+	}
+	ck_assert_uint_eq(kv.keys, 2000);
+	shmrun_kv_free(&kv);
+}
+END_TEST
+
+/* ---- nomem ---- */
+
+#ifndef SANITIZED
+/* Limit the address space to what the process maps now plus @extra bytes. */
+static void limit_address_space(uint64_t extra)
+{
+	unsigned long pages = 0;
+	struct rlimit lim;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fscanf(f, "%lu", &pages), 1);
+	fclose(f);
+	lim.rlim_cur = lim.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + extra;
+	ck_assert_int_eq(setrlimit(RLIMIT_AS, &lim), 0);
+}
+
+START_TEST(test_nomem)
+{
+	struct shmrun_kv kv, huge;
+	uint64_t keys, key_bytes;
+	char key[8] = "k";
+	int err = 0;
+
+	ck_assert_int_eq(shmrun_kv_init(&kv, 4), 0);
+	ck_assert_ptr_nonnull(get(&kv, "a", 1, 8, true, &err));
+	limit_address_space(64u << 20);
+
+	/* V slots of 8 bytes each: 32 GiB does not fit. */
+	ck_assert_int_eq(shmrun_kv_init(&huge, UINT32_MAX), -ENOMEM);
+
+	/* An entry of 1 GiB does not fit; nothing is counted, the store goes on.
+	 * (The key is not read: the allocation fails first.) */
+	keys = kv.keys;
+	key_bytes = kv.key_bytes;
+	ck_assert_ptr_null(shmrun_kv_get(&kv, 0, 5, key, 1u << 30, 8, true, &err));
+	ck_assert_int_eq(err, -ENOMEM);
+	ck_assert_uint_eq(kv.keys, keys);
+	ck_assert_uint_eq(kv.key_bytes, key_bytes);
+	ck_assert_ptr_nonnull(get(&kv, "a", 1, 8, false, &err));
+	ck_assert_ptr_nonnull(get(&kv, "b", 1, 8, true, &err));
+	ck_assert_uint_eq(kv.keys, keys + 1);
+	shmrun_kv_free(&kv);
+}
+END_TEST
+#endif
+
+static Suite *state_suite(void)
+{
+	Suite *s = suite_create("state");
+	TCase *tc;
+
+	tc = tcase_create("empty");
+	tcase_add_test(tc, test_empty);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("roundtrip");
+	tcase_add_test(tc, test_roundtrip);
+	tcase_add_test(tc, test_same_hash);
+	tcase_add_test(tc, test_value_size_zero);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("counts");
+	tcase_add_test(tc, test_many_keys);
+	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("foreach");
+	tcase_add_test(tc, test_foreach);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("one vnode");
+	tcase_add_test(tc, test_one_vnode);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("bytes");
+	tcase_add_test(tc, test_bytes);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("arena");
+	tcase_add_test(tc, test_arena);
+	suite_add_tcase(s, tc);
+#ifndef SANITIZED
+	tc = tcase_create("nomem");
+	tcase_add_test(tc, test_nomem);
+	suite_add_tcase(s, tc);
+#endif
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(state_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

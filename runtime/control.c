@@ -52,7 +52,10 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "control.h"
 
@@ -149,4 +152,58 @@ int shmrun_control_check(const struct shmrun_control *c, uint32_t workers, uint3
 	if (c->bytes != shmrun_control_memsize(workers, tasks))
 		return refuse(why, len, "bytes", c->bytes, shmrun_control_memsize(workers, tasks));
 	return 0;
+}
+
+/* ---- slot reports ------------------------------------------------------------ */
+
+/* Take @slot's reporter lock for this process; a holder that died is replaced. */
+static void slot_lock(struct shmrun_task_slot *slot)
+{
+	int32_t me = (int32_t)getpid(), cur = 0;
+
+	/* acquire: pairs with the release in slot_unlock(); the previous
+	 * reporter's stores are visible to this one's checks */
+	while (!atomic_compare_exchange_weak_explicit(&slot->reporter, &cur, me,
+						      memory_order_acquire, memory_order_relaxed)) {
+		if (cur && kill(cur, 0) < 0 && errno == ESRCH)
+			continue; /* cur is dead: the CAS now tries cur -> me */
+		cur = 0;
+		sched_yield();
+	}
+}
+
+static void slot_unlock(struct shmrun_task_slot *slot)
+{
+	atomic_store_explicit(&slot->reporter, 0, memory_order_release);
+}
+
+int shmrun_slot_report(struct shmrun_control *c, struct shmrun_task_slot *slot, uint64_t e,
+		       int err, const struct shmrun_slot_file *f)
+{
+	int stored = 0;
+
+	slot_lock(slot);
+	/* seq_cst: pairs with the seq_cst store of aborted_epoch in
+	 * abort_epoch() (ckpt/coordinator.c). An abort this load misses is
+	 * harmless: the next epoch's writer reports after us, under the lock. */
+	if (e > atomic_load_explicit(&c->aborted_epoch, memory_order_seq_cst) &&
+	    e > atomic_load_explicit(&slot->done_epoch, memory_order_relaxed) &&
+	    e > atomic_load_explicit(&slot->failed_epoch, memory_order_relaxed)) {
+		if (err) {
+			atomic_store_explicit(&slot->error, err, memory_order_relaxed);
+			/* release: the error is visible with failed_epoch */
+			atomic_store_explicit(&slot->failed_epoch, e, memory_order_release);
+		} else {
+			slot->size = f->size;
+			slot->xxh64 = f->xxh64;
+			slot->kv_bytes = f->kv_bytes;
+			slot->pw_bytes = f->pw_bytes;
+			/* release: pairs with the coordinator's acquire load of
+			 * done_epoch; the fields above are visible with it */
+			atomic_store_explicit(&slot->done_epoch, e, memory_order_release);
+		}
+		stored = 1;
+	}
+	slot_unlock(slot);
+	return stored;
 }

@@ -62,6 +62,11 @@ struct shmrun_task_slot {
 	_Atomic uint32_t exhausted;    /* source: produce() has returned 0 */
 	uint64_t size, xxh64;          /* of the state file of done_epoch */
 	uint64_t kv_bytes, pw_bytes;   /* its key-bound and per-worker parts, bytes */
+	/* pid of the snapshot writer inside shmrun_slot_report(), 0 if none:
+	 * writers of two epochs of one task (a late one of an aborted epoch and
+	 * the next epoch's) report one at a time (acquire/release; see there). */
+	_Atomic int32_t reporter;
+	uint32_t reserved;             /* 0 */
 	/*
 	 * Used only in the slot of a stage's instance 0: the tokens of the
 	 * stage's `rate`, shared by all its instances on every worker, so the
@@ -165,6 +170,8 @@ static_assert(offsetof(struct shmrun_task_slot, size) == 24, "slot layout");
 static_assert(offsetof(struct shmrun_task_slot, xxh64) == 32, "slot layout");
 static_assert(offsetof(struct shmrun_task_slot, kv_bytes) == 40, "slot layout");
 static_assert(offsetof(struct shmrun_task_slot, pw_bytes) == 48, "slot layout");
+static_assert(offsetof(struct shmrun_task_slot, reporter) == 56, "slot layout");
+static_assert(offsetof(struct shmrun_task_slot, reserved) == 60, "slot layout");
 static_assert(offsetof(struct shmrun_task_slot, rate_start_ns) == 64, "slot rate line");
 static_assert(offsetof(struct shmrun_task_slot, rate_taken) == 72, "slot layout");
 static_assert(sizeof(struct shmrun_task_slot) == 128, "slot layout");
@@ -281,5 +288,33 @@ void shmrun_control_destroy(struct shmrun_control *c);
  */
 int shmrun_control_check(const struct shmrun_control *c, uint32_t workers, uint32_t tasks,
 			 char *why, size_t len);
+
+/* What a snapshot writer reports of the state file it made. */
+struct shmrun_slot_file {
+	uint64_t size, xxh64;        /* bytes and XXH64 of the whole file */
+	uint64_t kv_bytes, pw_bytes; /* its key-bound and per-worker parts, bytes */
+};
+
+/*
+ * shmrun_slot_report() - the snapshot writer of epoch @e of a task reports
+ * into the task's @slot of control area @c: with @err 0, @f's fields and then
+ * done_epoch = @e (release: pairs with the coordinator's acquire of
+ * done_epoch, which then reads @f's fields); with @err < 0, error = @err and
+ * then failed_epoch = @e (release). @f is read only when @err is 0.
+ *
+ * Nothing is stored when the report is stale, checked under the slot's
+ * reporter lock: when @e was aborted (aborted_epoch >= @e, seq_cst, as the
+ * coordinator's abort stores it), or when the slot already holds a newer
+ * epoch (done_epoch or failed_epoch > @e). Without this, the late writer of
+ * an aborted epoch, finishing after the next epoch's writer of the same task
+ * had reported, set done_epoch back (the next epoch timed out) or overwrote
+ * the sizes and checksum the MANIFEST writer was about to read. The lock is
+ * the writer's pid; one held by a process that no longer exists (killed
+ * inside the few stores) is taken over, so a crash never wedges a slot.
+ *
+ * Return: 1 if the report was stored, 0 if it was stale and dropped.
+ */
+int shmrun_slot_report(struct shmrun_control *c, struct shmrun_task_slot *slot, uint64_t e,
+		       int err, const struct shmrun_slot_file *f);
 
 #endif /* SHMRUN_RT_CONTROL_H */

@@ -76,7 +76,8 @@ static int write_state_file(struct shmrun_worker *w, struct shmrun_task *t, uint
 	struct shmrun_ckpt_writer wr;
 	struct shmrun_ckpt_buf buf;
 	char path[PATH_MAX], name[160], why[200];
-	uint64_t size = 0, sum = 0, kv_bytes = 0;
+	struct shmrun_slot_file f = {0};
+	uint64_t kv_bytes = 0;
 	int dirfd = -1, err;
 
 	shmrun_ckpt_buf_init(&buf);
@@ -116,7 +117,7 @@ static int write_state_file(struct shmrun_worker *w, struct shmrun_task *t, uint
 	if (err)
 		goto out;
 	unlinkat(dirfd, name, 0); /* a retry of an aborted epoch */
-	err = shmrun_ckpt_write_file(&wr, dirfd, name, &buf, &size, &sum);
+	err = shmrun_ckpt_write_file(&wr, dirfd, name, &buf, &f.size, &f.xxh64);
 	if (!err)
 		err = shmrun_ckpt_fsync_dir(dirfd);
 	shmrun_ckpt_writer_close(&wr);
@@ -137,20 +138,10 @@ out:
 	if (dirfd >= 0)
 		close(dirfd);
 	shmrun_ckpt_buf_free(&buf);
-	if (err) {
-		atomic_store_explicit(&slot->error, err, memory_order_relaxed);
-		/* release: the error is visible with failed_epoch. */
-		atomic_store_explicit(&slot->failed_epoch, e, memory_order_release);
-		return err;
-	}
-	slot->size = size;
-	slot->xxh64 = sum;
-	slot->kv_bytes = kv_bytes;
-	slot->pw_bytes = t->pw_len;
-	/* release: pairs with the acquire load of done_epoch in shmrun_coordinate();
-	 * size and checksum above are visible with it. */
-	atomic_store_explicit(&slot->done_epoch, e, memory_order_release);
-	return 0;
+	f.kv_bytes = kv_bytes;
+	f.pw_bytes = t->pw_len;
+	shmrun_slot_report(w->ctl, slot, e, err, &f);
+	return err;
 }
 
 static void track_child(struct shmrun_worker *w, pid_t pid, uint32_t task, uint64_t epoch)

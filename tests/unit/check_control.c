@@ -258,6 +258,127 @@ START_TEST(test_absurd_counts)
 }
 END_TEST
 
+/* ---- slot reports (shmrun_slot_report) --------------------------------------- */
+
+static const struct shmrun_slot_file FILE_A = {.size = 100, .xxh64 = 0xaaaa, .kv_bytes = 60, .pw_bytes = 40};
+static const struct shmrun_slot_file FILE_B = {.size = 200, .xxh64 = 0xbbbb, .kv_bytes = 150, .pw_bytes = 50};
+
+static void assert_slot(const struct shmrun_task_slot *s, uint64_t done, const struct shmrun_slot_file *f)
+{
+	ck_assert_uint_eq(atomic_load(&s->done_epoch), done);
+	ck_assert_uint_eq(s->size, f->size);
+	ck_assert_uint_eq(s->xxh64, f->xxh64);
+	ck_assert_uint_eq(s->kv_bytes, f->kv_bytes);
+	ck_assert_uint_eq(s->pw_bytes, f->pw_bytes);
+	ck_assert_int_eq(atomic_load(&s->reporter), 0);
+}
+
+START_TEST(test_report_stores)
+{
+	struct shmrun_control *c = shmrun_control_create(1, 2);
+	struct shmrun_task_slot *s = &shmrun_control_slots(c)[1];
+
+	ck_assert_int_eq(shmrun_slot_report(c, s, 1, 0, &FILE_A), 1);
+	assert_slot(s, 1, &FILE_A);
+	ck_assert_int_eq(shmrun_slot_report(c, s, 2, 0, &FILE_B), 1);
+	assert_slot(s, 2, &FILE_B);
+	/* a failure: error and failed_epoch, the done fields untouched */
+	ck_assert_int_eq(shmrun_slot_report(c, s, 3, -EIO, NULL), 1);
+	ck_assert_uint_eq(atomic_load(&s->failed_epoch), 3);
+	ck_assert_int_eq(atomic_load(&s->error), -EIO);
+	assert_slot(s, 2, &FILE_B);
+	/* the other slot is untouched */
+	ck_assert_uint_eq(atomic_load(&shmrun_control_slots(c)[0].done_epoch), 0);
+	shmrun_control_destroy(c);
+}
+END_TEST
+
+/* The regression: the late writer of aborted epoch 4, finishing after epoch
+ * 5's writer of the same task reported, used to set done_epoch back to 4 and
+ * overwrite size and checksum with its own. */
+START_TEST(test_report_late_aborted_writer)
+{
+	struct shmrun_control *c = shmrun_control_create(1, 1);
+	struct shmrun_task_slot *s = shmrun_control_slots(c);
+
+	atomic_store(&c->aborted_epoch, 4);
+	ck_assert_int_eq(shmrun_slot_report(c, s, 5, 0, &FILE_B), 1);
+	ck_assert_int_eq(shmrun_slot_report(c, s, 4, 0, &FILE_A), 0);
+	assert_slot(s, 5, &FILE_B);
+	ck_assert_int_eq(shmrun_slot_report(c, s, 4, -EIO, NULL), 0);
+	ck_assert_uint_eq(atomic_load(&s->failed_epoch), 0);
+	ck_assert_int_eq(atomic_load(&s->error), 0);
+	/* aborted, and nothing newer reported yet: still dropped */
+	atomic_store(&c->aborted_epoch, 6);
+	ck_assert_int_eq(shmrun_slot_report(c, s, 6, 0, &FILE_A), 0);
+	assert_slot(s, 5, &FILE_B);
+	shmrun_control_destroy(c);
+}
+END_TEST
+
+/* Not aborted, but older than what the slot holds (done or failed): dropped. */
+START_TEST(test_report_older_than_slot)
+{
+	struct shmrun_control *c = shmrun_control_create(1, 1);
+	struct shmrun_task_slot *s = shmrun_control_slots(c);
+
+	ck_assert_int_eq(shmrun_slot_report(c, s, 7, 0, &FILE_B), 1);
+	ck_assert_int_eq(shmrun_slot_report(c, s, 7, 0, &FILE_A), 0);
+	ck_assert_int_eq(shmrun_slot_report(c, s, 3, 0, &FILE_A), 0);
+	assert_slot(s, 7, &FILE_B);
+	ck_assert_int_eq(shmrun_slot_report(c, s, 9, -ENOSPC, NULL), 1);
+	ck_assert_int_eq(shmrun_slot_report(c, s, 8, 0, &FILE_A), 0);
+	assert_slot(s, 7, &FILE_B);
+	ck_assert_uint_eq(atomic_load(&s->failed_epoch), 9);
+	shmrun_control_destroy(c);
+}
+END_TEST
+
+/* A reporter killed inside the lock: the next one takes it over. */
+START_TEST(test_report_dead_holder)
+{
+	struct shmrun_control *c = shmrun_control_create(1, 1);
+	struct shmrun_task_slot *s = shmrun_control_slots(c);
+	pid_t pid = fork();
+	int status;
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(0);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	atomic_store(&s->reporter, (int32_t)pid); /* held by a process that is gone */
+	ck_assert_int_eq(shmrun_slot_report(c, s, 1, 0, &FILE_A), 1);
+	assert_slot(s, 1, &FILE_A);
+	shmrun_control_destroy(c);
+}
+END_TEST
+
+/* Two processes report epochs of one slot at once: the newest wins, with its
+ * own fields, whatever the interleaving. */
+START_TEST(test_report_concurrent)
+{
+	struct shmrun_control *c = shmrun_control_create(1, 1);
+	struct shmrun_task_slot *s = shmrun_control_slots(c);
+
+	for (uint64_t round = 0; round < 200; round++) {
+		uint64_t e = 2 * round + 2;
+		pid_t pid = fork();
+		int status;
+
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			shmrun_slot_report(c, s, e - 1, 0, &FILE_A); /* the late, older one */
+			_exit(0);
+		}
+		shmrun_slot_report(c, s, e, 0, &FILE_B);
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		assert_slot(s, e, &FILE_B);
+	}
+	shmrun_control_destroy(c);
+}
+END_TEST
+
 static Suite *control_suite(void)
 {
 	Suite *s = suite_create("control");
@@ -278,6 +399,14 @@ static Suite *control_suite(void)
 
 	tc = tcase_create("limits");
 	tcase_add_test(tc, test_absurd_counts);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("slot reports");
+	tcase_add_test(tc, test_report_stores);
+	tcase_add_test(tc, test_report_late_aborted_writer);
+	tcase_add_test(tc, test_report_older_than_slot);
+	tcase_add_test(tc, test_report_dead_holder);
+	tcase_add_test(tc, test_report_concurrent);
 	suite_add_tcase(s, tc);
 	return s;
 }

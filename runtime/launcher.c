@@ -116,6 +116,7 @@
 #include "control.h"
 #include "ckpt/ckpt_io.h"
 #include "ckpt/manifest.h"
+#include "ckpt/recovery.h"
 #include "plan.h"
 #include "preflight.h"
 #include "worker.h"
@@ -470,162 +471,6 @@ struct run {
 	bool refused;      /* the restore selection refused the checkpoint (-ESTALE) */
 };
 
-/* STREAM_RESET_STATE: 1/true/yes -> 1; unset, empty, 0/false/no -> 0; else -1. */
-static int reset_requested(void)
-{
-	static const char *const yes[] = {"1", "true", "yes"}, *const no[] = {"", "0", "false", "no"};
-	const char *v = getenv("STREAM_RESET_STATE");
-
-	if (!v)
-		return 0;
-	for (size_t i = 0; i < 3; i++)
-		if (strcasecmp(v, yes[i]) == 0)
-			return 1;
-	for (size_t i = 0; i < 4; i++)
-		if (strcasecmp(v, no[i]) == 0)
-			return 0;
-	return -1;
-}
-
-/*
- * STREAM_RESET_STATE=1: move every ckpt-* of @dir into @dir/reset-<UTC time>/
- * (never delete), so the job starts from empty state. Return: 0, or -errno
- * after a message; nothing is half-moved on the first failure.
- */
-static int reset_state(const char *dir)
-{
-	char aside[PATH_MAX], from[PATH_MAX], to[PATH_MAX + 32], stamp[32];
-	uint64_t *epochs;
-	time_t now = time(NULL);
-	struct tm tm;
-	int n = shmrun_ckpt_list(dir, &epochs);
-
-	if (n == -ENOENT || n == 0) {
-		free(epochs);
-		shmrun_log(SHMRUN_LOG_INFO, "STREAM_RESET_STATE=1: %s holds no checkpoint", dir);
-		return 0;
-	}
-	if (n < 0) {
-		shmrun_log(SHMRUN_LOG_ERROR, "STREAM_RESET_STATE=1: cannot read %s: %s", dir,
-			   strerror(-n));
-		return n;
-	}
-	gmtime_r(&now, &tm);
-	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
-	snprintf(aside, sizeof(aside), "%s/reset-%s", dir, stamp);
-	for (int k = 0, err; (err = shmrun_ckpt_mkdir(aside)) < 0; k++) {
-		if (err != -EEXIST || k > 100) {
-			shmrun_log(SHMRUN_LOG_ERROR, "STREAM_RESET_STATE=1: cannot create %s: %s",
-				   aside, strerror(-err));
-			free(epochs);
-			return -EIO;
-		}
-		snprintf(aside, sizeof(aside), "%s/reset-%s-%d", dir, stamp, k + 1);
-	}
-	for (int i = 0; i < n; i++) {
-		shmrun_ckpt_path(dir, epochs[i], from, sizeof(from));
-		snprintf(to, sizeof(to), "%s/ckpt-%" PRIu64, aside, epochs[i]);
-		if (rename(from, to) < 0) {
-			shmrun_log(SHMRUN_LOG_ERROR, "STREAM_RESET_STATE=1: moving %s to %s: %s",
-				   from, to, strerror(errno));
-			free(epochs);
-			return -EIO;
-		}
-	}
-	free(epochs);
-	shmrun_log(SHMRUN_LOG_WARN,
-		   "STREAM_RESET_STATE=1: moved %d checkpoint%s to %s; starting from empty state",
-		   n, n == 1 ? "" : "s", aside);
-	return 0;
-}
-
-/* Pick the checkpoint to restore and check it fits this topology. */
-static int select_restore(struct run *r)
-{
-	const struct shmrun_job *job = r->job;
-	struct shmrun_manifest m = {0};
-	uint64_t *epochs = NULL;
-	char why[300];
-	int64_t e;
-	int n;
-
-	if (!job->checkpoint_dir)
-		return 0;
-	if (reset_requested() > 0 && !r->reset_done) {
-		/* once per invocation: a restart after a crash restores what this
-		 * run checkpointed, it does not reset again */
-		int err = reset_state(job->checkpoint_dir);
-
-		if (err)
-			return err;
-		r->reset_done = true;
-	}
-	e = shmrun_ckpt_select(job->checkpoint_dir, &m);
-	if (e < 0)
-		return (int)e;
-	/* New epochs number past every directory there, damaged ones included,
-	 * so no epoch ever writes into a directory it did not create. */
-	n = shmrun_ckpt_list(job->checkpoint_dir, &epochs);
-	if (n > 0)
-		r->ctl->epoch_floor = epochs[0];
-	free(epochs);
-	shmrun_ckpt_remove_incomplete(job->checkpoint_dir);
-	if (e == 0) {
-		shmrun_log(SHMRUN_LOG_INFO, "no checkpoint in %s: starting from empty state",
-			   job->checkpoint_dir);
-		return 0;
-	}
-	if (shmrun_ckpt_check_topology(&m, job, why, sizeof(why))) {
-		shmrun_log(SHMRUN_LOG_ERROR,
-			   "%s/ckpt-%" PRId64 " was written by a different topology: %s. "
-			   "Restoring it would corrupt state, so it is refused. Either start "
-			   "from empty state with STREAM_RESET_STATE=1 (the old checkpoints "
-			   "are moved aside, not deleted), or, if the change is a new width "
-			   "or worker count, re-assign the state with `shmrun --rescale %s` "
-			   "(see `shmrun plan --rescale-from %s %s` first)",
-			   job->checkpoint_dir, e, why, job->conf_path, job->checkpoint_dir,
-			   job->conf_path);
-		shmrun_manifest_free(&m);
-		return -ESTALE;
-	}
-	if (m.finished) {
-		shmrun_log(SHMRUN_LOG_INFO,
-			   "%s/ckpt-%" PRId64 " is the last checkpoint of a finished run: every "
-			   "record was processed and all output committed; nothing to do "
-			   "(STREAM_RESET_STATE=1 runs the job again from the start)",
-			   job->checkpoint_dir, e);
-		/* the workers still restore it: a sink whose last commit was cut
-		 * short by a crash completes it, then every worker exits */
-		r->ctl->restored_finished = 1;
-	}
-	shmrun_manifest_free(&m);
-	r->ctl->restored_epoch = (uint64_t)e;
-	r->epoch = (uint64_t)e;
-	shmrun_log(SHMRUN_LOG_INFO, "restoring epoch %" PRId64 " from %s/ckpt-%" PRId64, e,
-		   job->checkpoint_dir, e);
-	return 0;
-}
-
-/* The newest epoch of @dir with a MANIFEST that parses, or 0. */
-static uint64_t newest_complete(const char *dir)
-{
-	uint64_t *epochs, e = 0;
-	int n = shmrun_ckpt_list(dir, &epochs);
-
-	for (int i = 0; i < n && !e; i++) {
-		struct shmrun_manifest m;
-		char why[200];
-
-		if (shmrun_ckpt_read_manifest(dir, epochs[i], &m, why, sizeof(why)) == 0) {
-			e = epochs[i];
-			shmrun_manifest_free(&m);
-		}
-	}
-	if (n >= 0)
-		free(epochs);
-	return e;
-}
-
 static enum run_end run_once(struct run *r)
 {
 	const struct shmrun_job *job = r->job;
@@ -646,7 +491,7 @@ static enum run_end run_once(struct run *r)
 		goto out;
 	}
 	stats = shmrun_control_stats(r->ctl);
-	err = select_restore(r);
+	err = shmrun_ckpt_choose(r->job, r->ctl, &r->reset_done, &r->epoch);
 	if (err) {
 		r->refused = err == -ESTALE;
 		goto out;
@@ -697,7 +542,7 @@ static enum run_end run_once(struct run *r)
 		    now_ns() - r->stop_ns > (int64_t)job->checkpoint_timeout_ns + STOP_GRACE_NS) {
 			/* worker 0 judges the final epoch by checkpoint_timeout;
 			 * when it cannot (stopped, stuck), the launcher does */
-			uint64_t e = newest_complete(job->checkpoint_dir);
+			uint64_t e = shmrun_ckpt_newest_complete(job->checkpoint_dir);
 
 			shmrun_log(SHMRUN_LOG_ERROR,
 				   "the final checkpoint did not complete within checkpoint_timeout "
@@ -998,67 +843,6 @@ int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
 	return failed;
 }
 
-int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char *const *drop,
-			 uint32_t ndrop)
-{
-	struct shmrun_manifest m = {0};
-	int reset = reset_requested();
-	char why[300];
-	int64_t e;
-
-	if (reset < 0) {
-		shmrun_log(SHMRUN_LOG_ERROR, "STREAM_RESET_STATE=%s: expected 1 (start from empty "
-					     "state) or 0; nothing was started",
-			   getenv("STREAM_RESET_STATE"));
-		return -EINVAL;
-	}
-	if (!job->checkpoint_dir)
-		return 0;
-	if (reset > 0) {
-		shmrun_log(SHMRUN_LOG_INFO,
-			   "STREAM_RESET_STATE=1: a run would move the checkpoints of %s aside and "
-			   "start from empty state",
-			   job->checkpoint_dir);
-		return 0;
-	}
-	if (access(job->checkpoint_dir, F_OK) != 0)
-		return 0; /* a run creates it: nothing to restore */
-	e = shmrun_ckpt_select(job->checkpoint_dir, &m);
-	if (e <= 0)
-		return (int)e;
-	if (!shmrun_ckpt_check_topology(&m, job, why, sizeof(why))) {
-		shmrun_manifest_free(&m);
-		return 0;
-	}
-	shmrun_manifest_free(&m);
-	if (rescale) {
-		FILE *null = fopen("/dev/null", "w");
-		int err;
-
-		if (!null)
-			return -errno;
-		err = shmrun_rescale(job, job->checkpoint_dir, drop, ndrop, null, NULL);
-		fclose(null);
-		if (!err)
-			shmrun_log(SHMRUN_LOG_INFO,
-				   "%s/ckpt-%" PRId64 " was written by a different topology (%s): "
-				   "--rescale would re-assign its state (`shmrun plan --rescale-from "
-				   "%s %s` shows what moves)",
-				   job->checkpoint_dir, e, why, job->checkpoint_dir, job->conf_path);
-		return err;
-	}
-	shmrun_log(SHMRUN_LOG_ERROR,
-		   "%s/ckpt-%" PRId64 " was written by a different topology: %s. "
-		   "Restoring it would corrupt state, so it is refused and nothing was started. "
-		   "Either start from empty state with STREAM_RESET_STATE=1 (the old checkpoints "
-		   "are moved aside, not deleted), or, if the change is a new width "
-		   "or worker count, re-assign the state with `shmrun --rescale %s` "
-		   "(see `shmrun plan --rescale-from %s %s` first)",
-		   job->checkpoint_dir, e, why, job->conf_path, job->checkpoint_dir,
-		   job->conf_path);
-	return -ESTALE;
-}
-
 int shmrun_run(const struct shmrun_job *job)
 {
 	struct shmrun_plan *plan = NULL;
@@ -1069,7 +853,7 @@ int shmrun_run(const struct shmrun_job *job)
 
 	for (uint32_t i = 0; i < job->nwarnings; i++)
 		shmrun_log(SHMRUN_LOG_WARN, "%s", job->warnings[i]);
-	if (reset_requested() < 0) {
+	if (shmrun_reset_requested() < 0) {
 		shmrun_log(SHMRUN_LOG_ERROR, "STREAM_RESET_STATE=%s: expected 1 (start from empty "
 					     "state) or 0; nothing was started",
 			   getenv("STREAM_RESET_STATE"));
@@ -1160,7 +944,7 @@ int shmrun_run(const struct shmrun_job *job)
 				   "%s: stopping without a final checkpoint after: %s; a rerun "
 				   "resumes from epoch %" PRIu64,
 				   strsignal(r.signal), r.cause,
-				   job->checkpoint_dir ? newest_complete(job->checkpoint_dir) : 0);
+				   job->checkpoint_dir ? shmrun_ckpt_newest_complete(job->checkpoint_dir) : 0);
 			rc = 128 + r.signal;
 			break;
 		}
@@ -1193,7 +977,7 @@ int shmrun_run(const struct shmrun_job *job)
 			if (sig) {
 				/* nothing runs now: the last complete checkpoint is where a
 				 * rerun resumes, as after a stop with checkpoint */
-				uint64_t e = newest_complete(job->checkpoint_dir);
+				uint64_t e = shmrun_ckpt_newest_complete(job->checkpoint_dir);
 
 				shmrun_log(SHMRUN_LOG_WARN, "%s during restart backoff: stopping",
 					   strsignal(sig));

@@ -687,7 +687,8 @@ static enum run_end run_once(struct run *r)
 
 		watch_workers(&wt, plan, pids, shmrun_now_ns());
 		if (stopping && job->checkpoint_dir &&
-		    shmrun_now_ns() - r->stop_ns > (int64_t)job->checkpoint_timeout_ns + STOP_GRACE_NS) {
+		    shmrun_now_ns() - r->stop_ns >
+			(int64_t)job->checkpoint_timeout_ns + STOP_GRACE_NS) {
 			/* worker 0 judges the final epoch by checkpoint_timeout;
 			 * when it cannot (stopped, stuck), the launcher does */
 			uint64_t e = newest_complete(job->checkpoint_dir);
@@ -705,7 +706,8 @@ static enum run_end run_once(struct run *r)
 		}
 
 		if (is_stop_signal(sig) && stopping &&
-		    (forwarded || (r->stop_forwarded && shmrun_now_ns() - r->stop_ns < SAME_STOP_NS))) {
+		    (forwarded ||
+		     (r->stop_forwarded && shmrun_now_ns() - r->stop_ns < SAME_STOP_NS))) {
 			/* another copy of the request being served (a group signal
 			 * reaches every worker and the launcher) */
 			shmrun_log(SHMRUN_LOG_DEBUG, "%s (%s): already stopping", strsignal(sig),

@@ -619,7 +619,8 @@ static uint32_t nlocks;
 /* mkdir -p @path, each directory made 0700 (@ckpt, shmrun_ckpt_mkdir()) or 0777. */
 static int make_dirs(const char *path, bool ckpt)
 {
-	return ckpt ? shmrun_mkdir_p(path, 0700, SHMRUN_MKDIR_EXACT) : shmrun_mkdir_p(path, 0777, 0);
+	return ckpt ? shmrun_mkdir_p(path, 0700, SHMRUN_MKDIR_EXACT)
+		    : shmrun_mkdir_p(path, 0777, 0);
 }
 
 /* The pid holding a flock on the file of @fd, from /proc/locks ("unknown"). */

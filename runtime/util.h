@@ -60,8 +60,7 @@ int shmrun_grow(void *pptr, size_t *cap, size_t need, size_t elem, size_t min);
  * additionally -ENOMEM if @need > UINT32_MAX. A capacity that doubled past
  * UINT32_MAX is stored as UINT32_MAX (still >= @need).
  */
-static inline int shmrun_grow_u32(void *pptr, uint32_t *cap, size_t need, size_t elem,
-				  size_t min)
+static inline int shmrun_grow_u32(void *pptr, uint32_t *cap, size_t need, size_t elem, size_t min)
 {
 	size_t c = *cap;
 	int err;
@@ -76,7 +75,7 @@ static inline int shmrun_grow_u32(void *pptr, uint32_t *cap, size_t need, size_t
 
 /* shmrun_mkdir_p() flags. */
 #define SHMRUN_MKDIR_PARENT 1u /* @path names a file: make only the directories above it */
-#define SHMRUN_MKDIR_EXACT 2u  /* chmod each directory made to @mode: the umask does not apply */
+#define SHMRUN_MKDIR_EXACT  2u /* chmod each directory made to @mode: the umask does not apply */
 
 /*
  * shmrun_mkdir_p() - mkdir -p: create each missing directory of @path, from

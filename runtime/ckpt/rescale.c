@@ -236,7 +236,8 @@ static int pool_of(struct rescale *rs, const char *stage, uint32_t old_width, bo
 				for (uint32_t j = 0; distinct && j < n && !dup; j++)
 					dup = v[j].len == len && memcmp(v[j].p, ep, len) == 0;
 				if (!dup) {
-					if (shmrun_grow_u32(&v, &cap, (size_t)n + 1, sizeof(*v), 64)) {
+					if (shmrun_grow_u32(&v, &cap, (size_t)n + 1, sizeof(*v),
+							    64)) {
 						free(v);
 						return -ENOMEM;
 					}

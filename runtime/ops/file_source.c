@@ -861,8 +861,8 @@ static int source_restore(struct shmrun_task *task, void *state, const void *ent
 		if (err)
 			return err;
 	}
-	if (shmrun_grow_u32(&s->pieces, &s->cap_pieces, (size_t)s->npieces + 1,
-			    sizeof(*s->pieces), 64))
+	if (shmrun_grow_u32(&s->pieces, &s->cap_pieces, (size_t)s->npieces + 1, sizeof(*s->pieces),
+			    64))
 		return -ENOMEM;
 	s->pieces[s->npieces++] = (struct piece){(uint32_t)f, pe.off, pe.end, pe.sum, pe.window};
 	return 0;

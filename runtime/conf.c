@@ -75,6 +75,7 @@
 #include <unistd.h>
 
 #include "conf_internal.h"
+#include "util.h"
 
 /* ------------------------------------------------------------------------ */
 /* Messages */
@@ -97,18 +98,12 @@ static void msg_vadd(struct loader *ld, struct msgs *m, int line, const char *fm
 	if (r < 0)
 		goto err_nomem;
 	if (m->n == m->cap) {
-		uint32_t cap = m->cap ? 2 * m->cap : 8;
-		char **t = realloc(m->text, cap * sizeof(*t));
-		int *l;
+		uint32_t tcap = m->cap, lcap = m->cap;
 
-		if (!t)
+		if (shmrun_grow_u32(&m->text, &tcap, (size_t)m->n + 1, sizeof(*m->text), 8) ||
+		    shmrun_grow_u32(&m->line, &lcap, (size_t)m->n + 1, sizeof(*m->line), 8))
 			goto err_free;
-		m->text = t;
-		l = realloc(m->line, cap * sizeof(*l));
-		if (!l)
-			goto err_free;
-		m->line = l;
-		m->cap = cap;
+		m->cap = lcap;
 	}
 	m->text[m->n] = full;
 	m->line[m->n] = line;

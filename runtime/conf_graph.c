@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "conf_internal.h"
+#include "util.h"
 
 /* ------------------------------------------------------------------------ */
 /* Pass 3: the graph */
@@ -54,15 +55,8 @@ static int add_edge(struct loader *ld, uint32_t *cap, uint32_t from, uint32_t to
 {
 	struct shmrun_job *job = ld->job;
 
-	if (job->nedges == *cap) {
-		uint32_t c = *cap ? 2 * *cap : 8;
-		struct shmrun_edge *e = realloc(job->edges, c * sizeof(*e));
-
-		if (!e)
-			return -ENOMEM;
-		job->edges = e;
-		*cap = c;
-	}
+	if (shmrun_grow_u32(&job->edges, cap, (size_t)job->nedges + 1, sizeof(*job->edges), 8))
+		return -ENOMEM;
 	job->edges[job->nedges++] =
 	    (struct shmrun_edge){.from = from, .to = to, .kind = kind, .line = line};
 	return 0;

@@ -42,6 +42,7 @@
 #include <sys/types.h>
 
 #include "conf_internal.h"
+#include "util.h"
 
 /* ------------------------------------------------------------------------ */
 /* Pass 1: lines -> sections (the inih reader and handler) */
@@ -106,18 +107,11 @@ static void open_section(struct loader *ld, const char *name, size_t len)
 			return;
 		}
 	}
-	if (ld->nsec == ld->capsec) {
-		uint32_t cap = ld->capsec ? 2 * ld->capsec : 8;
-
-		s = realloc(ld->sec, cap * sizeof(*s));
-		if (!s) {
-			free(copy);
-			ld->nomem = true;
-			ld->cur = CUR_SKIP;
-			return;
-		}
-		ld->sec = s;
-		ld->capsec = cap;
+	if (shmrun_grow_u32(&ld->sec, &ld->capsec, (size_t)ld->nsec + 1, sizeof(*ld->sec), 8)) {
+		free(copy);
+		ld->nomem = true;
+		ld->cur = CUR_SKIP;
+		return;
 	}
 	s = &ld->sec[ld->nsec];
 	memset(s, 0, sizeof(*s));
@@ -238,17 +232,10 @@ static ssize_t read_bounded(struct loader *ld)
 			ld->too_big = true;
 			return -2;
 		}
-		if (n + 2 > ld->bufcap) {
-			size_t cap = ld->bufcap ? ld->bufcap * 2 : 256;
-			char *b = realloc(ld->buf, cap);
-
-			if (!b) {
-				ld->nomem = true;
-				errno = ENOMEM;
-				return -2;
-			}
-			ld->buf = b;
-			ld->bufcap = cap;
+		if (shmrun_grow(&ld->buf, &ld->bufcap, n + 2, 1, 256)) {
+			ld->nomem = true;
+			errno = ENOMEM;
+			return -2;
 		}
 		ld->buf[n++] = (char)c;
 		if (c == '\n')
@@ -438,15 +425,8 @@ int on_key(void *user, const char *section, const char *name, const char *value)
 			return 1;
 		}
 	}
-	if (s->nkv == s->cap) {
-		uint32_t cap = s->cap ? 2 * s->cap : 8;
-
-		kv = realloc(s->kv, cap * sizeof(*kv));
-		if (!kv)
-			goto err_nomem;
-		s->kv = kv;
-		s->cap = cap;
-	}
+	if (shmrun_grow_u32(&s->kv, &s->cap, (size_t)s->nkv + 1, sizeof(*s->kv), 8))
+		goto err_nomem;
 	kv = &s->kv[s->nkv];
 	kv->key = strdup(name);
 	kv->value = strdup(value);

@@ -119,6 +119,7 @@
 #include "ckpt/recovery.h"
 #include "plan.h"
 #include "preflight.h"
+#include "util.h"
 #include "worker.h"
 
 #define STOP_GRACE_NS 5000000000ll
@@ -161,14 +162,6 @@ static void on_stop_signal(int sig, siginfo_t *info, void *uc)
 static void on_wake(int sig)
 {
 	(void)sig;
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* Bind each ring's memory to its consumer's NUMA node (a no-op on one node). */
@@ -275,7 +268,7 @@ static void reap_all(const struct shmrun_plan *plan, pid_t *pids, uint32_t n, in
 		}
 		if (!alive)
 			return;
-		if (now_ns() > deadline) {
+		if (shmrun_now_ns() > deadline) {
 			for (uint32_t w = 0; w < n && plan; w++) {
 				char tasks[256];
 
@@ -537,9 +530,10 @@ static enum run_end run_once(struct run *r)
 		bool forwarded = sig > 0 && info.si_code == SI_QUEUE &&
 				 info.si_value.sival_int == STOP_FORWARDED;
 
-		watch_workers(&wt, plan, pids, now_ns());
+		watch_workers(&wt, plan, pids, shmrun_now_ns());
 		if (stopping && job->checkpoint_dir &&
-		    now_ns() - r->stop_ns > (int64_t)job->checkpoint_timeout_ns + STOP_GRACE_NS) {
+		    shmrun_now_ns() - r->stop_ns >
+			(int64_t)job->checkpoint_timeout_ns + STOP_GRACE_NS) {
 			/* worker 0 judges the final epoch by checkpoint_timeout;
 			 * when it cannot (stopped, stuck), the launcher does */
 			uint64_t e = shmrun_ckpt_newest_complete(job->checkpoint_dir);
@@ -551,13 +545,14 @@ static enum run_end run_once(struct run *r)
 				   (double)job->checkpoint_timeout_ns / 1e9,
 				   (double)STOP_GRACE_NS / 1e9, e);
 			stop_all(r->ctl, pids, job->workers);
-			reap_all(plan, pids, job->workers, now_ns() + STOP_GRACE_NS);
+			reap_all(plan, pids, job->workers, shmrun_now_ns() + STOP_GRACE_NS);
 			end = RUN_SIGNALED;
 			break;
 		}
 
 		if (is_stop_signal(sig) && stopping &&
-		    (forwarded || (r->stop_forwarded && now_ns() - r->stop_ns < SAME_STOP_NS))) {
+		    (forwarded ||
+		     (r->stop_forwarded && shmrun_now_ns() - r->stop_ns < SAME_STOP_NS))) {
 			/* another copy of the request being served (a group signal
 			 * reaches every worker and the launcher) */
 			shmrun_log(SHMRUN_LOG_DEBUG, "%s (%s): already stopping", strsignal(sig),
@@ -567,7 +562,7 @@ static enum run_end run_once(struct run *r)
 		if (is_stop_signal(sig) && !stopping) {
 			stopping = true;
 			r->signal = sig;
-			r->stop_ns = now_ns();
+			r->stop_ns = shmrun_now_ns();
 			r->stop_forwarded = forwarded;
 			if (forwarded) {
 				/* a group signal's own copy to the launcher is pending
@@ -599,7 +594,7 @@ static enum run_end run_once(struct run *r)
 			shmrun_log(SHMRUN_LOG_WARN, "%s: stopping %u workers", strsignal(sig),
 				   running);
 			stop_all(r->ctl, pids, job->workers);
-			reap_all(plan, pids, job->workers, now_ns() + STOP_GRACE_NS);
+			reap_all(plan, pids, job->workers, shmrun_now_ns() + STOP_GRACE_NS);
 			r->signal = sig;
 			end = RUN_SIGNALED;
 			break;
@@ -685,25 +680,13 @@ out:
 /* mkdir -p @path. Return: 0, or -1 with errno set. */
 static int make_dirs(const char *path)
 {
-	char buf[PATH_MAX];
 	struct stat st;
+	/* 0700: checkpoints may hold secrets */
+	int err = shmrun_mkdir_p(path, 0700, SHMRUN_MKDIR_EXACT);
 
-	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf)) {
-		errno = ENAMETOOLONG;
+	if (err) {
+		errno = -err;
 		return -1;
-	}
-	for (char *p = strchr(buf + 1, '/');; p = strchr(p + 1, '/')) {
-		if (p)
-			*p = 0;
-		int err = shmrun_ckpt_mkdir(buf); /* 0700: checkpoints may hold secrets */
-
-		if (err && err != -EEXIST) {
-			errno = -err;
-			return -1;
-		}
-		if (!p)
-			break;
-		*p = '/';
 	}
 	if (stat(path, &st) < 0)
 		return -1;
@@ -757,10 +740,10 @@ static bool incurable(const struct shmrun_job *job, const struct run *r)
 /* Sleep @ts unless SIGINT or SIGTERM comes. Return: that signal, or 0. */
 static int backoff_wait(const sigset_t *set, const struct timespec *ts)
 {
-	int64_t end = now_ns() + (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+	int64_t end = shmrun_now_ns() + (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
 
 	for (;;) {
-		int64_t left = end - now_ns();
+		int64_t left = end - shmrun_now_ns();
 		struct timespec t = {left / 1000000000, left % 1000000000};
 		siginfo_t info;
 		int sig;
@@ -847,7 +830,7 @@ int shmrun_run(const struct shmrun_job *job)
 {
 	struct shmrun_plan *plan = NULL;
 	struct run r = {.job = job};
-	int64_t start = now_ns();
+	int64_t start = shmrun_now_ns();
 	uint32_t attempt = 0;
 	int rc = 2;
 
@@ -903,7 +886,7 @@ int shmrun_run(const struct shmrun_job *job)
 		struct timespec backoff;
 
 		if (end == RUN_DONE) {
-			print_summary(plan, shmrun_control_stats(r.ctl), now_ns() - start);
+			print_summary(plan, shmrun_control_stats(r.ctl), shmrun_now_ns() - start);
 			print_stalls(job, shmrun_control_stats(r.ctl));
 			rc = 0;
 			break;

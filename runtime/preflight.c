@@ -79,6 +79,7 @@
 #include "preflight.h"
 #include "shmrun/operator.h"
 #include "shmrun/runtime.h"
+#include "util.h"
 
 bool shmrun_errno_is_permanent(int err)
 {
@@ -107,15 +108,8 @@ struct io_list {
 
 static int io_add(struct io_list *l, const char *what, const char *path, size_t len, int line)
 {
-	if (l->n == l->cap) {
-		uint32_t cap = l->cap ? l->cap * 2 : 16;
-		struct io_path *v = realloc(l->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		l->v = v;
-		l->cap = cap;
-	}
+	if (shmrun_grow_u32(&l->v, &l->cap, (size_t)l->n + 1, sizeof(*l->v), 16))
+		return -ENOMEM;
 	l->v[l->n].path = strndup(path, len);
 	l->v[l->n].what = strdup(what);
 	if (!l->v[l->n].path || !l->v[l->n].what) {
@@ -625,25 +619,8 @@ static uint32_t nlocks;
 /* mkdir -p @path, each directory made 0700 (@ckpt, shmrun_ckpt_mkdir()) or 0777. */
 static int make_dirs(const char *path, bool ckpt)
 {
-	char buf[PATH_MAX];
-
-	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
-		return -ENAMETOOLONG;
-	for (char *p = strchr(buf + 1, '/');; p = strchr(p + 1, '/')) {
-		int err = 0;
-
-		if (p)
-			*p = 0;
-		if (ckpt)
-			err = shmrun_ckpt_mkdir(buf);
-		else if (mkdir(buf, 0777) < 0)
-			err = -errno;
-		if (err && err != -EEXIST)
-			return err;
-		if (!p)
-			return 0;
-		*p = '/';
-	}
+	return ckpt ? shmrun_mkdir_p(path, 0700, SHMRUN_MKDIR_EXACT)
+		    : shmrun_mkdir_p(path, 0777, 0);
 }
 
 /* The pid holding a flock on the file of @fd, from /proc/locks ("unknown"). */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "text.h"
+#include "util.h"
 
 void shmrun_text_printf(struct shmrun_text *t, const char *fmt, ...)
 {
@@ -17,8 +18,6 @@ void shmrun_text_printf(struct shmrun_text *t, const char *fmt, ...)
 	if (t->err)
 		return;
 	for (;;) {
-		char *np;
-
 		va_start(ap, fmt);
 		n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
 		va_end(ap);
@@ -30,12 +29,9 @@ void shmrun_text_printf(struct shmrun_text *t, const char *fmt, ...)
 			t->len += (size_t)n;
 			return;
 		}
-		np = realloc(t->p, t->cap * 2 + (size_t)n + 256);
-		if (!np) {
+		if (shmrun_grow(&t->p, &t->cap, t->len + (size_t)n + 1, 1, 256)) {
 			t->err = -ENOMEM;
 			return;
 		}
-		t->p = np;
-		t->cap = t->cap * 2 + (size_t)n + 256;
 	}
 }

@@ -71,6 +71,7 @@
 
 #include "ckpt_io.h"
 #include "fault.h"
+#include "util.h"
 
 /* Consecutive retries of one segment (or fsync) without progress before giving up. */
 #define MAX_RETRIES 1000
@@ -159,18 +160,8 @@ static void seal_block(struct shmrun_ckpt_buf *buf)
 /* Make sure blocks [0, want) are allocated. Return: 0 or -ENOMEM. */
 static int reserve_blocks(struct shmrun_ckpt_buf *buf, size_t want)
 {
-	if (want > buf->cap) {
-		size_t cap = buf->cap ? buf->cap : 16;
-		struct iovec *iov;
-
-		while (cap < want)
-			cap *= 2;
-		iov = realloc(buf->iov, cap * sizeof(*iov));
-		if (!iov)
-			return -ENOMEM;
-		buf->iov = iov;
-		buf->cap = cap;
-	}
+	if (shmrun_grow(&buf->iov, &buf->cap, want, sizeof(*buf->iov), 16))
+		return -ENOMEM;
 	while (buf->nalloc < want) {
 		void *b = malloc(SHMRUN_CKPT_HEADER + SHMRUN_CKPT_BLOCK);
 
@@ -734,25 +725,6 @@ int shmrun_ckpt_fsync_dir(int dirfd)
 
 /* ---- reader ----------------------------------------------------------------- */
 
-/* Read all of @fd (@size bytes) into @p. Return: bytes read (< @size if it shrank) or -errno. */
-static ssize_t read_all(int fd, unsigned char *p, size_t size)
-{
-	size_t got = 0;
-
-	while (got < size) {
-		ssize_t r = pread(fd, p + got, size - got, (off_t)got);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			break;
-		got += (size_t)r;
-	}
-	return (ssize_t)got;
-}
-
 /*
  * Walk the blocks of @p[0, @size), checking each, and move the payloads to
  * the front of @p. Return: 0 with *@len and *@nblocks, or -EBADMSG with @why.
@@ -862,7 +834,7 @@ int shmrun_ckpt_read_file(int dirfd, const char *name, uint64_t want_size, uint6
 		say(why, whylen, "%s: no memory for %zu bytes", name, size);
 		goto err_close;
 	}
-	got = read_all(fd, p, size);
+	got = shmrun_read_all(fd, p, size); /* < size if it shrank */
 	if (got < 0) {
 		err = (int)got;
 		say(why, whylen, "read %s: %s", name, strerror(-err));

@@ -43,6 +43,7 @@
 #include "manifest.h"
 #include "shmrun/runtime.h"
 #include "text.h"
+#include "util.h"
 
 #define MANIFEST "MANIFEST"
 #define MANIFEST_TMP "MANIFEST.tmp"
@@ -295,7 +296,8 @@ int shmrun_ckpt_list(const char *dir, uint64_t **epochs)
 	DIR *d = opendir(dir);
 	struct dirent *de;
 	uint64_t *v = NULL;
-	int n = 0, cap = 0;
+	size_t cap = 0;
+	int n = 0;
 
 	*epochs = NULL;
 	if (!d)
@@ -310,15 +312,10 @@ int shmrun_ckpt_list(const char *dir, uint64_t **epochs)
 		e = strtoull(de->d_name + 5, &end, 10);
 		if (*end || errno || e == 0)
 			continue;
-		if (n == cap) {
-			uint64_t *nv = realloc(v, (cap = cap ? cap * 2 : 16) * sizeof(*v));
-
-			if (!nv) {
-				free(v);
-				closedir(d);
-				return -ENOMEM;
-			}
-			v = nv;
+		if (shmrun_grow(&v, &cap, (size_t)n + 1, sizeof(*v), 16)) {
+			free(v);
+			closedir(d);
+			return -ENOMEM;
 		}
 		v[n++] = e;
 	}

@@ -55,6 +55,7 @@
 #include "manifest.h"
 #include "state_file.h"
 #include "shmrun/placement.h"
+#include "util.h"
 
 /* One old state file, loaded and indexed. */
 struct old_file {
@@ -235,15 +236,10 @@ static int pool_of(struct rescale *rs, const char *stage, uint32_t old_width, bo
 				for (uint32_t j = 0; distinct && j < n && !dup; j++)
 					dup = v[j].len == len && memcmp(v[j].p, ep, len) == 0;
 				if (!dup) {
-					if (n == cap) {
-						struct entry *nv =
-							realloc(v, (cap = cap ? cap * 2 : 64) * sizeof(*v));
-
-						if (!nv) {
-							free(v);
-							return -ENOMEM;
-						}
-						v = nv;
+					if (shmrun_grow_u32(&v, &cap, (size_t)n + 1, sizeof(*v),
+							    64)) {
+						free(v);
+						return -ENOMEM;
 					}
 					v[n++] = (struct entry){ep, len};
 					*bytes += shmrun_state_pw_entry_size(len);

@@ -54,14 +54,7 @@
 #include "manifest.h"
 #include "snapshot.h"
 #include "state_file.h"
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+#include "util.h"
 
 /*
  * The snapshot child: write @t's state file of epoch @e into its checkpoint
@@ -146,15 +139,9 @@ out:
 
 static void track_child(struct shmrun_worker *w, pid_t pid, uint32_t task, uint64_t epoch)
 {
-	if (w->nchildren == w->children_cap) {
-		uint32_t cap = w->children_cap ? w->children_cap * 2 : 16;
-		struct snap_child *n = realloc(w->children, cap * sizeof(*n));
-
-		if (!n)
-			return; /* untracked: its death is caught by checkpoint_timeout */
-		w->children = n;
-		w->children_cap = cap;
-	}
+	if (shmrun_grow_u32(&w->children, &w->children_cap, (size_t)w->nchildren + 1,
+			    sizeof(*w->children), 16))
+		return; /* untracked: its death is caught by checkpoint_timeout */
 	w->children[w->nchildren++] = (struct snap_child){pid, task, epoch};
 }
 
@@ -177,7 +164,7 @@ static void record_stall(struct shmrun_worker *w, int64_t ns)
 int shmrun_snapshot_take(struct shmrun_task *t, uint64_t e)
 {
 	struct shmrun_worker *w = t->w;
-	int64_t t0 = now_ns();
+	int64_t t0 = shmrun_now_ns();
 	pid_t pid, worker_pid;
 	int err = 0;
 
@@ -213,7 +200,7 @@ int shmrun_snapshot_take(struct shmrun_task *t, uint64_t e)
 		atomic_fetch_add_explicit(&w->ctl->writers, 1, memory_order_relaxed);
 		track_child(w, pid, t->id, e);
 	}
-	record_stall(w, now_ns() - t0);
+	record_stall(w, shmrun_now_ns() - t0);
 	t->barrier_epoch = e;
 	return 0;
 }

@@ -136,15 +136,8 @@ static int add_file(struct file_list *fl, const char *path, bool filter)
 
 	if (filter && fl->match && fnmatch(fl->match, base ? base + 1 : path, 0) != 0)
 		return 0;
-	if (fl->n == fl->cap) {
-		uint32_t cap = fl->cap ? fl->cap * 2 : 64;
-		char **n = realloc(fl->files, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		fl->files = n;
-		fl->cap = cap;
-	}
+	if (shmrun_grow_u32(&fl->files, &fl->cap, (size_t)fl->n + 1, sizeof(*fl->files), 64))
+		return -ENOMEM;
 	fl->files[fl->n] = strdup(path);
 	if (!fl->files[fl->n])
 		return -ENOMEM;
@@ -398,21 +391,12 @@ static int window_sum(int fd, uint64_t off, uint64_t *sum, uint32_t *window)
 static int ids_reserve(struct source *s, uint32_t f)
 {
 	if (f >= s->ids_cap) {
-		uint32_t cap = s->ids_cap ? s->ids_cap : 64;
-		struct file_id *ids;
-		bool *checked;
+		uint32_t icap = s->ids_cap, cap = s->ids_cap;
 
-		while (cap <= f)
-			cap *= 2;
-		ids = realloc(s->ids, cap * sizeof(*ids));
-		if (!ids)
+		if (shmrun_grow_u32(&s->ids, &icap, (size_t)f + 1, sizeof(*s->ids), 64) ||
+		    shmrun_grow_u32(&s->checked, &cap, (size_t)f + 1, sizeof(*s->checked), 64))
 			return -ENOMEM;
-		s->ids = ids;
-		checked = realloc(s->checked, cap * sizeof(*checked));
-		if (!checked)
-			return -ENOMEM;
-		memset(checked + s->ids_cap, 0, (cap - s->ids_cap) * sizeof(*checked));
-		s->checked = checked;
+		memset(s->checked + s->ids_cap, 0, (cap - s->ids_cap) * sizeof(*s->checked));
 		s->ids_cap = cap;
 	}
 	return 0;
@@ -474,16 +458,10 @@ static int make_pieces(struct shmrun_task *task, struct source *s)
 			if (k++ % width == me) {
 				struct piece pc = {f, off, end, XXH64(NULL, 0, 0), 0};
 
-				if (s->npieces == cap) {
-					struct piece *n;
-
-					cap = cap ? cap * 2 : 64;
-					n = realloc(s->pieces, cap * sizeof(*n));
-					if (!n) {
-						close(fd);
-						return -ENOMEM;
-					}
-					s->pieces = n;
+				if (shmrun_grow_u32(&s->pieces, &cap, (size_t)s->npieces + 1,
+						    sizeof(*s->pieces), 64)) {
+					close(fd);
+					return -ENOMEM;
 				}
 				err = window_sum(fd, off, &pc.sum, &pc.window);
 				if (err) {
@@ -584,14 +562,9 @@ static ssize_t fill(struct shmrun_task *task, struct source *s)
 		s->hi -= s->lo;
 		s->lo = 0;
 	}
-	if (s->hi == s->cap) { /* one line fills the buffer: grow it */
-		unsigned char *nb = realloc(s->buf, s->cap * 2);
-
-		if (!nb)
-			return -ENOMEM;
-		s->buf = nb;
-		s->cap *= 2;
-	}
+	/* one line fills the buffer: grow it */
+	if (shmrun_grow(&s->buf, &s->cap, s->hi + 1, 1, READ_BYTES))
+		return -ENOMEM;
 	want = p->end - file_off;
 	if (want > s->cap - s->hi)
 		want = s->cap - s->hi;
@@ -888,15 +861,9 @@ static int source_restore(struct shmrun_task *task, void *state, const void *ent
 		if (err)
 			return err;
 	}
-	if (s->npieces == s->cap_pieces) {
-		uint32_t cap = s->cap_pieces ? s->cap_pieces * 2 : 64;
-		struct piece *n = realloc(s->pieces, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		s->pieces = n;
-		s->cap_pieces = cap;
-	}
+	if (shmrun_grow_u32(&s->pieces, &s->cap_pieces, (size_t)s->npieces + 1, sizeof(*s->pieces),
+			    64))
+		return -ENOMEM;
 	s->pieces[s->npieces++] = (struct piece){(uint32_t)f, pe.off, pe.end, pe.sum, pe.window};
 	return 0;
 }

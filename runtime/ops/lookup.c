@@ -173,16 +173,10 @@ static int table_index(struct table *t, size_t off, uint32_t key_len, uint32_t v
 	int err;
 
 	if (t->n == t->cap_rows) {
-		uint32_t cap = t->cap_rows ? t->cap_rows * 2 : 64;
-		struct row *r;
-
-		if (cap <= t->cap_rows)
+		if (t->cap_rows >= 1u << 31) /* doubling would pass UINT32_MAX */
 			return -E2BIG;
-		r = realloc(t->rows, (size_t)cap * sizeof(*r));
-		if (!r)
+		if (shmrun_grow_u32(&t->rows, &t->cap_rows, (size_t)t->n + 1, sizeof(*t->rows), 64))
 			return -ENOMEM;
-		t->rows = r;
-		t->cap_rows = cap;
 	}
 	if (!t->slots || (uint64_t)(t->n + 1) * 2 > (uint64_t)t->mask + 1) {
 		err = table_grow_slots(t);
@@ -212,25 +206,17 @@ static int read_all(int fd, struct table *t)
 		ssize_t n;
 
 		if (t->len == t->cap) { /* the file grew while being read */
-			unsigned char *b;
-
 			if (t->cap > TABLE_MAX_BYTES)
 				return -EFBIG;
-			b = realloc(t->bytes, t->cap * 2);
-
-			if (!b)
+			if (shmrun_grow(&t->bytes, &t->cap, t->cap + 1, 1, 4096))
 				return -ENOMEM;
-			t->bytes = b;
-			t->cap *= 2;
 		}
-		n = read(fd, t->bytes + t->len, t->cap - t->len);
-		if (n < 0 && errno == EINTR)
-			continue;
+		n = shmrun_read_all(fd, t->bytes + t->len, t->cap - t->len);
 		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return 0;
+			return (int)n;
 		t->len += (size_t)n;
+		if (t->len < t->cap) /* short: the end of the file */
+			return 0;
 	}
 }
 
@@ -428,18 +414,8 @@ static int lookup_process(struct shmrun_task *task, void *state, const struct sh
 				  need);
 		return -EMSGSIZE;
 	}
-	if (need > s->out_cap) {
-		size_t cap = s->out_cap ? s->out_cap : 256;
-		unsigned char *b;
-
-		while (cap < need)
-			cap *= 2;
-		b = realloc(s->out, cap);
-		if (!b)
-			return -ENOMEM;
-		s->out = b;
-		s->out_cap = cap;
-	}
+	if (shmrun_grow(&s->out, &s->out_cap, need, 1, 256))
+		return -ENOMEM;
 	if (rec->value_len)
 		memcpy(s->out, rec->value, rec->value_len);
 	s->out[rec->value_len] = '\t';
@@ -467,14 +443,8 @@ static int lookup_snapshot(struct shmrun_task *task, void *state, uint64_t epoch
 			shmrun_task_error(task, "table row %u is too long for a state entry", i);
 			return -E2BIG;
 		}
-		if (need > s->out_cap) {
-			unsigned char *b = realloc(s->out, need);
-
-			if (!b)
-				return -ENOMEM;
-			s->out = b;
-			s->out_cap = need;
-		}
+		if (shmrun_grow(&s->out, &s->out_cap, need, 1, 256))
+			return -ENOMEM;
 		memcpy(s->out, &r->key_len, 4);
 		memcpy(s->out + 4, row_key(&s->t, r), need - 4);
 		err = shmrun_pw_add(task, s->out, (uint32_t)need);
@@ -503,18 +473,8 @@ static int lookup_restore(struct shmrun_task *task, void *state, const void *ent
 	h = XXH3_64bits(e + 4, key_len);
 	if (table_find(t, e + 4, key_len, h))
 		return 0;
-	if (t->len + len - 4 > t->cap) {
-		size_t cap = t->cap ? t->cap : 4096;
-		unsigned char *b;
-
-		while (cap < t->len + len - 4)
-			cap *= 2;
-		b = realloc(t->bytes, cap);
-		if (!b)
-			return -ENOMEM;
-		t->bytes = b;
-		t->cap = cap;
-	}
+	if (shmrun_grow(&t->bytes, &t->cap, t->len + len - 4, 1, 4096))
+		return -ENOMEM;
 	memcpy(t->bytes + t->len, e + 4, len - 4);
 	err = table_index(t, t->len, key_len, len - 4 - key_len, h);
 	if (err) {

@@ -1,10 +1,13 @@
 /*
- * runtime/ops/ops.h: the built-in operators (one file each, public API only).
+ * runtime/ops/ops.h: the built-in operators (one file each, public API only,
+ * plus the runtime's small shared idioms in util.h: growable arrays, mkdir -p,
+ * read loops — no runtime state).
  */
 #ifndef SHMRUN_OPS_H
 #define SHMRUN_OPS_H
 
 #include "shmrun/operator.h"
+#include "util.h"
 
 extern const struct shmrun_operator shmrun_op_file_source;
 extern const struct shmrun_operator shmrun_op_sequence;

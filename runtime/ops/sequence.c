@@ -32,15 +32,8 @@ struct sequence {
 
 static int add_range(struct sequence *s, uint64_t next, uint64_t end)
 {
-	if (s->n == s->cap) {
-		uint32_t cap = s->cap ? s->cap * 2 : 16;
-		struct range *r = realloc(s->ranges, cap * sizeof(*r));
-
-		if (!r)
-			return -ENOMEM;
-		s->ranges = r;
-		s->cap = cap;
-	}
+	if (shmrun_grow_u32(&s->ranges, &s->cap, (size_t)s->n + 1, sizeof(*s->ranges), 16))
+		return -ENOMEM;
 	s->ranges[s->n++] = (struct range){next, end};
 	return 0;
 }

@@ -266,19 +266,6 @@ static int sink_flush(struct shmrun_task *task, struct sink *s)
 	return err;
 }
 
-static int mkdirs(char *path)
-{
-	for (char *p = strchr(path + 1, '/'); p; p = strchr(p + 1, '/')) {
-		*p = 0;
-		if (mkdir(path, 0777) < 0 && errno != EEXIST) {
-			*p = '/';
-			return -errno;
-		}
-		*p = '/';
-	}
-	return 0;
-}
-
 /*
  * Whether output file @name fits every buffer here: below PATH_MAX, and with
  * checkpoints (@staged) its staging name ".<base>.<epoch>.staged" within
@@ -428,7 +415,7 @@ static int file_open(struct shmrun_task *task, void **state)
 	err = output_name(task, shmrun_task_instance(task), name);
 	if (err)
 		return err;
-	err = mkdirs(name);
+	err = shmrun_mkdir_p(name, 0777, SHMRUN_MKDIR_PARENT);
 	if (err) {
 		shmrun_task_error(task, "cannot create the directory of %s: %s; %s", name,
 				  strerror(-err), io_hint(-err));
@@ -580,15 +567,9 @@ static int file_snapshot(struct shmrun_task *task, void *state, uint64_t epoch)
 		if (rename(from, to) < 0) {
 			return io_error(task, "renaming staging file", from, errno);
 		}
-		if (s->npending == s->cap) {
-			uint32_t cap = s->cap ? s->cap * 2 : 8;
-			struct staged *n = realloc(s->pending, cap * sizeof(*n));
-
-			if (!n)
-				return -ENOMEM;
-			s->pending = n;
-			s->cap = cap;
-		}
+		if (shmrun_grow_u32(&s->pending, &s->cap, (size_t)s->npending + 1,
+				    sizeof(*s->pending), 8))
+			return -ENOMEM;
 		s->pending[s->npending++] =
 			(struct staged){epoch, s->length, s->stage_size, s->stage_fd};
 		s->length += s->stage_size;
@@ -707,15 +688,10 @@ static int file_restore(struct shmrun_task *task, void *state, const void *entry
 		e = strtoull(nm + 2 + blen, &end, 10);
 		if (strcmp(end, ".staged") != 0 || e == 0 || e > r)
 			continue;
-		if (n == cap) {
-			uint64_t *ne = realloc(epochs, (cap = cap ? cap * 2 : 8) * sizeof(*ne));
-
-			if (!ne) {
-				closedir(d);
-				free(epochs);
-				return -ENOMEM;
-			}
-			epochs = ne;
+		if (shmrun_grow_u32(&epochs, &cap, (size_t)n + 1, sizeof(*epochs), 8)) {
+			closedir(d);
+			free(epochs);
+			return -ENOMEM;
 		}
 		epochs[n++] = e;
 	}

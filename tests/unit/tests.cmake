@@ -72,6 +72,15 @@ shmrun_check_test(check_manifest
 	LABELS runtime
 	TIMEOUT 60)
 
+# The runtime's shared idioms through runtime/util.h: the growable array (growth,
+# exact need, overflow and a failed realloc leave the array intact), mkdir -p,
+# the read loop, the monotonic clock.
+shmrun_check_test(check_util
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_util.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)
+
 # The topology fingerprint that guards every restore (docs/design.md §6, issue 5):
 # what changes it, what must not, and the messages naming each difference.
 shmrun_check_test(check_fingerprint

@@ -61,12 +61,13 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "channel.h"
 #include "ckpt_io.h"
+#include "clock.h"
 #include "shmrun/placement.h"
+#include "task.h"
 #include "worker.h"
 
-#define REC_HDR 16u    /* record header bytes before the optional time */
-#define REC_TIMED 0x1u /* frame flag: an 8-byte event time follows the header */
 #define PRODUCE_BUDGET 256u
 #define READ_BUDGET 256u
 
@@ -75,319 +76,6 @@ static void cpu_relax(void)
 #if defined(__x86_64__) || defined(__i386__)
 	__builtin_ia32_pause();
 #endif
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* ---- operator API: task accessors ---------------------------------------- */
-
-const char *shmrun_task_stage(const struct shmrun_task *t)
-{
-	return t->stage->name;
-}
-
-uint32_t shmrun_task_instance(const struct shmrun_task *t)
-{
-	return t->instance;
-}
-
-uint32_t shmrun_task_width(const struct shmrun_task *t)
-{
-	return t->width;
-}
-
-uint32_t shmrun_task_vnodes(const struct shmrun_task *t)
-{
-	return t->vnodes;
-}
-
-void shmrun_task_vnode_range(const struct shmrun_task *t, uint32_t *lo, uint32_t *hi)
-{
-	*lo = t->vnode_lo;
-	*hi = t->vnode_hi;
-}
-
-uint32_t shmrun_task_vnode_of(const struct shmrun_task *t, const void *key, uint32_t len)
-{
-	return shmrun_placement_vnode_of_hash(XXH3_64bits(key, len), t->vnodes);
-}
-
-static const struct shmrun_param *find_param(const struct shmrun_task *t, const char *key)
-{
-	for (uint32_t i = 0; i < t->stage->nparams; i++)
-		if (strcmp(t->stage->params[i].def->key, key) == 0)
-			return &t->stage->params[i];
-	return NULL;
-}
-
-const char *shmrun_task_param(const struct shmrun_task *t, const char *key)
-{
-	const struct shmrun_param *p = find_param(t, key);
-
-	return p ? p->value : NULL;
-}
-
-uint64_t shmrun_task_param_u64(const struct shmrun_task *t, const char *key, uint64_t def)
-{
-	const struct shmrun_param *p = find_param(t, key);
-
-	return p && p->value ? p->u64 : def;
-}
-
-bool shmrun_task_param_bool(const struct shmrun_task *t, const char *key, bool def)
-{
-	const struct shmrun_param *p = find_param(t, key);
-
-	return p && p->value ? p->u64 != 0 : def;
-}
-
-/* Keep the first errno an operator failed with, for the launcher to judge
- * whether a restart can cure it (shmrun_errno_is_permanent()). */
-static void note_fail_errno(struct shmrun_worker *w, int err)
-{
-	int32_t none = 0;
-
-	if (err < 0)
-		atomic_compare_exchange_strong_explicit(&w->stats->fail_errno, &none, -err,
-							memory_order_relaxed, memory_order_relaxed);
-}
-
-/* The whole first error of a quiet task (prepare, in the launcher): stats->error may cut it. */
-static char *quiet_error;
-
-static void task_verror(struct shmrun_task *t, const char *fmt, va_list ap)
-{
-	char *msg = NULL; /* whole: shmrun_log() cuts the middle of a very long line */
-
-	if (vasprintf(&msg, fmt, ap) < 0)
-		msg = NULL;
-	if (!msg)
-		msg = strdup(fmt);
-	if (!msg)
-		return;
-	if (t->w) {
-		/* the summary in shared memory may be cut short; the log line is whole */
-		if (!t->w->failed && t->w->stats) {
-			char *full = NULL;
-
-			/* cut in the middle: the end says what to do */
-			if (asprintf(&full, "stage '%s' [%u]: %s", t->stage->name, t->instance,
-				     msg) >= 0) {
-				shmrun_fit_middle(t->w->stats->error, sizeof(t->w->stats->error),
-						  full);
-				free(full);
-			}
-		}
-		t->w->failed = true;
-		if (t->w->quiet) {
-			if (!quiet_error &&
-			    asprintf(&quiet_error, "stage '%s' [%u]: %s", t->stage->name,
-				     t->instance, msg) < 0)
-				quiet_error = NULL;
-			free(msg);
-			return; /* the caller reports it (prepare) */
-		}
-	}
-	shmrun_log(SHMRUN_LOG_ERROR, "stage '%s' [%u]: %s", t->stage->name, t->instance, msg);
-	free(msg);
-}
-
-/* Log @fmt at @level tagged with the stage and instance, never cut at the end. */
-static void task_vlog(struct shmrun_task *t, enum shmrun_log_level level, const char *fmt,
-		      va_list ap)
-{
-	char *msg = NULL;
-
-	if (vasprintf(&msg, fmt, ap) < 0)
-		return;
-	shmrun_log(level, "stage '%s' [%u]: %s", t->stage->name, t->instance, msg);
-	free(msg);
-}
-
-void shmrun_task_error(struct shmrun_task *t, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	task_verror(t, fmt, ap);
-	va_end(ap);
-}
-
-void shmrun_task_log(struct shmrun_task *t, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	task_vlog(t, SHMRUN_LOG_INFO, fmt, ap);
-	va_end(ap);
-}
-
-const char *shmrun_task_conf_dir(const struct shmrun_task *t)
-{
-	return t->w && t->w->plan && t->w->plan->job ? t->w->plan->job->conf_dir : NULL;
-}
-
-void shmrun_task_warn(struct shmrun_task *t, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	task_vlog(t, SHMRUN_LOG_WARN, fmt, ap);
-	va_end(ap);
-}
-
-void shmrun_task_count(struct shmrun_task *t, enum shmrun_counter counter, uint64_t n)
-{
-	if (counter == SHMRUN_COUNT_RECORDS_IN)
-		t->records_in += n;
-	else if (counter == SHMRUN_COUNT_RECORDS_OUT)
-		t->records_out += n;
-}
-
-void *shmrun_keyed_state(struct shmrun_task *t, const void *key, uint32_t key_len,
-			 uint32_t value_bytes, bool create)
-{
-	uint64_t h = key == t->cur_key && key_len == t->cur_key_len ? t->cur_hash
-								     : XXH3_64bits(key, key_len);
-	int err;
-	void *v = shmrun_kv_get(&t->kv, shmrun_placement_vnode_of_hash(h, t->vnodes), h, key, key_len, value_bytes,
-				create, &err);
-
-	if (!v && err == -ENOMEM)
-		shmrun_task_error(t, "out of memory for key-bound state (%" PRIu64 " keys, %" PRIu64
-				     " bytes)", t->kv.keys, t->kv.bytes);
-	else if (!v && err)
-		shmrun_task_error(t, "key-bound state used with %u-byte values after %u-byte ones",
-				  value_bytes, t->kv.value_bytes);
-	return v;
-}
-
-int shmrun_keyed_state_foreach(struct shmrun_task *t,
-			       int (*fn)(void *arg, const void *key, uint32_t key_len,
-					 void *value),
-			       void *arg)
-{
-	return shmrun_kv_foreach(&t->kv, fn, arg);
-}
-
-uint64_t shmrun_keyed_state_keys(const struct shmrun_task *t)
-{
-	return t->kv.keys;
-}
-
-/* ---- channels ------------------------------------------------------------ */
-
-/* A frame's payload in up to four pieces (record header, time, key, value). */
-struct pieces {
-	const void *p[4];
-	uint32_t n[4];
-	uint32_t total;
-	uint16_t flags; /* frame flags */
-};
-
-static void copy_pieces(unsigned char *dst, const struct pieces *pc)
-{
-	for (int i = 0; i < 4; i++)
-		if (pc->n[i]) {
-			memcpy(dst, pc->p[i], pc->n[i]);
-			dst += pc->n[i];
-		}
-}
-
-static bool chan_backlogged(const struct chan_out *c)
-{
-	return c->ovf_off < c->ovf_len;
-}
-
-static int ovf_append(struct chan_out *c, uint16_t kind, const struct pieces *pc)
-{
-	size_t need = 8 + (((size_t)pc->total + 7) & ~(size_t)7);
-
-	if (c->ovf_off == c->ovf_len)
-		c->ovf_off = c->ovf_len = 0;
-	if (c->ovf_len + need > c->ovf_cap && c->ovf_off > 0) {
-		memmove(c->ovf, c->ovf + c->ovf_off, c->ovf_len - c->ovf_off);
-		c->ovf_len -= c->ovf_off;
-		c->ovf_off = 0;
-	}
-	if (c->ovf_len + need > c->ovf_cap) {
-		size_t cap = c->ovf_cap ? c->ovf_cap : 65536;
-		unsigned char *n;
-
-		while (c->ovf_len + need > cap)
-			cap *= 2;
-		n = realloc(c->ovf, cap);
-		if (!n)
-			return -ENOMEM;
-		c->ovf = n;
-		c->ovf_cap = cap;
-	}
-	if (c->ovf_off == c->ovf_len)
-		c->w->backlogged++; /* this channel becomes backlogged */
-	memcpy(c->ovf + c->ovf_len, &pc->total, 4);
-	memcpy(c->ovf + c->ovf_len + 4, &kind, 2);
-	memcpy(c->ovf + c->ovf_len + 6, &pc->flags, 2);
-	copy_pieces(c->ovf + c->ovf_len + 8, pc);
-	c->ovf_len += need;
-	return 0;
-}
-
-/* Write one frame, or queue it behind a full ring (never waits). */
-static int chan_put(struct chan_out *c, uint16_t kind, const struct pieces *pc)
-{
-	struct shmrun_frame *f;
-	int err;
-
-	if (!chan_backlogged(c)) {
-		err = shmrun_ring_reserve(&c->ring, pc->total, &f);
-		if (err == 0) {
-			f->kind = kind;
-			f->flags = pc->flags;
-			f->src_task = c->src_task;
-			f->dst_task = c->dst_task;
-			copy_pieces(f->payload, pc);
-			return shmrun_ring_commit(&c->ring, f);
-		}
-		if (err != -EAGAIN)
-			return err;
-	}
-	return ovf_append(c, kind, pc);
-}
-
-/* Move queued frames into the ring while they fit. Return: frames moved. */
-static uint32_t chan_drain(struct chan_out *c)
-{
-	uint32_t moved = 0;
-
-	while (chan_backlogged(c)) {
-		unsigned char *p = c->ovf + c->ovf_off;
-		struct shmrun_frame *f;
-		uint32_t len;
-		uint16_t kind, flags;
-
-		memcpy(&len, p, 4);
-		memcpy(&kind, p + 4, 2);
-		memcpy(&flags, p + 6, 2);
-		if (shmrun_ring_reserve(&c->ring, len, &f) != 0)
-			break;
-		f->kind = kind;
-		f->flags = flags;
-		f->src_task = c->src_task;
-		f->dst_task = c->dst_task;
-		memcpy(f->payload, p + 8, len);
-		shmrun_ring_commit(&c->ring, f);
-		c->ovf_off += 8 + (((size_t)len + 7) & ~(size_t)7);
-		moved++;
-	}
-	if (moved && !chan_backlogged(c))
-		c->w->backlogged--;
-	return moved;
 }
 
 /* Whether @t (or a forward successor) has output queued behind a full ring. */
@@ -452,50 +140,6 @@ int shmrun_emit(struct shmrun_task *t, const struct shmrun_record *rec)
 }
 
 /*
- * A DATA frame of @rec on channel @c: written straight into the ring in the
- * common case (fixed-size copies the compiler inlines), queued behind a full
- * or already backlogged ring otherwise. @total fits the ring (checked).
- */
-static int put_record(struct chan_out *c, const unsigned char *hdr,
-		      const struct shmrun_record *rec, bool timed, uint32_t total)
-{
-	struct shmrun_frame *f;
-
-	if (__builtin_expect(!chan_backlogged(c), 1) &&
-	    shmrun_ring_reserve(&c->ring, total, &f) == 0) {
-		unsigned char *p = f->payload;
-
-		f->kind = SHMRUN_FRAME_DATA;
-		f->flags = timed ? REC_TIMED : 0;
-		f->src_task = c->src_task;
-		f->dst_task = c->dst_task;
-		memcpy(p, hdr, REC_HDR);
-		p += REC_HDR;
-		if (timed) {
-			memcpy(p, &rec->event_time_ns, 8);
-			p += 8;
-		}
-		if (rec->key_len) {
-			memcpy(p, rec->key, rec->key_len);
-			p += rec->key_len;
-		}
-		if (rec->value_len)
-			memcpy(p, rec->value, rec->value_len);
-		return shmrun_ring_commit(&c->ring, f);
-	}
-	{
-		struct pieces pc = {
-			.p = {hdr, &rec->event_time_ns, rec->key, rec->value},
-			.n = {REC_HDR, timed ? 8 : 0, rec->key_len, rec->value_len},
-			.total = total,
-			.flags = timed ? REC_TIMED : 0,
-		};
-
-		return ovf_append(c, SHMRUN_FRAME_DATA, &pc);
-	}
-}
-
-/*
  * Say why @rec (@total bytes with its framing) does not fit @e's rings, and
  * what to do that is true: the smallest ring_bytes that would hold it, or,
  * past the largest ring, that no ring ever will (a frame is at most half a
@@ -534,7 +178,7 @@ static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)
 {
 	unsigned char hdr[REC_HDR];
 	bool timed = rec->event_time_ns != 0;
-	uint64_t total = (uint64_t)REC_HDR + (timed ? 8 : 0) + rec->key_len + rec->value_len;
+	uint64_t total = chan_record_bytes(rec);
 	uint64_t hash = 0;
 	bool hashed = false;
 	int err = 0;
@@ -555,9 +199,7 @@ static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)
 		}
 		if (!hashed) {
 			hash = XXH3_64bits(rec->key, rec->key_len);
-			memcpy(hdr, &rec->key_len, 4);
-			memcpy(hdr + 4, &rec->value_len, 4);
-			memcpy(hdr + 8, &hash, 8);
+			chan_record_header(hdr, rec, hash);
 			hashed = true;
 		}
 		switch (e->kind) {
@@ -576,7 +218,7 @@ static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)
 			break;
 		}
 		for (j = lo; j < hi && !err; j++)
-			err = put_record(e->chans[j], hdr, rec, timed, (uint32_t)total);
+			err = chan_put_record(e->chans[j], hdr, rec, timed, (uint32_t)total);
 		if (err)
 			shmrun_task_error(t, "cannot queue output behind a full ring: %s",
 					  strerror(-err));
@@ -644,25 +286,13 @@ static uint32_t read_channel(struct shmrun_task *t, struct chan_in *in)
 		}
 		n++;
 		if (f->kind == SHMRUN_FRAME_DATA) {
-			struct shmrun_record rec = {.event_time_ns = 0};
-			uint32_t kl, vl, hl = REC_HDR;
+			struct shmrun_record rec;
 			uint64_t hash;
 
-			memcpy(&kl, f->payload, 4);
-			memcpy(&vl, f->payload + 4, 4);
-			memcpy(&hash, f->payload + 8, 8);
-			if (f->flags & REC_TIMED) {
-				memcpy(&rec.event_time_ns, f->payload + REC_HDR, 8);
-				hl += 8;
-			}
-			if ((uint64_t)hl + kl + vl != f->len) {
+			if (chan_decode_record(f, &rec, &hash)) {
 				shmrun_task_error(t, "corrupt record frame from task %u", f->src_task);
 				break;
 			}
-			rec.key = f->payload + hl;
-			rec.key_len = kl;
-			rec.value = f->payload + hl + kl;
-			rec.value_len = vl;
 			deliver(t, &rec, hash, true);
 		} else if (f->kind == SHMRUN_FRAME_END) {
 			uint64_t e = 0;
@@ -693,66 +323,6 @@ static uint32_t read_channel(struct shmrun_task *t, struct chan_in *in)
 		shmrun_ring_release(&in->ring, f);
 	}
 	return n;
-}
-
-/* ---- checkpoints -------------------------------------------------------------- */
-
-int shmrun_pw_add(struct shmrun_task *t, const void *entry, uint32_t len)
-{
-	size_t need = 4 + (size_t)len;
-
-	if (!t->in_snapshot)
-		return -EINVAL;
-	if (t->pw_len + need > t->pw_cap) {
-		size_t cap = t->pw_cap ? t->pw_cap : 256;
-		unsigned char *n;
-
-		while (t->pw_len + need > cap)
-			cap *= 2;
-		n = realloc(t->pw, cap);
-		if (!n)
-			return -ENOMEM;
-		t->pw = n;
-		t->pw_cap = cap;
-	}
-	memcpy(t->pw + t->pw_len, &len, 4);
-	if (len)
-		memcpy(t->pw + t->pw_len + 4, entry, len);
-	t->pw_len += need;
-	t->pw_n++;
-	return 0;
-}
-
-int shmrun_task_sync_fd(struct shmrun_task *t, int fd)
-{
-	if (!t->in_snapshot)
-		return -EINVAL;
-	if (t->nsync == t->sync_cap) {
-		uint32_t cap = t->sync_cap ? t->sync_cap * 2 : 4;
-		int *n = realloc(t->sync_fds, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		t->sync_fds = n;
-		t->sync_cap = cap;
-	}
-	t->sync_fds[t->nsync++] = fd;
-	return 0;
-}
-
-bool shmrun_task_checkpointing(const struct shmrun_task *t)
-{
-	return t->w && t->w->checkpointing;
-}
-
-uint64_t shmrun_task_restored_epoch(const struct shmrun_task *t)
-{
-	return t->w && t->w->ctl ? t->w->ctl->restored_epoch : 0;
-}
-
-bool shmrun_task_restoring(const struct shmrun_task *t)
-{
-	return t->restoring;
 }
 
 /*
@@ -1448,7 +1018,7 @@ static int setup(struct shmrun_worker *w)
 				goto out;
 			o->src_task = ch->src_task;
 			o->dst_task = ch->dst_task;
-			o->w = w;
+			o->backlogged = &w->backlogged;
 			shmrun_ring_set_wake_bell(
 				&o->ring, &w->all_stats[p->tasks[ch->dst_task].worker].bell);
 		}
@@ -1956,126 +1526,5 @@ done:
 	publish_stats(&w);
 	err = w.failed ? 1 : *stop ? 3 : 0;
 	teardown(&w);
-	return err;
-}
-
-/* ---- prepare (launcher side) ---------------------------------------------- */
-
-/* STREAM_RESET_STATE asks for a fresh start (the launcher's reading of it). */
-static bool reset_state_requested(void)
-{
-	const char *v = getenv("STREAM_RESET_STATE");
-
-	return v && (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes"));
-}
-
-/*
- * Offer every per-worker entry of @t's stage in the checkpoint this run will
- * restore to the operator's check_restore(), before anything starts. The
- * checkpoint is the newest whose MANIFEST parses and fits this topology (as
- * the launcher will pick unless a state file is damaged: then this check is
- * skipped for the stage, and the restore reports what it finds). Return: 0,
- * or the operator's negative errno (reason in stats->error).
- */
-static int prepare_restore_check(const struct shmrun_plan *plan, uint32_t stage,
-				 struct shmrun_task *t)
-{
-	const struct shmrun_job *job = plan->job;
-	struct shmrun_manifest m = {0};
-	struct shmrun_control ctl = {0};
-	uint64_t *epochs = NULL;
-	char path[PATH_MAX], why[256];
-	int n, dirfd = -1, err = 0;
-	bool have = false;
-
-	if (!job->checkpoint_dir || !t->op->check_restore || reset_state_requested())
-		return 0;
-	n = shmrun_ckpt_list(job->checkpoint_dir, &epochs);
-	for (int i = 0; i < n && !have; i++)
-		if (shmrun_ckpt_read_manifest(job->checkpoint_dir, epochs[i], &m, why,
-					      sizeof(why)) == 0) {
-			have = true;
-			ctl.restored_epoch = epochs[i];
-		}
-	if (n >= 0)
-		free(epochs);
-	if (!have)
-		return 0;
-	if (shmrun_ckpt_check_topology(&m, job, why, sizeof(why)) != 0)
-		goto out; /* refused (or rescaled) by the launcher later */
-	shmrun_ckpt_path(job->checkpoint_dir, ctl.restored_epoch, path, sizeof(path));
-	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	t->w->ctl = &ctl;
-	for (uint32_t i = 0; dirfd >= 0 && i < job->stages[stage].width && !err; i++) {
-		struct shmrun_state_view view = {0};
-		const struct shmrun_manifest_file *f = NULL;
-		unsigned char *data = NULL, *p;
-		char name[160];
-		size_t len;
-
-		t->id = plan->stage_task0[stage] + i;
-		t->instance = i;
-		shmrun_ckpt_file_name(plan, t->id, name, sizeof(name));
-		for (uint32_t k = 0; k < m.nfiles; k++)
-			if (strcmp(m.files[k].name, name) == 0)
-				f = &m.files[k];
-		if (!f || shmrun_ckpt_read_file(dirfd, name, f->size, f->xxh64, (void **)&data, &len,
-						why, sizeof(why)))
-			break; /* damaged: the restore skips or reports it */
-		if (shmrun_state_parse(data, len, &view) == 0 && view.epoch != 0) {
-			t->restoring = true;
-			p = (unsigned char *)view.pw;
-			for (uint64_t k = 0; k < view.npw && !err; k++) {
-				uint32_t el;
-
-				memcpy(&el, p, 4);
-				err = t->op->check_restore(t, p + 4, el);
-				p += 4 + el;
-			}
-		}
-		shmrun_state_view_free(&view);
-		free(data);
-	}
-	t->w->ctl = NULL;
-	t->id = plan->stage_task0[stage];
-	t->instance = 0;
-	t->restoring = false;
-out:
-	if (dirfd >= 0)
-		close(dirfd);
-	shmrun_manifest_free(&m);
-	return err;
-}
-
-int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, char *msg,
-			      size_t msglen)
-{
-	const struct shmrun_job *job = plan->job;
-	struct shmrun_worker_stats stats;
-	struct shmrun_worker w = {.plan = plan, .stats = &stats, .quiet = true,
-				  .checkpointing = job->checkpoint_dir != NULL};
-
-	struct shmrun_task t = {
-		.id = plan->stage_task0[stage],
-		.stage = &job->stages[stage],
-		.op = job->stages[stage].op,
-		.width = job->stages[stage].width,
-		.vnodes = job->vnodes,
-		.w = &w,
-	};
-	int err;
-
-	memset(&stats, 0, sizeof(stats));
-	free(quiet_error);
-	quiet_error = NULL;
-	err = t.op->prepare ? t.op->prepare(&t) : 0;
-	if (!err)
-		err = prepare_restore_check(plan, stage, &t);
-	if (err) /* too long for @msg: its middle goes, never its end */
-		shmrun_fit_middle(msg, msglen,
-				  quiet_error ? quiet_error
-				  : stats.error[0] ? stats.error : strerror(-err));
-	free(quiet_error);
-	quiet_error = NULL;
 	return err;
 }

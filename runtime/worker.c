@@ -998,7 +998,9 @@ static int setup(struct shmrun_worker *w)
 			t->vnode_hi = pt->vnode_hi;
 			t->w = w;
 			/* looked up once: source_budget() runs every loop turn */
-			t->rate = shmrun_task_param_u64(t, "rate", 0);
+			t->rate = t->op->pacing_param
+					  ? shmrun_task_param_u64(t, t->op->pacing_param, 0)
+					  : 0;
 			t->rate_slot = &w->slots[p->stage_task0[s]];
 			if (shmrun_kv_init(&t->kv, job->vnodes))
 				goto out;

@@ -1,22 +1,35 @@
 /*
- * runtime/worker.c: the single-threaded loop of one worker process, and the
- * operator API's task functions.
+ * runtime/worker.c: the single-threaded loop of one worker process.
  *
  * What it is for. A worker runs every task the plan placed on it, on one
  * thread, with no locks: forward edges are direct calls (operator chaining),
  * every other edge is a channel, one SPSC ring per (sender, receiver) pair.
+ * This file is the loop and its phases, as libuv's uv_run() calls one
+ * function per phase; the rooms around it:
  *
- * The loop:
+ *     channel.h/.c   a channel's ends, the record frame, the overflow queue
+ *     task.h/.c      struct shmrun_task and the operator API's task functions
+ *     pace.h/.c      records per second for a paced source's stage
+ *     prepare.c      a stage's checks in the launcher, before any worker
+ *     checkpoint.c   the coordinator (worker 0) and the run's control area
  *
+ * The loop (shmrun_worker_run(), one turn = step()):
+ *
+ *     setup(): tasks in topological order, rings attached, wire_task()
+ *     open every task, hand it its restored per-worker entries
  *     for (;;) {
  *         drain overflows into their rings            (frames that found a ring full)
  *         for each task, downstream first:
- *             source: produce() a budget of records    unless parked
- *             others: read a budget of frames from each open input ring, unless parked
+ *             source: barrier of a new epoch, then produce() a budget of
+ *                     records (paced: its stage's tokens)  unless parked
+ *             others: read a budget of frames from each open input ring,
+ *                     unless parked or held for barrier alignment
  *         publish every ring with pending commits      (one release store per ring)
+ *         checkpoints: commit complete epochs; worker 0 coordinates
  *         all tasks ended and nothing pending -> exit
- *         no progress -> idle (spin, then back off)
+ *         no progress -> flush held output, idle (spin, then sleep on the bell)
  *     }
+ *     wait for snapshot writers, publish stats, close every task
  *
  * Never blocking on a full ring (docs/design.md §5). Two workers that each block
  * writing into the other's full ring while neither drains its own inbound ring
@@ -28,21 +41,42 @@
  * reading other rings and running other tasks; the graph is acyclic, so the
  * most downstream tasks can always progress, and so, in turn, can everyone.
  *
- * Record encoding in a DATA frame's payload (host byte order, the same host):
- *
- *     [u32 key_len][u32 value_len][u64 key hash][i64 event_time_ns]?[key][value]
- *
- * The event time is present only when non-zero (frame flag REC_TIMED). The key
- * hash (XXH3-64 of the key, which picked the vnode and so the receiver) travels
- * along so the receiver's key-bound state does not hash the key again.
- *
  * A record larger than the ring's largest frame is rejected with an error
  * naming the stage and the size (no fragmentation: docs/topology.md says how
- * to raise ring_bytes).
+ * to raise ring_bytes). The frame's encoding is channel.h's.
+ *
+ * Barrier alignment (docs/design.md §6). A barrier(e) arriving on one input
+ * holds that input (chan_in.held; a forward input parks its upstream through
+ * fwd_held) until it has arrived on every input still open; then the task
+ * snapshots (op->snapshot() and a forked writer of its state file) and sends
+ * barrier(e) on, before any record that came after it on any input. A newer
+ * epoch's barrier, or the abort of e, drops the alignment.
  *
  * End of input: a task whose inputs have all ended calls end_of_input(), then
  * sends an END frame on each of its output channels and ends its forward
  * successors in turn. A consumer counts END frames, one per input channel.
+ * With checkpoints, END carries the final epoch and is that epoch's barrier.
+ *
+ * Invariants:
+ * - one thread: every field of the worker and its tasks is this thread's;
+ *   the shared control area and the rings are reached only through atomics
+ *   whose pairs are named where they are used;
+ * - a channel's frames arrive in the order they were put (the overflow
+ *   queue keeps order), and nothing a task emitted after a barrier or END
+ *   goes out before it;
+ * - the worker exits only once every task ended, every queued frame was
+ *   published and, with checkpoints, the final epoch is committed.
+ *
+ * Designs rejected:
+ * - a thread per task or per stage: cross-thread handoff costs more than the
+ *   work of a typical operator, and locks or more rings would be needed
+ *   where a direct call does today;
+ * - reading inputs round-robin upstream first: rings fill faster than they
+ *   drain; downstream first empties them before sources fill them again;
+ * - blocking on a full ring or busy-retrying it (deadlock, or a core burnt
+ *   while another task could run): the overflow queue and parking instead;
+ * - looking at the clock every turn: an unpaced source reads none, flushing
+ *   looks every FLUSH_CLOCK_TURNS turns.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -64,11 +98,11 @@
 #include "channel.h"
 #include "ckpt_io.h"
 #include "clock.h"
+#include "pace.h"
 #include "shmrun/placement.h"
 #include "task.h"
 #include "worker.h"
 
-#define PRODUCE_BUDGET 256u
 #define READ_BUDGET 256u
 
 static void cpu_relax(void)
@@ -1079,84 +1113,6 @@ static void teardown(struct shmrun_worker *w)
 	free(w->co.beats);
 }
 
-/* ---- the loop --------------------------------------------------------------- */
-
-/*
- * Rate limits. A stage's `rate` key is records per second for the whole
- * stage, whatever its width and however its pieces fell: every instance, on
- * any worker, takes tokens from one counter in the slot of the stage's
- * instance 0 in the shared control area. Since the stage's first token
- * (rate_start_ns), (now - start) * rate + 1 tokens are due; an instance
- * takes up to PRODUCE_BUDGET of those not yet taken, and gives back what
- * produce() did not use, so an instance that has finished (or is parked)
- * leaves the whole rate to the others, and a stage behind (parked, or
- * starting) catches up in PRODUCE_BUDGET steps. The counter lives as long as
- * the run's control area: a restart starts the pace again.
- */
-
-/* Tokens due for @t's stage at @now since its first one (at least 1). */
-static uint64_t rate_due(const struct shmrun_task *t, int64_t start, int64_t now)
-{
-	double due = (double)(now - start) * (double)t->rate / 1e9 + 1;
-
-	return due < 1e18 ? (uint64_t)due : (uint64_t)1e18;
-}
-
-/* How many records source @t may produce now (tokens taken: see rate_return()). */
-static int source_budget(struct shmrun_task *t, int64_t now)
-{
-	struct shmrun_task_slot *rs = t->rate_slot;
-	int64_t start, zero = 0;
-	uint64_t due, taken, k;
-
-	if (!t->rate)
-		return (int)PRODUCE_BUDGET;
-	start = atomic_load_explicit(&rs->rate_start_ns, memory_order_relaxed);
-	if (!start) {
-		/* relaxed: the first instance of the stage to produce starts the pace */
-		if (atomic_compare_exchange_strong_explicit(&rs->rate_start_ns, &zero, now,
-							    memory_order_relaxed,
-							    memory_order_relaxed))
-			start = now;
-		else
-			start = zero;
-	}
-	due = rate_due(t, start, now);
-	taken = atomic_load_explicit(&rs->rate_taken, memory_order_relaxed);
-	do {
-		if (taken >= due)
-			return 0;
-		k = due - taken < PRODUCE_BUDGET ? due - taken : PRODUCE_BUDGET;
-	} while (!atomic_compare_exchange_weak_explicit(&rs->rate_taken, &taken, taken + k,
-							memory_order_relaxed, memory_order_relaxed));
-	return (int)k;
-}
-
-/* Give back the tokens of @t's budget @took that produce() did not use (@used). */
-static void rate_return(struct shmrun_task *t, uint64_t took, uint64_t used)
-{
-	if (t->rate && used < took)
-		atomic_fetch_sub_explicit(&t->rate_slot->rate_taken, took - used,
-					  memory_order_relaxed);
-}
-
-/* ns from @now until rate-limited source @t's next token is due; 0 if due now. */
-static int64_t rate_wait_ns(const struct shmrun_task *t, int64_t now)
-{
-	const struct shmrun_task_slot *rs = t->rate_slot;
-	int64_t start = atomic_load_explicit(&rs->rate_start_ns, memory_order_relaxed);
-	uint64_t taken = atomic_load_explicit(&rs->rate_taken, memory_order_relaxed);
-	double at;
-
-	if (!start)
-		return 0;
-	/* token taken + 1 is due once (now - start) * rate / 1e9 + 1 >= taken + 1 */
-	at = (double)start + (double)taken * 1e9 / (double)t->rate - (double)now;
-	if (at <= 0)
-		return 0;
-	return at < 1e10 ? (int64_t)at + 1 : (int64_t)10000000000; /* at most 10 s */
-}
-
 /* ---- flushing held output (op->flush) ------------------------------------- */
 
 #define FLUSH_DEFAULT_NS 100000000 /* flush_interval of an operator that declares none */
@@ -1214,6 +1170,8 @@ static void flush_tasks(struct shmrun_worker *w, bool due_only)
 		if (w->tasks[x].op->flush && (!due_only || now >= w->tasks[x].flush_due_ns))
 			flush_task(&w->tasks[x], now);
 }
+
+/* ---- the loop --------------------------------------------------------------- */
 
 static uint32_t step(struct shmrun_worker *w)
 {

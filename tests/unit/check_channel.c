@@ -149,12 +149,12 @@ START_TEST(record_round_trips)
 {
 	struct tc c;
 	const struct shmrun_record recs[] = {
-		{.key = NULL, .key_len = 0, .value = NULL, .value_len = 0},
-		{.key = "k", .key_len = 1, .value = NULL, .value_len = 0},
-		{.key = NULL, .key_len = 0, .value = "value", .value_len = 5},
-		{.key = "word", .key_len = 4, .value = "1", .value_len = 1},
-		{.key = "word", .key_len = 4, .value = "1", .value_len = 1, .event_time_ns = 123456789},
-		{.key = NULL, .key_len = 0, .value = NULL, .value_len = 0, .event_time_ns = -1},
+	    {.key = NULL, .key_len = 0, .value = NULL, .value_len = 0},
+	    {.key = "k", .key_len = 1, .value = NULL, .value_len = 0},
+	    {.key = NULL, .key_len = 0, .value = "value", .value_len = 5},
+	    {.key = "word", .key_len = 4, .value = "1", .value_len = 1},
+	    {.key = "word", .key_len = 4, .value = "1", .value_len = 1, .event_time_ns = 123456789},
+	    {.key = NULL, .key_len = 0, .value = NULL, .value_len = 0, .event_time_ns = -1},
 	};
 
 	tc_open(&c);
@@ -194,10 +194,15 @@ START_TEST(largest_record)
 	for (uint32_t i = 0; i < max; i++)
 		buf[i] = (unsigned char)(i * 31 + 7);
 	{
-		struct shmrun_record untimed = {.key = buf, .key_len = 100, .value = buf + 100,
+		struct shmrun_record untimed = {.key = buf,
+						.key_len = 100,
+						.value = buf + 100,
 						.value_len = max - REC_HDR - 100};
-		struct shmrun_record timed = {.key = buf, .key_len = 0, .value = buf,
-					      .value_len = max - REC_HDR - 8, .event_time_ns = 42};
+		struct shmrun_record timed = {.key = buf,
+					      .key_len = 0,
+					      .value = buf,
+					      .value_len = max - REC_HDR - 8,
+					      .event_time_ns = 42};
 		struct shmrun_record key_only = {.key = buf, .key_len = max - REC_HDR};
 
 		ck_assert_uint_eq(chan_record_bytes(&untimed), max);
@@ -443,8 +448,7 @@ START_TEST(zero_cases)
 	ck_assert_ptr_null(next_frame(&c));
 	ck_assert_ptr_null(c.out.ovf);
 	/* a zero-byte frame through chan_put() */
-	ck_assert_int_eq(chan_put(&c.out, SHMRUN_FRAME_WATERMARK, &(struct pieces){.total = 0}),
-			 0);
+	ck_assert_int_eq(chan_put(&c.out, SHMRUN_FRAME_WATERMARK, &(struct pieces){.total = 0}), 0);
 	{
 		const struct shmrun_frame *f = next_frame(&c);
 

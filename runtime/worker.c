@@ -10,6 +10,7 @@
  *     channel.h/.c   a channel's ends, the record frame, the overflow queue
  *     task.h/.c      struct shmrun_task and the operator API's task functions
  *     pace.h/.c      records per second for a paced source's stage
+ *     flush.h/.c     the flush phase: operators that hold output back
  *     prepare.c      a stage's checks in the launcher, before any worker
  *     checkpoint.c   the coordinator (worker 0) and the run's control area
  *
@@ -98,6 +99,7 @@
 #include "channel.h"
 #include "ckpt_io.h"
 #include "clock.h"
+#include "flush.h"
 #include "pace.h"
 #include "shmrun/placement.h"
 #include "task.h"
@@ -1111,64 +1113,6 @@ static void teardown(struct shmrun_worker *w)
 	free(w->children);
 	free(w->co.pw_history);
 	free(w->co.beats);
-}
-
-/* ---- flushing held output (op->flush) ------------------------------------- */
-
-#define FLUSH_DEFAULT_NS 100000000 /* flush_interval of an operator that declares none */
-#define FLUSH_CLOCK_TURNS 64u      /* loop turns between two looks at the clock */
-
-/*
- * Ask @t to write out what it holds. @now (non-zero: a flush by the clock)
- * sets the next one due flush_interval later.
- */
-static void flush_task(struct shmrun_task *t, int64_t now)
-{
-	int err;
-
-	if (now)
-		t->flush_due_ns = now + t->flush_every_ns;
-	if (!t->op->flush || !t->opened || t->ended || t->w->failed)
-		return;
-	err = t->op->flush(t, t->state);
-	if (err && !t->w->failed)
-		shmrun_task_error(t, "flush failed: %s", strerror(-err));
-	if (err)
-		note_fail_errno(t->w, err);
-}
-
-/* Once, after open(): each flushing task's interval and first deadline. */
-static void flush_setup(struct shmrun_worker *w)
-{
-	int64_t now = now_ns();
-
-	for (uint32_t x = 0; x < w->ntasks; x++) {
-		struct shmrun_task *t = &w->tasks[x];
-
-		if (!t->op->flush)
-			continue;
-		t->flush_every_ns = (int64_t)shmrun_task_param_u64(t, "flush_interval",
-								   FLUSH_DEFAULT_NS);
-		t->flush_due_ns = now + t->flush_every_ns;
-		w->nflush++;
-	}
-}
-
-/*
- * Every task with op->flush: now (@due_only false: the worker is idle or
- * stopping), or those whose flush_interval has passed (@due_only: a busy
- * worker, every FLUSH_CLOCK_TURNS loop turns).
- */
-static void flush_tasks(struct shmrun_worker *w, bool due_only)
-{
-	int64_t now;
-
-	if (!w->nflush || (due_only && ++w->flush_turns % FLUSH_CLOCK_TURNS))
-		return;
-	now = due_only ? now_ns() : 0;
-	for (uint32_t x = 0; x < w->ntasks; x++)
-		if (w->tasks[x].op->flush && (!due_only || now >= w->tasks[x].flush_due_ns))
-			flush_task(&w->tasks[x], now);
 }
 
 /* ---- the loop --------------------------------------------------------------- */

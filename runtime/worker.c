@@ -1,22 +1,36 @@
 /*
- * runtime/worker.c: the single-threaded loop of one worker process, and the
- * operator API's task functions.
+ * runtime/worker.c: the single-threaded loop of one worker process.
  *
  * What it is for. A worker runs every task the plan placed on it, on one
  * thread, with no locks: forward edges are direct calls (operator chaining),
  * every other edge is a channel, one SPSC ring per (sender, receiver) pair.
+ * This file is the loop and its phases, as libuv's uv_run() calls one
+ * function per phase; the rooms around it:
  *
- * The loop:
+ *     channel.h/.c   a channel's ends, the record frame, the overflow queue
+ *     task.h/.c      struct shmrun_task and the operator API's task functions
+ *     pace.h/.c      records per second for a paced source's stage
+ *     flush.h/.c     the flush phase: operators that hold output back
+ *     prepare.c      a stage's checks in the launcher, before any worker
+ *     checkpoint.c   the coordinator (worker 0) and the run's control area
  *
+ * The loop (shmrun_worker_run(), one turn = step()):
+ *
+ *     setup(): tasks in topological order, rings attached, wire_task()
+ *     open every task, hand it its restored per-worker entries
  *     for (;;) {
  *         drain overflows into their rings            (frames that found a ring full)
  *         for each task, downstream first:
- *             source: produce() a budget of records    unless parked
- *             others: read a budget of frames from each open input ring, unless parked
+ *             source: barrier of a new epoch, then produce() a budget of
+ *                     records (paced: its stage's tokens)  unless parked
+ *             others: read a budget of frames from each open input ring,
+ *                     unless parked or held for barrier alignment
  *         publish every ring with pending commits      (one release store per ring)
+ *         checkpoints: commit complete epochs; worker 0 coordinates
  *         all tasks ended and nothing pending -> exit
- *         no progress -> idle (spin, then back off)
+ *         no progress -> flush held output, idle (spin, then sleep on the bell)
  *     }
+ *     wait for snapshot writers, publish stats, close every task
  *
  * Never blocking on a full ring (docs/design.md §5). Two workers that each block
  * writing into the other's full ring while neither drains its own inbound ring
@@ -28,21 +42,42 @@
  * reading other rings and running other tasks; the graph is acyclic, so the
  * most downstream tasks can always progress, and so, in turn, can everyone.
  *
- * Record encoding in a DATA frame's payload (host byte order, the same host):
- *
- *     [u32 key_len][u32 value_len][u64 key hash][i64 event_time_ns]?[key][value]
- *
- * The event time is present only when non-zero (frame flag REC_TIMED). The key
- * hash (XXH3-64 of the key, which picked the vnode and so the receiver) travels
- * along so the receiver's key-bound state does not hash the key again.
- *
  * A record larger than the ring's largest frame is rejected with an error
  * naming the stage and the size (no fragmentation: docs/topology.md says how
- * to raise ring_bytes).
+ * to raise ring_bytes). The frame's encoding is channel.h's.
+ *
+ * Barrier alignment (docs/design.md §6). A barrier(e) arriving on one input
+ * holds that input (chan_in.held; a forward input parks its upstream through
+ * fwd_held) until it has arrived on every input still open; then the task
+ * snapshots (op->snapshot() and a forked writer of its state file) and sends
+ * barrier(e) on, before any record that came after it on any input. A newer
+ * epoch's barrier, or the abort of e, drops the alignment.
  *
  * End of input: a task whose inputs have all ended calls end_of_input(), then
  * sends an END frame on each of its output channels and ends its forward
  * successors in turn. A consumer counts END frames, one per input channel.
+ * With checkpoints, END carries the final epoch and is that epoch's barrier.
+ *
+ * Invariants:
+ * - one thread: every field of the worker and its tasks is this thread's;
+ *   the shared control area and the rings are reached only through atomics
+ *   whose pairs are named where they are used;
+ * - a channel's frames arrive in the order they were put (the overflow
+ *   queue keeps order), and nothing a task emitted after a barrier or END
+ *   goes out before it;
+ * - the worker exits only once every task ended, every queued frame was
+ *   published and, with checkpoints, the final epoch is committed.
+ *
+ * Designs rejected:
+ * - a thread per task or per stage: cross-thread handoff costs more than the
+ *   work of a typical operator, and locks or more rings would be needed
+ *   where a direct call does today;
+ * - reading inputs round-robin upstream first: rings fill faster than they
+ *   drain; downstream first empties them before sources fill them again;
+ * - blocking on a full ring or busy-retrying it (deadlock, or a core burnt
+ *   while another task could run): the overflow queue and parking instead;
+ * - looking at the clock every turn: an unpaced source reads none, flushing
+ *   looks every FLUSH_CLOCK_TURNS turns.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -61,17 +96,19 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "channel.h"
 #include "ckpt/ckpt_io.h"
 #include "ckpt/coordinator.h"
 #include "ckpt/manifest.h"
 #include "ckpt/snapshot.h"
 #include "ckpt/state_file.h"
+#include "util.h"
+#include "flush.h"
+#include "pace.h"
 #include "shmrun/placement.h"
+#include "task.h"
 #include "worker.h"
 
-#define REC_HDR 16u    /* record header bytes before the optional time */
-#define REC_TIMED 0x1u /* frame flag: an 8-byte event time follows the header */
-#define PRODUCE_BUDGET 256u
 #define READ_BUDGET 256u
 
 static void cpu_relax(void)
@@ -79,319 +116,6 @@ static void cpu_relax(void)
 #if defined(__x86_64__) || defined(__i386__)
 	__builtin_ia32_pause();
 #endif
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* ---- operator API: task accessors ---------------------------------------- */
-
-const char *shmrun_task_stage(const struct shmrun_task *t)
-{
-	return t->stage->name;
-}
-
-uint32_t shmrun_task_instance(const struct shmrun_task *t)
-{
-	return t->instance;
-}
-
-uint32_t shmrun_task_width(const struct shmrun_task *t)
-{
-	return t->width;
-}
-
-uint32_t shmrun_task_vnodes(const struct shmrun_task *t)
-{
-	return t->vnodes;
-}
-
-void shmrun_task_vnode_range(const struct shmrun_task *t, uint32_t *lo, uint32_t *hi)
-{
-	*lo = t->vnode_lo;
-	*hi = t->vnode_hi;
-}
-
-uint32_t shmrun_task_vnode_of(const struct shmrun_task *t, const void *key, uint32_t len)
-{
-	return shmrun_placement_vnode_of_hash(XXH3_64bits(key, len), t->vnodes);
-}
-
-static const struct shmrun_param *find_param(const struct shmrun_task *t, const char *key)
-{
-	for (uint32_t i = 0; i < t->stage->nparams; i++)
-		if (strcmp(t->stage->params[i].def->key, key) == 0)
-			return &t->stage->params[i];
-	return NULL;
-}
-
-const char *shmrun_task_param(const struct shmrun_task *t, const char *key)
-{
-	const struct shmrun_param *p = find_param(t, key);
-
-	return p ? p->value : NULL;
-}
-
-uint64_t shmrun_task_param_u64(const struct shmrun_task *t, const char *key, uint64_t def)
-{
-	const struct shmrun_param *p = find_param(t, key);
-
-	return p && p->value ? p->u64 : def;
-}
-
-bool shmrun_task_param_bool(const struct shmrun_task *t, const char *key, bool def)
-{
-	const struct shmrun_param *p = find_param(t, key);
-
-	return p && p->value ? p->u64 != 0 : def;
-}
-
-/* Keep the first errno an operator failed with, for the launcher to judge
- * whether a restart can cure it (shmrun_errno_is_permanent()). */
-void note_fail_errno(struct shmrun_worker *w, int err)
-{
-	int32_t none = 0;
-
-	if (err < 0)
-		atomic_compare_exchange_strong_explicit(&w->stats->fail_errno, &none, -err,
-							memory_order_relaxed, memory_order_relaxed);
-}
-
-/* The whole first error of a quiet task (prepare, in the launcher): stats->error may cut it. */
-static char *quiet_error;
-
-static void task_verror(struct shmrun_task *t, const char *fmt, va_list ap)
-{
-	char *msg = NULL; /* whole: shmrun_log() cuts the middle of a very long line */
-
-	if (vasprintf(&msg, fmt, ap) < 0)
-		msg = NULL;
-	if (!msg)
-		msg = strdup(fmt);
-	if (!msg)
-		return;
-	if (t->w) {
-		/* the summary in shared memory may be cut short; the log line is whole */
-		if (!t->w->failed && t->w->stats) {
-			char *full = NULL;
-
-			/* cut in the middle: the end says what to do */
-			if (asprintf(&full, "stage '%s' [%u]: %s", t->stage->name, t->instance,
-				     msg) >= 0) {
-				shmrun_fit_middle(t->w->stats->error, sizeof(t->w->stats->error),
-						  full);
-				free(full);
-			}
-		}
-		t->w->failed = true;
-		if (t->w->quiet) {
-			if (!quiet_error &&
-			    asprintf(&quiet_error, "stage '%s' [%u]: %s", t->stage->name,
-				     t->instance, msg) < 0)
-				quiet_error = NULL;
-			free(msg);
-			return; /* the caller reports it (prepare) */
-		}
-	}
-	shmrun_log(SHMRUN_LOG_ERROR, "stage '%s' [%u]: %s", t->stage->name, t->instance, msg);
-	free(msg);
-}
-
-/* Log @fmt at @level tagged with the stage and instance, never cut at the end. */
-static void task_vlog(struct shmrun_task *t, enum shmrun_log_level level, const char *fmt,
-		      va_list ap)
-{
-	char *msg = NULL;
-
-	if (vasprintf(&msg, fmt, ap) < 0)
-		return;
-	shmrun_log(level, "stage '%s' [%u]: %s", t->stage->name, t->instance, msg);
-	free(msg);
-}
-
-void shmrun_task_error(struct shmrun_task *t, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	task_verror(t, fmt, ap);
-	va_end(ap);
-}
-
-void shmrun_task_log(struct shmrun_task *t, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	task_vlog(t, SHMRUN_LOG_INFO, fmt, ap);
-	va_end(ap);
-}
-
-const char *shmrun_task_conf_dir(const struct shmrun_task *t)
-{
-	return t->w && t->w->plan && t->w->plan->job ? t->w->plan->job->conf_dir : NULL;
-}
-
-void shmrun_task_warn(struct shmrun_task *t, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	task_vlog(t, SHMRUN_LOG_WARN, fmt, ap);
-	va_end(ap);
-}
-
-void shmrun_task_count(struct shmrun_task *t, enum shmrun_counter counter, uint64_t n)
-{
-	if (counter == SHMRUN_COUNT_RECORDS_IN)
-		t->records_in += n;
-	else if (counter == SHMRUN_COUNT_RECORDS_OUT)
-		t->records_out += n;
-}
-
-void *shmrun_keyed_state(struct shmrun_task *t, const void *key, uint32_t key_len,
-			 uint32_t value_bytes, bool create)
-{
-	uint64_t h = key == t->cur_key && key_len == t->cur_key_len ? t->cur_hash
-								     : XXH3_64bits(key, key_len);
-	int err;
-	void *v = shmrun_kv_get(&t->kv, shmrun_placement_vnode_of_hash(h, t->vnodes), h, key, key_len, value_bytes,
-				create, &err);
-
-	if (!v && err == -ENOMEM)
-		shmrun_task_error(t, "out of memory for key-bound state (%" PRIu64 " keys, %" PRIu64
-				     " bytes)", t->kv.keys, t->kv.bytes);
-	else if (!v && err)
-		shmrun_task_error(t, "key-bound state used with %u-byte values after %u-byte ones",
-				  value_bytes, t->kv.value_bytes);
-	return v;
-}
-
-int shmrun_keyed_state_foreach(struct shmrun_task *t,
-			       int (*fn)(void *arg, const void *key, uint32_t key_len,
-					 void *value),
-			       void *arg)
-{
-	return shmrun_kv_foreach(&t->kv, fn, arg);
-}
-
-uint64_t shmrun_keyed_state_keys(const struct shmrun_task *t)
-{
-	return t->kv.keys;
-}
-
-/* ---- channels ------------------------------------------------------------ */
-
-/* A frame's payload in up to four pieces (record header, time, key, value). */
-struct pieces {
-	const void *p[4];
-	uint32_t n[4];
-	uint32_t total;
-	uint16_t flags; /* frame flags */
-};
-
-static void copy_pieces(unsigned char *dst, const struct pieces *pc)
-{
-	for (int i = 0; i < 4; i++)
-		if (pc->n[i]) {
-			memcpy(dst, pc->p[i], pc->n[i]);
-			dst += pc->n[i];
-		}
-}
-
-static bool chan_backlogged(const struct chan_out *c)
-{
-	return c->ovf_off < c->ovf_len;
-}
-
-static int ovf_append(struct chan_out *c, uint16_t kind, const struct pieces *pc)
-{
-	size_t need = 8 + (((size_t)pc->total + 7) & ~(size_t)7);
-
-	if (c->ovf_off == c->ovf_len)
-		c->ovf_off = c->ovf_len = 0;
-	if (c->ovf_len + need > c->ovf_cap && c->ovf_off > 0) {
-		memmove(c->ovf, c->ovf + c->ovf_off, c->ovf_len - c->ovf_off);
-		c->ovf_len -= c->ovf_off;
-		c->ovf_off = 0;
-	}
-	if (c->ovf_len + need > c->ovf_cap) {
-		size_t cap = c->ovf_cap ? c->ovf_cap : 65536;
-		unsigned char *n;
-
-		while (c->ovf_len + need > cap)
-			cap *= 2;
-		n = realloc(c->ovf, cap);
-		if (!n)
-			return -ENOMEM;
-		c->ovf = n;
-		c->ovf_cap = cap;
-	}
-	if (c->ovf_off == c->ovf_len)
-		c->w->backlogged++; /* this channel becomes backlogged */
-	memcpy(c->ovf + c->ovf_len, &pc->total, 4);
-	memcpy(c->ovf + c->ovf_len + 4, &kind, 2);
-	memcpy(c->ovf + c->ovf_len + 6, &pc->flags, 2);
-	copy_pieces(c->ovf + c->ovf_len + 8, pc);
-	c->ovf_len += need;
-	return 0;
-}
-
-/* Write one frame, or queue it behind a full ring (never waits). */
-static int chan_put(struct chan_out *c, uint16_t kind, const struct pieces *pc)
-{
-	struct shmrun_frame *f;
-	int err;
-
-	if (!chan_backlogged(c)) {
-		err = shmrun_ring_reserve(&c->ring, pc->total, &f);
-		if (err == 0) {
-			f->kind = kind;
-			f->flags = pc->flags;
-			f->src_task = c->src_task;
-			f->dst_task = c->dst_task;
-			copy_pieces(f->payload, pc);
-			return shmrun_ring_commit(&c->ring, f);
-		}
-		if (err != -EAGAIN)
-			return err;
-	}
-	return ovf_append(c, kind, pc);
-}
-
-/* Move queued frames into the ring while they fit. Return: frames moved. */
-static uint32_t chan_drain(struct chan_out *c)
-{
-	uint32_t moved = 0;
-
-	while (chan_backlogged(c)) {
-		unsigned char *p = c->ovf + c->ovf_off;
-		struct shmrun_frame *f;
-		uint32_t len;
-		uint16_t kind, flags;
-
-		memcpy(&len, p, 4);
-		memcpy(&kind, p + 4, 2);
-		memcpy(&flags, p + 6, 2);
-		if (shmrun_ring_reserve(&c->ring, len, &f) != 0)
-			break;
-		f->kind = kind;
-		f->flags = flags;
-		f->src_task = c->src_task;
-		f->dst_task = c->dst_task;
-		memcpy(f->payload, p + 8, len);
-		shmrun_ring_commit(&c->ring, f);
-		c->ovf_off += 8 + (((size_t)len + 7) & ~(size_t)7);
-		moved++;
-	}
-	if (moved && !chan_backlogged(c))
-		c->w->backlogged--;
-	return moved;
 }
 
 /* Whether @t (or a forward successor) has output queued behind a full ring. */
@@ -455,50 +179,6 @@ int shmrun_emit(struct shmrun_task *t, const struct shmrun_record *rec)
 }
 
 /*
- * A DATA frame of @rec on channel @c: written straight into the ring in the
- * common case (fixed-size copies the compiler inlines), queued behind a full
- * or already backlogged ring otherwise. @total fits the ring (checked).
- */
-static int put_record(struct chan_out *c, const unsigned char *hdr,
-		      const struct shmrun_record *rec, bool timed, uint32_t total)
-{
-	struct shmrun_frame *f;
-
-	if (__builtin_expect(!chan_backlogged(c), 1) &&
-	    shmrun_ring_reserve(&c->ring, total, &f) == 0) {
-		unsigned char *p = f->payload;
-
-		f->kind = SHMRUN_FRAME_DATA;
-		f->flags = timed ? REC_TIMED : 0;
-		f->src_task = c->src_task;
-		f->dst_task = c->dst_task;
-		memcpy(p, hdr, REC_HDR);
-		p += REC_HDR;
-		if (timed) {
-			memcpy(p, &rec->event_time_ns, 8);
-			p += 8;
-		}
-		if (rec->key_len) {
-			memcpy(p, rec->key, rec->key_len);
-			p += rec->key_len;
-		}
-		if (rec->value_len)
-			memcpy(p, rec->value, rec->value_len);
-		return shmrun_ring_commit(&c->ring, f);
-	}
-	{
-		struct pieces pc = {
-			.p = {hdr, &rec->event_time_ns, rec->key, rec->value},
-			.n = {REC_HDR, timed ? 8 : 0, rec->key_len, rec->value_len},
-			.total = total,
-			.flags = timed ? REC_TIMED : 0,
-		};
-
-		return ovf_append(c, SHMRUN_FRAME_DATA, &pc);
-	}
-}
-
-/*
  * Say why @rec (@total bytes with its framing) does not fit @e's rings, and
  * what to do that is true: the smallest ring_bytes that would hold it, or,
  * past the largest ring, that no ring ever will (a frame is at most half a
@@ -537,7 +217,7 @@ static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)
 {
 	unsigned char hdr[REC_HDR];
 	bool timed = rec->event_time_ns != 0;
-	uint64_t total = (uint64_t)REC_HDR + (timed ? 8 : 0) + rec->key_len + rec->value_len;
+	uint64_t total = chan_record_bytes(rec);
 	uint64_t hash = 0;
 	bool hashed = false;
 	int err = 0;
@@ -558,9 +238,7 @@ static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)
 		}
 		if (!hashed) {
 			hash = XXH3_64bits(rec->key, rec->key_len);
-			memcpy(hdr, &rec->key_len, 4);
-			memcpy(hdr + 4, &rec->value_len, 4);
-			memcpy(hdr + 8, &hash, 8);
+			chan_record_header(hdr, rec, hash);
 			hashed = true;
 		}
 		switch (e->kind) {
@@ -579,7 +257,7 @@ static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)
 			break;
 		}
 		for (j = lo; j < hi && !err; j++)
-			err = put_record(e->chans[j], hdr, rec, timed, (uint32_t)total);
+			err = chan_put_record(e->chans[j], hdr, rec, timed, (uint32_t)total);
 		if (err)
 			shmrun_task_error(t, "cannot queue output behind a full ring: %s",
 					  strerror(-err));
@@ -647,25 +325,13 @@ static uint32_t read_channel(struct shmrun_task *t, struct chan_in *in)
 		}
 		n++;
 		if (f->kind == SHMRUN_FRAME_DATA) {
-			struct shmrun_record rec = {.event_time_ns = 0};
-			uint32_t kl, vl, hl = REC_HDR;
+			struct shmrun_record rec;
 			uint64_t hash;
 
-			memcpy(&kl, f->payload, 4);
-			memcpy(&vl, f->payload + 4, 4);
-			memcpy(&hash, f->payload + 8, 8);
-			if (f->flags & REC_TIMED) {
-				memcpy(&rec.event_time_ns, f->payload + REC_HDR, 8);
-				hl += 8;
-			}
-			if ((uint64_t)hl + kl + vl != f->len) {
+			if (chan_decode_record(f, &rec, &hash)) {
 				shmrun_task_error(t, "corrupt record frame from task %u", f->src_task);
 				break;
 			}
-			rec.key = f->payload + hl;
-			rec.key_len = kl;
-			rec.value = f->payload + hl + kl;
-			rec.value_len = vl;
 			deliver(t, &rec, hash, true);
 		} else if (f->kind == SHMRUN_FRAME_END) {
 			uint64_t e = 0;
@@ -698,65 +364,6 @@ static uint32_t read_channel(struct shmrun_task *t, struct chan_in *in)
 	return n;
 }
 
-/* ---- checkpoints -------------------------------------------------------------- */
-
-int shmrun_pw_add(struct shmrun_task *t, const void *entry, uint32_t len)
-{
-	size_t need = 4 + (size_t)len;
-
-	if (!t->in_snapshot)
-		return -EINVAL;
-	if (t->pw_len + need > t->pw_cap) {
-		size_t cap = t->pw_cap ? t->pw_cap : 256;
-		unsigned char *n;
-
-		while (t->pw_len + need > cap)
-			cap *= 2;
-		n = realloc(t->pw, cap);
-		if (!n)
-			return -ENOMEM;
-		t->pw = n;
-		t->pw_cap = cap;
-	}
-	memcpy(t->pw + t->pw_len, &len, 4);
-	if (len)
-		memcpy(t->pw + t->pw_len + 4, entry, len);
-	t->pw_len += need;
-	t->pw_n++;
-	return 0;
-}
-
-int shmrun_task_sync_fd(struct shmrun_task *t, int fd)
-{
-	if (!t->in_snapshot)
-		return -EINVAL;
-	if (t->nsync == t->sync_cap) {
-		uint32_t cap = t->sync_cap ? t->sync_cap * 2 : 4;
-		int *n = realloc(t->sync_fds, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		t->sync_fds = n;
-		t->sync_cap = cap;
-	}
-	t->sync_fds[t->nsync++] = fd;
-	return 0;
-}
-
-bool shmrun_task_checkpointing(const struct shmrun_task *t)
-{
-	return t->w && t->w->checkpointing;
-}
-
-uint64_t shmrun_task_restored_epoch(const struct shmrun_task *t)
-{
-	return t->w && t->w->ctl ? t->w->ctl->restored_epoch : 0;
-}
-
-bool shmrun_task_restoring(const struct shmrun_task *t)
-{
-	return t->restoring;
-}
 
 static void task_unhold(struct shmrun_task *t)
 {
@@ -1027,7 +634,9 @@ static int setup(struct shmrun_worker *w)
 			t->vnode_hi = pt->vnode_hi;
 			t->w = w;
 			/* looked up once: source_budget() runs every loop turn */
-			t->rate = shmrun_task_param_u64(t, "rate", 0);
+			t->rate = t->op->pacing_param
+					  ? shmrun_task_param_u64(t, t->op->pacing_param, 0)
+					  : 0;
 			t->rate_slot = &w->slots[p->stage_task0[s]];
 			if (shmrun_kv_init(&t->kv, job->vnodes))
 				goto out;
@@ -1047,7 +656,7 @@ static int setup(struct shmrun_worker *w)
 				goto out;
 			o->src_task = ch->src_task;
 			o->dst_task = ch->dst_task;
-			o->w = w;
+			o->backlogged = &w->backlogged;
 			shmrun_ring_set_wake_bell(
 				&o->ring, &w->all_stats[p->tasks[ch->dst_task].worker].bell);
 		}
@@ -1108,140 +717,6 @@ static void teardown(struct shmrun_worker *w)
 
 /* ---- the loop --------------------------------------------------------------- */
 
-/*
- * Rate limits. A stage's `rate` key is records per second for the whole
- * stage, whatever its width and however its pieces fell: every instance, on
- * any worker, takes tokens from one counter in the slot of the stage's
- * instance 0 in the shared control area. Since the stage's first token
- * (rate_start_ns), (now - start) * rate + 1 tokens are due; an instance
- * takes up to PRODUCE_BUDGET of those not yet taken, and gives back what
- * produce() did not use, so an instance that has finished (or is parked)
- * leaves the whole rate to the others, and a stage behind (parked, or
- * starting) catches up in PRODUCE_BUDGET steps. The counter lives as long as
- * the run's control area: a restart starts the pace again.
- */
-
-/* Tokens due for @t's stage at @now since its first one (at least 1). */
-static uint64_t rate_due(const struct shmrun_task *t, int64_t start, int64_t now)
-{
-	double due = (double)(now - start) * (double)t->rate / 1e9 + 1;
-
-	return due < 1e18 ? (uint64_t)due : (uint64_t)1e18;
-}
-
-/* How many records source @t may produce now (tokens taken: see rate_return()). */
-static int source_budget(struct shmrun_task *t, int64_t now)
-{
-	struct shmrun_task_slot *rs = t->rate_slot;
-	int64_t start, zero = 0;
-	uint64_t due, taken, k;
-
-	if (!t->rate)
-		return (int)PRODUCE_BUDGET;
-	start = atomic_load_explicit(&rs->rate_start_ns, memory_order_relaxed);
-	if (!start) {
-		/* relaxed: the first instance of the stage to produce starts the pace */
-		if (atomic_compare_exchange_strong_explicit(&rs->rate_start_ns, &zero, now,
-							    memory_order_relaxed,
-							    memory_order_relaxed))
-			start = now;
-		else
-			start = zero;
-	}
-	due = rate_due(t, start, now);
-	taken = atomic_load_explicit(&rs->rate_taken, memory_order_relaxed);
-	do {
-		if (taken >= due)
-			return 0;
-		k = due - taken < PRODUCE_BUDGET ? due - taken : PRODUCE_BUDGET;
-	} while (!atomic_compare_exchange_weak_explicit(&rs->rate_taken, &taken, taken + k,
-							memory_order_relaxed, memory_order_relaxed));
-	return (int)k;
-}
-
-/* Give back the tokens of @t's budget @took that produce() did not use (@used). */
-static void rate_return(struct shmrun_task *t, uint64_t took, uint64_t used)
-{
-	if (t->rate && used < took)
-		atomic_fetch_sub_explicit(&t->rate_slot->rate_taken, took - used,
-					  memory_order_relaxed);
-}
-
-/* ns from @now until rate-limited source @t's next token is due; 0 if due now. */
-static int64_t rate_wait_ns(const struct shmrun_task *t, int64_t now)
-{
-	const struct shmrun_task_slot *rs = t->rate_slot;
-	int64_t start = atomic_load_explicit(&rs->rate_start_ns, memory_order_relaxed);
-	uint64_t taken = atomic_load_explicit(&rs->rate_taken, memory_order_relaxed);
-	double at;
-
-	if (!start)
-		return 0;
-	/* token taken + 1 is due once (now - start) * rate / 1e9 + 1 >= taken + 1 */
-	at = (double)start + (double)taken * 1e9 / (double)t->rate - (double)now;
-	if (at <= 0)
-		return 0;
-	return at < 1e10 ? (int64_t)at + 1 : (int64_t)10000000000; /* at most 10 s */
-}
-
-/* ---- flushing held output (op->flush) ------------------------------------- */
-
-#define FLUSH_DEFAULT_NS 100000000 /* flush_interval of an operator that declares none */
-#define FLUSH_CLOCK_TURNS 64u      /* loop turns between two looks at the clock */
-
-/*
- * Ask @t to write out what it holds. @now (non-zero: a flush by the clock)
- * sets the next one due flush_interval later.
- */
-static void flush_task(struct shmrun_task *t, int64_t now)
-{
-	int err;
-
-	if (now)
-		t->flush_due_ns = now + t->flush_every_ns;
-	if (!t->op->flush || !t->opened || t->ended || t->w->failed)
-		return;
-	err = t->op->flush(t, t->state);
-	if (err && !t->w->failed)
-		shmrun_task_error(t, "flush failed: %s", strerror(-err));
-	if (err)
-		note_fail_errno(t->w, err);
-}
-
-/* Once, after open(): each flushing task's interval and first deadline. */
-static void flush_setup(struct shmrun_worker *w)
-{
-	int64_t now = now_ns();
-
-	for (uint32_t x = 0; x < w->ntasks; x++) {
-		struct shmrun_task *t = &w->tasks[x];
-
-		if (!t->op->flush)
-			continue;
-		t->flush_every_ns = (int64_t)shmrun_task_param_u64(t, "flush_interval",
-								   FLUSH_DEFAULT_NS);
-		t->flush_due_ns = now + t->flush_every_ns;
-		w->nflush++;
-	}
-}
-
-/*
- * Every task with op->flush: now (@due_only false: the worker is idle or
- * stopping), or those whose flush_interval has passed (@due_only: a busy
- * worker, every FLUSH_CLOCK_TURNS loop turns).
- */
-static void flush_tasks(struct shmrun_worker *w, bool due_only)
-{
-	int64_t now;
-
-	if (!w->nflush || (due_only && ++w->flush_turns % FLUSH_CLOCK_TURNS))
-		return;
-	now = due_only ? now_ns() : 0;
-	for (uint32_t x = 0; x < w->ntasks; x++)
-		if (w->tasks[x].op->flush && (!due_only || now >= w->tasks[x].flush_due_ns))
-			flush_task(&w->tasks[x], now);
-}
-
 static uint32_t step(struct shmrun_worker *w)
 {
 	uint32_t progress = 0;
@@ -1267,7 +742,7 @@ static uint32_t step(struct shmrun_worker *w)
 					continue;
 			}
 			/* no clock read for an unpaced source: this runs every turn */
-			budget = t->rate ? source_budget(t, now_ns()) : (int)PRODUCE_BUDGET;
+			budget = t->rate ? source_budget(t, shmrun_now_ns()) : (int)PRODUCE_BUDGET;
 			if (budget == 0)
 				continue; /* paced: not yet */
 			r = t->op->produce(t, t->state, (uint32_t)budget);
@@ -1303,7 +778,7 @@ static uint32_t step(struct shmrun_worker *w)
 	if (w->checkpointing) {
 		progress += commit_epochs(w);
 		if (w->index == 0)
-			progress += shmrun_coordinate(&w->co, w->plan, w->ctl, now_ns());
+			progress += shmrun_coordinate(&w->co, w->plan, w->ctl, shmrun_now_ns());
 	}
 	return progress;
 }
@@ -1367,7 +842,7 @@ static bool worker_ready(void *arg)
 #define SOURCE_POLL_NS 100000
 static int64_t sources_sleep_ns(const struct shmrun_worker *w, int64_t max_ns)
 {
-	int64_t now = now_ns();
+	int64_t now = shmrun_now_ns();
 
 	for (uint32_t x = 0; x < w->ntasks; x++) {
 		const struct shmrun_task *t = &w->tasks[x];
@@ -1400,8 +875,8 @@ static void idle_wait(struct shmrun_worker *w, int64_t *idle_since)
 		return;
 	}
 	if (!*idle_since)
-		*idle_since = now_ns();
-	if (idle == SHMRUN_IDLE_HYBRID && now_ns() - *idle_since < SHMRUN_RING_SPIN_NS) {
+		*idle_since = shmrun_now_ns();
+	if (idle == SHMRUN_IDLE_HYBRID && shmrun_now_ns() - *idle_since < SHMRUN_RING_SPIN_NS) {
 		cpu_relax();
 		return;
 	}
@@ -1508,7 +983,7 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 			note_fail_errno(&w, err);
 	}
 	flush_setup(&w);
-	w.co.next_ns = now_ns() + (int64_t)plan->job->checkpoint_interval_ns;
+	w.co.next_ns = shmrun_now_ns() + (int64_t)plan->job->checkpoint_interval_ns;
 	if (ctl->restored_finished) {
 		/* Restored from the end-of-input checkpoint of a finished run: the
 		 * restore above completed any interrupted sink commit; there is
@@ -1551,137 +1026,16 @@ done:
 	 * worker once one has exited. What a killed one leaves is removed at
 	 * the next start (shmrun_ckpt_remove_incomplete()). */
 	reap_children(&w);
-	for (int64_t until = now_ns() + 10000000000LL;
+	for (int64_t until = shmrun_now_ns() + 10000000000LL;
 	     (w.nchildren ||
 	      (atomic_load_explicit(&ctl->failed, memory_order_acquire) &&
 	       atomic_load_explicit(&ctl->writers, memory_order_relaxed))) &&
-	     now_ns() < until;) {
+	     shmrun_now_ns() < until;) {
 		usleep(1000);
 		reap_children(&w);
 	}
 	publish_stats(&w);
 	err = w.failed ? 1 : *stop ? 3 : 0;
 	teardown(&w);
-	return err;
-}
-
-/* ---- prepare (launcher side) ---------------------------------------------- */
-
-/* STREAM_RESET_STATE asks for a fresh start (the launcher's reading of it). */
-static bool reset_state_requested(void)
-{
-	const char *v = getenv("STREAM_RESET_STATE");
-
-	return v && (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes"));
-}
-
-/*
- * Offer every per-worker entry of @t's stage in the checkpoint this run will
- * restore to the operator's check_restore(), before anything starts. The
- * checkpoint is the newest whose MANIFEST parses and fits this topology (as
- * the launcher will pick unless a state file is damaged: then this check is
- * skipped for the stage, and the restore reports what it finds). Return: 0,
- * or the operator's negative errno (reason in stats->error).
- */
-static int prepare_restore_check(const struct shmrun_plan *plan, uint32_t stage,
-				 struct shmrun_task *t)
-{
-	const struct shmrun_job *job = plan->job;
-	struct shmrun_manifest m = {0};
-	struct shmrun_control ctl = {0};
-	uint64_t *epochs = NULL;
-	char path[PATH_MAX], why[256];
-	int n, dirfd = -1, err = 0;
-	bool have = false;
-
-	if (!job->checkpoint_dir || !t->op->check_restore || reset_state_requested())
-		return 0;
-	n = shmrun_ckpt_list(job->checkpoint_dir, &epochs);
-	for (int i = 0; i < n && !have; i++)
-		if (shmrun_ckpt_read_manifest(job->checkpoint_dir, epochs[i], &m, why,
-					      sizeof(why)) == 0) {
-			have = true;
-			ctl.restored_epoch = epochs[i];
-		}
-	if (n >= 0)
-		free(epochs);
-	if (!have)
-		return 0;
-	if (shmrun_ckpt_check_topology(&m, job, why, sizeof(why)) != 0)
-		goto out; /* refused (or rescaled) by the launcher later */
-	shmrun_ckpt_path(job->checkpoint_dir, ctl.restored_epoch, path, sizeof(path));
-	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	t->w->ctl = &ctl;
-	for (uint32_t i = 0; dirfd >= 0 && i < job->stages[stage].width && !err; i++) {
-		struct shmrun_state_view view = {0};
-		const struct shmrun_manifest_file *f = NULL;
-		unsigned char *data = NULL, *p;
-		char name[160];
-		size_t len;
-
-		t->id = plan->stage_task0[stage] + i;
-		t->instance = i;
-		shmrun_ckpt_file_name(plan, t->id, name, sizeof(name));
-		for (uint32_t k = 0; k < m.nfiles; k++)
-			if (strcmp(m.files[k].name, name) == 0)
-				f = &m.files[k];
-		if (!f || shmrun_ckpt_read_file(dirfd, name, f->size, f->xxh64, (void **)&data, &len,
-						why, sizeof(why)))
-			break; /* damaged: the restore skips or reports it */
-		if (shmrun_state_parse(data, len, &view) == 0 && view.epoch != 0) {
-			t->restoring = true;
-			p = (unsigned char *)view.pw;
-			for (uint64_t k = 0; k < view.npw && !err; k++) {
-				uint32_t el;
-
-				memcpy(&el, p, 4);
-				err = t->op->check_restore(t, p + 4, el);
-				p += 4 + el;
-			}
-		}
-		shmrun_state_view_free(&view);
-		free(data);
-	}
-	t->w->ctl = NULL;
-	t->id = plan->stage_task0[stage];
-	t->instance = 0;
-	t->restoring = false;
-out:
-	if (dirfd >= 0)
-		close(dirfd);
-	shmrun_manifest_free(&m);
-	return err;
-}
-
-int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, char *msg,
-			      size_t msglen)
-{
-	const struct shmrun_job *job = plan->job;
-	struct shmrun_worker_stats stats;
-	struct shmrun_worker w = {.plan = plan, .stats = &stats, .quiet = true,
-				  .checkpointing = job->checkpoint_dir != NULL};
-
-	struct shmrun_task t = {
-		.id = plan->stage_task0[stage],
-		.stage = &job->stages[stage],
-		.op = job->stages[stage].op,
-		.width = job->stages[stage].width,
-		.vnodes = job->vnodes,
-		.w = &w,
-	};
-	int err;
-
-	memset(&stats, 0, sizeof(stats));
-	free(quiet_error);
-	quiet_error = NULL;
-	err = t.op->prepare ? t.op->prepare(&t) : 0;
-	if (!err)
-		err = prepare_restore_check(plan, stage, &t);
-	if (err) /* too long for @msg: its middle goes, never its end */
-		shmrun_fit_middle(msg, msglen,
-				  quiet_error ? quiet_error
-				  : stats.error[0] ? stats.error : strerror(-err));
-	free(quiet_error);
-	quiet_error = NULL;
 	return err;
 }

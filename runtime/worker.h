@@ -9,78 +9,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "control.h"
+#include "channel.h"
 #include "ckpt/coordinator.h"
+#include "control.h"
 #include "plan.h"
 #include "shmrun/segment.h"
 #include "state.h"
+#include "task.h"
 
 struct shmrun_worker;
-
-/* A producer's view of one channel, with its overflow for a full ring. */
-struct chan_out {
-	struct shmrun_ring ring;
-	struct shmrun_worker *w;
-	uint32_t src_task, dst_task;
-	unsigned char *ovf; /* encoded frames waiting for room: [u32 len][u16 kind][u16 0][payload] */
-	size_t ovf_off, ovf_len, ovf_cap;
-};
-
-struct chan_in {
-	struct shmrun_ring ring;
-	bool ended;
-	uint64_t held; /* barrier epoch this channel is held back for (aligning), 0 if none */
-};
-
-struct out_edge {
-	enum shmrun_edge_kind kind;
-	struct shmrun_task *forward; /* FORWARD: the downstream task, same worker */
-	struct chan_out **chans;     /* others: one per downstream instance */
-	uint32_t nchans;
-	uint32_t rr;                 /* REBALANCE cursor */
-	uint32_t *instance_of_vnode; /* SHUFFLE: vnode -> downstream instance */
-	uint32_t max_payload;        /* largest frame payload of these rings */
-};
-
-struct shmrun_task {
-	uint32_t id;
-	const struct shmrun_stage *stage;
-	const struct shmrun_operator *op;
-	uint32_t instance, width, vnodes, vnode_lo, vnode_hi;
-	struct shmrun_worker *w;
-	void *state;
-	bool opened, source_done, ended;
-	struct out_edge *outs;
-	uint32_t nouts;
-	struct chan_in **ins;
-	uint32_t nins;
-	uint32_t inputs_open; /* open ring channels + forward upstreams */
-	struct shmrun_kv kv;
-	/* checkpoints */
-	uint64_t barrier_epoch;  /* newest epoch this task snapshotted and forwarded */
-	uint64_t align_epoch;    /* epoch being aligned, 0 if none */
-	uint32_t aligned;        /* inputs that delivered align_epoch's barrier */
-	uint32_t fwd_inputs;     /* forward inputs (direct calls from upstream tasks) */
-	bool fwd_held;           /* a forward input delivered align_epoch: upstream parks */
-	bool exhausted;          /* source: no more input, waiting for the final epoch */
-	bool in_snapshot;        /* inside op->snapshot(): shmrun_pw_add() allowed */
-	unsigned char *pw;       /* per-worker entries of the snapshot: [u32 len][bytes]... */
-	size_t pw_len, pw_cap;
-	uint32_t pw_n;
-	int *sync_fds;           /* fds to fsync with the snapshot */
-	uint32_t nsync, sync_cap;
-	unsigned char *restore_pw; /* restored per-worker entries, same encoding */
-	bool restoring;            /* per-worker state comes from the restored checkpoint */
-	size_t restore_pw_len;
-	const void *cur_key;  /* key of the record being processed, if its hash is known */
-	uint32_t cur_key_len;
-	uint64_t cur_hash;    /* XXH3-64 of cur_key */
-	uint64_t records_in, records_out;
-	uint64_t rate;           /* the stage's `rate` key, records/s, 0 = unlimited */
-	int64_t flush_every_ns;  /* op->flush: the stage's flush_interval */
-	int64_t flush_due_ns;    /* op->flush: next flush by the clock */
-	struct shmrun_task_slot *rate_slot; /* sources with `rate`: the stage's shared tokens */
-};
 
 /* A snapshot child in flight. */
 struct snap_child {

@@ -34,6 +34,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 struct shmrun_ckpt_buf;
 struct shmrun_kv;
@@ -119,6 +120,19 @@ int shmrun_state_put_pw_entry(struct shmrun_ckpt_buf *buf, const void *entry, ui
 static inline uint64_t shmrun_state_pw_entry_size(uint32_t len)
 {
 	return 4 + (uint64_t)len;
+}
+
+/*
+ * shmrun_state_pw_encode() - encode one per-worker entry of @len bytes at
+ * @dst, which has room for shmrun_state_pw_entry_size(@len) bytes: the form
+ * a task collects its snapshot's entries in (shmrun_pw_add()) and that
+ * shmrun_state_put_pw() then copies into the file as they are.
+ */
+static inline void shmrun_state_pw_encode(unsigned char *dst, const void *entry, uint32_t len)
+{
+	memcpy(dst, &len, 4);
+	if (len)
+		memcpy(dst + 4, entry, len);
 }
 
 /*

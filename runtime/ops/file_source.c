@@ -886,6 +886,7 @@ const struct shmrun_operator shmrun_op_file_source = {
 	.summary = "reads lines of files: one record per line, value = the line without \\n",
 	.flags = SHMRUN_OP_SOURCE,
 	.params = params,
+	.pacing_param = "rate",
 	.prepare = prepare,
 	.open = source_open,
 	.produce = source_produce,

@@ -145,6 +145,7 @@ const struct shmrun_operator shmrun_op_sequence = {
 	.summary = "generates records: key k<i mod keys>, value i in decimal",
 	.flags = SHMRUN_OP_SOURCE,
 	.params = params,
+	.pacing_param = "rate",
 	.open = seq_open,
 	.produce = seq_produce,
 	.close = seq_close,

@@ -260,10 +260,13 @@ END_TEST
 
 /* ---- slot reports (shmrun_slot_report) --------------------------------------- */
 
-static const struct shmrun_slot_file FILE_A = {.size = 100, .xxh64 = 0xaaaa, .kv_bytes = 60, .pw_bytes = 40};
-static const struct shmrun_slot_file FILE_B = {.size = 200, .xxh64 = 0xbbbb, .kv_bytes = 150, .pw_bytes = 50};
+static const struct shmrun_slot_file FILE_A = {
+    .size = 100, .xxh64 = 0xaaaa, .kv_bytes = 60, .pw_bytes = 40};
+static const struct shmrun_slot_file FILE_B = {
+    .size = 200, .xxh64 = 0xbbbb, .kv_bytes = 150, .pw_bytes = 50};
 
-static void assert_slot(const struct shmrun_task_slot *s, uint64_t done, const struct shmrun_slot_file *f)
+static void assert_slot(const struct shmrun_task_slot *s, uint64_t done,
+			const struct shmrun_slot_file *f)
 {
 	ck_assert_uint_eq(atomic_load(&s->done_epoch), done);
 	ck_assert_uint_eq(s->size, f->size);

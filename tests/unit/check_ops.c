@@ -8,6 +8,9 @@
  * produces nothing: its position is its restored entries, never what open()
  * computes. The same source opened for a first start produces records (so
  * the test sees a source that would read its input again).
+ *
+ * pacing_param_is_a_rate_of_a_source (issue 9): an operator's pacing_param
+ * names one of its own RATE params, and only sources have one.
  */
 #include <check.h>
 #include <limits.h>
@@ -143,6 +146,35 @@ START_TEST(restored_source_computes_no_position)
 }
 END_TEST
 
+/*
+ * pacing_param names a rate (issue 9, item 4): the runtime paces a source by
+ * the key its operator names, never by a key name of its own; that key must
+ * be one of the operator's params, of type SHMRUN_PARAM_RATE, on a source.
+ */
+START_TEST(pacing_param_is_a_rate_of_a_source)
+{
+	uint32_t paced = 0;
+
+	for (const struct shmrun_operator *const *op = shmrun_operators(); *op; op++) {
+		const struct shmrun_param_def *found = NULL;
+
+		if (!(*op)->pacing_param)
+			continue;
+		ck_assert_msg((*op)->flags & SHMRUN_OP_SOURCE, "%s: paced but not a source",
+			      (*op)->name);
+		for (const struct shmrun_param_def *d = (*op)->params; d && d->key; d++)
+			if (strcmp(d->key, (*op)->pacing_param) == 0)
+				found = d;
+		ck_assert_msg(found, "%s: pacing_param '%s' is not one of its params", (*op)->name,
+			      (*op)->pacing_param);
+		ck_assert_msg(found->type == SHMRUN_PARAM_RATE, "%s: pacing_param '%s' is no RATE",
+			      (*op)->name, (*op)->pacing_param);
+		paced++;
+	}
+	ck_assert_uint_ge(paced, 2); /* sequence and file_source at least */
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ops");
@@ -151,6 +183,9 @@ int main(void)
 	int failed;
 
 	tcase_add_test(tc, restored_source_computes_no_position);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("pacing");
+	tcase_add_test(tc, pacing_param_is_a_rate_of_a_source);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	tmpdir_create("shmrun-check-ops");

@@ -97,6 +97,14 @@ shmrun_check_test(check_rescale
 	LABELS runtime
 	TIMEOUT 120)
 
+# runtime/channel.c (issue 9): record frames both ways over a real ring, damaged
+# frames, the overflow queue's order and backlogged count, the zero cases.
+shmrun_check_test(check_channel
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_channel.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)
+
 # runtime/preflight.c (issue 8): every path key declares input or output; an
 # output that is an input is refused; the run's locks exclude other processes.
 shmrun_check_test(check_preflight

@@ -101,6 +101,15 @@ struct shmrun_operator {
 	const char *summary;                   /**< one line for --help and docs */
 	unsigned flags;                        /**< SHMRUN_OP_* */
 	const struct shmrun_param_def *params; /**< accepted keys, NULL-key terminated */
+	/**
+	 * Sources only, optional: the key of one of @params, of type
+	 * SHMRUN_PARAM_RATE, that paces this source: when the stage sets it, the
+	 * runtime lets every instance of the stage together produce at most that
+	 * many records per second (produce() gets smaller budgets, and the
+	 * worker sleeps until the next record is due). NULL, or the key unset in
+	 * the stage: unpaced. The operator itself does nothing for it.
+	 */
+	const char *pacing_param;
 
 	/**
 	 * open() - set up one instance. @state receives the instance's private

@@ -1,0 +1,100 @@
+/*
+ * runtime/pace.c: pacing of sources, records per second for a whole stage
+ * (pace.h).
+ *
+ * What it is for. A source operator names one of its RATE keys in
+ * op->pacing_param (sequence and file_source: `rate`); when the stage sets
+ * it, the worker loop asks source_budget() how many records the source may
+ * produce now, gives back what produce() did not use (rate_return()), and
+ * sleeps no longer than rate_wait_ns() when nothing else is to be done.
+ *
+ * How. The rate is for the whole stage, whatever its width and however its
+ * pieces fell: every instance, on any worker, takes tokens from one counter
+ * in the slot of the stage's instance 0 in the shared control area. Since the
+ * stage's first token (rate_start_ns), (now - start) * rate + 1 tokens are
+ * due; an instance takes up to PRODUCE_BUDGET of those not yet taken, and
+ * gives back what produce() did not use, so an instance that has finished (or
+ * is parked) leaves the whole rate to the others, and a stage behind (parked,
+ * or starting) catches up in PRODUCE_BUDGET steps. The counter lives as long
+ * as the run's control area: a restart starts the pace again.
+ *
+ * Invariants: an instance takes only tokens already due (rate_taken <= due
+ * at every take, by compare-and-swap); every access is relaxed (the counter orders nothing
+ * else: a token is a permission, not a publication); the first instance to
+ * produce sets rate_start_ns once, by compare-and-swap.
+ *
+ * Designs rejected: a rate per instance (rate / width each: a skewed or
+ * finished instance would leave the stage below its rate); sleeping inside
+ * produce() (it would stall every other task of the worker); a token bucket
+ * refilled by a timer (one more thing to wake; tokens due follow from the
+ * clock alone).
+ */
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "control.h"
+#include "pace.h"
+#include "task.h"
+
+/* Tokens due for @t's stage at @now since its first one (at least 1). */
+static uint64_t rate_due(const struct shmrun_task *t, int64_t start, int64_t now)
+{
+	double due = (double)(now - start) * (double)t->rate / 1e9 + 1;
+
+	return due < 1e18 ? (uint64_t)due : (uint64_t)1e18;
+}
+
+/* How many records source @t may produce now (tokens taken: see rate_return()). */
+int source_budget(struct shmrun_task *t, int64_t now)
+{
+	struct shmrun_task_slot *rs = t->rate_slot;
+	int64_t start, zero = 0;
+	uint64_t due, taken, k;
+
+	if (!t->rate)
+		return (int)PRODUCE_BUDGET;
+	start = atomic_load_explicit(&rs->rate_start_ns, memory_order_relaxed);
+	if (!start) {
+		/* relaxed: the first instance of the stage to produce starts the pace */
+		if (atomic_compare_exchange_strong_explicit(&rs->rate_start_ns, &zero, now,
+							    memory_order_relaxed,
+							    memory_order_relaxed))
+			start = now;
+		else
+			start = zero;
+	}
+	due = rate_due(t, start, now);
+	taken = atomic_load_explicit(&rs->rate_taken, memory_order_relaxed);
+	do {
+		if (taken >= due)
+			return 0;
+		k = due - taken < PRODUCE_BUDGET ? due - taken : PRODUCE_BUDGET;
+	} while (!atomic_compare_exchange_weak_explicit(&rs->rate_taken, &taken, taken + k,
+							memory_order_relaxed, memory_order_relaxed));
+	return (int)k;
+}
+
+/* Give back the tokens of @t's budget @took that produce() did not use (@used). */
+void rate_return(struct shmrun_task *t, uint64_t took, uint64_t used)
+{
+	if (t->rate && used < took)
+		atomic_fetch_sub_explicit(&t->rate_slot->rate_taken, took - used,
+					  memory_order_relaxed);
+}
+
+/* ns from @now until rate-limited source @t's next token is due; 0 if due now. */
+int64_t rate_wait_ns(const struct shmrun_task *t, int64_t now)
+{
+	const struct shmrun_task_slot *rs = t->rate_slot;
+	int64_t start = atomic_load_explicit(&rs->rate_start_ns, memory_order_relaxed);
+	uint64_t taken = atomic_load_explicit(&rs->rate_taken, memory_order_relaxed);
+	double at;
+
+	if (!start)
+		return 0;
+	/* token taken + 1 is due once (now - start) * rate / 1e9 + 1 >= taken + 1 */
+	at = (double)start + (double)taken * 1e9 / (double)t->rate - (double)now;
+	if (at <= 0)
+		return 0;
+	return at < 1e10 ? (int64_t)at + 1 : (int64_t)10000000000; /* at most 10 s */
+}

@@ -1,0 +1,102 @@
+/*
+ * runtime/task.h: one task (a stage instance placed on a worker) and the
+ * operator API's task functions (private to runtime/).
+ *
+ * What it is for. struct shmrun_task is what an operator's callbacks receive
+ * as their opaque `struct shmrun_task *` (shmrun/operator.h). task.c
+ * implements the operator API's functions on it: accessors, parameters,
+ * errors and logs, counters, key-bound state, and what snapshot() may call
+ * (shmrun_pw_add(), shmrun_task_sync_fd()). The worker loop (worker.c) owns
+ * the task's life: it creates tasks in setup(), wires their channels, calls
+ * the callbacks and frees them at teardown.
+ *
+ * Invariants:
+ * - a task belongs to one worker (@w) and is used by that worker's one thread
+ *   only; nothing here locks;
+ * - a task's first error wins: stats->error and fail_errno keep the first
+ *   (shmrun_task_error(), note_fail_errno()); w->failed stops the loop;
+ * - in the launcher (prepare, prepare.c) a task lives on a quiet worker
+ *   (w->quiet) with no shared control area: errors are kept whole for the
+ *   launcher (shmrun_task_quiet_error()) instead of logged.
+ *
+ * Designs rejected: handing operators the worker, or a struct they may read
+ * (every field would become API, and a change to the loop would break
+ * operators built against it); keeping only the summary of an error in shared
+ * memory (it has a fixed size: the whole message goes to the log, or in the
+ * launcher to the caller).
+ */
+#ifndef SHMRUN_RT_TASK_H
+#define SHMRUN_RT_TASK_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "channel.h"
+#include "control.h"
+#include "plan.h"
+#include "shmrun/operator.h"
+#include "state.h"
+
+struct shmrun_worker;
+
+struct shmrun_task {
+	uint32_t id;
+	const struct shmrun_stage *stage;
+	const struct shmrun_operator *op;
+	uint32_t instance, width, vnodes, vnode_lo, vnode_hi;
+	struct shmrun_worker *w;
+	void *state;
+	bool opened, source_done, ended;
+	struct out_edge *outs;
+	uint32_t nouts;
+	struct chan_in **ins;
+	uint32_t nins;
+	uint32_t inputs_open; /* open ring channels + forward upstreams */
+	struct shmrun_kv kv;
+	/* checkpoints */
+	uint64_t barrier_epoch;  /* newest epoch this task snapshotted and forwarded */
+	uint64_t align_epoch;    /* epoch being aligned, 0 if none */
+	uint32_t aligned;        /* inputs that delivered align_epoch's barrier */
+	uint32_t fwd_inputs;     /* forward inputs (direct calls from upstream tasks) */
+	bool fwd_held;           /* a forward input delivered align_epoch: upstream parks */
+	bool exhausted;          /* source: no more input, waiting for the final epoch */
+	bool in_snapshot;        /* inside op->snapshot(): shmrun_pw_add() allowed */
+	unsigned char *pw;       /* per-worker entries of the snapshot: [u32 len][bytes]... */
+	size_t pw_len, pw_cap;
+	uint32_t pw_n;
+	int *sync_fds;           /* fds to fsync with the snapshot */
+	uint32_t nsync, sync_cap;
+	unsigned char *restore_pw; /* restored per-worker entries, same encoding */
+	bool restoring;            /* per-worker state comes from the restored checkpoint */
+	size_t restore_pw_len;
+	const void *cur_key;  /* key of the record being processed, if its hash is known */
+	uint32_t cur_key_len;
+	uint64_t cur_hash;    /* XXH3-64 of cur_key */
+	uint64_t records_in, records_out;
+	uint64_t rate;           /* source: its op->pacing_param, records/s, 0 = unlimited */
+	int64_t flush_every_ns;  /* op->flush: the stage's flush_interval */
+	int64_t flush_due_ns;    /* op->flush: next flush by the clock */
+	struct shmrun_task_slot *rate_slot; /* paced sources: the stage's shared tokens */
+};
+
+/*
+ * note_fail_errno() - keep @err (a negative errno; 0 or positive is ignored)
+ * as the first errno an operator of worker @w failed with, in
+ * w->stats->fail_errno (which must be set), for the launcher to judge whether
+ * a restart can cure it (shmrun_errno_is_permanent()). A later one is dropped.
+ */
+void note_fail_errno(struct shmrun_worker *w, int err);
+
+/*
+ * shmrun_task_quiet_error() - the whole first error a task of a quiet worker
+ * (w->quiet: prepare, in the launcher) reported since the last
+ * shmrun_task_quiet_error_reset(), or NULL. Owned by task.c; valid until the
+ * next reset.
+ */
+const char *shmrun_task_quiet_error(void);
+
+/* shmrun_task_quiet_error_reset() - forget (and free) the quiet error. */
+void shmrun_task_quiet_error_reset(void);
+
+#endif /* SHMRUN_RT_TASK_H */

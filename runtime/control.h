@@ -70,7 +70,7 @@ struct shmrun_task_slot {
 	/*
 	 * Used only in the slot of a stage's instance 0: the tokens of the
 	 * stage's `rate`, shared by all its instances on every worker, so the
-	 * rate holds for the whole stage whatever the pieces (worker.c,
+	 * rate holds for the whole stage whatever the pieces (pace.c,
 	 * source_budget()). Both relaxed: they order nothing else. On their own
 	 * cache line, away from the checkpoint words above.
 	 */

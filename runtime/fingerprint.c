@@ -29,7 +29,7 @@
  * refusal say what differs, in the field's terms.
  *
  * Who uses it: the launcher puts the hash in the segment header; every
- * MANIFEST records the hash and the text (checkpoint.c); a restore, `shmrun
+ * MANIFEST records the hash and the text (ckpt/manifest.c); a restore, `shmrun
  * check` and a rescale compare a checkpoint's hash with the job's and, when
  * they differ, shmrun_fingerprint_diff() turns the two texts into the
  * message ("stage count: width 4 → 2; members: 2 → 3 workers").

@@ -13,7 +13,7 @@
  *   - the authorised rescale and the read-only restore check behind
  *     `shmrun --rescale`, `shmrun plan --rescale-from` and `shmrun check`
  *     (rescale.c, launcher.c);
- *   - `shmrun ckpt list` and `shmrun ckpt verify` (checkpoint.c);
+ *   - `shmrun ckpt list` and `shmrun ckpt verify` (ckpt/manifest.c);
  *   - two logging helpers (log.c).
  * plan.h includes this header, so every file that works on a plan sees it;
  * tools/shmrun.c includes it by name (tools/CMakeLists.txt adds runtime/ to
@@ -135,7 +135,7 @@ int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *co
 int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char *const *drop,
 			 uint32_t ndrop);
 
-/* --- `shmrun ckpt` (checkpoint.c) --- */
+/* --- `shmrun ckpt` (ckpt/manifest.c) --- */
 
 /**
  * shmrun_ckpt_print_list() - `shmrun ckpt list DIR`: one line per checkpoint

@@ -16,7 +16,7 @@
  *
  * `rate` limits the whole stage to that many records per second, however the
  * pieces fell (the worker paces every source from one counter per stage, see
- * worker.c).
+ * pace.c).
  *
  * Inputs are regular files whose size is known: a FIFO, device or socket
  * named in `path` is refused before anything starts (opening a FIFO would

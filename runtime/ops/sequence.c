@@ -5,7 +5,7 @@
  * The range is cut into pieces of `piece_records` and piece k goes to instance
  * k mod width, as file_source deals file pieces; so the output, as a multiset,
  * does not depend on the width. `rate` limits the whole stage (the worker
- * paces every source, see worker.c).
+ * paces every source, see pace.c).
  *
  * Per-worker state (rule split): one entry per range still to generate,
  * [u64 next][u64 end], the current one first. On a restore

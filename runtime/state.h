@@ -1,5 +1,13 @@
 /*
- * runtime/state.h: key-bound state, one hash table per vnode (private).
+ * runtime/state.h: key-bound state, one hash table per vnode (private to
+ * runtime/; state.c has the layout and the designs rejected). A task owns one
+ * struct shmrun_kv; the operator API reaches it through shmrun_keyed_state()
+ * (task.c), checkpoints walk it vnode by vnode (ckpt/state_file.c).
+ *
+ * Invariants: the vnode of a key is shmrun_placement_vnode_of_hash() of its
+ * XXH3-64 hash, and every caller passes that same hash (tables rehash with it
+ * when they grow); a task's value size is fixed by its first insert; values
+ * never move and are never freed one by one until shmrun_kv_free().
  */
 #ifndef SHMRUN_RT_STATE_H
 #define SHMRUN_RT_STATE_H
@@ -21,10 +29,26 @@ struct shmrun_kv {
 	unsigned char *bump, *bump_end;
 };
 
-/* The allocator every worker's state uses: a jemalloc arena of its own when built with jemalloc. */
+/*
+ * shmrun_state_arena_init() - give this process's key-bound state its own
+ * jemalloc arena (built with jemalloc), so a worker's state never shares
+ * allocator locks or pages with anything else; without jemalloc, malloc is
+ * used and nothing happens. Call once per worker process, before any
+ * shmrun_kv_init(). Return: 0, or -ENOMEM if the arena cannot be created.
+ */
 int shmrun_state_arena_init(void);
 
+/*
+ * shmrun_kv_init() - an empty store of @vnodes vnodes (the job's vnode count,
+ * >= 1) in @kv; tables are created on first use. Return: 0 or -ENOMEM.
+ */
 int shmrun_kv_init(struct shmrun_kv *kv, uint32_t vnodes);
+
+/*
+ * shmrun_kv_free() - free every table, entry and chunk of @kv and zero it;
+ * values returned by shmrun_kv_get() are invalid afterwards. Safe on a
+ * zeroed or already freed @kv.
+ */
 void shmrun_kv_free(struct shmrun_kv *kv);
 
 /*
@@ -37,15 +61,21 @@ void shmrun_kv_free(struct shmrun_kv *kv);
 void *shmrun_kv_get(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash, const void *key,
 		    uint32_t key_len, uint32_t value_bytes, bool create, int *err);
 
-/* shmrun_kv_foreach() - every entry, vnode by vnode; stops at the first non-zero return. */
+/*
+ * shmrun_kv_foreach() - call @fn(@arg, key, key_len, value) for every entry,
+ * vnode by vnode (within a vnode in table order). @fn must not insert.
+ * Return: 0 after the last entry, or the first non-zero @fn returned (the walk
+ * stops there).
+ */
 int shmrun_kv_foreach(struct shmrun_kv *kv,
 		      int (*fn)(void *arg, const void *key, uint32_t key_len, void *value),
 		      void *arg);
 
-/* shmrun_kv_vnode_keys() - keys in vnode @vnode. */
+/* shmrun_kv_vnode_keys() - keys in vnode @vnode (0 for a vnode never used or out of range). */
 uint64_t shmrun_kv_vnode_keys(const struct shmrun_kv *kv, uint32_t vnode);
 
-/* shmrun_kv_foreach_in() - as shmrun_kv_foreach(), for one vnode only. */
+/* shmrun_kv_foreach_in() - as shmrun_kv_foreach(), for vnode @vnode only (0 at once
+ * for a vnode never used or out of range). */
 int shmrun_kv_foreach_in(struct shmrun_kv *kv, uint32_t vnode,
 			 int (*fn)(void *arg, const void *key, uint32_t key_len, void *value),
 			 void *arg);

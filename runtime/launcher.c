@@ -462,219 +462,307 @@ struct run {
 	bool reset_done;   /* STREAM_RESET_STATE=1 applied */
 	int fatal_signal;  /* a worker was killed by a signal a restart cannot cure */
 	bool refused;      /* the restore selection refused the checkpoint (-ESTALE) */
+	int64_t start_ns;  /* when shmrun_run() began: the summary's elapsed time */
+	/* one start's own: set by start_workers(), released by finish_start() */
+	struct shmrun_segment seg;
+	pid_t *pids;       /* per worker: its pid, 0 once reaped */
+	uint32_t running;  /* workers not reaped yet */
+	struct watch wt;
+	bool stopping;     /* a stop request is being served */
 };
 
-static enum run_end run_once(struct run *r)
+/*
+ * Start phase: the control area, the restore selection, the segment, then
+ * one forked worker per member, pinned (worker_main()). Return: RUN_DONE
+ * once every worker runs, else RUN_NOSTART, or RUN_FAILED (a fork failed).
+ */
+static enum run_end start_workers(struct run *r)
 {
 	const struct shmrun_job *job = r->job;
 	const struct shmrun_plan *plan = r->plan;
-	struct shmrun_segment seg = {.fd = -1};
-	struct shmrun_worker_stats *stats;
-	pid_t *pids = NULL, self = getpid();
-	uint32_t running = 0;
-	enum run_end end = RUN_NOSTART;
-	struct watch wt = {0};
-	bool stopping = false;
+	pid_t self = getpid();
 	int err;
 
+	r->seg = (struct shmrun_segment){.fd = -1};
+	r->running = 0;
+	r->wt = (struct watch){0};
+	r->stopping = false;
 	r->ctl = shmrun_control_create(job->workers, plan->ntasks);
-	pids = calloc(job->workers, sizeof(*pids));
-	if (!r->ctl || !pids) {
+	r->pids = calloc(job->workers, sizeof(*r->pids));
+	if (!r->ctl || !r->pids) {
 		shmrun_log(SHMRUN_LOG_ERROR, "out of memory starting workers");
-		goto out;
+		return RUN_NOSTART;
 	}
-	stats = shmrun_control_stats(r->ctl);
 	err = shmrun_ckpt_choose(r->job, r->ctl, &r->reset_done, &r->epoch);
 	if (err) {
 		r->refused = err == -ESTALE;
-		goto out;
+		return RUN_NOSTART;
 	}
 
-	err = shmrun_segment_create(&seg, plan->rings, plan->nchannels, shmrun_fingerprint(job));
+	err = shmrun_segment_create(&r->seg, plan->rings, plan->nchannels, shmrun_fingerprint(job));
 	if (err) {
 		shmrun_log(SHMRUN_LOG_ERROR, "cannot create the shared-memory segment (%" PRIu64
 					     " bytes): %s",
 			   plan->segment_bytes, strerror(-err));
-		goto out;
+		return RUN_NOSTART;
 	}
-	bind_rings(plan, &seg);
+	bind_rings(plan, &r->seg);
 	fflush(NULL);
 	for (uint32_t w = 0; w < job->workers; w++) {
 		pid_t pid = fork();
 
 		if (pid == 0)
-			worker_main(plan, &seg, w, r->ctl, self, &r->oldmask);
+			worker_main(plan, &r->seg, w, r->ctl, self, &r->oldmask);
 		if (pid < 0) {
 			shmrun_log(SHMRUN_LOG_ERROR, "fork of worker %u failed: %s", w,
 				   strerror(errno));
-			kill_all(pids, job->workers, SIGKILL);
-			reap_all(NULL, pids, job->workers, 0);
+			kill_all(r->pids, job->workers, SIGKILL);
+			reap_all(NULL, r->pids, job->workers, 0);
 			snprintf(r->cause, sizeof(r->cause), "fork failed");
-			end = RUN_FAILED;
-			goto out;
+			return RUN_FAILED;
 		}
-		pids[w] = pid;
-		running++;
+		r->pids[w] = pid;
+		r->running++;
 	}
 	shmrun_log(SHMRUN_LOG_INFO, "job %s: %u worker%s, %u task%s, %u ring%s", job->name,
 		   job->workers, job->workers == 1 ? "" : "s", plan->ntasks,
 		   plan->ntasks == 1 ? "" : "s", plan->nchannels, plan->nchannels == 1 ? "" : "s");
+	return RUN_DONE;
+}
 
-	end = RUN_DONE;
-	wt.stopped_ns = calloc(job->workers, sizeof(*wt.stopped_ns));
-	wt.told = calloc(job->workers, sizeof(*wt.told));
-	while (running) {
+/*
+ * Supervise phase, the final epoch's deadline: a stop with checkpoint not
+ * done within checkpoint_timeout plus STOP_GRACE_NS stops every worker
+ * without it. Return: true if it did (the start ends RUN_SIGNALED).
+ */
+static bool final_epoch_overdue(struct run *r)
+{
+	const struct shmrun_job *job = r->job;
+
+	if (r->stopping && job->checkpoint_dir &&
+	    shmrun_now_ns() - r->stop_ns > (int64_t)job->checkpoint_timeout_ns + STOP_GRACE_NS) {
+		/* worker 0 judges the final epoch by checkpoint_timeout;
+		 * when it cannot (stopped, stuck), the launcher does */
+		uint64_t e = shmrun_ckpt_newest_complete(job->checkpoint_dir);
+
+		shmrun_log(SHMRUN_LOG_ERROR,
+			   "the final checkpoint did not complete within checkpoint_timeout "
+			   "(%.1f s) and %.0f s more: stopping without it; a rerun resumes "
+			   "from epoch %" PRIu64,
+			   (double)job->checkpoint_timeout_ns / 1e9,
+			   (double)STOP_GRACE_NS / 1e9, e);
+		stop_all(r->ctl, r->pids, job->workers);
+		reap_all(r->plan, r->pids, job->workers, shmrun_now_ns() + STOP_GRACE_NS);
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Supervise phase, stop signal @sig (@forwarded: passed on by a worker): a copy is ignored; with
+ * checkpoints the next epoch is the final one; else, or asked again, every worker stops now.
+ * Return: true if the start ended (RUN_SIGNALED).
+ */
+static bool serve_stop(struct run *r, int sig, bool forwarded)
+{
+	const struct shmrun_job *job = r->job;
+
+	if (is_stop_signal(sig) && r->stopping &&
+	    (forwarded ||
+	     (r->stop_forwarded && shmrun_now_ns() - r->stop_ns < SAME_STOP_NS))) {
+		/* another copy of the request being served (a group signal
+		 * reaches every worker and the launcher) */
+		shmrun_log(SHMRUN_LOG_DEBUG, "%s (%s): already stopping", strsignal(sig),
+			   forwarded ? "passed on by a worker" : "the group's copy");
+		return false;
+	}
+	if (is_stop_signal(sig) && !r->stopping) {
+		r->stopping = true;
+		r->signal = sig;
+		r->stop_ns = shmrun_now_ns();
+		r->stop_forwarded = forwarded;
+		if (forwarded) {
+			/* a group signal's own copy to the launcher is pending
+			 * by now (the same kill() queued it before the worker
+			 * could pass its copy on): take it as part of this
+			 * request whatever delays the launcher */
+			struct timespec zero = {0, 0};
+			sigset_t one;
+			siginfo_t copy;
+
+			sigemptyset(&one);
+			sigaddset(&one, sig);
+			if (sigtimedwait(&one, &copy, &zero) == sig)
+				shmrun_log(SHMRUN_LOG_DEBUG, "%s: the group's copy",
+					   strsignal(sig));
+		}
+	}
+	if (is_stop_signal(sig) && job->checkpoint_dir &&
+	    !atomic_load_explicit(&r->ctl->stop_requested, memory_order_relaxed)) {
+		/* stop with checkpoint: the next epoch is the final one */
+		shmrun_log(SHMRUN_LOG_WARN,
+			   "%s%s: taking a final checkpoint, then stopping (send it again to "
+			   "stop at once)",
+			   strsignal(sig), forwarded ? " (received by a worker)" : "");
+		atomic_store_explicit(&r->ctl->stop_requested, 1, memory_order_release);
+		return false;
+	}
+	shmrun_log(SHMRUN_LOG_WARN, "%s: stopping %u workers", strsignal(sig), r->running);
+	stop_all(r->ctl, r->pids, job->workers);
+	reap_all(r->plan, r->pids, job->workers, shmrun_now_ns() + STOP_GRACE_NS);
+	r->signal = sig;
+	return true;
+}
+
+/*
+ * Supervise phase, why worker @w (tasks @tasks) ended with @status other
+ * than exit 0, into r->cause (and r->fatal_signal when a restart cannot
+ * cure it).
+ */
+static void note_exit_cause(struct run *r, uint32_t w, int status, const char *tasks)
+{
+	const struct shmrun_job *job = r->job;
+	struct shmrun_worker_stats *stats = shmrun_control_stats(r->ctl);
+
+	if (WIFSIGNALED(status) && signal_is_incurable(WTERMSIG(status))) {
+		char outs[512];
+
+		describe_outputs(r->plan, w, outs, sizeof(outs));
+		r->fatal_signal = WTERMSIG(status);
+		if (WTERMSIG(status) == SIGXFSZ)
+			snprintf(r->cause, sizeof(r->cause),
+				 "worker %u (CPU %d, tasks %s) was killed by SIGXFSZ: a "
+				 "file it wrote%s%.400s%s reached the file size limit "
+				 "(RLIMIT_FSIZE, `ulimit -f`); raise or remove the limit",
+				 w, job->cpus[w], tasks, outs[0] ? " (" : "", outs,
+				 outs[0] ? ")" : "");
+		else
+			snprintf(r->cause, sizeof(r->cause),
+				 "worker %u (CPU %d, tasks %s) was killed by SIGXCPU: it "
+				 "used up the CPU time limit (RLIMIT_CPU, `ulimit -t`); "
+				 "raise or remove the limit",
+				 w, job->cpus[w], tasks);
+	} else if (WIFSIGNALED(status))
+		snprintf(r->cause, sizeof(r->cause),
+			 "worker %u (CPU %d, tasks %s) was killed by signal %d (%s)", w,
+			 job->cpus[w], tasks, WTERMSIG(status),
+			 strsignal(WTERMSIG(status)));
+	else if (WEXITSTATUS(status) == 3)
+		snprintf(r->cause, sizeof(r->cause),
+			 "worker %u (CPU %d, tasks %s) was stopped by a SIGTERM sent to "
+			 "it (not to the launcher)",
+			 w, job->cpus[w], tasks);
+	else
+		snprintf(r->cause, sizeof(r->cause),
+			 "worker %u (CPU %d, tasks %s) failed with exit status %d%s%s",
+			 w, job->cpus[w], tasks, WEXITSTATUS(status),
+			 stats[w].error[0] ? ": " : "", stats[w].error);
+}
+
+/*
+ * Supervise phase, child exits: reap the workers that ended. One that ended
+ * otherwise than with exit 0 ends the start: the others are killed. Return:
+ * RUN_DONE (go on), RUN_SIGNALED (SIGPIPE: stop like a filter) or RUN_FAILED.
+ */
+static enum run_end reap_exits(struct run *r)
+{
+	const struct shmrun_job *job = r->job;
+
+	for (uint32_t w = 0; w < job->workers; w++) {
+		int status;
+		char tasks[256];
+
+		if (r->pids[w] <= 0 || waitpid(r->pids[w], &status, WNOHANG) != r->pids[w])
+			continue;
+		r->pids[w] = 0;
+		r->running--;
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+			continue;
+		describe_tasks(r->plan, w, tasks, sizeof(tasks));
+		if (WIFSIGNALED(status) && WTERMSIG(status) == SIGPIPE) {
+			/* a stdout_sink's reader went away (shmrun job | head):
+			 * stop like any Unix filter, without restarts */
+			shmrun_log(SHMRUN_LOG_WARN,
+				   "worker %u: its output pipe was closed (SIGPIPE); "
+				   "stopping the job",
+				   w);
+			kill_all(r->pids, job->workers, SIGKILL);
+			reap_all(NULL, r->pids, job->workers, 0);
+			r->running = 0;
+			r->signal = SIGPIPE;
+			return RUN_SIGNALED;
+		}
+		note_exit_cause(r, w, status, tasks);
+		shmrun_log(SHMRUN_LOG_ERROR, "%s", r->cause);
+		kill_all(r->pids, job->workers, SIGKILL);
+		reap_all(NULL, r->pids, job->workers, 0);
+		r->running = 0;
+		return RUN_FAILED;
+	}
+	return RUN_DONE;
+}
+
+/*
+ * Supervise phase: until every worker has ended, take signals (sigtimedwait():
+ * one ordered stream with child exits), watch for stopped workers and the
+ * final epoch's deadline, reap exits. Return: RUN_DONE, RUN_SIGNALED, RUN_FAILED.
+ */
+static enum run_end supervise(struct run *r)
+{
+	const struct shmrun_job *job = r->job;
+	enum run_end end = RUN_DONE;
+
+	r->wt.stopped_ns = calloc(job->workers, sizeof(*r->wt.stopped_ns));
+	r->wt.told = calloc(job->workers, sizeof(*r->wt.told));
+	while (r->running) {
 		struct timespec tick = {0, 100000000};
 		siginfo_t info;
 		int sig = sigtimedwait(&r->set, &info, &tick);
 		bool forwarded = sig > 0 && info.si_code == SI_QUEUE &&
 				 info.si_value.sival_int == STOP_FORWARDED;
 
-		watch_workers(&wt, plan, pids, shmrun_now_ns());
-		if (stopping && job->checkpoint_dir &&
-		    shmrun_now_ns() - r->stop_ns >
-			(int64_t)job->checkpoint_timeout_ns + STOP_GRACE_NS) {
-			/* worker 0 judges the final epoch by checkpoint_timeout;
-			 * when it cannot (stopped, stuck), the launcher does */
-			uint64_t e = shmrun_ckpt_newest_complete(job->checkpoint_dir);
-
-			shmrun_log(SHMRUN_LOG_ERROR,
-				   "the final checkpoint did not complete within checkpoint_timeout "
-				   "(%.1f s) and %.0f s more: stopping without it; a rerun resumes "
-				   "from epoch %" PRIu64,
-				   (double)job->checkpoint_timeout_ns / 1e9,
-				   (double)STOP_GRACE_NS / 1e9, e);
-			stop_all(r->ctl, pids, job->workers);
-			reap_all(plan, pids, job->workers, shmrun_now_ns() + STOP_GRACE_NS);
+		watch_workers(&r->wt, r->plan, r->pids, shmrun_now_ns());
+		if (final_epoch_overdue(r)) {
 			end = RUN_SIGNALED;
 			break;
-		}
-
-		if (is_stop_signal(sig) && stopping &&
-		    (forwarded ||
-		     (r->stop_forwarded && shmrun_now_ns() - r->stop_ns < SAME_STOP_NS))) {
-			/* another copy of the request being served (a group signal
-			 * reaches every worker and the launcher) */
-			shmrun_log(SHMRUN_LOG_DEBUG, "%s (%s): already stopping", strsignal(sig),
-				   forwarded ? "passed on by a worker" : "the group's copy");
-			continue;
-		}
-		if (is_stop_signal(sig) && !stopping) {
-			stopping = true;
-			r->signal = sig;
-			r->stop_ns = shmrun_now_ns();
-			r->stop_forwarded = forwarded;
-			if (forwarded) {
-				/* a group signal's own copy to the launcher is pending
-				 * by now (the same kill() queued it before the worker
-				 * could pass its copy on): take it as part of this
-				 * request whatever delays the launcher */
-				struct timespec zero = {0, 0};
-				sigset_t one;
-				siginfo_t copy;
-
-				sigemptyset(&one);
-				sigaddset(&one, sig);
-				if (sigtimedwait(&one, &copy, &zero) == sig)
-					shmrun_log(SHMRUN_LOG_DEBUG, "%s: the group's copy",
-						   strsignal(sig));
-			}
-		}
-		if (is_stop_signal(sig) && job->checkpoint_dir &&
-		    !atomic_load_explicit(&r->ctl->stop_requested, memory_order_relaxed)) {
-			/* stop with checkpoint: the next epoch is the final one */
-			shmrun_log(SHMRUN_LOG_WARN,
-				   "%s%s: taking a final checkpoint, then stopping (send it again to "
-				   "stop at once)",
-				   strsignal(sig), forwarded ? " (received by a worker)" : "");
-			atomic_store_explicit(&r->ctl->stop_requested, 1, memory_order_release);
-			continue;
 		}
 		if (is_stop_signal(sig)) {
-			shmrun_log(SHMRUN_LOG_WARN, "%s: stopping %u workers", strsignal(sig),
-				   running);
-			stop_all(r->ctl, pids, job->workers);
-			reap_all(plan, pids, job->workers, shmrun_now_ns() + STOP_GRACE_NS);
-			r->signal = sig;
-			end = RUN_SIGNALED;
-			break;
-		}
-		for (uint32_t w = 0; w < job->workers; w++) {
-			int status;
-			char tasks[256];
-
-			if (pids[w] <= 0 || waitpid(pids[w], &status, WNOHANG) != pids[w])
-				continue;
-			pids[w] = 0;
-			running--;
-			if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-				continue;
-			describe_tasks(plan, w, tasks, sizeof(tasks));
-			if (WIFSIGNALED(status) && WTERMSIG(status) == SIGPIPE) {
-				/* a stdout_sink's reader went away (shmrun job | head):
-				 * stop like any Unix filter, without restarts */
-				shmrun_log(SHMRUN_LOG_WARN,
-					   "worker %u: its output pipe was closed (SIGPIPE); "
-					   "stopping the job",
-					   w);
-				kill_all(pids, job->workers, SIGKILL);
-				reap_all(NULL, pids, job->workers, 0);
-				running = 0;
-				r->signal = SIGPIPE;
+			if (serve_stop(r, sig, forwarded)) {
 				end = RUN_SIGNALED;
 				break;
 			}
-			if (WIFSIGNALED(status) && signal_is_incurable(WTERMSIG(status))) {
-				char outs[512];
-
-				describe_outputs(plan, w, outs, sizeof(outs));
-				r->fatal_signal = WTERMSIG(status);
-				if (WTERMSIG(status) == SIGXFSZ)
-					snprintf(r->cause, sizeof(r->cause),
-						 "worker %u (CPU %d, tasks %s) was killed by SIGXFSZ: a "
-						 "file it wrote%s%.400s%s reached the file size limit "
-						 "(RLIMIT_FSIZE, `ulimit -f`); raise or remove the limit",
-						 w, job->cpus[w], tasks, outs[0] ? " (" : "", outs,
-						 outs[0] ? ")" : "");
-				else
-					snprintf(r->cause, sizeof(r->cause),
-						 "worker %u (CPU %d, tasks %s) was killed by SIGXCPU: it "
-						 "used up the CPU time limit (RLIMIT_CPU, `ulimit -t`); "
-						 "raise or remove the limit",
-						 w, job->cpus[w], tasks);
-			} else if (WIFSIGNALED(status))
-				snprintf(r->cause, sizeof(r->cause),
-					 "worker %u (CPU %d, tasks %s) was killed by signal %d (%s)", w,
-					 job->cpus[w], tasks, WTERMSIG(status),
-					 strsignal(WTERMSIG(status)));
-			else if (WEXITSTATUS(status) == 3)
-				snprintf(r->cause, sizeof(r->cause),
-					 "worker %u (CPU %d, tasks %s) was stopped by a SIGTERM sent to "
-					 "it (not to the launcher)",
-					 w, job->cpus[w], tasks);
-			else
-				snprintf(r->cause, sizeof(r->cause),
-					 "worker %u (CPU %d, tasks %s) failed with exit status %d%s%s",
-					 w, job->cpus[w], tasks, WEXITSTATUS(status),
-					 stats[w].error[0] ? ": " : "", stats[w].error);
-			shmrun_log(SHMRUN_LOG_ERROR, "%s", r->cause);
-			kill_all(pids, job->workers, SIGKILL);
-			reap_all(NULL, pids, job->workers, 0);
-			running = 0;
-			end = RUN_FAILED;
-			break;
+			continue;
 		}
+		end = reap_exits(r);
 	}
-	if (end == RUN_DONE && stopping) {
+	return end;
+}
+
+/*
+ * End phase: how the start ended (a stop served to its end is RUN_STOPPED at
+ * the final epoch), then its pids, watchdog and segment are released.
+ */
+static enum run_end finish_start(struct run *r, enum run_end end)
+{
+	if (end == RUN_DONE && r->stopping) {
 		end = RUN_STOPPED;
 		r->epoch = atomic_load_explicit(&r->ctl->final_epoch, memory_order_acquire);
 	}
-out:
-	free(wt.stopped_ns);
-	free(wt.told);
-	free(pids);
-	shmrun_segment_close(&seg);
+	free(r->wt.stopped_ns);
+	free(r->wt.told);
+	free(r->pids);
+	shmrun_segment_close(&r->seg);
 	return end;
+}
+
+/* One start of the job, phase by phase: start, supervise, end. */
+static enum run_end run_once(struct run *r)
+{
+	enum run_end end = start_workers(r);
+
+	if (end == RUN_DONE)
+		end = supervise(r);
+	return finish_start(r, end);
 }
 
 /* mkdir -p @path. Return: 0, or -1 with errno set. */
@@ -826,12 +914,199 @@ int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
 	return failed;
 }
 
+/*
+ * Before the first start: each stage's prepare(), the preflight of every
+ * path, the run's locks, checkpoint_dir created, and a warning when
+ * checkpoints cannot use io_uring. Return: 0, or -1 (logged): nothing started.
+ */
+static int prepare_and_lock(const struct run *r)
+{
+	const struct shmrun_job *job = r->job;
+
+	if (shmrun_prepare(job, r->plan) || shmrun_preflight(job))
+		return -1;
+	/* before anything reads, moves or creates checkpoints or outputs (STREAM_RESET_STATE,
+	 * the restore): a second live run is refused here, having touched nothing */
+	if (shmrun_lock_job(job))
+		return -1;
+	if (job->checkpoint_dir && make_dirs(job->checkpoint_dir)) {
+		shmrun_log(SHMRUN_LOG_ERROR,
+			   "%s: checkpoint_dir %s cannot be created: %s; nothing was started",
+			   job->conf_path, job->checkpoint_dir, strerror(errno));
+		return -1;
+	}
+	if (job->checkpoint_dir) {
+		struct shmrun_ckpt_writer w;
+		char why[256] = "";
+
+		if (shmrun_ckpt_writer_init(&w, 4, why, sizeof(why)) == 0) {
+			if (why[0])
+				shmrun_log(SHMRUN_LOG_WARN,
+					   "checkpoints use pwrite/fsync instead of io_uring: %s", why);
+			shmrun_ckpt_writer_close(&w);
+		}
+	}
+	return 0;
+}
+
+/*
+ * Signals for the run: SIGCHLD and the stop signals blocked, taken by
+ * sigtimedwait() (supervise(), restart_backoff()); r->oldmask, the workers'
+ * mask, without them.
+ */
+static void block_signals(struct run *r)
+{
+	sigemptyset(&r->set);
+	sigaddset(&r->set, SIGCHLD);
+	sigaddset(&r->set, SIGINT);
+	sigaddset(&r->set, SIGTERM);
+	sigaddset(&r->set, SIGHUP); /* the terminal went away: stop like SIGTERM */
+	sigprocmask(SIG_BLOCK, &r->set, &r->oldmask);
+	/* shmrun's main() blocks stop signals from its start (a signal before
+	 * this point is served as a stop below): workers must not inherit that,
+	 * and the end of the run restores their default action */
+	sigdelset(&r->oldmask, SIGCHLD);
+	sigdelset(&r->oldmask, SIGINT);
+	sigdelset(&r->oldmask, SIGTERM);
+	sigdelset(&r->oldmask, SIGHUP);
+}
+
+/*
+ * Result of a start that ended with @end after @attempt restarts: done, stopped, signaled,
+ * refused, or failed for good (stop requested, incurable, no attempts left).
+ * Return: the exit status, or -1 to restart.
+ */
+static int start_result(struct run *r, enum run_end end, uint32_t attempt)
+{
+	const struct shmrun_job *job = r->job;
+
+	if (end == RUN_DONE) {
+		print_summary(r->plan, shmrun_control_stats(r->ctl), shmrun_now_ns() - r->start_ns);
+		print_stalls(job, shmrun_control_stats(r->ctl));
+		return 0;
+	}
+	if (end == RUN_STOPPED) {
+		print_stalls(job, shmrun_control_stats(r->ctl));
+		shmrun_log(SHMRUN_LOG_INFO, "stopped at epoch %" PRIu64
+					    "; run the same topology again to resume",
+			   r->epoch);
+		fprintf(stderr, "stopped at epoch %" PRIu64 "\n", r->epoch);
+		return 0;
+	}
+	if (end == RUN_SIGNALED)
+		return 128 + r->signal;
+	if (end == RUN_NOSTART && r->refused) {
+		/* a checkpoint of another topology: a refusal before the
+		 * start, as `shmrun check` reports it (exit 2: systemd's
+		 * RestartPreventExitStatus=2 does not loop on it) */
+		shmrun_log(SHMRUN_LOG_ERROR, "%s: the checkpoint to restore does not fit "
+					     "this topology (see above); nothing was started",
+			   job->conf_path);
+		return 2;
+	}
+	if (end == RUN_NOSTART)
+		return 1;
+	/* RUN_FAILED */
+	if (r->signal) {
+		/* a stop was requested: never restart; the final checkpoint
+		 * was not taken, the last complete one is where a rerun
+		 * resumes */
+		shmrun_log(SHMRUN_LOG_ERROR,
+			   "%s: stopping without a final checkpoint after: %s; a rerun "
+			   "resumes from epoch %" PRIu64,
+			   strsignal(r->signal), r->cause,
+			   job->checkpoint_dir ? shmrun_ckpt_newest_complete(job->checkpoint_dir) : 0);
+		return 128 + r->signal;
+	}
+	if (incurable(job, r))
+		return 1;
+	if (!job->checkpoint_dir || attempt >= job->restart_attempts) {
+		shmrun_log(SHMRUN_LOG_ERROR, "job %s failed%s", job->name,
+			   job->checkpoint_dir ? ": no restart attempts left"
+					       : " (no checkpoint_dir: not restarted)");
+		return 1;
+	}
+	return -1;
+}
+
+/*
+ * Backoff before restart @attempt (from 1): 0.1 s doubling to 3.2 s, the
+ * failed start's control area destroyed first. Return: true if a stop
+ * signal came meanwhile (the run ends, exit 0), false to start again.
+ */
+static bool restart_backoff(struct run *r, uint32_t attempt)
+{
+	const struct shmrun_job *job = r->job;
+	struct timespec backoff;
+
+	{
+		int64_t ns = 100000000ll << (attempt < 6 ? attempt - 1 : 5);
+
+		backoff.tv_sec = ns / 1000000000;
+		backoff.tv_nsec = ns % 1000000000;
+		shmrun_log(SHMRUN_LOG_WARN,
+			   "restart %u of %u in %.1f s after: %s", attempt,
+			   job->restart_attempts, (double)ns / 1e9, r->cause);
+	}
+	shmrun_control_destroy(r->ctl);
+	r->ctl = NULL;
+	{
+		int sig = backoff_wait(&r->set, &backoff);
+
+		if (sig) {
+			/* nothing runs now: the last complete checkpoint is where a
+			 * rerun resumes, as after a stop with checkpoint */
+			uint64_t e = shmrun_ckpt_newest_complete(job->checkpoint_dir);
+
+			shmrun_log(SHMRUN_LOG_WARN, "%s during restart backoff: stopping",
+				   strsignal(sig));
+			fprintf(stderr, "stopped at epoch %" PRIu64 "\n", e);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The restart loop: start the job until a start ends the run. Return: the exit status. */
+static int restart_loop(struct run *r)
+{
+	uint32_t attempt = 0;
+	int rc;
+
+	for (;;) {
+		enum run_end end = run_once(r);
+
+		rc = start_result(r, end, attempt);
+		if (rc >= 0)
+			break;
+		attempt++;
+		if (restart_backoff(r, attempt)) {
+			rc = 0;
+			break;
+		}
+	}
+	return rc;
+}
+
+/* After the last start: pending stop signals taken, the mask the run began with restored. */
+static void unblock_signals(struct run *r)
+{
+	{
+		/* the run is over: a late copy of the stop signal (passed on by a
+		 * worker, or a group's) must not kill us when unblocked */
+		struct timespec zero = {0, 0};
+		siginfo_t info;
+
+		while (sigtimedwait(&r->set, &info, &zero) > 0)
+			;
+	}
+	sigprocmask(SIG_SETMASK, &r->oldmask, NULL);
+}
+
 int shmrun_run(const struct shmrun_job *job)
 {
 	struct shmrun_plan *plan = NULL;
-	struct run r = {.job = job};
-	int64_t start = shmrun_now_ns();
-	uint32_t attempt = 0;
+	struct run r = {.job = job, .start_ns = shmrun_now_ns()};
 	int rc = 2;
 
 	for (uint32_t i = 0; i < job->nwarnings; i++)
@@ -845,141 +1120,11 @@ int shmrun_run(const struct shmrun_job *job)
 	if (shmrun_plan_build(job, &plan))
 		return 2;
 	r.plan = plan;
-	if (shmrun_prepare(job, plan) || shmrun_preflight(job))
+	if (prepare_and_lock(&r))
 		goto out;
-	/* before anything reads, moves or creates checkpoints or outputs (STREAM_RESET_STATE,
-	 * the restore): a second live run is refused here, having touched nothing */
-	if (shmrun_lock_job(job))
-		goto out;
-	if (job->checkpoint_dir && make_dirs(job->checkpoint_dir)) {
-		shmrun_log(SHMRUN_LOG_ERROR,
-			   "%s: checkpoint_dir %s cannot be created: %s; nothing was started",
-			   job->conf_path, job->checkpoint_dir, strerror(errno));
-		goto out;
-	}
-	if (job->checkpoint_dir) {
-		struct shmrun_ckpt_writer w;
-		char why[256] = "";
-
-		if (shmrun_ckpt_writer_init(&w, 4, why, sizeof(why)) == 0) {
-			if (why[0])
-				shmrun_log(SHMRUN_LOG_WARN,
-					   "checkpoints use pwrite/fsync instead of io_uring: %s", why);
-			shmrun_ckpt_writer_close(&w);
-		}
-	}
-	sigemptyset(&r.set);
-	sigaddset(&r.set, SIGCHLD);
-	sigaddset(&r.set, SIGINT);
-	sigaddset(&r.set, SIGTERM);
-	sigaddset(&r.set, SIGHUP); /* the terminal went away: stop like SIGTERM */
-	sigprocmask(SIG_BLOCK, &r.set, &r.oldmask);
-	/* shmrun's main() blocks stop signals from its start (a signal before
-	 * this point is served as a stop below): workers must not inherit that,
-	 * and the end of the run restores their default action */
-	sigdelset(&r.oldmask, SIGCHLD);
-	sigdelset(&r.oldmask, SIGINT);
-	sigdelset(&r.oldmask, SIGTERM);
-	sigdelset(&r.oldmask, SIGHUP);
-	for (;;) {
-		enum run_end end = run_once(&r);
-		struct timespec backoff;
-
-		if (end == RUN_DONE) {
-			print_summary(plan, shmrun_control_stats(r.ctl), shmrun_now_ns() - start);
-			print_stalls(job, shmrun_control_stats(r.ctl));
-			rc = 0;
-			break;
-		}
-		if (end == RUN_STOPPED) {
-			print_stalls(job, shmrun_control_stats(r.ctl));
-			shmrun_log(SHMRUN_LOG_INFO, "stopped at epoch %" PRIu64
-						    "; run the same topology again to resume",
-				   r.epoch);
-			fprintf(stderr, "stopped at epoch %" PRIu64 "\n", r.epoch);
-			rc = 0;
-			break;
-		}
-		if (end == RUN_SIGNALED) {
-			rc = 128 + r.signal;
-			break;
-		}
-		if (end == RUN_NOSTART && r.refused) {
-			/* a checkpoint of another topology: a refusal before the
-			 * start, as `shmrun check` reports it (exit 2: systemd's
-			 * RestartPreventExitStatus=2 does not loop on it) */
-			shmrun_log(SHMRUN_LOG_ERROR, "%s: the checkpoint to restore does not fit "
-						     "this topology (see above); nothing was started",
-				   job->conf_path);
-			rc = 2;
-			break;
-		}
-		if (end == RUN_NOSTART) {
-			rc = 1;
-			break;
-		}
-		/* RUN_FAILED */
-		if (r.signal) {
-			/* a stop was requested: never restart; the final checkpoint
-			 * was not taken, the last complete one is where a rerun
-			 * resumes */
-			shmrun_log(SHMRUN_LOG_ERROR,
-				   "%s: stopping without a final checkpoint after: %s; a rerun "
-				   "resumes from epoch %" PRIu64,
-				   strsignal(r.signal), r.cause,
-				   job->checkpoint_dir ? shmrun_ckpt_newest_complete(job->checkpoint_dir) : 0);
-			rc = 128 + r.signal;
-			break;
-		}
-		if (incurable(job, &r)) {
-			rc = 1;
-			break;
-		}
-		if (!job->checkpoint_dir || attempt >= job->restart_attempts) {
-			shmrun_log(SHMRUN_LOG_ERROR, "job %s failed%s", job->name,
-				   job->checkpoint_dir ? ": no restart attempts left"
-						       : " (no checkpoint_dir: not restarted)");
-			rc = 1;
-			break;
-		}
-		attempt++;
-		{
-			int64_t ns = 100000000ll << (attempt < 6 ? attempt - 1 : 5);
-
-			backoff.tv_sec = ns / 1000000000;
-			backoff.tv_nsec = ns % 1000000000;
-			shmrun_log(SHMRUN_LOG_WARN,
-				   "restart %u of %u in %.1f s after: %s", attempt,
-				   job->restart_attempts, (double)ns / 1e9, r.cause);
-		}
-		shmrun_control_destroy(r.ctl);
-		r.ctl = NULL;
-		{
-			int sig = backoff_wait(&r.set, &backoff);
-
-			if (sig) {
-				/* nothing runs now: the last complete checkpoint is where a
-				 * rerun resumes, as after a stop with checkpoint */
-				uint64_t e = shmrun_ckpt_newest_complete(job->checkpoint_dir);
-
-				shmrun_log(SHMRUN_LOG_WARN, "%s during restart backoff: stopping",
-					   strsignal(sig));
-				fprintf(stderr, "stopped at epoch %" PRIu64 "\n", e);
-				rc = 0;
-				break;
-			}
-		}
-	}
-	{
-		/* the run is over: a late copy of the stop signal (passed on by a
-		 * worker, or a group's) must not kill us when unblocked */
-		struct timespec zero = {0, 0};
-		siginfo_t info;
-
-		while (sigtimedwait(&r.set, &info, &zero) > 0)
-			;
-	}
-	sigprocmask(SIG_SETMASK, &r.oldmask, NULL);
+	block_signals(&r);
+	rc = restart_loop(&r);
+	unblock_signals(&r);
 out:
 	shmrun_control_destroy(r.ctl);
 	shmrun_plan_free(plan);

@@ -593,20 +593,14 @@ static int wire_task(struct shmrun_worker *w, struct shmrun_task *t, const uint3
 	return 0;
 }
 
-static int setup(struct shmrun_worker *w)
+/*
+ * Setup phase, the tasks: w->tasks filled, each with its key-value store; @task_slot maps a
+ * plan task to its index in w->tasks (UINT32_MAX: another worker's). Return: 0, or -ENOMEM.
+ */
+static int place_tasks(struct shmrun_worker *w, uint32_t *task_slot)
 {
 	const struct shmrun_plan *p = w->plan;
 	const struct shmrun_job *job = p->job;
-	uint32_t *task_slot = NULL;
-	int err = -ENOMEM;
-
-	w->outs = calloc(p->nchannels + 1, sizeof(*w->outs));
-	w->ins = calloc(p->nchannels + 1, sizeof(*w->ins));
-	w->tasks = calloc(p->ntasks + 1, sizeof(*w->tasks));
-	task_slot = malloc((p->ntasks + 1) * sizeof(*task_slot));
-	if (!w->outs || !w->ins || !task_slot || !w->tasks)
-		goto out;
-	err = 0; /* a worker may have no task and no ring at all: it idles */
 
 	/* This worker's tasks in topological order of their stages: the loop
 	 * walks them in reverse, downstream first, so rings drain before
@@ -639,9 +633,21 @@ static int setup(struct shmrun_worker *w)
 					  : 0;
 			t->rate_slot = &w->slots[p->stage_task0[s]];
 			if (shmrun_kv_init(&t->kv, job->vnodes))
-				goto out;
+				return -ENOMEM;
 		}
 	}
+	return 0;
+}
+
+/*
+ * Setup phase, the rings: w->outs and w->ins, each end's wake bell the peer worker's.
+ * Return: 0, or the -errno of shmrun_ring_attach().
+ */
+static int attach_rings(struct shmrun_worker *w)
+{
+	const struct shmrun_plan *p = w->plan;
+	int err;
+
 	/* Each ring this worker touches, attached on the side it plays. */
 	for (uint32_t c = 0; c < p->nchannels; c++) {
 		const struct shmrun_plan_channel *ch = &p->channels[c];
@@ -653,7 +659,7 @@ static int setup(struct shmrun_worker *w)
 
 			err = shmrun_ring_attach(&o->ring, mem, len, SHMRUN_RING_PRODUCER);
 			if (err)
-				goto out;
+				return err;
 			o->src_task = ch->src_task;
 			o->dst_task = ch->dst_task;
 			o->backlogged = &w->backlogged;
@@ -665,11 +671,33 @@ static int setup(struct shmrun_worker *w)
 
 			err = shmrun_ring_attach(&in->ring, mem, len, SHMRUN_RING_CONSUMER);
 			if (err)
-				goto out;
+				return err;
 			shmrun_ring_set_wake_bell(
 				&in->ring, &w->all_stats[p->tasks[ch->src_task].worker].bell);
 		}
 	}
+	return 0;
+}
+
+static int setup(struct shmrun_worker *w)
+{
+	const struct shmrun_plan *p = w->plan;
+	uint32_t *task_slot = NULL;
+	int err = -ENOMEM;
+
+	w->outs = calloc(p->nchannels + 1, sizeof(*w->outs));
+	w->ins = calloc(p->nchannels + 1, sizeof(*w->ins));
+	w->tasks = calloc(p->ntasks + 1, sizeof(*w->tasks));
+	task_slot = malloc((p->ntasks + 1) * sizeof(*task_slot));
+	if (!w->outs || !w->ins || !task_slot || !w->tasks)
+		goto out;
+	err = 0; /* a worker may have no task and no ring at all: it idles */
+
+	if (place_tasks(w, task_slot))
+		goto out; /* as before: err stays 0, the -ENOMEM is not passed on */
+	err = attach_rings(w);
+	if (err)
+		goto out;
 	for (uint32_t x = 0; x < w->ntasks; x++) {
 		err = wire_task(w, &w->tasks[x], task_slot);
 		if (err)
@@ -925,6 +953,127 @@ static void publish_stats(struct shmrun_worker *w)
 	}
 }
 
+/*
+ * Setup phase: refuse a control area of another layout, then set up tasks
+ * and rings (setup()); a failure is logged and what was set up torn down.
+ * Return: 0, or 1 (the worker's exit status).
+ */
+static int start_worker(struct shmrun_worker *w)
+{
+	char why[200];
+	int err;
+
+	/* a control area of another layout: refuse it before touching it */
+	if (shmrun_control_check(w->ctl, w->plan->job->workers, w->plan->ntasks, why, sizeof(why))) {
+		shmrun_log(SHMRUN_LOG_ERROR, "worker %u: %s", w->index, why);
+		return 1;
+	}
+	atomic_store_explicit(&w->stats->pid, (int32_t)getpid(), memory_order_relaxed);
+	err = shmrun_state_arena_init();
+	if (!err)
+		err = setup(w);
+	if (err) {
+		if (!w->failed)
+			snprintf(w->stats->error, sizeof(w->stats->error), "worker setup failed: %s",
+				 strerror(-err));
+		shmrun_log(SHMRUN_LOG_ERROR, "%s", w->stats->error);
+		teardown(w);
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * Open phase: open every task, in order, and hand it its restored
+ * per-worker entries; the first failure marks the worker failed.
+ */
+static void open_tasks(struct shmrun_worker *w)
+{
+	int err;
+
+	for (uint32_t x = 0; x < w->ntasks && !w->failed; x++) {
+		struct shmrun_task *t = &w->tasks[x];
+
+		err = t->op->open ? t->op->open(t, &t->state) : 0;
+		if (err) {
+			if (!w->failed)
+				shmrun_task_error(t, "open failed: %s", strerror(-err));
+			note_fail_errno(w, err);
+			break;
+		}
+		t->opened = true;
+		err = shmrun_snapshot_restore_entries(t);
+		if (err && !w->failed)
+			shmrun_task_error(t, "restore of per-worker state failed");
+		if (err)
+			note_fail_errno(w, err);
+	}
+}
+
+/*
+ * Loop phase: turn (step()) until every task ended, the worker failed (or
+ * the job's checkpoint did), or a stop; flush and idle between turns.
+ */
+static void run_loop(struct shmrun_worker *w)
+{
+	struct shmrun_control *ctl = w->ctl;
+	int64_t idle_since = 0;
+	uint32_t turns = 0;
+	uint64_t beats = 0;
+
+	while (!w->failed && !*w->stop) {
+		/* relaxed: a liveness hint for worker 0's timeout message */
+		atomic_store_explicit(&w->stats->heartbeat, ++beats, memory_order_relaxed);
+		if (atomic_load_explicit(&ctl->failed, memory_order_acquire)) {
+			snprintf(w->stats->error, sizeof(w->stats->error), "%s%.400s",
+				 ctl->failed_why[0] ? "checkpoint failed: " : "the final checkpoint failed",
+				 ctl->failed_why);
+			w->failed = true;
+			break;
+		}
+		if (w->nchildren && (++turns & 63) == 0)
+			reap_children(w);
+		if (step(w)) {
+			idle_since = 0;
+			flush_tasks(w, true);
+			continue;
+		}
+		flush_tasks(w, false); /* nothing to do: every input drained */
+		if (all_done(w))
+			break;
+		reap_children(w);
+		idle_wait(w, &idle_since);
+	}
+	if (*w->stop && !w->failed)
+		flush_tasks(w, false); /* a stop without final checkpoint: whole lines out */
+}
+
+/*
+ * End phase: wait for the snapshot children still writing, up to 10 s (the
+ * comment inside says why).
+ */
+static void wait_children(struct shmrun_worker *w)
+{
+	struct shmrun_control *ctl = w->ctl;
+
+	/* Snapshot children still writing (late writers of an aborted epoch)
+	 * are waited for, up to 10 s: each removes what it wrote once it sees
+	 * the abort, which it could not do if this worker's exit killed it
+	 * (PR_SET_PDEATHSIG) mid-way. When the job fails on a checkpoint, the
+	 * other workers' writers too (ctl->writers): the launcher kills every
+	 * worker once one has exited. What a killed one leaves is removed at
+	 * the next start (shmrun_ckpt_remove_incomplete()). */
+	reap_children(w);
+	for (int64_t until = shmrun_now_ns() + 10000000000LL;
+	     (w->nchildren ||
+	      (atomic_load_explicit(&ctl->failed, memory_order_acquire) &&
+	       atomic_load_explicit(&ctl->writers, memory_order_relaxed))) &&
+	     shmrun_now_ns() < until;) {
+		usleep(1000);
+		reap_children(w);
+	}
+}
+
 int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segment *seg,
 		      uint32_t index, struct shmrun_control *ctl,
 		      const volatile sig_atomic_t *stop)
@@ -942,46 +1091,11 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 		.committed_epoch = ctl->restored_epoch,
 		.stop = stop,
 	};
-	int64_t idle_since = 0;
-	uint32_t turns = 0;
-	uint64_t beats = 0;
-	char why[200];
 	int err;
 
-	/* a control area of another layout: refuse it before touching it */
-	if (shmrun_control_check(ctl, plan->job->workers, plan->ntasks, why, sizeof(why))) {
-		shmrun_log(SHMRUN_LOG_ERROR, "worker %u: %s", index, why);
+	if (start_worker(&w))
 		return 1;
-	}
-	atomic_store_explicit(&w.stats->pid, (int32_t)getpid(), memory_order_relaxed);
-	err = shmrun_state_arena_init();
-	if (!err)
-		err = setup(&w);
-	if (err) {
-		if (!w.failed)
-			snprintf(w.stats->error, sizeof(w.stats->error), "worker setup failed: %s",
-				 strerror(-err));
-		shmrun_log(SHMRUN_LOG_ERROR, "%s", w.stats->error);
-		teardown(&w);
-		return 1;
-	}
-	for (uint32_t x = 0; x < w.ntasks && !w.failed; x++) {
-		struct shmrun_task *t = &w.tasks[x];
-
-		err = t->op->open ? t->op->open(t, &t->state) : 0;
-		if (err) {
-			if (!w.failed)
-				shmrun_task_error(t, "open failed: %s", strerror(-err));
-			note_fail_errno(&w, err);
-			break;
-		}
-		t->opened = true;
-		err = shmrun_snapshot_restore_entries(t);
-		if (err && !w.failed)
-			shmrun_task_error(t, "restore of per-worker state failed");
-		if (err)
-			note_fail_errno(&w, err);
-	}
+	open_tasks(&w);
 	flush_setup(&w);
 	w.co.next_ns = shmrun_now_ns() + (int64_t)plan->job->checkpoint_interval_ns;
 	if (ctl->restored_finished) {
@@ -992,48 +1106,9 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 			w.tasks[x].ended = true;
 		goto done;
 	}
-	while (!w.failed && !*stop) {
-		/* relaxed: a liveness hint for worker 0's timeout message */
-		atomic_store_explicit(&w.stats->heartbeat, ++beats, memory_order_relaxed);
-		if (atomic_load_explicit(&ctl->failed, memory_order_acquire)) {
-			snprintf(w.stats->error, sizeof(w.stats->error), "%s%.400s",
-				 ctl->failed_why[0] ? "checkpoint failed: " : "the final checkpoint failed",
-				 ctl->failed_why);
-			w.failed = true;
-			break;
-		}
-		if (w.nchildren && (++turns & 63) == 0)
-			reap_children(&w);
-		if (step(&w)) {
-			idle_since = 0;
-			flush_tasks(&w, true);
-			continue;
-		}
-		flush_tasks(&w, false); /* nothing to do: every input drained */
-		if (all_done(&w))
-			break;
-		reap_children(&w);
-		idle_wait(&w, &idle_since);
-	}
-	if (*stop && !w.failed)
-		flush_tasks(&w, false); /* a stop without final checkpoint: whole lines out */
+	run_loop(&w);
 done:
-	/* Snapshot children still writing (late writers of an aborted epoch)
-	 * are waited for, up to 10 s: each removes what it wrote once it sees
-	 * the abort, which it could not do if this worker's exit killed it
-	 * (PR_SET_PDEATHSIG) mid-way. When the job fails on a checkpoint, the
-	 * other workers' writers too (ctl->writers): the launcher kills every
-	 * worker once one has exited. What a killed one leaves is removed at
-	 * the next start (shmrun_ckpt_remove_incomplete()). */
-	reap_children(&w);
-	for (int64_t until = shmrun_now_ns() + 10000000000LL;
-	     (w.nchildren ||
-	      (atomic_load_explicit(&ctl->failed, memory_order_acquire) &&
-	       atomic_load_explicit(&ctl->writers, memory_order_relaxed))) &&
-	     shmrun_now_ns() < until;) {
-		usleep(1000);
-		reap_children(&w);
-	}
+	wait_children(&w);
 	publish_stats(&w);
 	err = w.failed ? 1 : *stop ? 3 : 0;
 	teardown(&w);

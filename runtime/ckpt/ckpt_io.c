@@ -428,6 +428,78 @@ fail:
 }
 
 /*
+ * Write phase, fill: hand segments from *@next (at file offset *@off) to
+ * free slots, in file order, skipping empty ones; both advance.
+ */
+static void fill_slots(struct shmrun_ckpt_writer *w, const struct iovec *seg, size_t nseg,
+		       size_t *next, uint64_t *off)
+{
+	for (unsigned i = 0; i < w->depth && *next < nseg; i++) {
+		struct ckpt_slot *s = &w->slots[i];
+
+		if (s->state != SLOT_FREE)
+			continue;
+		while (*next < nseg && !seg[*next].iov_len)
+			(*next)++;
+		if (*next == nseg)
+			break;
+		s->base = seg[*next].iov_base;
+		s->len = seg[*next].iov_len;
+		s->done = 0;
+		s->off = *off;
+		s->retries = 0;
+		s->state = SLOT_READY;
+		*off += seg[*next].iov_len;
+		(*next)++;
+	}
+}
+
+/*
+ * Write phase, queue: an SQE for every ready slot, or, when @drop (after an
+ * error, or with the ring broken), free them instead. Return: SQEs queued.
+ */
+static unsigned queue_slots(struct shmrun_ckpt_writer *w, int fd, bool drop)
+{
+	unsigned queued = 0;
+
+	for (unsigned i = 0; i < w->depth; i++) {
+		struct io_uring_sqe *sqe;
+
+		if (w->slots[i].state != SLOT_READY)
+			continue;
+		if (drop) {
+			w->slots[i].state = SLOT_FREE;
+			continue;
+		}
+		sqe = io_uring_get_sqe(&w->ring);
+		if (!sqe)
+			break; /* cannot happen: busy slots <= depth <= SQ entries */
+		prep_slot(w, sqe, i, fd);
+		queued++;
+	}
+	return queued;
+}
+
+/*
+ * Write phase, reap: account for completion @cqe and every one available
+ * after it; the first error goes to *@err unless one is there. Return: how many.
+ */
+static unsigned reap_slots(struct shmrun_ckpt_writer *w, struct io_uring_cqe *cqe, int *err)
+{
+	unsigned reaped = 0;
+
+	do {
+		int e = complete_slot(&w->slots[io_uring_cqe_get_data64(cqe)], cqe->res);
+
+		if (e && !*err)
+			*err = e;
+		io_uring_cqe_seen(&w->ring, cqe);
+		reaped++;
+	} while (!io_uring_peek_cqe(&w->ring, &cqe));
+	return reaped;
+}
+
+/*
  * Write @nseg segments at consecutive offsets from 0 with io_uring, hashing
  * them into @h (may be NULL) in file order. Returns once nothing is in flight.
  */
@@ -446,40 +518,10 @@ static int uring_write(struct shmrun_ckpt_writer *w, int fd, const struct iovec 
 		w->slots[i].state = SLOT_FREE;
 	for (;;) {
 		/* Hand segments to free slots, in file order. */
-		for (unsigned i = 0; i < w->depth && !err && next < nseg; i++) {
-			struct ckpt_slot *s = &w->slots[i];
-
-			if (s->state != SLOT_FREE)
-				continue;
-			while (next < nseg && !seg[next].iov_len)
-				next++;
-			if (next == nseg)
-				break;
-			s->base = seg[next].iov_base;
-			s->len = seg[next].iov_len;
-			s->done = 0;
-			s->off = off;
-			s->retries = 0;
-			s->state = SLOT_READY;
-			off += seg[next].iov_len;
-			next++;
-		}
+		if (!err)
+			fill_slots(w, seg, nseg, &next, &off);
 		/* Queue every ready slot (none after an error). */
-		for (unsigned i = 0; i < w->depth; i++) {
-			struct io_uring_sqe *sqe;
-
-			if (w->slots[i].state != SLOT_READY)
-				continue;
-			if (err || ring_broken) {
-				w->slots[i].state = SLOT_FREE;
-				continue;
-			}
-			sqe = io_uring_get_sqe(ring);
-			if (!sqe)
-				break; /* cannot happen: busy slots <= depth <= SQ entries */
-			prep_slot(w, sqe, i, fd);
-			queued++;
-		}
+		queued += queue_slots(w, fd, err || ring_broken);
 		if (queued && !ring_broken) {
 			ret = io_uring_submit(ring);
 			if (ret > 0) {
@@ -518,14 +560,7 @@ static int uring_write(struct shmrun_ckpt_writer *w, int fd, const struct iovec 
 			ring_broken = true;
 			break;
 		}
-		do {
-			int e = complete_slot(&w->slots[io_uring_cqe_get_data64(cqe)], cqe->res);
-
-			if (e && !err)
-				err = e;
-			io_uring_cqe_seen(ring, cqe);
-			inflight--;
-		} while (!io_uring_peek_cqe(ring, &cqe));
+		inflight -= reap_slots(w, cqe, &err);
 	}
 	if (ring_broken) {
 		io_uring_queue_exit(ring);
@@ -795,14 +830,50 @@ static void note_size(char *why, size_t whylen, uint64_t size, uint64_t want)
 	    (unsigned long long)want);
 }
 
+/*
+ * Reader, verify phase: check the @size bytes read at @p against the
+ * MANIFEST's size and hash, and every block, moving the payloads to the
+ * front. Return: 0 with *@out payload bytes, or -EBADMSG with @why.
+ */
+static int verify_file(unsigned char *p, size_t size, uint64_t want_size, uint64_t want_xxh64,
+		       size_t *out, char *why, size_t whylen)
+{
+	size_t nblocks;
+	uint64_t sum;
+	int err;
+
+	/* The whole-file hash first: walking the blocks moves the payloads. */
+	sum = XXH64(p, size, 0);
+	err = walk_blocks(p, size, out, &nblocks, why, whylen);
+	if (err) {
+		note_size(why, whylen, size, want_size);
+		return err;
+	}
+	if (size != want_size) {
+		say(why, whylen,
+		    "size %zu != %llu in MANIFEST: the file ends at offset %zu, after %zu whole "
+		    "blocks",
+		    size, (unsigned long long)want_size, size, nblocks);
+		return -EBADMSG;
+	}
+	if (sum != want_xxh64) {
+		say(why, whylen,
+		    "xxh64 0x%016llx != 0x%016llx in MANIFEST (every block verifies: not the file "
+		    "the "
+		    "MANIFEST names)",
+		    (unsigned long long)sum, (unsigned long long)want_xxh64);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
 int shmrun_ckpt_read_file(int dirfd, const char *name, uint64_t want_size, uint64_t want_xxh64,
 			  void **data, size_t *len, char *why, size_t whylen)
 {
 	unsigned char *p = NULL;
 	struct stat st;
-	size_t size, out, nblocks;
+	size_t size, out;
 	ssize_t got;
-	uint64_t sum;
 	int fd, err;
 
 	*data = NULL;
@@ -841,30 +912,9 @@ int shmrun_ckpt_read_file(int dirfd, const char *name, uint64_t want_size, uint6
 		goto err_free;
 	}
 	size = (size_t)got;
-	/* The whole-file hash first: walking the blocks moves the payloads. */
-	sum = XXH64(p, size, 0);
-	err = walk_blocks(p, size, &out, &nblocks, why, whylen);
-	if (err) {
-		note_size(why, whylen, size, want_size);
+	err = verify_file(p, size, want_size, want_xxh64, &out, why, whylen);
+	if (err)
 		goto err_free;
-	}
-	if (size != want_size) {
-		say(why, whylen,
-		    "size %zu != %llu in MANIFEST: the file ends at offset %zu, after %zu whole "
-		    "blocks",
-		    size, (unsigned long long)want_size, size, nblocks);
-		err = -EBADMSG;
-		goto err_free;
-	}
-	if (sum != want_xxh64) {
-		say(why, whylen,
-		    "xxh64 0x%016llx != 0x%016llx in MANIFEST (every block verifies: not the file "
-		    "the "
-		    "MANIFEST names)",
-		    (unsigned long long)sum, (unsigned long long)want_xxh64);
-		err = -EBADMSG;
-		goto err_free;
-	}
 	if (out < size) {
 		void *q = realloc(p, out ? out : 1);
 

@@ -37,8 +37,8 @@
  * Invariants: complete_epoch is stored only by the MANIFEST child, after the
  * MANIFEST is durable and retention is done; aborted_epoch only by the
  * coordinator (seq_cst, paired with the snapshot writers' loads). The
- * MANIFEST child is forked by shmrun_coordinate() and judged by it
- * (complete_epoch, then waitpid); the worker loop's waitpid(-1) hands it back
+ * MANIFEST child is forked by shmrun_coordinate() (fork_manifest()) and judged
+ * by it (judge_manifest(): complete_epoch, then waitpid); the worker loop's waitpid(-1) hands it back
  * through shmrun_coordinator_reaped(), so no other code knows its pid. Step 3
  * is ckpt/snapshot.c, the MANIFEST's text ckpt/manifest.c.
  *
@@ -343,107 +343,154 @@ static void describe_timeout(const struct shmrun_coordinator *co, const struct s
 #undef PUT
 }
 
-bool shmrun_coordinate(struct shmrun_coordinator *co, const struct shmrun_plan *plan,
-		       struct shmrun_control *ctl, int64_t now_ns)
+/*
+ * Commit phase: judge the MANIFEST child by complete_epoch, then by its
+ * exit; a MANIFEST not written aborts its epoch. Return: false while it is
+ * still writing, else true.
+ */
+static bool judge_manifest(struct shmrun_coordinator *co, const struct shmrun_plan *plan,
+			   struct shmrun_control *ctl)
+{
+	/* acquire: pairs with the MANIFEST child's release store. */
+	bool ok = atomic_load_explicit(&ctl->complete_epoch, memory_order_acquire) >=
+		  co->manifest_epoch;
+
+	if (!ok && !co->manifest_exited &&
+	    waitpid(co->manifest_pid, NULL, WNOHANG) != co->manifest_pid)
+		return false; /* still writing */
+	if (!co->manifest_exited)
+		waitpid(co->manifest_pid, NULL, WNOHANG);
+	co->manifest_pid = 0;
+	co->manifest_exited = false;
+	if (!ok) {
+		co->epoch = co->manifest_epoch;
+		abort_epoch(co, plan, ctl, "its MANIFEST could not be written");
+		return true;
+	}
+	shmrun_log(SHMRUN_LOG_DEBUG, "epoch %" PRIu64 " complete", co->manifest_epoch);
+	guard_per_worker_state(co, plan, ctl);
+	co->epoch = 0;
+	return true;
+}
+
+/*
+ * Watch phase, a failed slot: task @k's snapshot of the epoch in flight
+ * failed; abort the epoch, and fail the job when no later epoch (nor a
+ * restart) can succeed.
+ */
+static void abort_failed(struct shmrun_coordinator *co, const struct shmrun_plan *plan,
+			 struct shmrun_control *ctl, uint32_t k)
 {
 	const struct shmrun_job *job = plan->job;
 	struct shmrun_task_slot *slots = shmrun_control_slots(ctl);
-	uint32_t done = 0, sources = 0, exhausted = 0;
+	char why[2 * PATH_MAX];
+	char name[160], dir[PATH_MAX];
+	int err = -atomic_load(&slots[k].error);
 
-	if (co->manifest_pid > 0) {
-		/* acquire: pairs with the MANIFEST child's release store. */
-		bool ok = atomic_load_explicit(&ctl->complete_epoch, memory_order_acquire) >=
-			  co->manifest_epoch;
+	shmrun_ckpt_file_name(plan, k, name, sizeof(name));
+	shmrun_ckpt_path(job->checkpoint_dir, co->epoch, dir, sizeof(dir));
+	if (err == ECHILD)
+		snprintf(why, sizeof(why), "the writer of %s/%s died", dir, name);
+	else
+		snprintf(why, sizeof(why), "writing %s/%s failed: %s", dir, name,
+			 strerror(err));
+	if (shmrun_errno_is_permanent(err) ||
+	    (shmrun_errno_is_lasting(err) &&
+	     atomic_load_explicit(&ctl->final_epoch, memory_order_acquire) ==
+		     co->epoch)) {
+		/* no later epoch (nor a restart) can succeed: the
+		 * job stops, and the launcher does not restart it */
+		snprintf(ctl->failed_why, sizeof(ctl->failed_why),
+			 "epoch %" PRIu64 ": %.*s", co->epoch,
+			 (int)sizeof(ctl->failed_why) - 32, why);
+		atomic_store_explicit(&ctl->failed_errno, err,
+				      memory_order_relaxed);
+		abort_epoch(co, plan, ctl, why);
+		/* release: pairs with the acquire of failed in every
+		 * worker's loop; failed_why is visible with it */
+		atomic_store_explicit(&ctl->failed, 1, memory_order_release);
+		return;
+	}
+	abort_epoch(co, plan, ctl, why);
+}
 
-		if (!ok && !co->manifest_exited &&
-		    waitpid(co->manifest_pid, NULL, WNOHANG) != co->manifest_pid)
-			return false; /* still writing */
-		if (!co->manifest_exited)
-			waitpid(co->manifest_pid, NULL, WNOHANG);
-		co->manifest_pid = 0;
-		co->manifest_exited = false;
-		if (!ok) {
-			co->epoch = co->manifest_epoch;
-			abort_epoch(co, plan, ctl, "its MANIFEST could not be written");
+/*
+ * Commit phase, its start: every task's snapshot is durable, so fork the
+ * child that writes the MANIFEST (write_manifest()); a failed fork aborts
+ * the epoch.
+ */
+static void fork_manifest(struct shmrun_coordinator *co, const struct shmrun_plan *plan,
+			  struct shmrun_control *ctl)
+{
+	pid_t pid, worker0 = getpid();
+
+	co->manifest_epoch = co->epoch;
+	pid = fork();
+	if (pid == 0) {
+		/* as the snapshot children: never outlive worker 0, and
+		 * never commit for a worker that died before prctl() */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != worker0)
+			_exit(1);
+		_exit(write_manifest(plan, ctl, co->manifest_epoch) ? 1 : 0);
+	}
+	if (pid < 0) {
+		abort_epoch(co, plan, ctl, "fork of the MANIFEST writer failed");
+		return;
+	}
+	co->manifest_pid = pid;
+}
+
+/*
+ * Watch phase: the epoch in flight, by its slots (a failed one aborts it,
+ * all done commits it) and its age (past checkpoint_timeout: abort).
+ * Return: true if it did something.
+ */
+static bool watch_epoch(struct shmrun_coordinator *co, const struct shmrun_plan *plan,
+			struct shmrun_control *ctl, int64_t now_ns)
+{
+	const struct shmrun_job *job = plan->job;
+	struct shmrun_task_slot *slots = shmrun_control_slots(ctl);
+	uint32_t done = 0;
+
+	for (uint32_t k = 0; k < plan->ntasks; k++) {
+		if (atomic_load_explicit(&slots[k].failed_epoch, memory_order_acquire) ==
+		    co->epoch) {
+			abort_failed(co, plan, ctl, k);
 			return true;
 		}
-		shmrun_log(SHMRUN_LOG_DEBUG, "epoch %" PRIu64 " complete", co->manifest_epoch);
-		guard_per_worker_state(co, plan, ctl);
-		co->epoch = 0;
+		/* acquire: pairs with the release store of done_epoch by the
+		 * snapshot child; its size and checksum are visible. */
+		if (atomic_load_explicit(&slots[k].done_epoch, memory_order_acquire) ==
+		    co->epoch)
+			done++;
+	}
+	if (done == plan->ntasks) {
+		fork_manifest(co, plan, ctl);
 		return true;
 	}
-	if (co->epoch) {
-		for (uint32_t k = 0; k < plan->ntasks; k++) {
-			if (atomic_load_explicit(&slots[k].failed_epoch, memory_order_acquire) ==
-			    co->epoch) {
-				char why[2 * PATH_MAX];
-				char name[160], dir[PATH_MAX];
-				int err = -atomic_load(&slots[k].error);
+	if (now_ns - co->started_ns > (int64_t)job->checkpoint_timeout_ns) {
+		char why[1400];
 
-				shmrun_ckpt_file_name(plan, k, name, sizeof(name));
-				shmrun_ckpt_path(job->checkpoint_dir, co->epoch, dir, sizeof(dir));
-				if (err == ECHILD)
-					snprintf(why, sizeof(why), "the writer of %s/%s died", dir, name);
-				else
-					snprintf(why, sizeof(why), "writing %s/%s failed: %s", dir, name,
-						 strerror(err));
-				if (shmrun_errno_is_permanent(err) ||
-				    (shmrun_errno_is_lasting(err) &&
-				     atomic_load_explicit(&ctl->final_epoch, memory_order_acquire) ==
-					     co->epoch)) {
-					/* no later epoch (nor a restart) can succeed: the
-					 * job stops, and the launcher does not restart it */
-					snprintf(ctl->failed_why, sizeof(ctl->failed_why),
-						 "epoch %" PRIu64 ": %.*s", co->epoch,
-						 (int)sizeof(ctl->failed_why) - 32, why);
-					atomic_store_explicit(&ctl->failed_errno, err,
-							      memory_order_relaxed);
-					abort_epoch(co, plan, ctl, why);
-					/* release: pairs with the acquire of failed in every
-					 * worker's loop; failed_why is visible with it */
-					atomic_store_explicit(&ctl->failed, 1, memory_order_release);
-					return true;
-				}
-				abort_epoch(co, plan, ctl, why);
-				return true;
-			}
-			/* acquire: pairs with the release store of done_epoch by the
-			 * snapshot child; its size and checksum are visible. */
-			if (atomic_load_explicit(&slots[k].done_epoch, memory_order_acquire) ==
-			    co->epoch)
-				done++;
-		}
-		if (done == plan->ntasks) {
-			pid_t pid, worker0 = getpid();
-
-			co->manifest_epoch = co->epoch;
-			pid = fork();
-			if (pid == 0) {
-				/* as the snapshot children: never outlive worker 0, and
-				 * never commit for a worker that died before prctl() */
-				prctl(PR_SET_PDEATHSIG, SIGKILL);
-				if (getppid() != worker0)
-					_exit(1);
-				_exit(write_manifest(plan, ctl, co->manifest_epoch) ? 1 : 0);
-			}
-			if (pid < 0) {
-				abort_epoch(co, plan, ctl, "fork of the MANIFEST writer failed");
-				return true;
-			}
-			co->manifest_pid = pid;
-			return true;
-		}
-		if (now_ns - co->started_ns > (int64_t)job->checkpoint_timeout_ns) {
-			char why[1400];
-
-			describe_timeout(co, plan, ctl, now_ns, why, sizeof(why));
-			abort_epoch(co, plan, ctl, why);
-			return true;
-		}
-		return false;
+		describe_timeout(co, plan, ctl, now_ns, why, sizeof(why));
+		abort_epoch(co, plan, ctl, why);
+		return true;
 	}
-	if (atomic_load_explicit(&ctl->final_epoch, memory_order_acquire))
-		return false; /* the final epoch is done (or failed): nothing more */
+	return false;
+}
+
+/*
+ * Trigger phase: start the next epoch once checkpoint_interval has passed,
+ * or at once as the final one (every source exhausted, or a stop was
+ * requested). Return: true if it started one.
+ */
+static bool trigger_epoch(struct shmrun_coordinator *co, const struct shmrun_plan *plan,
+			  struct shmrun_control *ctl, int64_t now_ns)
+{
+	const struct shmrun_job *job = plan->job;
+	struct shmrun_task_slot *slots = shmrun_control_slots(ctl);
+	uint32_t sources = 0, exhausted = 0;
+
 	for (uint32_t k = 0; k < plan->ntasks; k++) {
 		if (!(job->stages[plan->tasks[k].stage].op->flags & SHMRUN_OP_SOURCE))
 			continue;
@@ -476,6 +523,18 @@ bool shmrun_coordinate(struct shmrun_coordinator *co, const struct shmrun_plan *
 		shmrun_log(SHMRUN_LOG_DEBUG, "epoch %" PRIu64 " started%s", e, final ? " (final)" : "");
 	}
 	return true;
+}
+
+bool shmrun_coordinate(struct shmrun_coordinator *co, const struct shmrun_plan *plan,
+		       struct shmrun_control *ctl, int64_t now_ns)
+{
+	if (co->manifest_pid > 0)
+		return judge_manifest(co, plan, ctl);
+	if (co->epoch)
+		return watch_epoch(co, plan, ctl, now_ns);
+	if (atomic_load_explicit(&ctl->final_epoch, memory_order_acquire))
+		return false; /* the final epoch is done (or failed): nothing more */
+	return trigger_epoch(co, plan, ctl, now_ns);
 }
 
 bool shmrun_coordinator_reaped(struct shmrun_coordinator *co, int pid)

@@ -99,6 +99,7 @@
 #include "channel.h"
 #include "ckpt/ckpt_io.h"
 #include "ckpt/coordinator.h"
+#include "ckpt/fault.h"
 #include "ckpt/manifest.h"
 #include "ckpt/snapshot.h"
 #include "ckpt/state_file.h"
@@ -632,7 +633,7 @@ static int place_tasks(struct shmrun_worker *w, uint32_t *task_slot)
 					  ? shmrun_task_param_u64(t, t->op->pacing_param, 0)
 					  : 0;
 			t->rate_slot = &w->slots[p->stage_task0[s]];
-			if (shmrun_kv_init(&t->kv, job->vnodes))
+			if (shmrun_fault_state_enomem() || shmrun_kv_init(&t->kv, job->vnodes))
 				return -ENOMEM;
 		}
 	}
@@ -693,8 +694,9 @@ static int setup(struct shmrun_worker *w)
 		goto out;
 	err = 0; /* a worker may have no task and no ring at all: it idles */
 
-	if (place_tasks(w, task_slot))
-		goto out; /* as before: err stays 0, the -ENOMEM is not passed on */
+	err = place_tasks(w, task_slot);
+	if (err)
+		goto out;
 	err = attach_rings(w);
 	if (err)
 		goto out;

@@ -215,6 +215,14 @@ void shmrun_fault_snapshot_epoch(uint64_t e)
 	}
 }
 
+/* SHMRUN_TEST_STATE_ENOMEM=1: setup's key-bound state allocation fails. */
+bool shmrun_fault_state_enomem(void)
+{
+	const char *v = getenv("SHMRUN_TEST_STATE_ENOMEM");
+
+	return v && strcmp(v, "1") == 0;
+}
+
 #else
 
 typedef int shmrun_fault_off; /* ISO C: a translation unit is not empty */

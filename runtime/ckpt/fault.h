@@ -79,6 +79,13 @@ void shmrun_fault_slow_snapshot(uint64_t e);
  */
 void shmrun_fault_snapshot_epoch(uint64_t e);
 
+/*
+ * shmrun_fault_state_enomem() - (TEST-ONLY) SHMRUN_TEST_STATE_ENOMEM=1: a
+ * worker's key-bound state cannot be allocated at setup, as when memory runs
+ * out. Return: true when armed.
+ */
+bool shmrun_fault_state_enomem(void);
+
 #else /* !SHMRUN_FAULT_INJECTION: no hooks */
 
 static inline bool shmrun_fault_injection(void)
@@ -121,6 +128,11 @@ static inline void shmrun_fault_slow_snapshot(uint64_t e)
 static inline void shmrun_fault_snapshot_epoch(uint64_t e)
 {
 	(void)e;
+}
+
+static inline bool shmrun_fault_state_enomem(void)
+{
+	return false;
 }
 
 #endif /* SHMRUN_FAULT_INJECTION */

@@ -153,6 +153,9 @@ echo "ok only incomplete epochs (no MANIFEST) -> skipped, started from empty sta
 conf "$tmp/eio" 1000000
 run "$tmp/eio" SHMRUN_TEST_FAIL_EPOCH=3 || fail "disk error: exit $?"
 grep -q "epoch 3 aborted: writing .* failed: Input/output error" "$tmp/log" || fail "disk error: epoch 3 not aborted with the cause"
+# every writer of epoch 3 fails; those whose report comes after the abort
+# are stale, not dead (they were once logged "died (exit status 1)")
+if grep -q "snapshot writer .* died" "$tmp/log"; then fail "disk error: a writer that failed was logged as dead"; fi
 check_output "$tmp/eio" "disk error"
 echo "ok disk error in epoch 3 -> epoch aborted, job completed, exact output"
 

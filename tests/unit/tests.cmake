@@ -129,3 +129,9 @@ shmrun_check_test(check_control
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)
+
+shmrun_check_test(check_snapshot
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_snapshot.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)

@@ -26,7 +26,7 @@
 #include "task.h"
 #include "worker.h"
 
-#define FLUSH_DEFAULT_NS 100000000 /* flush_interval of an operator that declares none */
+#define FLUSH_DEFAULT_NS 100000000 /* the interval of an operator without .flush_param */
 
 /*
  * Ask @t to write out what it holds. @now (non-zero: a flush by the clock)
@@ -57,8 +57,10 @@ void flush_setup(struct shmrun_worker *w)
 
 		if (!t->op->flush)
 			continue;
-		t->flush_every_ns = (int64_t)shmrun_task_param_u64(t, "flush_interval",
-								   FLUSH_DEFAULT_NS);
+		t->flush_every_ns =
+			t->op->flush_param
+				? (int64_t)shmrun_task_param_u64(t, t->op->flush_param, FLUSH_DEFAULT_NS)
+				: FLUSH_DEFAULT_NS;
 		t->flush_due_ns = now + t->flush_every_ns;
 		w->nflush++;
 	}

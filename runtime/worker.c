@@ -12,7 +12,7 @@
  *     pace.h/.c      records per second for a paced source's stage
  *     flush.h/.c     the flush phase: operators that hold output back
  *     prepare.c      a stage's checks in the launcher, before any worker
- *     checkpoint.c   the coordinator (worker 0) and the run's control area
+ *     control.c      the run's control area; ckpt/ the checkpoint protocol
  *
  * The loop (shmrun_worker_run(), one turn = step()):
  *

@@ -58,6 +58,7 @@
 #include <unistd.h>
 
 #include "coordinator.h"
+#include "fault.h"
 #include "manifest.h"
 #include "preflight.h"
 #include "shmrun/runtime.h"
@@ -355,11 +356,19 @@ static bool judge_manifest(struct shmrun_coordinator *co, const struct shmrun_pl
 	bool ok = atomic_load_explicit(&ctl->complete_epoch, memory_order_acquire) >=
 		  co->manifest_epoch;
 
-	if (!ok && !co->manifest_exited &&
-	    waitpid(co->manifest_pid, NULL, WNOHANG) != co->manifest_pid)
-		return false; /* still writing */
-	if (!co->manifest_exited)
+	shmrun_fault_slow_judge();
+	if (!ok && !co->manifest_exited) {
+		if (waitpid(co->manifest_pid, NULL, WNOHANG) != co->manifest_pid)
+			return false; /* still writing */
+		/* It exited after the load above, maybe right after it committed:
+		 * look again. Its release store of complete_epoch came before its
+		 * exit, which waitpid() orders before this load. (Judging by the
+		 * first load aborted, and removed, an epoch just committed.) */
+		ok = atomic_load_explicit(&ctl->complete_epoch, memory_order_acquire) >=
+		     co->manifest_epoch;
+	} else if (!co->manifest_exited) {
 		waitpid(co->manifest_pid, NULL, WNOHANG);
+	}
 	co->manifest_pid = 0;
 	co->manifest_exited = false;
 	if (!ok) {

@@ -223,6 +223,15 @@ bool shmrun_fault_state_enomem(void)
 	return v && strcmp(v, "1") == 0;
 }
 
+/* SHMRUN_TEST_SLOW_JUDGE=ms: a pause inside the coordinator's commit judgement. */
+void shmrun_fault_slow_judge(void)
+{
+	const char *v = getenv("SHMRUN_TEST_SLOW_JUDGE");
+
+	if (v && *v)
+		usleep((useconds_t)(strtoul(v, NULL, 10) * 1000));
+}
+
 #else
 
 typedef int shmrun_fault_off; /* ISO C: a translation unit is not empty */

@@ -86,6 +86,14 @@ void shmrun_fault_snapshot_epoch(uint64_t e);
  */
 bool shmrun_fault_state_enomem(void);
 
+/*
+ * shmrun_fault_slow_judge() - (TEST-ONLY) SHMRUN_TEST_SLOW_JUDGE=ms: worker
+ * 0 sleeps ms milliseconds between reading complete_epoch and looking for
+ * the MANIFEST child's exit (a descheduled coordinator), every loop turn
+ * while a MANIFEST is being written.
+ */
+void shmrun_fault_slow_judge(void);
+
 #else /* !SHMRUN_FAULT_INJECTION: no hooks */
 
 static inline bool shmrun_fault_injection(void)
@@ -133,6 +141,10 @@ static inline void shmrun_fault_snapshot_epoch(uint64_t e)
 static inline bool shmrun_fault_state_enomem(void)
 {
 	return false;
+}
+
+static inline void shmrun_fault_slow_judge(void)
+{
 }
 
 #endif /* SHMRUN_FAULT_INJECTION */

@@ -763,7 +763,7 @@ static int null_process(struct shmrun_task *task, void *state, const struct shmr
 	return 0;
 }
 
-/* flush_interval: read by the worker (shmrun_task_flush_interval_ns()). */
+/* flush_interval: named by .flush_param, read by the worker (flush.c). */
 #define FLUSH_INTERVAL_PARAM                                                                     \
 	{.key = "flush_interval", .type = SHMRUN_PARAM_DURATION, .def = "100ms",                 \
 	 .min = 1000000ull, .max = 3600000000000ull, .tuning = true,                             \
@@ -801,6 +801,7 @@ const struct shmrun_operator shmrun_op_file_sink = {
 	.restore = file_restore,
 	.commit = file_commit,
 	.flush = sink_flush_cb,
+	.flush_param = "flush_interval",
 };
 
 const struct shmrun_operator shmrun_op_stdout_sink = {
@@ -814,6 +815,7 @@ const struct shmrun_operator shmrun_op_stdout_sink = {
 	.close = sink_close,
 	.snapshot = stdout_snapshot,
 	.flush = sink_flush_cb,
+	.flush_param = "flush_interval",
 };
 
 const struct shmrun_operator shmrun_op_null_sink = {

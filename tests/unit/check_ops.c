@@ -175,6 +175,35 @@ START_TEST(pacing_param_is_a_rate_of_a_source)
 }
 END_TEST
 
+/*
+ * flush_param names a duration (issue 9, item 4): the runtime reads a
+ * flushing operator's interval by the key the operator names, never by a key
+ * name of its own; that key must be one of its params, of type
+ * SHMRUN_PARAM_DURATION, on an operator with flush().
+ */
+START_TEST(flush_param_is_a_duration_of_a_flusher)
+{
+	uint32_t named = 0;
+
+	for (const struct shmrun_operator *const *op = shmrun_operators(); *op; op++) {
+		const struct shmrun_param_def *found = NULL;
+
+		if (!(*op)->flush_param)
+			continue;
+		ck_assert_msg((*op)->flush, "%s: flush_param without flush()", (*op)->name);
+		for (const struct shmrun_param_def *d = (*op)->params; d && d->key; d++)
+			if (strcmp(d->key, (*op)->flush_param) == 0)
+				found = d;
+		ck_assert_msg(found, "%s: flush_param '%s' is not one of its params", (*op)->name,
+			      (*op)->flush_param);
+		ck_assert_msg(found->type == SHMRUN_PARAM_DURATION,
+			      "%s: flush_param '%s' is no DURATION", (*op)->name, (*op)->flush_param);
+		named++;
+	}
+	ck_assert_uint_ge(named, 2); /* file_sink and stdout_sink */
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ops");
@@ -186,6 +215,7 @@ int main(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("pacing");
 	tcase_add_test(tc, pacing_param_is_a_rate_of_a_source);
+	tcase_add_test(tc, flush_param_is_a_duration_of_a_flusher);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	tmpdir_create("shmrun-check-ops");

@@ -112,6 +112,14 @@ struct shmrun_operator {
 	const char *pacing_param;
 
 	/**
+	 * Operators with flush() only, optional: the key of one of @params, of
+	 * type SHMRUN_PARAM_DURATION, that sets how often flush() is called at
+	 * the latest while input keeps coming (see flush()). NULL, or the key
+	 * unset in the stage and without a default: every 100 ms.
+	 */
+	const char *flush_param;
+
+	/**
 	 * open() - set up one instance. @state receives the instance's private
 	 * state (owned by the operator until close()).
 	 *
@@ -197,8 +205,8 @@ struct shmrun_operator {
 	 * The worker calls it, on the task's thread, between records:
 	 *  - when the task's input has drained: it read nothing in a loop turn
 	 *    (its ring inputs were empty), or its whole worker found nothing to do;
-	 *  - at least every `flush_interval` (the stage's key of that name if the
-	 *    operator declares it as a DURATION, else 100 ms) while input keeps
+	 *  - at least every flush interval (the stage's value of the key named
+	 *    by .flush_param, else 100 ms) while input keeps
 	 *    coming: the worker looks at the clock every 64 loop turns, never per
 	 *    record;
 	 *  - when the worker stops without a final checkpoint (SIGTERM without

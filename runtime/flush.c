@@ -6,8 +6,8 @@
  * larger pieces (a sink's buffer, a window's partial lines). The loop asks it
  * to write out what it holds at three moments: when the task's input drained
  * (it read nothing in a loop turn, or its worker is idle), at least every
- * flush_interval while input keeps coming (the stage's key if the operator
- * declares one, else FLUSH_DEFAULT_NS), and when the worker stops without a
+ * flush interval while input keeps coming (the stage's value of the key the
+ * operator names in .flush_param, else FLUSH_DEFAULT_NS), and when the worker stops without a
  * final checkpoint.
  *
  * Invariants: the clock is read at most once every FLUSH_CLOCK_TURNS loop

@@ -122,4 +122,15 @@ static inline int64_t shmrun_now_ns(void)
  */
 ssize_t shmrun_read_all(int fd, void *buf, size_t len);
 
+/*
+ * shmrun_cpu_relax() - one pause in a spin-wait loop (x86's PAUSE: spares the
+ * sibling hyperthread and the memory pipeline); nothing on other targets.
+ */
+static inline void shmrun_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
 #endif /* SHMRUN_RT_UTIL_H */

@@ -82,4 +82,33 @@ void note_fail_errno(struct shmrun_worker *w, int err);
 int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, char *msg,
 			      size_t msglen);
 
+/*
+ * task_parked_slow() - whether @t, or a forward successor, has output queued
+ * behind a full ring, or a forward successor holds its input back for
+ * barrier alignment: then @t must not produce or process now (it parks).
+ */
+static inline bool task_parked_slow(const struct shmrun_task *t)
+{
+	for (uint32_t o = 0; o < t->nouts; o++) {
+		const struct out_edge *e = &t->outs[o];
+
+		if (e->kind == SHMRUN_EDGE_FORWARD) {
+			if (e->forward->fwd_held || task_parked_slow(e->forward))
+				return true;
+			continue;
+		}
+		for (uint32_t j = 0; j < e->nchans; j++)
+			if (chan_backlogged(e->chans[j]))
+				return true;
+	}
+	return false;
+}
+
+/* task_parked() - task_parked_slow(), after the test that settles most calls:
+ * a worker with no backlog and no held forward input parks nothing. */
+static inline bool task_parked(const struct shmrun_task *t)
+{
+	return (t->w->backlogged || t->w->fwd_holds) && task_parked_slow(t);
+}
+
 #endif /* SHMRUN_RT_WORKER_H */

@@ -1001,10 +1001,9 @@ END_TEST
 START_TEST(test_output_names_directory)
 {
 	static const char *const dirs[][2] = {
-		{"o2/", "o2/out.tsv"},	       {"o.tsv/.", "o.tsv/./out.tsv"},
-		{"sub/..", "sub/../out.tsv"},  {".", "./out.tsv"},
-		{"..", "../out.tsv"},	       {"/", "/out.tsv"},
-		{"./", "./out.tsv"},	       {"a//", "a//out.tsv"},
+	    {"o2/", "o2/out.tsv"}, {"o.tsv/.", "o.tsv/./out.tsv"}, {"sub/..", "sub/../out.tsv"},
+	    {".", "./out.tsv"},	   {"..", "../out.tsv"},	   {"/", "/out.tsv"},
+	    {"./", "./out.tsv"},   {"a//", "a//out.tsv"},
 	};
 	static const char *const files[] = {"..x", "x.", ".hidden", "sub/./o", "../o.tsv", "a/.b"};
 	struct shmrun_job job;

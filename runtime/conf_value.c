@@ -18,6 +18,9 @@
  *     no bound), a rate is never 0, and a relative path is resolved against
  *     job->conf_dir (the conf file's directory); path lists are joined by
  *     newlines, since a resolved path may hold a blank but no newline.
+ *     An output path (io SHMRUN_PARAM_OUTPUT) names a file: one whose last
+ *     component is empty, "." or ".." is refused here, so check and run
+ *     refuse it alike before anything is created.
  *   - Every message names the key, where it is ("[job]", "stage 'x'") and
  *     what was expected.
  *
@@ -386,6 +389,20 @@ static char *resolve_path(const char *dir, const char *rel, size_t len)
 	return out;
 }
 
+/*
+ * @path, as written, names a directory whatever exists: its last component is
+ * empty ("o/", "/"), "." or ".." ("o.tsv/.", "sub/..", "."). An output is a
+ * file: the run would make its lock file .<name>.lock inside that directory
+ * and then find a directory where it writes a file (width k: "sub/.0").
+ */
+static bool names_directory(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	const char *name = slash ? slash + 1 : path;
+
+	return !*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
+}
+
 /* Space-separated paths, each resolved, joined by single spaces. */
 static char *resolve_paths(const char *dir, const char *value)
 {
@@ -525,6 +542,14 @@ int check_value(struct loader *ld, const char *what, const struct shmrun_param_d
 		break;
 	}
 	case SHMRUN_PARAM_PATH:
+		if (d->io == SHMRUN_PARAM_OUTPUT && names_directory(value)) {
+			size_t n = strlen(value);
+
+			errorf(ld, line,
+			       "%s %s = '%s' names a directory; name a file (e.g. %s%sout.tsv)",
+			       what, d->key, value, value, value[n - 1] == '/' ? "" : "/");
+			return 1;
+		}
 		*text = resolve_path(ld->job->conf_dir, value, strlen(value));
 		return *text ? 0 : -ENOMEM;
 	case SHMRUN_PARAM_PATHS:

@@ -26,8 +26,15 @@
  *     Paths in messages are shortened in the middle (brief()), so that a
  *     message never loses its reason to a long path.
  *   - An output or checkpoint_dir cannot be written (read-only file system,
- *     permissions): refused with the path and the reason, instead of failing
- *     at the first checkpoint and restarting for nothing.
+ *     permissions; a directory on a pseudo file system such as /proc, where
+ *     nothing can be created whatever the permission bits say, which root
+ *     passes; a missing directory behind a dangling symbolic link): refused
+ *     with the path and the reason, instead of failing at the first
+ *     checkpoint and restarting for nothing. Known without creating
+ *     anything: the nearest existing directory is looked at (access(2),
+ *     fstatfs(2)). Not known: space and quotas, a security module's
+ *     (SELinux, AppArmor) refusal, a network file system's server-side
+ *     rules, and changes between the check and the run.
  *   - Another live run uses the same checkpoint_dir or writes the same
  *     output. Two runs would interleave their epochs and outputs (and one's
  *     STREAM_RESET_STATE=1 would move the other's checkpoints away). Each run
@@ -372,6 +379,34 @@ static bool overlaps(const char *target, const struct io_path *in, char *rel, si
 }
 
 /*
+ * Files and directories can be created in the existing directory @dir by
+ * anyone: it is not on a pseudo file system (procfs, sysfs, cgroupfs, ...:
+ * shmrun_pseudo_fs()), where creating fails whatever the permission bits say
+ * (root passes every access(2) test there: mkdir /proc/x gives ENOENT) or
+ * makes a kernel object (a cgroup) instead of a directory. Return: true, or
+ * false with the reason in @why. A directory that cannot be opened is left
+ * to the access(2) test and to the run.
+ */
+static bool creatable_in(const char *dir, char *why, size_t len)
+{
+	char b[BRIEF_MAX];
+	const char *pseudo;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return true;
+	pseudo = shmrun_pseudo_fs(fd);
+	close(fd);
+	if (!pseudo)
+		return true;
+	snprintf(why, len,
+		 "directory %s is on a pseudo file system (%s), where no file or directory "
+		 "can be created",
+		 brief(dir, b), pseudo);
+	return false;
+}
+
+/*
  * @path (an output file or, @dir, a directory) can be created or written by
  * this process. Return: true, or false with the reason in @why.
  */
@@ -403,7 +438,7 @@ static bool writable(const char *path, bool dir, char *why, size_t len)
 			return false;
 		}
 		if (dir)
-			return true;
+			return creatable_in(path, why, len);
 	}
 	/* the nearest existing directory above it is where it gets created */
 	snprintf(head, sizeof(head), "%s", path);
@@ -414,6 +449,12 @@ static bool writable(const char *path, bool dir, char *why, size_t len)
 			*slash = 0;
 		if (stat(head, &st) == 0)
 			break;
+		if (errno == ENOENT && lstat(head, &st) == 0) {
+			/* mkdir -p would find it there (EEXIST) and not a directory */
+			snprintf(why, len, "%s is a symbolic link to a missing target",
+				 brief(head, b));
+			return false;
+		}
 		if (slash == head)
 			break;
 	}
@@ -428,7 +469,7 @@ static bool writable(const char *path, bool dir, char *why, size_t len)
 			 strerror(errno));
 		return false;
 	}
-	return true;
+	return creatable_in(head, why, len);
 }
 
 /* Every input and output of @job, each output once per file the stage writes. */

@@ -15,6 +15,12 @@
 #     and a read-only file system (a read-only bind mount in a private mount
 #     namespace): check and run refuse with exit 2, the path and the reason,
 #     without a restart.
+#   - an output path naming a directory (last component empty, '.' or '..':
+#     o2/, o.tsv/., sub/.., ., /; width 1 and 2) or an existing directory, and
+#     an output or checkpoint_dir whose directory cannot be created (under
+#     /proc, where root passes every permission test; behind a dangling
+#     symlink): check and run refuse with exit 2 and nothing is created (no
+#     directory, lock file or output).
 #   - checkpoint_dir becoming unwritable while the job runs: the job stops at
 #     once (no restart), the message names the full path of the state file.
 # Parts that need a non-root user or a mount namespace are skipped, with a
@@ -183,6 +189,57 @@ for total in 4089 4090 4095; do
 	ls -a "$deep" | grep -q '^\.n*\.lock$' && fail "a $total-byte output path: a lock file was created"
 done
 echo "ok a path too long for its lock file is refused by check and run, the message whole"
+
+# --- an output that names a directory, or whose directory cannot be created --------
+# Refused by check and run alike (exit 2) before anything is created: no
+# checkpoint_dir, no output directory, no lock file, no output file.
+od="$tmp/outdir"
+mkdir -p "$od/somedir"
+seq 1 3 > "$od/in.txt"
+ln -s "$od/missing" "$od/dangling"
+outjob() { # width path [checkpoint_dir]: $od/t.conf; the path is at line 14
+	printf '[job]\ncheckpoint_dir = %s\n[read]\nop = file_source\npath = in.txt\n[o]\nop = file_sink\ninput = read\npath = newdir/o.tsv\n[o2]\nop = file_sink\ninput = read\nwidth = %s\npath = %s\n' \
+		"${3:-ck}" "$1" "$2" > "$od/t.conf"
+}
+outjob 1 o.tsv
+before=$(cd "$od" && find . | sort)
+untouched() { # name: nothing in $od was created
+	[ "$(cd "$od" && find . | sort)" = "$before" ] ||
+		fail "$1: the refused run created $(cd "$od" && find . | sort | comm -13 <(echo "$before") - | tr '\n' ' ')"
+}
+for w in 1 2; do
+	for p in o2/ o.tsv/. sub/.. . .. / ./ o2//; do
+		e=$p
+		[ "${p%/}" = "$p" ] && e=$p/
+		outjob $w "$p"
+		refused "path = $p, width $w" "$od/t.conf" \
+			"t.conf:14: stage 'o2' path = '$p' names a directory; name a file (e.g. ${e}out.tsv)"
+		untouched "path = $p, width $w"
+	done
+done
+outjob 1 somedir
+refused "an existing directory" "$od/t.conf" "t.conf:14: stage 'o2' .*somedir is a directory, and file_sink writes only regular files"
+untouched "an existing directory"
+# as root too, where permission bits let everything pass: /proc refuses mkdir
+for p in /proc/nope/o.tsv /proc/o.tsv; do
+	outjob 1 "$p"
+	refused "path = $p" "$od/t.conf" \
+		"t.conf:14: stage 'o2' path = $p cannot be written: .*/proc is"
+	untouched "path = $p"
+done
+outjob 1 o.tsv /proc/nope/ck
+refused "checkpoint_dir = /proc/nope/ck" "$od/t.conf" "t.conf:2: checkpoint_dir = /proc/nope/ck cannot be written: .*/proc is"
+untouched "checkpoint_dir = /proc/nope/ck"
+outjob 1 dangling/o.tsv
+refused "a dangling symlink" "$od/t.conf" \
+	"t.conf:14: stage 'o2' path = .*/dangling/o.tsv cannot be written: .*/dangling is a symbolic link to a missing target"
+untouched "a dangling symlink"
+[ ! -e "$od/missing" ] || fail "a dangling symlink: its target was created"
+# a path that only holds dots names a file: it runs
+outjob 1 sub/./..o
+(cd "$od" && "$shmrun" t.conf) > /dev/null 2> "$tmp/log" || fail "path = sub/./..o: the run failed"
+[ "$(cat "$od/sub/..o")" = "$(cat "$od/in.txt")" ] || fail "path = sub/./..o: wrong output"
+echo "ok an output naming a directory (o/, o/., o/.., ., /, an existing one) or in a directory that cannot be created (/proc, a dangling symlink) is refused by check and run, nothing created"
 
 # --- unwritable paths, as a user chmod applies to ------------------------------------
 nobody=""

@@ -993,6 +993,52 @@ START_TEST(test_all_errors_collected)
 }
 END_TEST
 
+/*
+ * An output path whose last component is empty, "." or ".." names a
+ * directory: refused at its line with a file to name instead; a name that
+ * merely holds dots is a file, and an input may name a directory.
+ */
+START_TEST(test_output_names_directory)
+{
+	static const char *const dirs[][2] = {
+	    {"o2/", "o2/out.tsv"}, {"o.tsv/.", "o.tsv/./out.tsv"}, {"sub/..", "sub/../out.tsv"},
+	    {".", "./out.tsv"},	   {"..", "../out.tsv"},	   {"/", "/out.tsv"},
+	    {"./", "./out.tsv"},   {"a//", "a//out.tsv"},
+	};
+	static const char *const files[] = {"..x", "x.", ".hidden", "sub/./o", "../o.tsv", "a/.b"};
+	struct shmrun_job job;
+	struct shmrun_job_errors errs;
+	char path[PATH_MAX], text[256], want[128];
+	int r;
+
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(text, sizeof(text),
+			 "[r]\nop = file_source\npath = in/\n[o]\nop = file_sink\ninput = r\n"
+			 "path = %s\n",
+			 dirs[i][0]);
+		put_conf("outdir.conf", text, path);
+		r = shmrun_job_load(path, &job, &errs);
+		snprintf(want, sizeof(want),
+			 "stage 'o' path = '%s' names a directory; name a file (e.g. %s)",
+			 dirs[i][0], dirs[i][1]);
+		expect_error(path, r, &errs, 7, want);
+		ck_assert_uint_eq(errs.n, 1);
+		ck_assert_ptr_null(job.stages);
+		shmrun_job_errors_free(&errs);
+	}
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(text, sizeof(text),
+			 "[r]\nop = file_source\npath = in/\n[o]\nop = file_sink\ninput = r\n"
+			 "path = %s\n",
+			 files[i]);
+		put_conf("outfile.conf", text, path);
+		load_ok(path, &job);
+		ck_assert_uint_eq(job.nstages, 2);
+		shmrun_job_free(&job);
+	}
+}
+END_TEST
+
 START_TEST(test_io_errors)
 {
 	struct shmrun_job job;
@@ -1529,6 +1575,7 @@ static Suite *conf_suite(void)
 	tcase_add_test(tc, test_cpus_not_online);
 	tcase_add_test(tc, test_all_errors_collected);
 	tcase_add_test(tc, test_io_errors);
+	tcase_add_test(tc, test_output_names_directory);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("continuation");

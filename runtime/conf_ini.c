@@ -25,6 +25,10 @@
  *   - Values are stored as written; their type is checked in conf_value.c.
  *     An over-long key line waits (struct refused) until then, since whether
  *     continuation lines would help depends on the key's type.
+ *   - The 197-character limit is inih's, so it applies only to what inih is
+ *     given: key lines and section headers, without their inline comment.
+ *     Comment lines (any length) are dropped here; an over-long header is one
+ *     error and its keys are skipped (CUR_SKIP).
  *
  * Rejected designs.
  *   - inih's own multi-line values: it calls the handler once per line with

@@ -25,6 +25,12 @@
  * reported size is not its content's) and one shorter than its reported size
  * (copy such files first). Inside directories, non-regular files are skipped.
  * A named directory that yields no file is a warning; no file at all, an error.
+ * Every entry must name something: a missing file, or a pattern matching
+ * nothing, is an error. Braces are expanded by expand_paths() before glob(3)
+ * (not by GLOB_BRACE), so that each alternative is an entry of its own under
+ * that rule: glob(GLOB_BRACE | GLOB_NOCHECK) drops an alternative that matches
+ * nothing as soon as another one matches, and `{a,b}.txt` without b.txt ran
+ * without a word. The expansion reads braces as preflight.c does.
  *
  * A file is read up to the size it had when the job first listed it (at the
  * first start, not on a restore): bytes appended later are not read, by this

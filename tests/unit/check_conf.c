@@ -1184,8 +1184,10 @@ START_TEST(test_long_comments_and_headers)
 	shmrun_job_free(&job);
 
 	/* the value itself over the limit: still refused, even with a comment after it */
-	snprintf(text, sizeof(text), "[g]\nop = sequence\ncount = 1%0200d ; %s\n"
-		 "[o]\nop = null_sink\ninput = g\n", 0, x);
+	snprintf(text, sizeof(text),
+		 "[g]\nop = sequence\ncount = 1%0200d ; %s\n"
+		 "[o]\nop = null_sink\ninput = g\n",
+		 0, x);
 	put_conf("longvalue.conf", text, path);
 	r = shmrun_job_load(path, &job, &errs);
 	expect_error(path, r, &errs, 3, "'count' takes one value, so shorten it");
@@ -1193,8 +1195,10 @@ START_TEST(test_long_comments_and_headers)
 	shmrun_job_errors_free(&errs);
 
 	/* ';' without a blank before it is not a comment: the line is too long */
-	snprintf(text, sizeof(text), "[g]\nop = sequence\ncount = 1;%s\n"
-		 "[o]\nop = null_sink\ninput = g\n", x);
+	snprintf(text, sizeof(text),
+		 "[g]\nop = sequence\ncount = 1;%s\n"
+		 "[o]\nop = null_sink\ninput = g\n",
+		 x);
 	put_conf("nocomment.conf", text, path);
 	r = shmrun_job_load(path, &job, &errs);
 	expect_error(path, r, &errs, 3, "line of key 'count' in stage 'g' is longer than 197");
@@ -1221,8 +1225,10 @@ START_TEST(test_long_comments_and_headers)
 	shmrun_job_errors_free(&errs);
 
 	/* a header made short by dropping its inline comment is fine */
-	snprintf(text, sizeof(text), "[job] ; %s\n[g] ; %s\nop = sequence\ncount = 2\n"
-		 "[o]\nop = null_sink\ninput = g\n", x, x);
+	snprintf(text, sizeof(text),
+		 "[job] ; %s\n[g] ; %s\nop = sequence\ncount = 2\n"
+		 "[o]\nop = null_sink\ninput = g\n",
+		 x, x);
 	put_conf("headercomment.conf", text, path);
 	load_ok(path, &job);
 	ck_assert_uint_eq(job.nstages, 2);
@@ -1243,8 +1249,10 @@ START_TEST(test_continuation_op_width)
 	char path[PATH_MAX];
 	int r;
 
-	put_conf("cw.conf", "[src]\nop = sequence\ncount = 3\nwidth = 1\n  2\n"
-			    "[o]\nop = null_sink\ninput = src\n", path);
+	put_conf("cw.conf",
+		 "[src]\nop = sequence\ncount = 3\nwidth = 1\n  2\n"
+		 "[o]\nop = null_sink\ninput = src\n",
+		 path);
 	r = shmrun_job_load(path, &job, &errs);
 	expect_error(path, r, &errs, 5,
 		     "indented line continues key 'width' in stage 'src' (line 4), which takes "
@@ -1252,8 +1260,10 @@ START_TEST(test_continuation_op_width)
 	ck_assert_uint_eq(errs.n, 1);
 	shmrun_job_errors_free(&errs);
 
-	put_conf("co.conf", "[src]\nop = sequence\n  x\ncount = 3\n"
-			    "[o]\nop = null_sink\ninput = src\n", path);
+	put_conf("co.conf",
+		 "[src]\nop = sequence\n  x\ncount = 3\n"
+		 "[o]\nop = null_sink\ninput = src\n",
+		 path);
 	r = shmrun_job_load(path, &job, &errs);
 	expect_error(path, r, &errs, 3,
 		     "indented line continues key 'op' in stage 'src' (line 2), which takes "
@@ -1262,8 +1272,10 @@ START_TEST(test_continuation_op_width)
 	shmrun_job_errors_free(&errs);
 
 	/* both in one stage, and a comment line between key and continuation */
-	put_conf("cow.conf", "[g]\nop = sequence\ncount = 3\n[o]\nop = null_sink\n"
-			     "  ; note\n  y\nwidth = 2\n\t3\ninput = g\n", path);
+	put_conf("cow.conf",
+		 "[g]\nop = sequence\ncount = 3\n[o]\nop = null_sink\n"
+		 "  ; note\n  y\nwidth = 2\n\t3\ninput = g\n",
+		 path);
 	r = shmrun_job_load(path, &job, &errs);
 	expect_error(path, r, &errs, 7, "continues key 'op' in stage 'o' (line 5)");
 	expect_error(path, r, &errs, 9, "continues key 'width' in stage 'o' (line 8)");

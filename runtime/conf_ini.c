@@ -25,6 +25,10 @@
  *   - Values are stored as written; their type is checked in conf_value.c.
  *     An over-long key line waits (struct refused) until then, since whether
  *     continuation lines would help depends on the key's type.
+ *   - The 197-character limit is inih's, so it applies only to what inih is
+ *     given: key lines and section headers, without their inline comment.
+ *     Comment lines (any length) are dropped here; an over-long header is one
+ *     error and its keys are skipped (CUR_SKIP).
  *
  * Rejected designs.
  *   - inih's own multi-line values: it calls the handler once per line with
@@ -248,15 +252,30 @@ static ssize_t read_bounded(struct loader *ld)
 }
 
 /*
- * An over-long line: a key line's error waits for load_params(), which knows
- * whether the key takes a list (then continuation lines help) or one value;
- * any other line is reported now.
+ * An over-long line (inline comment already dropped): a key line's error
+ * waits for load_params(), which knows whether the key takes a list (then
+ * continuation lines help) or one value; a section header is reported now and
+ * its keys are skipped (ld->cur = CUR_SKIP), so that they add no "key before any
+ * section" or duplicate-key errors; a key line of a skipped section is dropped
+ * silently, like its short key lines; any other line is reported now.
  */
 static void refuse_long_line(struct loader *ld, const char *s, int limit)
 {
 	size_t k = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.");
 	struct refused *r;
 
+	if (*s == '[') {
+		/* one error; the keys under it are skipped, as a bad header's are */
+		errorf(ld, ld->lineno,
+		       "section header is longer than %d characters, the INI parser's limit; "
+		       "a section name is 1 to %u letters, digits, '_', '-' or '.' (the keys "
+		       "under this header were not read)",
+		       limit, MAX_NAME_LEN);
+		ld->cur = CUR_SKIP;
+		return;
+	}
+	if (ld->cur == CUR_SKIP && looks_like_key(s))
+		return; /* a key of a skipped section: dropped like its other keys */
 	if (ld->cur >= 0 && looks_like_key(s) && k < sizeof(r->key)) {
 		r = realloc(ld->refused, (ld->nrefused + 1) * sizeof(*r));
 		if (!r) {
@@ -364,7 +383,20 @@ char *read_line(char *str, int num, void *stream)
 		continue_value(ld, s);
 		goto blank;
 	}
+	if (*s == ';' || *s == '#')
+		goto blank; /* a comment line, of any length: inih would drop it too */
 	/* inih wants 3 bytes to spare: '\r', '\n', NUL. */
+	if (num >= 4 && len > (size_t)num - 3) {
+		/* an inline comment (inih drops it) does not count: judge what is left */
+		size_t kept = (size_t)(find_chars_or_comment(s, "") - s);
+
+		while (kept && isspace((unsigned char)s[kept - 1]))
+			kept--;
+		if (kept <= (size_t)num - 3) {
+			len = kept;
+			s[len] = '\0';
+		}
+	}
 	if (num < 4 || len > (size_t)num - 3) {
 		refuse_long_line(ld, s, num - 3);
 		ld->cont = CONT_IGNORE;

@@ -216,6 +216,17 @@ int check_value(struct loader *ld, const char *what, const struct shmrun_param_d
 		const char *value, int line, char **text, uint64_t *u64);
 
 /*
+ * Whether key @d, given as @kv in section @what ("[job]", "stage 'x'"), was
+ * extended by an indented continuation line though it takes one value (not a
+ * list key): then that is reported at the continuation's line, naming the key
+ * and its line, and the caller must not use the value. Every single-value key
+ * goes through this, also those read outside load_params() (op, width).
+ * Return: true if refused (reported), false if the value may be checked.
+ */
+bool refuse_continuation(struct loader *ld, const struct shmrun_param_def *d, const struct kv *kv,
+			 const char *what);
+
+/*
  * Fill @out (one per entry of table @defs, same order) from section @s named
  * @what, of operator @opname (NULL for [job]): given keys are checked, absent
  * ones take their default (line 0), absent required ones are errors at the

@@ -401,13 +401,16 @@ static bool near_job(const char *name)
 
 /* Stage @st's operator, from key @op (NULL: absent) of section @s: a missing
  * or unknown operator is reported (with the nearest name) and clears
- * ld->ops_ok. */
+ * ld->ops_ok. A continuation line on `op` is refused like any single-value
+ * key's (refuse_continuation()), before the name is looked up. */
 static void load_op(struct loader *ld, struct shmrun_stage *st, const struct section *s,
-		    const struct kv *op)
+		    const struct kv *op, const char *what)
 {
 	const struct shmrun_operator *const *all = shmrun_operators();
 
-	if (!op && find_refused(ld, s, "op")) {
+	if (op && refuse_continuation(ld, &stage_keys[0], op, what)) {
+		ld->ops_ok = false; /* reported at the continuation line */
+	} else if (!op && find_refused(ld, s, "op")) {
 		ld->ops_ok = false; /* its line was refused */
 	} else if (!op) {
 		if (near_job(s->name) || find_kv(s, "workers") || find_kv(s, "vnodes"))
@@ -462,9 +465,11 @@ int load_stage(struct loader *ld, uint32_t idx)
 	st->width = 1;
 	ld->input[idx] = find_kv(s, "input");
 
-	load_op(ld, st, s, op);
+	load_op(ld, st, s, op, what);
 
-	if (width) {
+	if (width && refuse_continuation(ld, &stage_keys[1], width, what)) {
+		ld->width_ok[idx] = false;
+	} else if (width) {
 		struct shmrun_param_def wd = stage_keys[1];
 		uint32_t vmax = ld->vnodes_ok ? ld->job->vnodes : MAX_VNODES;
 		char *text;

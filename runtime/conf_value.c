@@ -587,6 +587,20 @@ int check_value(struct loader *ld, const char *what, const struct shmrun_param_d
 	return *text ? 0 : -ENOMEM;
 }
 
+bool refuse_continuation(struct loader *ld, const struct shmrun_param_def *d, const struct kv *kv,
+			 const char *what)
+{
+	if (!kv->cont_line || is_list_key(d))
+		return false;
+	errorf(ld, kv->cont_line,
+	       "indented line continues key '%s' in %s (line %d), which takes one "
+	       "value, not a list: the value would become '%.60s'; write it on the "
+	       "key's line (continuation lines extend list keys only, such as "
+	       "file_source's path)",
+	       d->key, what, kv->line, kv->value);
+	return true;
+}
+
 /*
  * Fill @out (one per entry of table @defs, same order) from section @s:
  * given keys are checked, absent ones take their default (line 0), absent
@@ -602,13 +616,7 @@ int load_params(struct loader *ld, const struct section *s, const char *what,
 		int r = 0;
 
 		out[i].def = d;
-		if (kv && kv->cont_line && !is_list_key(d)) {
-			errorf(ld, kv->cont_line,
-			       "indented line continues key '%s' in %s (line %d), which takes one "
-			       "value, not a list: the value would become '%.60s'; write it on the "
-			       "key's line (continuation lines extend list keys only, such as "
-			       "file_source's path)",
-			       d->key, what, kv->line, kv->value);
+		if (kv && refuse_continuation(ld, d, kv, what)) {
 			r = 1;
 		} else if (kv) {
 			r = check_value(ld, what, d, kv->value, kv->line, &out[i].value,

@@ -25,6 +25,12 @@
  * reported size is not its content's) and one shorter than its reported size
  * (copy such files first). Inside directories, non-regular files are skipped.
  * A named directory that yields no file is a warning; no file at all, an error.
+ * Every entry must name something: a missing file, or a pattern matching
+ * nothing, is an error. Braces are expanded by expand_paths() before glob(3)
+ * (not by GLOB_BRACE), so that each alternative is an entry of its own under
+ * that rule: glob(GLOB_BRACE | GLOB_NOCHECK) drops an alternative that matches
+ * nothing as soon as another one matches, and `{a,b}.txt` without b.txt ran
+ * without a word. The expansion reads braces as preflight.c does.
  *
  * A file is read up to the size it had when the job first listed it (at the
  * first start, not on a restore): bytes appended later are not read, by this
@@ -176,22 +182,142 @@ static void free_list(struct file_list *fl)
 	memset(fl, 0, sizeof(*fl));
 }
 
-/* Expand `path` into a sorted, de-duplicated (by name) list of regular files;
- * @warn: say when a named directory yields none (once, in prepare()). */
-static int list_files(struct shmrun_task *task, struct file_list *fl, bool warn)
+/* A brace pattern expands into at most this many alternatives (preflight.c's limit). */
+#define BRACE_MAX 4096
+
+/* The '}' closing the '{' at @open, or NULL; a backslash escapes (as glob(3)). */
+static const char *brace_end(const char *open)
+{
+	int depth = 0;
+
+	for (const char *c = open; *c; c++) {
+		if (*c == '\\' && c[1])
+			c++;
+		else if (*c == '{')
+			depth++;
+		else if (*c == '}' && --depth == 0)
+			return c;
+	}
+	return NULL;
+}
+
+/*
+ * Append to *@out (a malloc'd string of '\n'-terminated entries, *@len bytes)
+ * every alternative of the brace pattern @pat (nested braces too), the way
+ * preflight.c's brace_add() reads it: "d/{a,b{1,2}}.txt" gives d/a.txt,
+ * d/b1.txt, d/b2.txt; a '{' without its '}' is literal. Each alternative may
+ * still hold *, ? and [..] and is then listed as its own `path` entry, so a
+ * missing file or a pattern matching nothing is an error as if written
+ * alone (glob(GLOB_BRACE) dropped such an alternative silently when another
+ * matched). Return: 0; -E2BIG past BRACE_MAX alternatives (*@count of them);
+ * -ENOMEM.
+ */
+static int brace_expand(char **out, size_t *len, const char *pat, uint32_t *count)
+{
+	const char *open = NULL, *close = NULL;
+
+	for (const char *c = pat; *c; c++) {
+		if (*c == '\\' && c[1]) {
+			c++;
+		} else if (*c == '{' && (close = brace_end(c)) != NULL) {
+			open = c;
+			break;
+		}
+	}
+	if (!open) {
+		size_t n = strlen(pat);
+		char *o;
+
+		if (++*count > BRACE_MAX)
+			return -E2BIG;
+		o = realloc(*out, *len + n + 2);
+		if (!o)
+			return -ENOMEM;
+		memcpy(o + *len, pat, n);
+		o[*len + n] = '\n';
+		o[*len + n + 1] = '\0';
+		*out = o;
+		*len += n + 1;
+		return 0;
+	}
+	for (const char *alt = open + 1;;) {
+		const char *end = alt;
+		int depth = 0, err;
+		char *one;
+
+		for (; end < close; end++) {
+			if (*end == '\\' && end + 1 < close)
+				end++;
+			else if (*end == '{')
+				depth++;
+			else if (*end == '}')
+				depth--;
+			else if (*end == ',' && depth == 0)
+				break;
+		}
+		if (asprintf(&one, "%.*s%.*s%s", (int)(open - pat), pat, (int)(end - alt), alt,
+			     close + 1) < 0)
+			return -ENOMEM;
+		err = brace_expand(out, len, one, count);
+		free(one);
+		if (err || end >= close)
+			return err;
+		alt = end + 1;
+	}
+}
+
+/* `path` (resolved, one entry per line) with every brace pattern replaced by
+ * its alternatives, one per line, into *@out (malloc'd). Return: 0; -E2BIG
+ * (reported); -ENOMEM. */
+static int expand_paths(struct shmrun_task *task, char **out)
 {
 	char *paths = strdup(shmrun_task_param(task, "path")), *save = NULL;
+	size_t len = 0;
 	int err = 0;
+
+	*out = NULL;
+	if (!paths)
+		return -ENOMEM;
+	for (char *tok = strtok_r(paths, "\n", &save); tok && !err;
+	     tok = strtok_r(NULL, "\n", &save)) {
+		uint32_t count = 0;
+
+		err = brace_expand(out, &len, tok, &count);
+		if (err == -E2BIG)
+			shmrun_task_error(task,
+					  "path '%s': more than %u brace alternatives; list fewer",
+					  tok, BRACE_MAX);
+	}
+	free(paths);
+	if (!err && !*out)
+		*out = strdup("");
+	if (!err && !*out)
+		err = -ENOMEM;
+	if (err) {
+		free(*out);
+		*out = NULL;
+	}
+	return err;
+}
+
+/* Expand `path` into a sorted, de-duplicated (by name) list of regular files;
+ * @warn: say when a named directory yields none (once, in prepare()). Each
+ * brace alternative is an entry of its own (expand_paths()). */
+static int list_files(struct shmrun_task *task, struct file_list *fl, bool warn)
+{
+	char *paths, *save = NULL;
+	int err;
 
 	memset(fl, 0, sizeof(*fl));
 	fl->match = shmrun_task_param(task, "match");
-	if (!paths)
-		return -ENOMEM;
+	err = expand_paths(task, &paths);
+	if (err)
+		return err;
 	/* resolved paths, one per line (conf.c) */
 	for (char *tok = strtok_r(paths, "\n", &save); tok && !err;
 	     tok = strtok_r(NULL, "\n", &save)) {
 		glob_t g;
-		int r = glob(tok, GLOB_NOCHECK | GLOB_BRACE, NULL, &g);
+		int r = glob(tok, GLOB_NOCHECK, NULL, &g); /* braces: expand_paths() */
 
 		if (r != 0) {
 			shmrun_task_error(task, "path '%s': cannot expand", tok);

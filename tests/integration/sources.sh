@@ -15,6 +15,9 @@
 #     saved relative to the conf's directory); a copied one is refused;
 #   - a symbolic link to a directory named in path (or matched) is followed;
 #     a named directory without files warns, and alone is refused;
+#   - every brace alternative in path is an entry of its own: one naming a
+#     missing file, or a pattern matching nothing, is refused by check and run
+#     (exit 2, file:line, the path), like the same entry written alone;
 #   - `rate` holds for the whole stage (one piece, or instances on two
 #     workers), and a worker waiting for its rate-limited source sleeps.
 set -euo pipefail
@@ -365,6 +368,49 @@ rc=0
 run "$d" || rc=$?
 [ $rc -eq 2 ] || fail "only an empty directory: exit $rc, expected 2"
 echo "ok a named directory without files: a warning; nothing at all: refused, exit 2"
+# ---- brace alternatives: each is an entry of its own (B4) -----------------
+# A brace alternative without wildcards names a file: missing, it is refused
+# like a plain missing path, by check and by the run (exit 2, file:line, the
+# path); one with a wildcard that matches nothing is refused like a plain
+# pattern that matches nothing.
+brace_refused() { # name path-value message: check and run exit 2 saying it
+	local cmd rc
+	symconf "$2"
+	rm -f "$d/out.tsv"
+	for cmd in check run; do
+		rc=0
+		if [ $cmd = check ]; then
+			(cd "$d" && "$shmrun" check job.conf) > /dev/null 2> "$tmp/log" || rc=$?
+		else
+			run "$d" > /dev/null || rc=$?
+		fi
+		[ $rc -eq 2 ] || fail "$1: shmrun $cmd exited $rc, expected 2"
+		grep -qF -- "$3" "$tmp/log" || {
+			cat "$tmp/log" >&2
+			fail "$1: shmrun $cmd does not say: $3"
+		}
+	done
+	[ ! -e "$d/out.tsv" ] || fail "$1: the refused run created its output"
+}
+brace_refused "brace alternative naming a missing file" "{other,none}.txt" \
+	"job.conf:3: stage 'read' [0]: input '$d/none.txt': No such file or directory"
+brace_refused "the same file named plainly" "other.txt none.txt" \
+	"job.conf:3: stage 'read' [0]: input '$d/none.txt': No such file or directory"
+brace_refused "nested brace alternative naming a missing file" "{other,data/{a,zz}}.txt" \
+	"job.conf:3: stage 'read' [0]: input '$d/data/zz.txt': No such file or directory"
+brace_refused "brace alternative with a wildcard matching nothing" "{other,no*}.txt" \
+	"input '$d/no*.txt': No such file or directory (no file matches the pattern)"
+brace_refused "a plain pattern matching nothing" "other.txt no*.txt" \
+	"input '$d/no*.txt': No such file or directory (no file matches the pattern)"
+symconf "{other,data/{a,sub/b}}.txt"
+run "$d" || fail "brace alternatives that all exist: exit $?"
+{ seq -f "d-%g" 1 5; seq -f "s-%g" 1 3; echo other; } > "$tmp/expect"
+once "brace alternatives that all exist" "$tmp/expect" "$d/out.tsv"
+symconf "{oth*,data/a.txt}"
+run "$d" || fail "brace alternatives with a matching wildcard: exit $?"
+{ seq -f "d-%g" 1 5; echo other; } > "$tmp/expect"
+once "brace alternatives with a matching wildcard" "$tmp/expect" "$d/out.tsv"
+echo "ok a brace alternative naming a missing file (or a pattern matching nothing) is refused by check and run, exit 2"
 
 # ---- item 17, item 11: rate per stage; a paced worker sleeps ---------------
 

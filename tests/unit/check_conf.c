@@ -1199,6 +1199,137 @@ START_TEST(test_continuation_errors)
 }
 END_TEST
 
+/*
+ * B6: the 197-character limit is for key lines and section headers only, and
+ * is judged after the inline comment is dropped; an over-long header is one
+ * error, its keys are skipped.
+ */
+START_TEST(test_long_comments_and_headers)
+{
+	struct shmrun_job job;
+	struct shmrun_job_errors errs;
+	char path[PATH_MAX], text[4096], x[301];
+	int r;
+
+	memset(x, 'x', 300);
+	x[300] = '\0';
+	/* comment lines of any length, indented or not, also between continuation
+	 * lines; an inline comment after a short value */
+	snprintf(text, sizeof(text),
+		 "; %s\n# %s\n[job]  ; %s\nworkers = 1 ; %s\n[s]\nop = file_source\n"
+		 "path = a.txt\n  ; %s\n  b.txt ; %s\n[g]\nop = sequence\ncount = 1 ; %s\n"
+		 "[o]\nop = null_sink ; %s\ninput = g, s\n",
+		 x, x, x, x, x, x, x, x);
+	put_conf("longcomment.conf", text, path);
+	load_ok(path, &job);
+	ck_assert_uint_eq(job.workers, 1);
+	ck_assert_uint_eq(job.nstages, 3);
+	ck_assert_str_eq(job.stages[1].op->name, "sequence");
+	ck_assert_uint_eq(job.stages[1].params[0].u64, 1); /* count, not "1 ; xxx" */
+	ck_assert_str_eq(job.stages[2].op->name, "null_sink");
+	shmrun_job_free(&job);
+
+	/* the value itself over the limit: still refused, even with a comment after it */
+	snprintf(text, sizeof(text),
+		 "[g]\nop = sequence\ncount = 1%0200d ; %s\n"
+		 "[o]\nop = null_sink\ninput = g\n",
+		 0, x);
+	put_conf("longvalue.conf", text, path);
+	r = shmrun_job_load(path, &job, &errs);
+	expect_error(path, r, &errs, 3, "'count' takes one value, so shorten it");
+	ck_assert_uint_eq(errs.n, 1);
+	shmrun_job_errors_free(&errs);
+
+	/* ';' without a blank before it is not a comment: the line is too long */
+	snprintf(text, sizeof(text),
+		 "[g]\nop = sequence\ncount = 1;%s\n"
+		 "[o]\nop = null_sink\ninput = g\n",
+		 x);
+	put_conf("nocomment.conf", text, path);
+	r = shmrun_job_load(path, &job, &errs);
+	expect_error(path, r, &errs, 3, "line of key 'count' in stage 'g' is longer than 197");
+	ck_assert_uint_eq(errs.n, 1);
+	shmrun_job_errors_free(&errs);
+
+	/* an over-long header first: one error, none for its keys (short or long) */
+	snprintf(text, sizeof(text), "[%s]\nop = sequence\ncount = 1\nwidth = 1 %s\n  2\n" MINIMAL,
+		 x, x);
+	put_conf("longheader.conf", text, path);
+	r = shmrun_job_load(path, &job, &errs);
+	expect_error(path, r, &errs, 1,
+		     "section header is longer than 197 characters, the INI parser's limit; a "
+		     "section name is 1 to 64 letters");
+	ck_assert_uint_eq(errs.n, 1);
+	shmrun_job_errors_free(&errs);
+
+	/* ... after another section: its keys do not land in that one (no duplicates) */
+	snprintf(text, sizeof(text), MINIMAL "[%s]\nop = sequence\ncount = 1\n", x);
+	put_conf("longheader2.conf", text, path);
+	r = shmrun_job_load(path, &job, &errs);
+	expect_error(path, r, &errs, 7, "section header is longer than 197 characters");
+	ck_assert_uint_eq(errs.n, 1);
+	shmrun_job_errors_free(&errs);
+
+	/* a header made short by dropping its inline comment is fine */
+	snprintf(text, sizeof(text),
+		 "[job] ; %s\n[g] ; %s\nop = sequence\ncount = 2\n"
+		 "[o]\nop = null_sink\ninput = g\n",
+		 x, x);
+	put_conf("headercomment.conf", text, path);
+	load_ok(path, &job);
+	ck_assert_uint_eq(job.nstages, 2);
+	ck_assert_str_eq(job.stages[0].name, "g");
+	shmrun_job_free(&job);
+}
+END_TEST
+
+/*
+ * B7: op and width, read before the operator is known, refuse a continuation
+ * line like every other single-value key: at its line, naming the key and the
+ * key's line; no "unknown operator" or "not a valid count" follows.
+ */
+START_TEST(test_continuation_op_width)
+{
+	struct shmrun_job job;
+	struct shmrun_job_errors errs;
+	char path[PATH_MAX];
+	int r;
+
+	put_conf("cw.conf",
+		 "[src]\nop = sequence\ncount = 3\nwidth = 1\n  2\n"
+		 "[o]\nop = null_sink\ninput = src\n",
+		 path);
+	r = shmrun_job_load(path, &job, &errs);
+	expect_error(path, r, &errs, 5,
+		     "indented line continues key 'width' in stage 'src' (line 4), which takes "
+		     "one value, not a list: the value would become '1 2'");
+	ck_assert_uint_eq(errs.n, 1);
+	shmrun_job_errors_free(&errs);
+
+	put_conf("co.conf",
+		 "[src]\nop = sequence\n  x\ncount = 3\n"
+		 "[o]\nop = null_sink\ninput = src\n",
+		 path);
+	r = shmrun_job_load(path, &job, &errs);
+	expect_error(path, r, &errs, 3,
+		     "indented line continues key 'op' in stage 'src' (line 2), which takes "
+		     "one value, not a list: the value would become 'sequence x'");
+	ck_assert_uint_eq(errs.n, 1);
+	shmrun_job_errors_free(&errs);
+
+	/* both in one stage, and a comment line between key and continuation */
+	put_conf("cow.conf",
+		 "[g]\nop = sequence\ncount = 3\n[o]\nop = null_sink\n"
+		 "  ; note\n  y\nwidth = 2\n\t3\ninput = g\n",
+		 path);
+	r = shmrun_job_load(path, &job, &errs);
+	expect_error(path, r, &errs, 7, "continues key 'op' in stage 'o' (line 5)");
+	expect_error(path, r, &errs, 9, "continues key 'width' in stage 'o' (line 8)");
+	ck_assert_uint_eq(errs.n, 2);
+	shmrun_job_errors_free(&errs);
+}
+END_TEST
+
 /* Every checkpoint key, restart_attempts included, warns without checkpoint_dir. */
 START_TEST(test_checkpoint_keys_without_dir)
 {
@@ -1583,6 +1714,8 @@ static Suite *conf_suite(void)
 	tcase_add_test(tc, test_continuation_long_path_list);
 	tcase_add_test(tc, test_continuation_errors);
 	tcase_add_test(tc, test_checkpoint_keys_without_dir);
+	tcase_add_test(tc, test_long_comments_and_headers);
+	tcase_add_test(tc, test_continuation_op_width);
 	tcase_add_test(tc, test_size_terabytes);
 	tcase_add_test(tc, test_fit_middle);
 	suite_add_tcase(s, tc);

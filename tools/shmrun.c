@@ -325,7 +325,11 @@ int main(int argc, char **argv)
 	rc = load(argv[optind], &job);
 	if (rc)
 		return rc;
-	if (strcmp(cmd, "check") == 0) {
+	if (rescale && !job.checkpoint_dir) { /* the run and check alike */
+		fprintf(stderr, "shmrun: --rescale needs checkpoint_dir in [job] of %s\n",
+			argv[optind]);
+		rc = 2;
+	} else if (strcmp(cmd, "check") == 0) {
 		struct shmrun_plan *plan;
 
 		for (uint32_t i = 0; i < job.nwarnings; i++)
@@ -354,16 +358,13 @@ int main(int argc, char **argv)
 			fputc('\n', stdout);
 			rc = shmrun_rescale(&job, rescale_from, drop, ndrop, stdout, NULL) ? 1 : 0;
 		}
-	} else if (rescale && !job.checkpoint_dir) {
-		fprintf(stderr, "shmrun: --rescale needs checkpoint_dir in [job] of %s\n",
-			argv[optind]);
-		rc = 2;
 	} else {
 		/* a rescale rewrites checkpoint_dir: exclude other runs first */
 		rc = rescale && (shmrun_preflight(&job) || shmrun_lock_job(&job)) ? 2 : 0;
 		if (!rc)
+			/* a refused or failed rescale started nothing: exit 2, as check --rescale */
 			rc = rescale ? (shmrun_rescale(&job, job.checkpoint_dir, drop, ndrop, NULL, NULL)
-					? 1
+					? 2
 					: 0)
 			     : 0;
 		if (!rc)

@@ -182,6 +182,23 @@ static bool looks_like_command(const char *arg, bool near)
 	       access(arg, F_OK) != 0 && (!near || nearest(arg, commands, 4));
 }
 
+/*
+ * The rescale `shmrun --rescale` would do, planned into /dev/null: reads
+ * checkpoint_dir only, so a refusal (logged) leaves nothing behind.
+ * Return: 0, or shmrun_rescale()'s error.
+ */
+static int plan_rescale(const struct shmrun_job *job, const char *const *drop, uint32_t ndrop)
+{
+	FILE *null = fopen("/dev/null", "w");
+	int err;
+
+	if (!null)
+		return -errno;
+	err = shmrun_rescale(job, job->checkpoint_dir, drop, ndrop, null, NULL);
+	fclose(null);
+	return err;
+}
+
 static int load(const char *path, struct shmrun_job *job)
 {
 	struct shmrun_job_errors errs = {0};
@@ -359,8 +376,12 @@ int main(int argc, char **argv)
 			rc = shmrun_rescale(&job, rescale_from, drop, ndrop, stdout, NULL) ? 1 : 0;
 		}
 	} else {
-		/* a rescale rewrites checkpoint_dir: exclude other runs first */
-		rc = rescale && (shmrun_preflight(&job) || shmrun_lock_job(&job)) ? 2 : 0;
+		/* a rescale rewrites checkpoint_dir: refuse what `check --rescale`
+		 * refuses before creating anything, then exclude other runs */
+		rc = rescale && (shmrun_preflight(&job) || plan_rescale(&job, drop, ndrop) ||
+				 shmrun_lock_job(&job))
+			 ? 2
+			 : 0;
 		if (!rc)
 			/* a refused or failed rescale started nothing: exit 2, as check --rescale */
 			rc = rescale ? (shmrun_rescale(&job, job.checkpoint_dir, drop, ndrop, NULL, NULL)

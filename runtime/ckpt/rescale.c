@@ -517,11 +517,10 @@ int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *co
 	}
 out:
 	if (err && rs.why[0])
-		shmrun_log(SHMRUN_LOG_ERROR, "rescale refused: %s%s", rs.why,
-			   writing ? "; nothing was started" : "");
+		shmrun_log(SHMRUN_LOG_ERROR, "rescale refused: %s; nothing was started", rs.why);
 	else if (err)
-		shmrun_log(SHMRUN_LOG_ERROR, "rescale of %s failed: %s%s", dir, strerror(-err),
-			   writing ? "; nothing was started" : "");
+		shmrun_log(SHMRUN_LOG_ERROR, "rescale of %s failed: %s; nothing was started", dir,
+			   strerror(-err));
 	if (dirfd >= 0)
 		close(dirfd);
 	free(files);

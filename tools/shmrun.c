@@ -208,7 +208,8 @@ static int load(const char *path, struct shmrun_job *job)
 		for (uint32_t i = 0; i < errs.n && i < 50; i++)
 			fprintf(stderr, "%s\n", errs.msgs[i]);
 		if (errs.n > 50)
-			fprintf(stderr, "... and %u more errors\n", errs.n - 50);
+			fprintf(stderr, "... and %u more error%s\n", errs.n - 50,
+				errs.n - 50 == 1 ? "" : "s");
 		if (errs.n == 0)
 			fprintf(stderr, "%s: %s\n", path, strerror(-err));
 		fprintf(stderr, "shmrun: %u error%s in %s; nothing was started\n",

@@ -372,9 +372,10 @@ static int check_union(struct rescale *rs, FILE *out)
 			return -ENOMEM;
 		free(pool);
 		if (out)
-			fprintf(out, "  %s: union of %u entries, %" PRIu64 " bytes, to each of %u "
-				     "instances: fan-out %" PRIu64 " bytes\n",
-				st->name, n, bytes, st->width, bytes * st->width);
+			fprintf(out, "  %s: union of %u entr%s, %" PRIu64 " bytes, to each of %u "
+				     "instance%s: fan-out %" PRIu64 " bytes\n",
+				st->name, n, n == 1 ? "y" : "ies", bytes, st->width,
+				st->width == 1 ? "" : "s", bytes * st->width);
 		if (bytes > job->union_state_limit) {
 			snprintf(rs->why, sizeof(rs->why),
 				 "%s:%d: stage %s: its union per-worker state pools %" PRIu64
@@ -431,8 +432,8 @@ int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *co
 	if (err)
 		goto out;
 	if (plan_out)
-		fprintf(plan_out, "rescale from %s/ckpt-%" PRIu64 " (%u stages, vnodes %u):\n", dir,
-			rs.epoch, rs.m.nstages, rs.m.vnodes);
+		fprintf(plan_out, "rescale from %s/ckpt-%" PRIu64 " (%u stage%s, vnodes %u):\n",
+			dir, rs.epoch, rs.m.nstages, rs.m.nstages == 1 ? "" : "s", rs.m.vnodes);
 	err = check_union(&rs, plan_out);
 	if (err)
 		goto out;
@@ -495,9 +496,10 @@ int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *co
 			if (plan_out && !err)
 				fprintf(plan_out,
 					"    %s[%u]: vnodes [%u, %u): %" PRIu64 " key-bound bytes, %" PRIu64
-					" vnodes moving in; %u per-worker entries (%" PRIu64 " bytes)\n",
-					st->name, i, lo, hi, o.kv_bytes, o.vnodes_moved, o.pw_entries,
-					o.pw_bytes);
+					" vnode%s moving in; %u per-worker entr%s (%" PRIu64 " bytes)\n",
+					st->name, i, lo, hi, o.kv_bytes, o.vnodes_moved,
+					o.vnodes_moved == 1 ? "" : "s", o.pw_entries,
+					o.pw_entries == 1 ? "y" : "ies", o.pw_bytes);
 		}
 	}
 	for (uint32_t d = 0; d < ndrop && plan_out; d++)

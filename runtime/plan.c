@@ -209,8 +209,9 @@ void shmrun_plan_print(const struct shmrun_plan *p, FILE *out)
 				rings_cross += !ch->local;
 			}
 	}
-	fprintf(out, "\nsegment: %u ring%s of %" PRIu64 " bytes (%u cross%s workers), %" PRIu64
-		     " bytes in all\n",
+	fprintf(out,
+		"\nsegment: %u ring%s of %" PRIu64 " bytes (%u cross%s workers), %" PRIu64
+		" bytes in all\n",
 		p->nchannels, p->nchannels == 1 ? "" : "s", job->ring_bytes, rings_cross,
 		rings_cross == 1 ? "es" : "", p->segment_bytes);
 }

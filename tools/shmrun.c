@@ -383,12 +383,10 @@ int main(int argc, char **argv)
 				 shmrun_lock_job(&job))
 			 ? 2
 			 : 0;
-		if (!rc)
-			/* a refused or failed rescale started nothing: exit 2, as check --rescale */
-			rc = rescale ? (shmrun_rescale(&job, job.checkpoint_dir, drop, ndrop, NULL, NULL)
-					? 2
-					: 0)
-			     : 0;
+		/* a refused or failed rescale started nothing: exit 2, as check --rescale */
+		if (!rc && rescale &&
+		    shmrun_rescale(&job, job.checkpoint_dir, drop, ndrop, NULL, NULL))
+			rc = 2;
 		if (!rc)
 			rc = shmrun_run(&job);
 		shmrun_unlock_job();

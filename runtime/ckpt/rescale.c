@@ -134,7 +134,8 @@ static int load(struct rescale *rs)
 				 "run without --rescale; to rescale, set checkpoint_dir to the "
 				 "directory that holds the checkpoints",
 				 rs->job->conf_path, rs->job->checkpoint_dir_line, rs->dir,
-				 e == 0 ? "no checkpoint to rescale" : "no checkpoint that verifies");
+				 e == 0 ? "no checkpoint to rescale"
+					: "no checkpoint that verifies");
 		else
 			snprintf(rs->why, sizeof(rs->why),
 				 e == 0 ? "%s holds no checkpoint to rescale"
@@ -372,8 +373,9 @@ static int check_union(struct rescale *rs, FILE *out)
 			return -ENOMEM;
 		free(pool);
 		if (out)
-			fprintf(out, "  %s: union of %u entr%s, %" PRIu64 " bytes, to each of %u "
-				     "instance%s: fan-out %" PRIu64 " bytes\n",
+			fprintf(out,
+				"  %s: union of %u entr%s, %" PRIu64 " bytes, to each of %u "
+				"instance%s: fan-out %" PRIu64 " bytes\n",
 				st->name, n, n == 1 ? "y" : "ies", bytes, st->width,
 				st->width == 1 ? "" : "s", bytes * st->width);
 		if (bytes > job->union_state_limit) {
@@ -495,8 +497,10 @@ int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *co
 			shmrun_placement_vnode_range(i, st->width, job->vnodes, &lo, &hi);
 			if (plan_out && !err)
 				fprintf(plan_out,
-					"    %s[%u]: vnodes [%u, %u): %" PRIu64 " key-bound bytes, %" PRIu64
-					" vnode%s moving in; %u per-worker entr%s (%" PRIu64 " bytes)\n",
+					"    %s[%u]: vnodes [%u, %u): %" PRIu64
+					" key-bound bytes, %" PRIu64
+					" vnode%s moving in; %u per-worker entr%s (%" PRIu64
+					" bytes)\n",
 					st->name, i, lo, hi, o.kv_bytes, o.vnodes_moved,
 					o.vnodes_moved == 1 ? "" : "s", o.pw_entries,
 					o.pw_entries == 1 ? "y" : "ies", o.pw_bytes);

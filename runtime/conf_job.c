@@ -287,9 +287,10 @@ static int load_cpus(struct loader *ld, const struct shmrun_param *p)
 	free(allowed);
 	if (job->workers > nallowed && nallowed)
 		warnf(ld, wp->line ? wp->line : 1,
-		      "workers = %u exceeds the %u CPUs this process may run on (%s); workers "
+		      "workers = %u exceeds the %u CPU%s this process may run on (%s); workers "
 		      "share CPUs round-robin, expect lower throughput",
-		      job->workers, nallowed, fmt_cpulist(ld->allowed, list, sizeof(list)));
+		      job->workers, nallowed, nallowed == 1 ? "" : "s",
+		      fmt_cpulist(ld->allowed, list, sizeof(list)));
 	return 0;
 }
 

@@ -113,6 +113,8 @@ const char *shmrun_pw_rule_name(enum shmrun_pw_rule rule);
  * @drop, @ndrop: stages whose state may be dropped (--drop-state=STAGE).
  * @plan_out: if not NULL, print what would move and write nothing.
  * @new_epoch: receives the epoch of the checkpoint written (0 if nothing needed).
+ * Every refusal names @job's conf (file:line of the stage or key concerned) and
+ * says what to do.
  * Return: 0; -EPERM (refused: vnodes changed, a removed stage not dropped, an
  * operator changed, per-worker state without a rule whose width changed);
  * -EFBIG (a union pool over union_state_limit); -ENOENT (no checkpoint);
@@ -129,8 +131,11 @@ int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *co
  * and @rescale, the rescale is planned (nothing written, @drop/@ndrop as
  * shmrun_rescale()) and its refusal returned; else -ESTALE with the reason and
  * what to do, logged. Creates, moves and removes nothing.
- * Return: 0 (also: no checkpoint_dir, no checkpoint); -EINVAL; -ESTALE;
- * -EBADMSG (checkpoints but none verifies); a shmrun_rescale() error; -errno.
+ * With @rescale and no checkpoint to rescale (checkpoint_dir absent, empty, or
+ * none verifies) the rescale is refused as a run refuses it (-ENOENT, -EBADMSG).
+ * Return: 0 (also: no checkpoint_dir; without @rescale, no checkpoint); -EINVAL;
+ * -ESTALE; -EBADMSG (checkpoints but none verifies); a shmrun_rescale() error;
+ * -errno.
  */
 int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char *const *drop,
 			 uint32_t ndrop);

@@ -607,7 +607,8 @@ static bool serve_stop(struct run *r, int sig, bool forwarded)
 		atomic_store_explicit(&r->ctl->stop_requested, 1, memory_order_release);
 		return false;
 	}
-	shmrun_log(SHMRUN_LOG_WARN, "%s: stopping %u workers", strsignal(sig), r->running);
+	shmrun_log(SHMRUN_LOG_WARN, "%s: stopping %u worker%s", strsignal(sig), r->running,
+		   r->running == 1 ? "" : "s");
 	stop_all(r->ctl, r->pids, job->workers);
 	reap_all(r->plan, r->pids, job->workers, shmrun_now_ns() + STOP_GRACE_NS);
 	r->signal = sig;
@@ -861,9 +862,10 @@ static void print_stalls(const struct shmrun_job *job, struct shmrun_worker_stat
 	}
 	if (snaps)
 		shmrun_log(SHMRUN_LOG_INFO,
-			   "checkpoint stalls: %" PRIu64 " snapshots, p50 %.3f ms, p99 %.3f ms, "
+			   "checkpoint stalls: %" PRIu64 " snapshot%s, p50 %.3f ms, p99 %.3f ms, "
 			   "max %.3f ms (worst worker)",
-			   snaps, (double)p50 / 1e6, (double)p99 / 1e6, (double)max / 1e6);
+			   snaps, snaps == 1 ? "" : "s", (double)p50 / 1e6, (double)p99 / 1e6,
+			   (double)max / 1e6);
 }
 
 /*

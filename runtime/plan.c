@@ -124,10 +124,11 @@ int shmrun_plan_build(const struct shmrun_job *job, struct shmrun_plan **out)
 	if (!p->segment_bytes || (pages > 0 && page > 0 &&
 				  p->segment_bytes > (uint64_t)pages * (uint64_t)page / 2)) {
 		shmrun_log(SHMRUN_LOG_ERROR,
-			   "%s: %u rings of ring_bytes=%" PRIu64 " need %" PRIu64
+			   "%s: %u ring%s of ring_bytes=%" PRIu64 " need%s %" PRIu64
 			   " MiB of shared memory, more than half of this host's; lower ring_bytes "
 			   "or the widths of shuffled stages",
-			   job->conf_path, p->nchannels, job->ring_bytes, p->segment_bytes >> 20);
+			   job->conf_path, p->nchannels, p->nchannels == 1 ? "" : "s",
+			   job->ring_bytes, p->nchannels == 1 ? "s" : "", p->segment_bytes >> 20);
 		goto err_fbig;
 	}
 	free(widths);
@@ -171,8 +172,10 @@ void shmrun_plan_print(const struct shmrun_plan *p, FILE *out)
 	const struct shmrun_job *job = p->job;
 	uint32_t rings_cross = 0;
 
-	fprintf(out, "job %s: %u workers, %u stages, %u tasks, %u vnodes, %u channels\n",
-		job->name, job->workers, job->nstages, p->ntasks, job->vnodes, p->nchannels);
+	fprintf(out, "job %s: %u worker%s, %u stage%s, %u task%s, %u vnode%s, %u channel%s\n",
+		job->name, job->workers, job->workers == 1 ? "" : "s", job->nstages,
+		job->nstages == 1 ? "" : "s", p->ntasks, p->ntasks == 1 ? "" : "s", job->vnodes,
+		job->vnodes == 1 ? "" : "s", p->nchannels, p->nchannels == 1 ? "" : "s");
 	fprintf(out, "\n%-6s %-16s %-8s %-6s %-4s %s\n", "task", "stage", "instance", "worker",
 		"cpu", "vnodes");
 	for (uint32_t t = 0; t < p->ntasks; t++) {
@@ -191,8 +194,9 @@ void shmrun_plan_print(const struct shmrun_plan *p, FILE *out)
 				b->name, a->width);
 			continue;
 		}
-		fprintf(out, "  %s -> %s: %s, %u channels\n", a->name, b->name,
-			edge_kind_name(ed->kind), a->width * b->width);
+		fprintf(out, "  %s -> %s: %s, %u channel%s\n", a->name, b->name,
+			edge_kind_name(ed->kind), a->width * b->width,
+			a->width * b->width == 1 ? "" : "s");
 		for (uint32_t i = 0; i < a->width; i++)
 			for (uint32_t j = 0; j < b->width; j++) {
 				uint32_t c = shmrun_plan_channel_of(p, e, i, j);
@@ -205,7 +209,9 @@ void shmrun_plan_print(const struct shmrun_plan *p, FILE *out)
 				rings_cross += !ch->local;
 			}
 	}
-	fprintf(out, "\nsegment: %u rings of %" PRIu64 " bytes (%u cross workers), %" PRIu64
-		     " bytes in all\n",
-		p->nchannels, job->ring_bytes, rings_cross, p->segment_bytes);
+	fprintf(out,
+		"\nsegment: %u ring%s of %" PRIu64 " bytes (%u cross%s workers), %" PRIu64
+		" bytes in all\n",
+		p->nchannels, p->nchannels == 1 ? "" : "s", job->ring_bytes, rings_cross,
+		rings_cross == 1 ? "es" : "", p->segment_bytes);
 }

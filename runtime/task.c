@@ -228,8 +228,8 @@ void *shmrun_keyed_state(struct shmrun_task *t, const void *key, uint32_t key_le
 
 	if (!v && err == -ENOMEM)
 		shmrun_task_error(
-		    t, "out of memory for key-bound state (%" PRIu64 " keys, %" PRIu64 " bytes)",
-		    t->kv.keys, t->kv.bytes);
+		    t, "out of memory for key-bound state (%" PRIu64 " key%s, %" PRIu64 " bytes)",
+		    t->kv.keys, t->kv.keys == 1 ? "" : "s", t->kv.bytes);
 	else if (!v && err)
 		shmrun_task_error(t, "key-bound state used with %u-byte values after %u-byte ones",
 				  value_bytes, t->kv.value_bytes);

@@ -152,38 +152,43 @@ int shmrun_emit(struct shmrun_task *t, const struct shmrun_record *rec)
 }
 
 /*
- * Say why @rec (@total bytes with its framing) does not fit @e's rings, and
- * what to do that is true: the smallest ring_bytes that would hold it, or,
- * past the largest ring, that no ring ever will (a frame is at most half a
- * ring: shmrun_ring_max_payload()).
+ * Say why @rec (@total bytes with its framing) does not fit @e's rings, in the
+ * user's terms — key + value bytes, against the largest key + value a ring
+ * takes: ring_bytes/2 - 32 (a frame is at most half a ring,
+ * shmrun_ring_max_payload(), less its 16-byte frame header and the 16-byte
+ * record header), 8 fewer for a record with an event time — and what to do
+ * that is true: the smallest ring_bytes that would hold it, or, past the
+ * largest ring, that no ring ever will.
  */
 static void record_too_large(struct shmrun_task *t, const struct out_edge *e,
 			     const struct shmrun_record *rec, uint64_t total)
 {
 	uint64_t cap = e->chans[0]->ring.capacity, need = cap;
-	uint64_t framing = total - rec->key_len - rec->value_len;
+	uint64_t kv = (uint64_t)rec->key_len + rec->value_len;
+	uint64_t framing = total - kv; /* record header, and the event time if any */
 	uint64_t largest = SHMRUN_RING_MAX_CAPACITY / 2 - SHMRUN_FRAME_HEADER;
+	const char *rule = framing > REC_HDR ? "ring_bytes/2 - 40 for a record with an event time"
+					     : "ring_bytes/2 - 32";
 
 	while (need < SHMRUN_RING_MAX_CAPACITY && need / 2 - SHMRUN_FRAME_HEADER < total)
 		need *= 2;
 	if (total <= largest)
 		shmrun_task_error(t,
-				  "record of %" PRIu64 " bytes (key %u + value %u + %" PRIu64
-				  " of framing) does not fit a ring of ring_bytes=%" PRIu64
-				  " (largest record: %u bytes); raise ring_bytes in [job] to at "
-				  "least %" PRIu64 "%s",
-				  total, rec->key_len, rec->value_len, framing, cap, e->max_payload,
-				  need >= (1u << 20) ? need >> 20 : need >> 10,
+				  "record of %" PRIu64 " bytes of key + value (key %u + value %u) "
+				  "does not fit a ring of ring_bytes=%" PRIu64 ", whose largest "
+				  "record is %" PRIu64 " bytes of key + value (%s); raise "
+				  "ring_bytes in [job] to at least %" PRIu64 "%s",
+				  kv, rec->key_len, rec->value_len, cap, e->max_payload - framing,
+				  rule, need >= (1u << 20) ? need >> 20 : need >> 10,
 				  need >= (1u << 20) ? "M" : "K");
 	else
 		shmrun_task_error(
 		    t,
-		    "record of %" PRIu64 " bytes (key %u + value %u + %" PRIu64
-		    " of framing) can never fit a ring: the largest record is %" PRIu64
-		    " bytes (key + value at most %" PRIu64 "), even at the maximum "
-		    "ring_bytes = 1G; split the record into smaller ones (for a "
-		    "file_source: shorten its lines, one line is one record)",
-		    total, rec->key_len, rec->value_len, framing, largest, largest - framing);
+		    "record of %" PRIu64 " bytes of key + value (key %u + value %u) can never "
+		    "fit a ring: the largest record is %" PRIu64 " bytes of key + value (%s) "
+		    "even at the maximum ring_bytes = 1G; split the record into smaller ones "
+		    "(for a file_source: shorten its lines, one line is one record)",
+		    kv, rec->key_len, rec->value_len, largest - framing, rule);
 }
 
 static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)

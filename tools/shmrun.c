@@ -182,6 +182,23 @@ static bool looks_like_command(const char *arg, bool near)
 	       access(arg, F_OK) != 0 && (!near || nearest(arg, commands, 4));
 }
 
+/*
+ * The rescale `shmrun --rescale` would do, planned into /dev/null: reads
+ * checkpoint_dir only, so a refusal (logged) leaves nothing behind.
+ * Return: 0, or shmrun_rescale()'s error.
+ */
+static int plan_rescale(const struct shmrun_job *job, const char *const *drop, uint32_t ndrop)
+{
+	FILE *null = fopen("/dev/null", "w");
+	int err;
+
+	if (!null)
+		return -errno;
+	err = shmrun_rescale(job, job->checkpoint_dir, drop, ndrop, null, NULL);
+	fclose(null);
+	return err;
+}
+
 static int load(const char *path, struct shmrun_job *job)
 {
 	struct shmrun_job_errors errs = {0};
@@ -191,7 +208,8 @@ static int load(const char *path, struct shmrun_job *job)
 		for (uint32_t i = 0; i < errs.n && i < 50; i++)
 			fprintf(stderr, "%s\n", errs.msgs[i]);
 		if (errs.n > 50)
-			fprintf(stderr, "... and %u more errors\n", errs.n - 50);
+			fprintf(stderr, "... and %u more error%s\n", errs.n - 50,
+				errs.n - 50 == 1 ? "" : "s");
 		if (errs.n == 0)
 			fprintf(stderr, "%s: %s\n", path, strerror(-err));
 		fprintf(stderr, "shmrun: %u error%s in %s; nothing was started\n",
@@ -325,7 +343,11 @@ int main(int argc, char **argv)
 	rc = load(argv[optind], &job);
 	if (rc)
 		return rc;
-	if (strcmp(cmd, "check") == 0) {
+	if (rescale && !job.checkpoint_dir) { /* the run and check alike */
+		fprintf(stderr, "shmrun: --rescale needs checkpoint_dir in [job] of %s\n",
+			argv[optind]);
+		rc = 2;
+	} else if (strcmp(cmd, "check") == 0) {
 		struct shmrun_plan *plan;
 
 		for (uint32_t i = 0; i < job.nwarnings; i++)
@@ -354,18 +376,17 @@ int main(int argc, char **argv)
 			fputc('\n', stdout);
 			rc = shmrun_rescale(&job, rescale_from, drop, ndrop, stdout, NULL) ? 1 : 0;
 		}
-	} else if (rescale && !job.checkpoint_dir) {
-		fprintf(stderr, "shmrun: --rescale needs checkpoint_dir in [job] of %s\n",
-			argv[optind]);
-		rc = 2;
 	} else {
-		/* a rescale rewrites checkpoint_dir: exclude other runs first */
-		rc = rescale && (shmrun_preflight(&job) || shmrun_lock_job(&job)) ? 2 : 0;
-		if (!rc)
-			rc = rescale ? (shmrun_rescale(&job, job.checkpoint_dir, drop, ndrop, NULL, NULL)
-					? 1
-					: 0)
-			     : 0;
+		/* a rescale rewrites checkpoint_dir: refuse what `check --rescale`
+		 * refuses before creating anything, then exclude other runs */
+		rc = rescale && (shmrun_preflight(&job) || plan_rescale(&job, drop, ndrop) ||
+				 shmrun_lock_job(&job))
+			 ? 2
+			 : 0;
+		/* a refused or failed rescale started nothing: exit 2, as check --rescale */
+		if (!rc && rescale &&
+		    shmrun_rescale(&job, job.checkpoint_dir, drop, ndrop, NULL, NULL))
+			rc = 2;
 		if (!rc)
 			rc = shmrun_run(&job);
 		shmrun_unlock_job();

@@ -299,7 +299,7 @@ static void describe_timeout(const struct shmrun_coordinator *co, const struct s
 			    job->stages[t->stage].name, t->instance, t->worker);
 	}
 	if (late > 8)
-		PUT(" and %u more tasks", late - 8);
+		PUT(" and %u more task%s", late - 8, late - 8 == 1 ? "" : "s");
 	for (uint32_t w = 0; w < ctl->workers && co->beats; w++) {
 		int pid = atomic_load_explicit(&stats[w].pid, memory_order_relaxed);
 		uint64_t beat = atomic_load_explicit(&stats[w].heartbeat, memory_order_relaxed);

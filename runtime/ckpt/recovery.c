@@ -184,6 +184,19 @@ uint64_t shmrun_ckpt_newest_complete(const char *dir)
 	return e;
 }
 
+/* The rescale a run would do, planned into /dev/null. Return: as shmrun_rescale(). */
+static int plan_rescale(const struct shmrun_job *job, const char *const *drop, uint32_t ndrop)
+{
+	FILE *null = fopen("/dev/null", "w");
+	int err;
+
+	if (!null)
+		return -errno;
+	err = shmrun_rescale(job, job->checkpoint_dir, drop, ndrop, null, NULL);
+	fclose(null);
+	return err;
+}
+
 int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char *const *drop,
 			 uint32_t ndrop)
 {
@@ -207,9 +220,11 @@ int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char 
 			   job->checkpoint_dir);
 		return 0;
 	}
-	if (access(job->checkpoint_dir, F_OK) != 0)
+	if (!rescale && access(job->checkpoint_dir, F_OK) != 0)
 		return 0; /* a run creates it: nothing to restore */
 	e = shmrun_ckpt_select(job->checkpoint_dir, &m);
+	if (e <= 0 && rescale) /* nothing to rescale: refused as the run refuses it */
+		return plan_rescale(job, drop, ndrop);
 	if (e <= 0)
 		return (int)e;
 	if (!shmrun_ckpt_check_topology(&m, job, why, sizeof(why))) {
@@ -218,13 +233,8 @@ int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char 
 	}
 	shmrun_manifest_free(&m);
 	if (rescale) {
-		FILE *null = fopen("/dev/null", "w");
-		int err;
+		int err = plan_rescale(job, drop, ndrop);
 
-		if (!null)
-			return -errno;
-		err = shmrun_rescale(job, job->checkpoint_dir, drop, ndrop, null, NULL);
-		fclose(null);
 		if (!err)
 			shmrun_log(SHMRUN_LOG_INFO,
 				   "%s/ckpt-%" PRId64 " was written by a different topology (%s): "

@@ -115,19 +115,32 @@ static int load(struct rescale *rs)
 	int64_t e = shmrun_ckpt_select(rs->dir, &rs->m);
 	int dirfd, err = 0;
 
-	if (e == 0 && stat(rs->dir, &st) < 0) { /* a mistyped directory: say so */
-		err = -errno;
+	/* the job's own checkpoint_dir absent or empty: one message, whoever asks */
+	bool own = rs->job->checkpoint_dir && strcmp(rs->dir, rs->job->checkpoint_dir) == 0;
+
+	if (e == 0 && stat(rs->dir, &st) < 0 && !(own && errno == ENOENT)) {
+		err = -errno; /* a mistyped directory: say so */
 		snprintf(rs->why, sizeof(rs->why), "%s: %s", rs->dir, strerror(-err));
 		return err;
 	}
-	if (e == 0 && !S_ISDIR(st.st_mode)) {
+	if (e == 0 && !own && !S_ISDIR(st.st_mode)) {
 		snprintf(rs->why, sizeof(rs->why), "%s: %s", rs->dir, strerror(ENOTDIR));
 		return -ENOTDIR;
 	}
 	if (e <= 0) {
-		snprintf(rs->why, sizeof(rs->why), e == 0 ? "%s holds no checkpoint to rescale"
-							  : "%s holds no checkpoint that verifies",
-			 rs->dir);
+		if (own)
+			snprintf(rs->why, sizeof(rs->why),
+				 "%s:%d: checkpoint_dir %s holds %s; to start from empty state, "
+				 "run without --rescale; to rescale, set checkpoint_dir to the "
+				 "directory that holds the checkpoints",
+				 rs->job->conf_path, rs->job->checkpoint_dir_line, rs->dir,
+				 e == 0 ? "no checkpoint to rescale"
+					: "no checkpoint that verifies");
+		else
+			snprintf(rs->why, sizeof(rs->why),
+				 e == 0 ? "%s holds no checkpoint to rescale"
+					: "%s holds no checkpoint that verifies",
+				 rs->dir);
 		return e == 0 ? -ENOENT : -EBADMSG;
 	}
 	rs->epoch = (uint64_t)e;
@@ -172,9 +185,9 @@ static int check(struct rescale *rs, const char *const *drop, uint32_t ndrop)
 			n += (size_t)snprintf(rs->why + n, sizeof(rs->why) - n, __VA_ARGS__); \
 	} while (0)
 	if (rs->m.vnodes != job->vnodes)
-		REFUSE("vnodes: %u → %u (a key's vnode would change; a vnode count change "
-		       "cannot be rescaled)",
-		       rs->m.vnodes, job->vnodes);
+		REFUSE("%s: vnodes: %u → %u (a key's vnode would change; a vnode count change "
+		       "cannot be rescaled): set vnodes = %u in [job] again",
+		       job->conf_path, rs->m.vnodes, job->vnodes, rs->m.vnodes);
 	for (uint32_t s = 0; s < rs->m.nstages; s++) {
 		const struct shmrun_manifest_stage *os = &rs->m.stages[s];
 		bool found = false;
@@ -182,9 +195,9 @@ static int check(struct rescale *rs, const char *const *drop, uint32_t ndrop)
 		for (uint32_t t = 0; t < job->nstages; t++)
 			found |= strcmp(job->stages[t].name, os->name) == 0;
 		if (!found && !dropped(drop, ndrop, os->name))
-			REFUSE("stage %s: removed; its state would be lost — pass "
+			REFUSE("%s: stage %s: removed; its state would be lost — pass "
 			       "--drop-state=%s to drop it",
-			       os->name, os->name);
+			       job->conf_path, os->name, os->name);
 	}
 	for (uint32_t t = 0; t < job->nstages; t++) {
 		const struct shmrun_stage *st = &job->stages[t];
@@ -194,17 +207,22 @@ static int check(struct rescale *rs, const char *const *drop, uint32_t ndrop)
 		if (!os)
 			continue; /* new: starts empty */
 		if (strcmp(os->op, st->op->name) != 0) {
-			REFUSE("stage %s: op %s → %s (state cannot move between operators)",
-			       st->name, os->op, st->op->name);
+			REFUSE("%s:%d: stage %s: op %s → %s (state cannot move between "
+			       "operators): set op = %s again, or rename the stage (a new stage "
+			       "starts empty) and pass --drop-state=%s",
+			       job->conf_path, st->line, st->name, os->op, st->op->name, os->op,
+			       st->name);
 			continue;
 		}
 		for (uint32_t i = 0; i < rs->nfiles; i++)
 			if (strcmp(rs->files[i].mf->stage, st->name) == 0)
 				pw += rs->files[i].view.npw;
 		if (os->width != st->width && pw && st->op->pw_rule == SHMRUN_PW_NONE)
-			REFUSE("stage %s: its operator %s declares no per-worker state rule "
-			       "(split or union), so its width cannot change (%u → %u)",
-			       st->name, st->op->name, os->width, st->width);
+			REFUSE("%s:%d: stage %s: its operator %s declares no per-worker state "
+			       "rule (split or union), so its width cannot change (%u → %u): "
+			       "set width = %u again",
+			       job->conf_path, st->line, st->name, st->op->name, os->width,
+			       st->width, os->width);
 	}
 #undef REFUSE
 	return rs->why[0] ? -EPERM : 0;
@@ -355,15 +373,19 @@ static int check_union(struct rescale *rs, FILE *out)
 			return -ENOMEM;
 		free(pool);
 		if (out)
-			fprintf(out, "  %s: union of %u entries, %" PRIu64 " bytes, to each of %u "
-				     "instances: fan-out %" PRIu64 " bytes\n",
-				st->name, n, bytes, st->width, bytes * st->width);
+			fprintf(out,
+				"  %s: union of %u entr%s, %" PRIu64 " bytes, to each of %u "
+				"instance%s: fan-out %" PRIu64 " bytes\n",
+				st->name, n, n == 1 ? "y" : "ies", bytes, st->width,
+				st->width == 1 ? "" : "s", bytes * st->width);
 		if (bytes > job->union_state_limit) {
 			snprintf(rs->why, sizeof(rs->why),
-				 "stage %s: its union per-worker state pools %" PRIu64
+				 "%s:%d: stage %s: its union per-worker state pools %" PRIu64
 				 " bytes, more than union_state_limit = %" PRIu64
-				 " bytes; every new instance would load it all",
-				 st->name, bytes, job->union_state_limit);
+				 " bytes; every new instance would load it all: raise "
+				 "union_state_limit in [job], or keep width = %u",
+				 job->conf_path, st->line, st->name, bytes, job->union_state_limit,
+				 os->width);
 			return -EFBIG;
 		}
 	}
@@ -412,8 +434,8 @@ int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *co
 	if (err)
 		goto out;
 	if (plan_out)
-		fprintf(plan_out, "rescale from %s/ckpt-%" PRIu64 " (%u stages, vnodes %u):\n", dir,
-			rs.epoch, rs.m.nstages, rs.m.vnodes);
+		fprintf(plan_out, "rescale from %s/ckpt-%" PRIu64 " (%u stage%s, vnodes %u):\n",
+			dir, rs.epoch, rs.m.nstages, rs.m.nstages == 1 ? "" : "s", rs.m.vnodes);
 	err = check_union(&rs, plan_out);
 	if (err)
 		goto out;
@@ -475,10 +497,13 @@ int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *co
 			shmrun_placement_vnode_range(i, st->width, job->vnodes, &lo, &hi);
 			if (plan_out && !err)
 				fprintf(plan_out,
-					"    %s[%u]: vnodes [%u, %u): %" PRIu64 " key-bound bytes, %" PRIu64
-					" vnodes moving in; %u per-worker entries (%" PRIu64 " bytes)\n",
-					st->name, i, lo, hi, o.kv_bytes, o.vnodes_moved, o.pw_entries,
-					o.pw_bytes);
+					"    %s[%u]: vnodes [%u, %u): %" PRIu64
+					" key-bound bytes, %" PRIu64
+					" vnode%s moving in; %u per-worker entr%s (%" PRIu64
+					" bytes)\n",
+					st->name, i, lo, hi, o.kv_bytes, o.vnodes_moved,
+					o.vnodes_moved == 1 ? "" : "s", o.pw_entries,
+					o.pw_entries == 1 ? "y" : "ies", o.pw_bytes);
 		}
 	}
 	for (uint32_t d = 0; d < ndrop && plan_out; d++)
@@ -498,9 +523,10 @@ int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *co
 	}
 out:
 	if (err && rs.why[0])
-		shmrun_log(SHMRUN_LOG_ERROR, "rescale refused: %s", rs.why);
+		shmrun_log(SHMRUN_LOG_ERROR, "rescale refused: %s; nothing was started", rs.why);
 	else if (err)
-		shmrun_log(SHMRUN_LOG_ERROR, "rescale failed: %s", strerror(-err));
+		shmrun_log(SHMRUN_LOG_ERROR, "rescale of %s failed: %s; nothing was started", dir,
+			   strerror(-err));
 	if (dirfd >= 0)
 		close(dirfd);
 	free(files);

@@ -367,8 +367,9 @@ static int lookup_open(struct shmrun_task *task, void **state)
 	err = table_load(task, &s->t);
 	s->settled = true;
 	if (!err && shmrun_task_instance(task) == 0)
-		shmrun_task_log(task, "table %s: %u rows, %zu bytes",
-				shmrun_task_param(task, "table"), s->t.n, s->t.len);
+		shmrun_task_log(task, "table %s: %u row%s, %zu bytes",
+				shmrun_task_param(task, "table"), s->t.n, s->t.n == 1 ? "" : "s",
+				s->t.len);
 	return err;
 }
 
@@ -387,8 +388,9 @@ static int settle(struct shmrun_task *task, struct lookup *s)
 		if (!err && shmrun_task_instance(task) == 0)
 			shmrun_task_log(task,
 					"the checkpoint holds no table for this stage (new to "
-					"it): table %s: %u rows, %zu bytes",
-					shmrun_task_param(task, "table"), s->t.n, s->t.len);
+					"it): table %s: %u row%s, %zu bytes",
+					shmrun_task_param(task, "table"), s->t.n,
+					s->t.n == 1 ? "" : "s", s->t.len);
 	}
 	return err;
 }

@@ -7,6 +7,9 @@
 #     STREAM_RESET_STATE=1 check says the checkpoints would be moved aside
 #     (exit 0, nothing moved); check --rescale plans the rescale (exit 0);
 #     STREAM_RESET_STATE=2 is refused by check as by a run (exit 2).
+#   - --rescale with no checkpoint to rescale (or no checkpoint_dir): check
+#     --rescale and the run refuse it alike, exit 2, in the same words, naming
+#     job.conf:line of checkpoint_dir and what to do; the job does not run.
 #   - --help says how a stop by signal ends; -h/--help with an extra argument
 #     is a usage error, as --version is.
 set -euo pipefail
@@ -77,6 +80,38 @@ for how in check run; do
 	grep -q "STREAM_RESET_STATE=2" "$tmp/log" || fail "STREAM_RESET_STATE=2 $how: not named"
 done
 echo "ok STREAM_RESET_STATE=2 is refused by check and run (exit 2)"
+
+# --- --rescale with nothing to rescale: check and run agree (exit 2) ---------------
+e="$tmp/empty"
+mkdir -p "$e"
+sed 's/^checkpoint_dir = ck$/checkpoint_dir = none/' "$d/job.conf" > "$e/job.conf"
+want="rescale refused: job.conf:3: checkpoint_dir $e/none holds no checkpoint to rescale; to start from empty state, run without --rescale"
+for how in check run; do
+	rc=0
+	if [ $how = check ]; then
+		(cd "$e" && "$shmrun" check --rescale job.conf) > "$tmp/out" 2> "$tmp/log" || rc=$?
+		grep -q "ok" "$tmp/out" && fail "check --rescale, no checkpoint: printed ok"
+	else
+		(cd "$e" && "$shmrun" --rescale job.conf) 2> "$tmp/log" || rc=$?
+		grep -q "nothing was started" "$tmp/log" || fail "run --rescale, no checkpoint: does not say nothing was started"
+		[ -e "$e/out.tsv" ] && fail "run --rescale, no checkpoint: the job ran"
+	fi
+	[ $rc -eq 2 ] || fail "$how --rescale, no checkpoint: exit $rc, expected 2"
+	grep -qF "$want" "$tmp/log" || fail "$how --rescale, no checkpoint: does not say: $want"
+done
+sed '/^checkpoint_dir/d' "$d/job.conf" > "$e/job.conf"
+for how in check run; do
+	rc=0
+	if [ $how = check ]; then
+		(cd "$e" && "$shmrun" check --rescale job.conf) > /dev/null 2> "$tmp/log" || rc=$?
+	else
+		(cd "$e" && "$shmrun" --rescale job.conf) 2> "$tmp/log" || rc=$?
+	fi
+	[ $rc -eq 2 ] || fail "$how --rescale, no checkpoint_dir: exit $rc, expected 2"
+	grep -q -- "--rescale needs checkpoint_dir in \[job\] of job.conf" "$tmp/log" ||
+		fail "$how --rescale, no checkpoint_dir: not said"
+done
+echo "ok --rescale with no checkpoint (or no checkpoint_dir): check and run refuse alike (exit 2)"
 
 # --- help ------------------------------------------------------------------------
 "$shmrun" --help > "$tmp/help"

@@ -38,6 +38,13 @@ printf '%s\n' "$good" > "$tmp/good.conf"
 "$shmrun" plan "$tmp/good.conf" > "$tmp/plan"
 grep -q "read -> count: shuffle by key, 6 channels" "$tmp/plan" || fail "plan: edges"
 grep -Eq "^[0-9]+ +count +2 +[01] +[0-9]+ +\[170, 256\)" "$tmp/plan" || fail "plan: task rows"
+grep -qx "job good: 2 workers, 3 stages, 6 tasks, 256 vnodes, 9 channels" "$tmp/plan" || fail "plan: header"
+# counts of one are singular (P1: "1 workers")
+printf '[job]\nworkers = 1\nvnodes = 1\n[read]\nop = sequence\ncount = 5\n[out]\nop = file_sink\ninput = read\npath = one.tsv\n' > "$tmp/one.conf"
+"$shmrun" plan "$tmp/one.conf" > "$tmp/plan"
+grep -qx "job one: 1 worker, 2 stages, 2 tasks, 1 vnode, 0 channels" "$tmp/plan" ||
+	fail "plan of one worker: $(head -1 "$tmp/plan")"
+grep -q "segment: 0 rings of" "$tmp/plan" || fail "plan of one worker: segment line"
 "$shmrun" --log-level error "$tmp/good.conf" 2> /dev/null
 [ "$(wc -l < "$tmp/out/good.tsv")" -eq 7 ] || fail "run of a good conf"
 rm -rf "$tmp/out"

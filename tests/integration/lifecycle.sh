@@ -122,7 +122,7 @@ width = 2
 CONF
 set +e; timeout 20 "$shmrun" "$tmp/big.conf" 2> "$tmp/log"; rc=$?; set -e
 [ $rc -eq 1 ] || fail "large record: exit status $rc, expected 1"
-grep -q "stage 'read'.*record of 5016 bytes" "$tmp/log" || fail "large record: no message naming stage and size"
+grep -q "stage 'read'.*record of 5000 bytes of key + value" "$tmp/log" || fail "large record: no message naming stage and size"
 echo "ok record larger than a ring -> exit 1, named"
 
 # 6. Two workers shuffling into each other through 4 KiB rings

@@ -7,7 +7,9 @@
 #     (exit 2, file:line and the range).
 #   - a record too large for ring_bytes names the ring_bytes that fits, and
 #     that value does run; a record too large for any ring says so, with the
-#     largest record size, and does not say to raise ring_bytes.
+#     largest record size, and does not say to raise ring_bytes. Sizes are key
+#     + value bytes: at ring_bytes = 4K a 2016-byte line (ring_bytes/2 - 32)
+#     passes, a 2017-byte one is refused with the limit (2016) named.
 #   - a 5000-character path list written over indented continuation lines
 #     reads every file.
 set -euo pipefail
@@ -73,16 +75,26 @@ CONF
 big_conf 4K big.txt
 set +e; run big.conf; rc=$?; set -e
 [ $rc -eq 1 ] || fail "large record: exit $rc, want 1"
-grep -q "record of 5016 bytes .*raise ring_bytes in \[job\] to at least 16K" "$tmp/log" ||
-	fail "large record: does not name the ring_bytes that fits"
+grep -q "record of 5000 bytes of key + value (key 0 + value 5000) does not fit a ring of ring_bytes=4096, whose largest record is 2016 bytes of key + value (ring_bytes/2 - 32); raise ring_bytes in \[job\] to at least 16K" "$tmp/log" ||
+	fail "large record: does not name the limit in key + value bytes and the ring_bytes that fits"
 big_conf 16K big.txt
 run big.conf || fail "large record: ring_bytes = 16K, as advised, fails"
+# the boundary: ring_bytes/2 - 32 = 2016 bytes of key + value pass, 2017 do not
+head -c 2016 /dev/zero | tr '\0' 'y' > "$tmp/edge.txt"
+big_conf 4K edge.txt
+run big.conf || fail "a record of exactly 2016 bytes (ring_bytes/2 - 32) with ring_bytes = 4K: exit $?"
+head -c 2017 /dev/zero | tr '\0' 'y' > "$tmp/edge.txt"
+set +e; run big.conf; rc=$?; set -e
+[ $rc -eq 1 ] || fail "a record of 2017 bytes with ring_bytes = 4K: exit $rc, want 1"
+grep -q "record of 2017 bytes of key + value (key 0 + value 2017) does not fit a ring of ring_bytes=4096, whose largest record is 2016 bytes of key + value (ring_bytes/2 - 32); raise ring_bytes in \[job\] to at least 8K" "$tmp/log" ||
+	fail "a record of 2017 bytes with ring_bytes = 4K: not the message"
+echo "ok the largest record is ring_bytes/2 - 32 bytes of key + value: 2016 pass, 2017 refused"
 truncate -s 520M "$tmp/huge.txt" # one 520 MiB line (sparse)
 big_conf 4K huge.txt
 set +e; run big.conf; rc=$?; set -e
 rm -f "$tmp/huge.txt"
 [ $rc -eq 1 ] || fail "huge record: exit $rc, want 1"
-grep -q "can never fit a ring: the largest record is 536870896 bytes" "$tmp/log" ||
+grep -q "can never fit a ring: the largest record is 536870880 bytes of key + value (ring_bytes/2 - 32) even at the maximum ring_bytes = 1G" "$tmp/log" ||
 	fail "huge record: does not say it can never fit"
 grep -q "split the record" "$tmp/log" || fail "huge record: says nothing to do"
 grep -q "raise ring_bytes" "$tmp/log" && fail "huge record: advises raising ring_bytes"

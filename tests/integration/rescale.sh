@@ -149,16 +149,27 @@ mkdir -p "$d"
 seq_conf "$d" 2 2 200000
 stop_after "$d" 0.4
 cp "$d/job.conf" "$d/orig.conf"
+refused() { # dir what pattern: check --rescale and the run both refuse, exit 2, same words
+	local rc=0 before
+	before=$(cd "$1" && find . | sort)
+	run "$1" check --rescale > /dev/null || rc=$?
+	[ $rc -eq 2 ] || fail "$2: check --rescale exit $rc, want 2"
+	grep -q "rescale refused: $3" "$tmp/log" || fail "$2: check --rescale does not say: $3"
+	rc=0
+	run "$1" --rescale || rc=$?
+	[ $rc -eq 2 ] || fail "$2: run --rescale exit $rc, want 2 (nothing started)"
+	grep -q "rescale refused: $3; nothing was started" "$tmp/log" || fail "$2: the run does not say: $3"
+	[ "$before" = "$(cd "$1" && find . | sort)" ] || fail "$2: a refused rescale changed files"
+}
 sed -i 's/^workers = 2/workers = 2\nvnodes = 128/' "$d/job.conf"
-set +e; run "$d" --rescale; rc=$?; set -e
-[ $rc -ne 0 ] && grep -q "rescale refused: vnodes: 256 → 128" "$tmp/log" || fail "vnode change not refused"
-echo "ok vnode count change refused"
+refused "$d" "vnode change" "job.conf: vnodes: 256 → 128 .*: set vnodes = 256 in \[job\] again"
+echo "ok vnode count change refused (exit 2, check and run alike)"
 cp "$d/orig.conf" "$d/job.conf"
 sed -i 's/^path = out\/result.tsv/path = out\/result.tsv\nwidth = 2/' "$d/job.conf"
-set +e; run "$d" --rescale; rc=$?; set -e
-[ $rc -ne 0 ] && grep -q "stage out: its operator file_sink declares no per-worker state rule" "$tmp/log" ||
-	fail "file_sink width change (no rule) not refused"
-echo "ok per-worker state without a rule: refused, naming the stage"
+line=$(grep -n '^\[out\]' "$d/job.conf" | cut -d: -f1)
+refused "$d" "file_sink width change" \
+	"job.conf:$line: stage out: its operator file_sink declares no per-worker state rule .*(1 → 2): set width = 1 again"
+echo "ok per-worker state without a rule: refused (exit 2), naming job.conf:$line and the stage"
 # a removed stage: replace count+out by a direct sink
 cat > "$d/job.conf" <<CONF
 [job]

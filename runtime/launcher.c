@@ -59,7 +59,7 @@
  *     checkpoint stops at once. A stop during a restart's backoff ends the run
  *     at the last complete checkpoint, exit 0.
  *   - A worker stopped by SIGSTOP or a debugger for WATCH_STOPPED_NS is named
- *     in a warning (watch_workers()): nothing else would name worker 0, or a
+ *     in a warning (watch_workers(), report.c): nothing else would name worker 0, or a
  *     worker of a job without checkpoints.
  *
  * Signals are blocked in the launcher and taken synchronously with
@@ -119,6 +119,7 @@
 #include "ckpt/recovery.h"
 #include "plan.h"
 #include "preflight.h"
+#include "report.h"
 #include "util.h"
 #include "worker.h"
 
@@ -177,27 +178,6 @@ static void bind_rings(const struct shmrun_plan *plan, const struct shmrun_segme
 		if (node >= 0)
 			numa_tonode_memory(mem, len, node);
 	}
-}
-
-static void describe_tasks(const struct shmrun_plan *plan, uint32_t worker, char *buf, size_t len)
-{
-	size_t n = 0;
-
-	buf[0] = 0;
-	for (uint32_t t = 0; t < plan->ntasks && n + 1 < len; t++) {
-		const struct shmrun_plan_task *pt = &plan->tasks[t];
-		int k;
-
-		if (pt->worker != worker)
-			continue;
-		k = snprintf(buf + n, len - n, "%s%s[%u]", n ? ", " : "",
-			     plan->job->stages[pt->stage].name, pt->instance);
-		if (k < 0)
-			break;
-		n += (size_t)k;
-	}
-	if (!n)
-		snprintf(buf, len, "none"); /* more workers than instances */
 }
 
 static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segment *seg,
@@ -296,36 +276,6 @@ static void stop_all(struct shmrun_control *ctl, const pid_t *pids, uint32_t n)
 	kill_all(pids, n, SIGTERM);
 }
 
-/* The output files of @worker's file_sink tasks, "a.tsv.0, a.tsv.1", into @buf. */
-static void describe_outputs(const struct shmrun_plan *plan, uint32_t worker, char *buf,
-			     size_t len)
-{
-	size_t n = 0;
-
-	buf[0] = 0;
-	for (uint32_t t = 0; t < plan->ntasks && n + 1 < len; t++) {
-		const struct shmrun_plan_task *pt = &plan->tasks[t];
-		const struct shmrun_stage *st = &plan->job->stages[pt->stage];
-		const char *path = NULL;
-		int k;
-
-		if (pt->worker != worker || strcmp(st->op->name, "file_sink") != 0)
-			continue;
-		for (uint32_t i = 0; i < st->nparams; i++)
-			if (strcmp(st->params[i].def->key, "path") == 0)
-				path = st->params[i].value;
-		if (!path)
-			continue;
-		if (st->width == 1)
-			k = snprintf(buf + n, len - n, "%s%s", n ? ", " : "", path);
-		else
-			k = snprintf(buf + n, len - n, "%s%s.%u", n ? ", " : "", path, pt->instance);
-		if (k < 0)
-			break;
-		n += (size_t)k;
-	}
-}
-
 /*
  * Whether a worker killed by @sig would be killed again by a restart, which
  * re-does the same work under the same limits: SIGXFSZ (a file reached
@@ -346,98 +296,6 @@ static bool signal_is_incurable(int sig)
 static bool errno_is_incurable(int err)
 {
 	return shmrun_errno_is_permanent(err) || err == EMSGSIZE || err == EFBIG;
-}
-
-static void print_summary(const struct shmrun_plan *plan, struct shmrun_worker_stats *stats,
-			  int64_t elapsed_ns)
-{
-	const struct shmrun_job *job = plan->job;
-	uint64_t in = 0, out = 0, keys = 0, bytes = 0, key_bytes = 0;
-	double secs = (double)elapsed_ns / 1e9;
-
-	for (uint32_t w = 0; w < job->workers; w++) {
-		in += atomic_load_explicit(&stats[w].records_in, memory_order_relaxed);
-		out += atomic_load_explicit(&stats[w].records_out, memory_order_relaxed);
-		keys += atomic_load_explicit(&stats[w].keys, memory_order_relaxed);
-		bytes += atomic_load_explicit(&stats[w].state_bytes, memory_order_relaxed);
-		key_bytes += atomic_load_explicit(&stats[w].key_bytes, memory_order_relaxed);
-	}
-	shmrun_log(SHMRUN_LOG_INFO,
-		   "job %s done in %.3f s: records in %" PRIu64 ", records out %" PRIu64
-		   ", distinct keys %" PRIu64 ", key-bound state %" PRIu64
-		   " bytes (%.1f per key beyond the key)",
-		   job->name, secs, in, out, keys, bytes,
-		   keys ? (double)(bytes - key_bytes) / (double)keys : 0.0);
-	fprintf(stderr, "records in:    %" PRIu64 "\nrecords out:   %" PRIu64
-			"\ndistinct keys: %" PRIu64 "\n",
-		in, out, keys);
-	for (uint32_t s = 0; s < job->nstages; s++) {
-		const struct shmrun_stage *st = &job->stages[s];
-		const char *path = NULL;
-
-		if (strcmp(st->op->name, "file_sink") != 0)
-			continue;
-		for (uint32_t i = 0; i < st->nparams; i++)
-			if (strcmp(st->params[i].def->key, "path") == 0)
-				path = st->params[i].value;
-		if (st->width == 1)
-			fprintf(stderr, "output:        %s\n", path);
-		else
-			fprintf(stderr, "output:        %s.0 .. %s.%u\n", path, path,
-				st->width - 1);
-	}
-}
-
-/*
- * The launcher's watchdog over stopped workers. A worker stopped by SIGSTOP
- * (or a terminal's job control, or a debugger) holds up every epoch and, with
- * a full ring, its neighbours; worker 0's coordinator names such a worker
- * when an epoch times out, but nothing would name worker 0 itself, nor any
- * worker of a job without checkpoints. So the launcher looks at each
- * worker's process state once a second and warns once a worker has been
- * stopped for WATCH_STOPPED_NS, and again when it continues.
- */
-#define WATCH_STOPPED_NS 5000000000ll
-
-struct watch {
-	int64_t next_ns;     /* next look */
-	int64_t *stopped_ns; /* per worker: when it was first seen stopped, 0 */
-	bool *told;          /* per worker: the warning was logged */
-};
-
-static void watch_workers(struct watch *wt, const struct shmrun_plan *plan, const pid_t *pids,
-			  int64_t now)
-{
-	const struct shmrun_job *job = plan->job;
-
-	if (now < wt->next_ns || !wt->stopped_ns || !wt->told)
-		return;
-	wt->next_ns = now + 1000000000ll;
-	for (uint32_t w = 0; w < job->workers; w++) {
-		char state = pids[w] > 0 ? shmrun_process_state(pids[w]) : 0;
-		char tasks[256];
-
-		if (state != 'T' && state != 't') {
-			if (wt->told[w])
-				shmrun_log(SHMRUN_LOG_WARN, "worker %u (pid %d) runs again", w,
-					   (int)pids[w]);
-			wt->stopped_ns[w] = 0;
-			wt->told[w] = false;
-			continue;
-		}
-		if (!wt->stopped_ns[w])
-			wt->stopped_ns[w] = now;
-		if (wt->told[w] || now - wt->stopped_ns[w] < WATCH_STOPPED_NS)
-			continue;
-		describe_tasks(plan, w, tasks, sizeof(tasks));
-		shmrun_log(SHMRUN_LOG_WARN,
-			   "worker %u (pid %d, CPU %d, tasks %s) has been stopped for %.0f s (%s); "
-			   "the job makes no progress through it: continue it with kill -CONT %d",
-			   w, (int)pids[w], job->cpus[w], tasks,
-			   (double)(now - wt->stopped_ns[w]) / 1e9,
-			   state == 'T' ? "SIGSTOP or job control" : "a debugger", (int)pids[w]);
-		wt->told[w] = true;
-	}
 }
 
 /* How one start of the job ended. */
@@ -847,27 +705,6 @@ static int backoff_wait(const sigset_t *set, const struct timespec *ts)
 	}
 }
 
-static void print_stalls(const struct shmrun_job *job, struct shmrun_worker_stats *stats)
-{
-	uint64_t snaps = 0, p50 = 0, p99 = 0, max = 0;
-
-	for (uint32_t w = 0; w < job->workers; w++) {
-		snaps += stats[w].snapshots;
-		if (stats[w].stall_p50_ns > p50)
-			p50 = stats[w].stall_p50_ns;
-		if (stats[w].stall_p99_ns > p99)
-			p99 = stats[w].stall_p99_ns;
-		if (stats[w].stall_max_ns > max)
-			max = stats[w].stall_max_ns;
-	}
-	if (snaps)
-		shmrun_log(SHMRUN_LOG_INFO,
-			   "checkpoint stalls: %" PRIu64 " snapshot%s, p50 %.3f ms, p99 %.3f ms, "
-			   "max %.3f ms (worst worker)",
-			   snaps, snaps == 1 ? "" : "s", (double)p50 / 1e6, (double)p99 / 1e6,
-			   (double)max / 1e6);
-}
-
 /*
  * The conf line a prepare() failure of @st is reported at: what prepare()
  * checks are the stage's files, so the line of its first path key given in
@@ -1113,12 +950,8 @@ int shmrun_run(const struct shmrun_job *job)
 
 	for (uint32_t i = 0; i < job->nwarnings; i++)
 		shmrun_log(SHMRUN_LOG_WARN, "%s", job->warnings[i]);
-	if (shmrun_reset_requested() < 0) {
-		shmrun_log(SHMRUN_LOG_ERROR, "STREAM_RESET_STATE=%s: expected 1 (start from empty "
-					     "state) or 0; nothing was started",
-			   getenv("STREAM_RESET_STATE"));
+	if (shmrun_reset_checked() < 0)
 		return 2;
-	}
 	if (shmrun_plan_build(job, &plan))
 		return 2;
 	r.plan = plan;

@@ -46,6 +46,18 @@ int shmrun_reset_requested(void)
 	return -1;
 }
 
+int shmrun_reset_checked(void)
+{
+	int reset = shmrun_reset_requested();
+
+	if (reset < 0)
+		shmrun_log(SHMRUN_LOG_ERROR,
+			   "STREAM_RESET_STATE=%s: expected 1, true or yes (start from empty state) "
+			   "or 0, false, no or empty; nothing was started",
+			   getenv("STREAM_RESET_STATE"));
+	return reset;
+}
+
 /*
  * STREAM_RESET_STATE=1: move every ckpt-* of @dir into @dir/reset-<UTC time>/
  * (never delete), so the job starts from empty state. Return: 0, or -errno
@@ -201,16 +213,12 @@ int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char 
 			 uint32_t ndrop)
 {
 	struct shmrun_manifest m = {0};
-	int reset = shmrun_reset_requested();
+	int reset = shmrun_reset_checked();
 	char why[300];
 	int64_t e;
 
-	if (reset < 0) {
-		shmrun_log(SHMRUN_LOG_ERROR, "STREAM_RESET_STATE=%s: expected 1 (start from empty "
-					     "state) or 0; nothing was started",
-			   getenv("STREAM_RESET_STATE"));
+	if (reset < 0)
 		return -EINVAL;
-	}
 	if (!job->checkpoint_dir)
 		return 0;
 	if (reset > 0) {

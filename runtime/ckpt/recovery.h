@@ -20,6 +20,13 @@
 int shmrun_reset_requested(void);
 
 /*
+ * shmrun_reset_checked() - shmrun_reset_requested(), logging the error that
+ * names the value and the accepted ones when it is -1 (the caller exits 2:
+ * nothing was started). Return: as shmrun_reset_requested().
+ */
+int shmrun_reset_checked(void);
+
+/*
  * shmrun_ckpt_reset() - STREAM_RESET_STATE=1: move every ckpt-<epoch> of @dir
  * into @dir/reset-<UTC time>/ (never delete), so the job starts from empty
  * state; logs what it moved. Return: 0 (also when @dir holds no checkpoint or

@@ -123,6 +123,15 @@ const char *shmrun_pw_rule_name(enum shmrun_pw_rule rule);
 int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *const *drop,
 		   uint32_t ndrop, FILE *plan_out, uint64_t *new_epoch);
 
+/*
+ * shmrun_rescale_dry_run() - the rescale `shmrun --rescale` would do on
+ * @job's checkpoint_dir (dropping the state of the @ndrop stages in @drop),
+ * planned into /dev/null: reads checkpoint_dir only, so a refusal (logged,
+ * naming the conf) leaves nothing behind. Return: 0, -errno if /dev/null
+ * cannot be opened, or shmrun_rescale()'s error.
+ */
+int shmrun_rescale_dry_run(const struct shmrun_job *job, const char *const *drop, uint32_t ndrop);
+
 /**
  * shmrun_check_restore() - read-only: what a run would do with @job's
  * checkpoint_dir before it starts. STREAM_RESET_STATE must be 1 or 0 (-EINVAL,

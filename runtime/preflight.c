@@ -183,74 +183,32 @@ static int lock_path(const char *target, long inst, char *buf, size_t len)
 	return 0;
 }
 
-/* A brace pattern expands into at most this many alternatives (refused above). */
-#define BRACE_MAX 4096
+/* shmrun_brace_expand()'s emit for brace_add(): one alternative into a list. */
+struct brace_to_list {
+	struct io_list *l;
+	const char *what;
+	int line;
+};
 
-/* The '}' closing the '{' at @open, or NULL; a backslash escapes (as glob(3)). */
-static const char *brace_end(const char *open)
+static int add_alternative(void *arg, const char *alt)
 {
-	int depth = 0;
+	struct brace_to_list *b = arg;
 
-	for (const char *c = open; *c; c++) {
-		if (*c == '\\' && c[1])
-			c++;
-		else if (*c == '{')
-			depth++;
-		else if (*c == '}' && --depth == 0)
-			return c;
-	}
-	return NULL;
+	return io_add(b->l, b->what, alt, strlen(alt), b->line);
 }
 
 /*
- * Add to @l every alternative of the brace pattern @pat (nested braces too),
- * as glob(GLOB_BRACE) expands it for file_source: "d/{a,b{1,2}}.txt" gives
- * d/a.txt, d/b1.txt, d/b2.txt; a '{' without its '}' is literal. Each
- * alternative may still hold *, ? and [..]. Return: 0; -E2BIG past
- * BRACE_MAX alternatives; -ENOMEM.
+ * Add to @l every alternative of the brace pattern @pat (shmrun_brace_expand(),
+ * util.h, as file_source expands it): "d/{a,b{1,2}}.txt" gives d/a.txt,
+ * d/b1.txt, d/b2.txt. Each alternative may still hold *, ? and [..].
+ * Return: 0; -E2BIG past SHMRUN_BRACE_MAX alternatives; -ENOMEM.
  */
 static int brace_add(struct io_list *l, const char *what, const char *pat, int line,
 		     uint32_t *count)
 {
-	const char *open = NULL, *close = NULL;
+	struct brace_to_list b = {l, what, line};
 
-	for (const char *c = pat; *c; c++) {
-		if (*c == '\\' && c[1]) {
-			c++;
-		} else if (*c == '{' && (close = brace_end(c)) != NULL) {
-			open = c;
-			break;
-		}
-	}
-	if (!open) {
-		if (++*count > BRACE_MAX)
-			return -E2BIG;
-		return io_add(l, what, pat, strlen(pat), line);
-	}
-	for (const char *alt = open + 1;;) {
-		const char *end = alt;
-		int depth = 0, err;
-		char *one;
-
-		for (; end < close; end++) {
-			if (*end == '\\' && end + 1 < close)
-				end++;
-			else if (*end == '{')
-				depth++;
-			else if (*end == '}')
-				depth--;
-			else if (*end == ',' && depth == 0)
-				break;
-		}
-		if (asprintf(&one, "%.*s%.*s%s", (int)(open - pat), pat, (int)(end - alt), alt,
-			     close + 1) < 0)
-			return -ENOMEM;
-		err = brace_add(l, what, one, line, count);
-		free(one);
-		if (err || end >= close)
-			return err;
-		alt = end + 1;
-	}
+	return shmrun_brace_expand(pat, add_alternative, &b, count);
 }
 
 /*
@@ -516,7 +474,7 @@ static int collect(const struct shmrun_job *job, struct io_list *in, struct io_l
 							   "brace alternatives, too many to check against "
 							   "the outputs; list fewer; nothing was started",
 							   job->conf_path, conf_line(job, st, p), what,
-							   brief(one, b), BRACE_MAX);
+							   brief(one, b), SHMRUN_BRACE_MAX);
 						err = -EINVAL;
 					}
 					free(one);

@@ -89,3 +89,63 @@ ssize_t shmrun_read_all(int fd, void *buf, size_t len)
 	}
 	return (ssize_t)got;
 }
+
+/* The '}' closing the '{' at @open, or NULL; a backslash escapes (as glob(3)). */
+static const char *brace_end(const char *open)
+{
+	int depth = 0;
+
+	for (const char *c = open; *c; c++) {
+		if (*c == '\\' && c[1])
+			c++;
+		else if (*c == '{')
+			depth++;
+		else if (*c == '}' && --depth == 0)
+			return c;
+	}
+	return NULL;
+}
+
+int shmrun_brace_expand(const char *pat, int (*emit)(void *arg, const char *alt), void *arg,
+			uint32_t *count)
+{
+	const char *open = NULL, *close = NULL;
+
+	for (const char *c = pat; *c; c++) {
+		if (*c == '\\' && c[1]) {
+			c++;
+		} else if (*c == '{' && (close = brace_end(c)) != NULL) {
+			open = c;
+			break;
+		}
+	}
+	if (!open) {
+		if (++*count > SHMRUN_BRACE_MAX)
+			return -E2BIG;
+		return emit(arg, pat);
+	}
+	for (const char *alt = open + 1;;) {
+		const char *end = alt;
+		int depth = 0, err;
+		char *one;
+
+		for (; end < close; end++) {
+			if (*end == '\\' && end + 1 < close)
+				end++;
+			else if (*end == '{')
+				depth++;
+			else if (*end == '}')
+				depth--;
+			else if (*end == ',' && depth == 0)
+				break;
+		}
+		if (asprintf(&one, "%.*s%.*s%s", (int)(open - pat), pat, (int)(end - alt), alt,
+			     close + 1) < 0)
+			return -ENOMEM;
+		err = shmrun_brace_expand(one, emit, arg, count);
+		free(one);
+		if (err || end >= close)
+			return err;
+		alt = end + 1;
+	}
+}

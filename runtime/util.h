@@ -133,4 +133,22 @@ static inline void shmrun_cpu_relax(void)
 #endif
 }
 
+/* A brace pattern expands into at most this many alternatives. */
+#define SHMRUN_BRACE_MAX 4096
+
+/*
+ * shmrun_brace_expand() - call @emit(@arg, alternative) for every alternative
+ * of the brace pattern @pat, in order, nested braces too, as glob(3) with
+ * GLOB_BRACE reads it: "d/{a,b{1,2}}.txt" gives d/a.txt, d/b1.txt, d/b2.txt;
+ * a '{' without its '}' is literal, a backslash escapes the next character
+ * (kept in the alternative). A pattern without braces is its own single
+ * alternative. Each alternative may still hold *, ? and [..]. @count (in/out)
+ * counts the alternatives emitted, across calls if the caller wishes; the
+ * string passed to @emit lives only for the call.
+ * Return: 0; -E2BIG once *@count would pass SHMRUN_BRACE_MAX; -ENOMEM; or
+ * the first non-zero value @emit returned (expansion stops there).
+ */
+int shmrun_brace_expand(const char *pat, int (*emit)(void *arg, const char *alt), void *arg,
+			uint32_t *count);
+
 #endif /* SHMRUN_RT_UTIL_H */

@@ -182,23 +182,6 @@ static bool looks_like_command(const char *arg, bool near)
 	       access(arg, F_OK) != 0 && (!near || nearest(arg, commands, 4));
 }
 
-/*
- * The rescale `shmrun --rescale` would do, planned into /dev/null: reads
- * checkpoint_dir only, so a refusal (logged) leaves nothing behind.
- * Return: 0, or shmrun_rescale()'s error.
- */
-static int plan_rescale(const struct shmrun_job *job, const char *const *drop, uint32_t ndrop)
-{
-	FILE *null = fopen("/dev/null", "w");
-	int err;
-
-	if (!null)
-		return -errno;
-	err = shmrun_rescale(job, job->checkpoint_dir, drop, ndrop, null, NULL);
-	fclose(null);
-	return err;
-}
-
 static int load(const char *path, struct shmrun_job *job)
 {
 	struct shmrun_job_errors errs = {0};
@@ -379,7 +362,7 @@ int main(int argc, char **argv)
 	} else {
 		/* a rescale rewrites checkpoint_dir: refuse what `check --rescale`
 		 * refuses before creating anything, then exclude other runs */
-		rc = rescale && (shmrun_preflight(&job) || plan_rescale(&job, drop, ndrop) ||
+		rc = rescale && (shmrun_preflight(&job) || shmrun_rescale_dry_run(&job, drop, ndrop) ||
 				 shmrun_lock_job(&job))
 			 ? 2
 			 : 0;

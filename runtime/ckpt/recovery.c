@@ -196,8 +196,7 @@ uint64_t shmrun_ckpt_newest_complete(const char *dir)
 	return e;
 }
 
-/* The rescale a run would do, planned into /dev/null. Return: as shmrun_rescale(). */
-static int plan_rescale(const struct shmrun_job *job, const char *const *drop, uint32_t ndrop)
+int shmrun_rescale_dry_run(const struct shmrun_job *job, const char *const *drop, uint32_t ndrop)
 {
 	FILE *null = fopen("/dev/null", "w");
 	int err;
@@ -232,7 +231,7 @@ int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char 
 		return 0; /* a run creates it: nothing to restore */
 	e = shmrun_ckpt_select(job->checkpoint_dir, &m);
 	if (e <= 0 && rescale) /* nothing to rescale: refused as the run refuses it */
-		return plan_rescale(job, drop, ndrop);
+		return shmrun_rescale_dry_run(job, drop, ndrop);
 	if (e <= 0)
 		return (int)e;
 	if (!shmrun_ckpt_check_topology(&m, job, why, sizeof(why))) {
@@ -241,7 +240,7 @@ int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char 
 	}
 	shmrun_manifest_free(&m);
 	if (rescale) {
-		int err = plan_rescale(job, drop, ndrop);
+		int err = shmrun_rescale_dry_run(job, drop, ndrop);
 
 		if (!err)
 			shmrun_log(SHMRUN_LOG_INFO,

@@ -182,88 +182,43 @@ static void free_list(struct file_list *fl)
 	memset(fl, 0, sizeof(*fl));
 }
 
-/* A brace pattern expands into at most this many alternatives (preflight.c's limit). */
-#define BRACE_MAX 4096
+/* An entry list being built: *out, a malloc'd string of '\n'-terminated
+ * entries, *len bytes. */
+struct entries {
+	char **out;
+	size_t *len;
+};
 
-/* The '}' closing the '{' at @open, or NULL; a backslash escapes (as glob(3)). */
-static const char *brace_end(const char *open)
+/* shmrun_brace_expand()'s emit: append @alt as one entry. */
+static int append_entry(void *arg, const char *alt)
 {
-	int depth = 0;
+	struct entries *e = arg;
+	size_t n = strlen(alt);
+	char *o = realloc(*e->out, *e->len + n + 2);
 
-	for (const char *c = open; *c; c++) {
-		if (*c == '\\' && c[1])
-			c++;
-		else if (*c == '{')
-			depth++;
-		else if (*c == '}' && --depth == 0)
-			return c;
-	}
-	return NULL;
+	if (!o)
+		return -ENOMEM;
+	memcpy(o + *e->len, alt, n);
+	o[*e->len + n] = '\n';
+	o[*e->len + n + 1] = '\0';
+	*e->out = o;
+	*e->len += n + 1;
+	return 0;
 }
 
 /*
- * Append to *@out (a malloc'd string of '\n'-terminated entries, *@len bytes)
- * every alternative of the brace pattern @pat (nested braces too), the way
- * preflight.c's brace_add() reads it: "d/{a,b{1,2}}.txt" gives d/a.txt,
- * d/b1.txt, d/b2.txt; a '{' without its '}' is literal. Each alternative may
- * still hold *, ? and [..] and is then listed as its own `path` entry, so a
- * missing file or a pattern matching nothing is an error as if written
- * alone (glob(GLOB_BRACE) dropped such an alternative silently when another
- * matched). Return: 0; -E2BIG past BRACE_MAX alternatives (*@count of them);
- * -ENOMEM.
+ * Append to *@out (*@len bytes) every alternative of the brace pattern @pat
+ * (shmrun_brace_expand(), util.h: as preflight.c reads it). Each alternative
+ * is then listed as its own `path` entry, so a missing file or a pattern
+ * matching nothing is an error as if written alone (glob(GLOB_BRACE) dropped
+ * such an alternative silently when another matched). Return: as
+ * shmrun_brace_expand().
  */
 static int brace_expand(char **out, size_t *len, const char *pat, uint32_t *count)
 {
-	const char *open = NULL, *close = NULL;
+	struct entries e = {out, len};
 
-	for (const char *c = pat; *c; c++) {
-		if (*c == '\\' && c[1]) {
-			c++;
-		} else if (*c == '{' && (close = brace_end(c)) != NULL) {
-			open = c;
-			break;
-		}
-	}
-	if (!open) {
-		size_t n = strlen(pat);
-		char *o;
-
-		if (++*count > BRACE_MAX)
-			return -E2BIG;
-		o = realloc(*out, *len + n + 2);
-		if (!o)
-			return -ENOMEM;
-		memcpy(o + *len, pat, n);
-		o[*len + n] = '\n';
-		o[*len + n + 1] = '\0';
-		*out = o;
-		*len += n + 1;
-		return 0;
-	}
-	for (const char *alt = open + 1;;) {
-		const char *end = alt;
-		int depth = 0, err;
-		char *one;
-
-		for (; end < close; end++) {
-			if (*end == '\\' && end + 1 < close)
-				end++;
-			else if (*end == '{')
-				depth++;
-			else if (*end == '}')
-				depth--;
-			else if (*end == ',' && depth == 0)
-				break;
-		}
-		if (asprintf(&one, "%.*s%.*s%s", (int)(open - pat), pat, (int)(end - alt), alt,
-			     close + 1) < 0)
-			return -ENOMEM;
-		err = brace_expand(out, len, one, count);
-		free(one);
-		if (err || end >= close)
-			return err;
-		alt = end + 1;
-	}
+	return shmrun_brace_expand(pat, append_entry, &e, count);
 }
 
 /* `path` (resolved, one entry per line) with every brace pattern replaced by
@@ -286,7 +241,7 @@ static int expand_paths(struct shmrun_task *task, char **out)
 		if (err == -E2BIG)
 			shmrun_task_error(task,
 					  "path '%s': more than %u brace alternatives; list fewer",
-					  tok, BRACE_MAX);
+					  tok, SHMRUN_BRACE_MAX);
 	}
 	free(paths);
 	if (!err && !*out)

@@ -408,6 +408,91 @@ START_TEST(test_now_ns)
 }
 END_TEST
 
+/* ---- shmrun_brace_expand() ------------------------------------------------- */
+
+struct alts {
+	char text[4096]; /* alternatives, each followed by '|' */
+	int stop_at;     /* emit returns -EIO at this call (1-based), 0 never */
+	int calls;
+};
+
+static int collect(void *arg, const char *alt)
+{
+	struct alts *a = arg;
+
+	if (++a->calls == a->stop_at)
+		return -EIO;
+	if (strlen(a->text) + strlen(alt) + 2 <= sizeof(a->text)) { /* else: only counted */
+		strcat(a->text, alt);
+		strcat(a->text, "|");
+	}
+	return 0;
+}
+
+static void expect_alts(const char *pat, const char *want, uint32_t want_count)
+{
+	struct alts a = {.text = ""};
+	uint32_t count = 0;
+
+	ck_assert_int_eq(shmrun_brace_expand(pat, collect, &a, &count), 0);
+	ck_assert_str_eq(a.text, want);
+	ck_assert_uint_eq(count, want_count);
+}
+
+START_TEST(test_brace_forms)
+{
+	expect_alts("plain.txt", "plain.txt|", 1);
+	expect_alts("", "|", 1);
+	expect_alts("d/{a,b}.txt", "d/a.txt|d/b.txt|", 2);
+	expect_alts("d/{a,b{1,2}}.txt", "d/a.txt|d/b1.txt|d/b2.txt|", 3);
+	expect_alts("{x,y}{1,2}", "x1|x2|y1|y2|", 4);
+	expect_alts("{,a}", "|a|", 2);            /* an empty alternative */
+	expect_alts("{a}", "a|", 1);              /* one alternative */
+	expect_alts("a{b", "a{b|", 1);            /* unclosed: literal */
+	expect_alts("a\\{b,c}", "a\\{b,c}|", 1);  /* escaped '{': literal */
+	expect_alts("{a\\,b,c}", "a\\,b|c|", 2);  /* escaped ',' stays in its alternative */
+	expect_alts("{*.log,x?}", "*.log|x?|", 2); /* wildcards kept for glob(3) */
+}
+END_TEST
+
+START_TEST(test_brace_limits)
+{
+	struct alts a = {.text = ""};
+	uint32_t count = SHMRUN_BRACE_MAX - 1;
+
+	/* the count runs across calls: one more fits, the second does not */
+	ck_assert_int_eq(shmrun_brace_expand("{a,b}", collect, &a, &count), -E2BIG);
+	ck_assert_str_eq(a.text, "a|");
+	ck_assert_uint_eq(count, SHMRUN_BRACE_MAX + 1);
+	/* 16 x 16 x 16 = 4096 alternatives fit exactly; x 2 more does not */
+	count = 0;
+	a = (struct alts){.stop_at = 0};
+	ck_assert_int_eq(shmrun_brace_expand("{0,1,2,3,4,5,6,7,8,9,a,b,c,d,e,f}"
+					     "{0,1,2,3,4,5,6,7,8,9,a,b,c,d,e,f}"
+					     "{0,1,2,3,4,5,6,7,8,9,a,b,c,d,e,f}",
+					     collect, &a, &count),
+			 0);
+	ck_assert_uint_eq(count, 4096);
+	count = 0;
+	ck_assert_int_eq(shmrun_brace_expand("{0,1,2,3,4,5,6,7,8,9,a,b,c,d,e,f}"
+					     "{0,1,2,3,4,5,6,7,8,9,a,b,c,d,e,f}"
+					     "{0,1,2,3,4,5,6,7,8,9,a,b,c,d,e,f}{x,y}",
+					     collect, &a, &count),
+			 -E2BIG);
+}
+END_TEST
+
+START_TEST(test_brace_emit_error_stops)
+{
+	struct alts a = {.text = "", .stop_at = 2};
+	uint32_t count = 0;
+
+	ck_assert_int_eq(shmrun_brace_expand("{a,b,c}", collect, &a, &count), -EIO);
+	ck_assert_str_eq(a.text, "a|");
+	ck_assert_int_eq(a.calls, 2);
+}
+END_TEST
+
 static Suite *util_suite(void)
 {
 	Suite *s = suite_create("util");
@@ -440,6 +525,11 @@ static Suite *util_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("now_ns");
 	tcase_add_test(tc, test_now_ns);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("brace_expand");
+	tcase_add_test(tc, test_brace_forms);
+	tcase_add_test(tc, test_brace_limits);
+	tcase_add_test(tc, test_brace_emit_error_stops);
 	suite_add_tcase(s, tc);
 	return s;
 }

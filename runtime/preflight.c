@@ -212,26 +212,69 @@ static int brace_add(struct io_list *l, const char *what, const char *pat, int l
 }
 
 /*
- * The canonical absolute form of @path, which need not exist: the longest
- * existing prefix through realpath(3), the rest appended as written (or
- * @path as written if that would not fit in @len bytes).
+ * @real (canonical) followed by the components of @tail, with "." and empty
+ * components dropped and ".." taking the last component off (never above
+ * "/"), into @out. Return: false if it does not fit in @len bytes.
  */
-static void canon(const char *path, char *out, size_t len)
+static bool join_lexically(const char *real, const char *tail, char *out, size_t len)
 {
-	char head[PATH_MAX], real[PATH_MAX];
+	size_t n = (size_t)snprintf(out, len, "%s", strcmp(real, "/") == 0 ? "" : real);
+
+	if (n >= len)
+		return false;
+	for (const char *c = tail; *c;) {
+		const char *end = strchrnul(c, '/');
+		size_t k = (size_t)(end - c);
+
+		if (k == 2 && c[0] == '.' && c[1] == '.') {
+			char *last = strrchr(out, '/');
+
+			n = last ? (size_t)(last - out) : 0;
+			out[n] = 0;
+		} else if (k && !(k == 1 && c[0] == '.')) {
+			if (n + 1 + k >= len)
+				return false;
+			out[n++] = '/';
+			memcpy(out + n, c, k);
+			n += k;
+			out[n] = 0;
+		}
+		c = *end ? end + 1 : end;
+	}
+	if (!n)
+		snprintf(out, len, "/");
+	return true;
+}
+
+/*
+ * The canonical absolute form of @path, which need not exist: the longest
+ * existing prefix through realpath(3), the rest appended with "." and ".."
+ * taken lexically (a directory that does not exist yet is made a real
+ * directory by the run, so x/../f is f whether x exists or not; before this,
+ * such a path was compared as written and slipped past every overlap check),
+ * then canonicalised again, since taking ".." off may reach an existing
+ * prefix, symlinks included. @path as written if it would not fit in @len.
+ */
+static void canon_at(const char *path, char *out, size_t len, int depth)
+{
+	char head[PATH_MAX], real[PATH_MAX], joined[PATH_MAX];
 	const char *tail = "";
 	char *slash;
 
 	snprintf(head, sizeof(head), "%s", path);
 	for (;;) {
 		if (realpath(head[0] ? head : "/", real)) {
-			int n = snprintf(out, len, "%s%s%s",
-					 strcmp(real, "/") == 0 && *tail ? "" : real,
-					 *tail ? "/" : "", tail);
-
-			/* longer than a path can be: compare it as written */
-			if (n < 0 || (size_t)n >= len)
-				snprintf(out, len, "%s", path);
+			if (!join_lexically(real, tail, joined, sizeof(joined)) ||
+			    strlen(joined) >= len) {
+				snprintf(out, len, "%s", path); /* compare it as written */
+				return;
+			}
+			/* a tail with ".." may now lead through an existing
+			 * prefix: once more (the new tail has no ".." left) */
+			if (depth < 4 && strstr(tail, "..") && strcmp(joined, path) != 0)
+				canon_at(joined, out, len, depth + 1);
+			else
+				snprintf(out, len, "%s", joined);
 			return;
 		}
 		slash = strrchr(head, '/');
@@ -242,6 +285,11 @@ static void canon(const char *path, char *out, size_t len)
 		*slash = 0;
 		tail = path + (slash - head) + 1;
 	}
+}
+
+static void canon(const char *path, char *out, size_t len)
+{
+	canon_at(path, out, len, 0);
 }
 
 /* @inner lies strictly inside directory @dir (both canonical). */
@@ -397,6 +445,11 @@ static bool writable(const char *path, bool dir, char *why, size_t len)
 		}
 		if (dir)
 			return creatable_in(path, why, len);
+	} else if (errno == ENOENT && lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+		/* the run would lock and open it through the link and find nothing */
+		snprintf(why, len,
+			 "it is a symbolic link to a missing target (create the target)");
+		return false;
 	}
 	/* the nearest existing directory above it is where it gets created */
 	snprintf(head, sizeof(head), "%s", path);

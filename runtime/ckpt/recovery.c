@@ -236,7 +236,9 @@ int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char 
 		return (int)e;
 	if (!shmrun_ckpt_check_topology(&m, job, why, sizeof(why))) {
 		shmrun_manifest_free(&m);
-		return 0;
+		/* the same topology: a run with --rescale still plans it (and
+		 * refuses a --drop-state naming no removed stage): so does check */
+		return rescale ? shmrun_rescale_dry_run(job, drop, ndrop) : 0;
 	}
 	shmrun_manifest_free(&m);
 	if (rescale) {

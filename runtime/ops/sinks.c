@@ -379,6 +379,13 @@ static int output_name(struct shmrun_task *task, uint32_t i, char *name)
 /* Refuse @name, which is @kind, as an output. Return: -EINVAL. */
 static int not_regular(struct shmrun_task *task, const char *name, const char *kind)
 {
+	if (strcmp(kind, "a directory") == 0) {
+		shmrun_task_error(task,
+				  "path = %s: %s is a directory, and file_sink writes only regular "
+				  "files; name a file (e.g. %s/out.tsv)",
+				  shmrun_task_param(task, "path"), name, name);
+		return -EINVAL;
+	}
 	shmrun_task_error(task,
 			  "path = %s: %s is %s, and file_sink writes only regular files (it "
 			  "truncates, rolls back and fsyncs them; a FIFO would block or be "

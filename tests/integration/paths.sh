@@ -236,6 +236,32 @@ refused "a dangling symlink" "$od/t.conf" \
 	"t.conf:14: stage 'o2' path = .*/dangling/o.tsv cannot be written: .*/dangling is a symbolic link to a missing target"
 untouched "a dangling symlink"
 [ ! -e "$od/missing" ] || fail "a dangling symlink: its target was created"
+# the output or checkpoint_dir itself a dangling symlink: check refuses it as the run does
+ln -s "$od/nowhere/o.tsv" "$od/dl"
+ln -s "$od/nowhere/ck" "$od/ckl"
+before=$(cd "$od" && find . | sort)
+outjob 1 dl
+refused "an output that is a dangling symlink" "$od/t.conf" \
+	"t.conf:14: stage 'o2' path = .*/dl cannot be written: it is a symbolic link to a missing target"
+untouched "an output that is a dangling symlink"
+outjob 1 o.tsv ckl
+refused "a checkpoint_dir that is a dangling symlink" "$od/t.conf" \
+	"t.conf:2: checkpoint_dir = .*/ckl cannot be written: it is a symbolic link to a missing target"
+untouched "a checkpoint_dir that is a dangling symlink"
+# ".." after a directory that does not exist yet: the path is what it leads to
+# (x/../in.txt is in.txt), compared like any other; it once slipped past every
+# overlap check and the run emptied its own input
+outjob 1 x/../in.txt
+refused "x/../in.txt" "$od/t.conf" "t.conf:14: stage 'o2' path = .*/x/../in.txt is the same file as the input of stage 'read'"
+untouched "x/../in.txt"
+[ "$(cat "$od/in.txt")" = "$(seq 1 3)" ] || fail "x/../in.txt: the input was changed"
+outjob 1 x/../newdir/o.tsv
+refused "x/../newdir/o.tsv" "$od/t.conf" "t.conf:14: stage 'o2' path = .*/x/../newdir/o.tsv is also written by stage 'o' path (t.conf:9)"
+untouched "x/../newdir/o.tsv"
+outjob 1 o.tsv ck/..
+refused "checkpoint_dir = ck/.." "$od/t.conf" "t.conf:2: checkpoint_dir = .*/ck/.. is also written by stage 'o' path (t.conf:9), inside the checkpoint_dir"
+untouched "checkpoint_dir = ck/.."
+echo "ok dangling symlinks and '..' through missing directories are refused by check and run alike, nothing created"
 # a path that only holds dots names a file: it runs
 outjob 1 sub/./..o
 (cd "$od" && "$shmrun" t.conf) > /dev/null 2> "$tmp/log" || fail "path = sub/./..o: the run failed"

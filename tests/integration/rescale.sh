@@ -170,6 +170,18 @@ line=$(grep -n '^\[out\]' "$d/job.conf" | cut -d: -f1)
 refused "$d" "file_sink width change" \
 	"job.conf:$line: stage out: its operator file_sink declares no per-worker state rule .*(1 → 2): set width = 1 again"
 echo "ok per-worker state without a rule: refused (exit 2), naming job.conf:$line and the stage"
+# the same topology with --drop-state naming a stage it still has: check agrees with the run
+cp "$d/orig.conf" "$d/job.conf"
+before=$(cd "$d" && find . | sort)
+for how in "check --rescale" "--rescale"; do
+	rc=0
+	run "$d" $how --drop-state=count > /dev/null || rc=$?
+	[ $rc -eq 2 ] || fail "--drop-state of a kept stage: $how exit $rc, want 2"
+	grep -q "rescale refused: --drop-state=count names no stage that .* has and this topology removed" "$tmp/log" ||
+		fail "--drop-state of a kept stage: $how does not say so: $(cat "$tmp/log")"
+done
+[ "$before" = "$(cd "$d" && find . | sort)" ] || fail "--drop-state of a kept stage: files changed"
+echo "ok --drop-state naming a kept stage: check --rescale and the run both refuse (exit 2)"
 # a removed stage: replace count+out by a direct sink
 cat > "$d/job.conf" <<CONF
 [job]

@@ -50,7 +50,12 @@ for ck in yes no; do
 			grep -q "stage 'out'" "$tmp/log" || fail "$kind $how: stage not named"
 			grep -q "path = " "$tmp/log" || fail "$kind $how: key not named"
 			grep -q "$target" "$tmp/log" || fail "$kind $how: path not named"
-			grep -q "stdout_sink" "$tmp/log" || fail "$kind $how: stdout_sink not suggested"
+			if [ $kind = dir ]; then # not "redirect: shmrun job.conf > sub", into a directory
+				grep -q "name a file (e.g. .*$target/out.tsv)" "$tmp/log" || fail "$kind $how: no 'name a file'"
+				if grep -q "stdout_sink" "$tmp/log"; then fail "$kind $how: redirect into a directory suggested"; fi
+			else
+				grep -q "stdout_sink" "$tmp/log" || fail "$kind $how: stdout_sink not suggested"
+			fi
 			grep -q "nothing was started" "$tmp/log" || fail "$kind $how: not refused before the start"
 		done
 		[ -p "$d/fifo.tsv" ] || [ $kind != fifo ] || fail "fifo: the FIFO was replaced"

@@ -705,20 +705,6 @@ static int backoff_wait(const sigset_t *set, const struct timespec *ts)
 	}
 }
 
-/*
- * The conf line a prepare() failure of @st is reported at: what prepare()
- * checks are the stage's files, so the line of its first path key given in
- * the file (`path =`, `table =`), else the section header.
- */
-static int prepare_line(const struct shmrun_stage *st)
-{
-	for (uint32_t i = 0; i < st->nparams; i++)
-		if (st->params[i].line > 0 && (st->params[i].def->type == SHMRUN_PARAM_PATH ||
-					       st->params[i].def->type == SHMRUN_PARAM_PATHS))
-			return st->params[i].line;
-	return st->line;
-}
-
 void shmrun_die_by_signal(int sig)
 {
 	struct sigaction sa;
@@ -747,7 +733,7 @@ int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
 	for (uint32_t s = 0; s < job->nstages; s++)
 		if (shmrun_task_prepare_stage(plan, s, msg, sizeof(msg))) {
 			shmrun_log(SHMRUN_LOG_ERROR, "%s:%d: %s; nothing was started",
-				   job->conf_path, prepare_line(&job->stages[s]), msg);
+				   job->conf_path, shmrun_prepare_line(&job->stages[s]), msg);
 			failed = -EINVAL;
 		}
 	return failed;

@@ -149,3 +149,11 @@ int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, ch
 	return err;
 }
 
+int shmrun_prepare_line(const struct shmrun_stage *st)
+{
+	for (uint32_t i = 0; i < st->nparams; i++)
+		if (st->params[i].line > 0 && (st->params[i].def->type == SHMRUN_PARAM_PATH ||
+					       st->params[i].def->type == SHMRUN_PARAM_PATHS))
+			return st->params[i].line;
+	return st->line;
+}

@@ -173,7 +173,11 @@ static void task_vlog(struct shmrun_task *t, enum shmrun_log_level level, const 
 
 	if (vasprintf(&msg, fmt, ap) < 0)
 		return;
-	shmrun_log(level, "stage '%s' [%u]: %s", t->stage->name, t->instance, msg);
+	if (t->w && t->w->quiet && t->w->plan->job->conf_path) /* prepare, in the launcher */
+		shmrun_log(level, "%s:%d: stage '%s' [%u]: %s", t->w->plan->job->conf_path,
+			   shmrun_prepare_line(t->stage), t->stage->name, t->instance, msg);
+	else
+		shmrun_log(level, "stage '%s' [%u]: %s", t->stage->name, t->instance, msg);
 	free(msg);
 }
 

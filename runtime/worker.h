@@ -83,6 +83,13 @@ int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, ch
 			      size_t msglen);
 
 /*
+ * shmrun_prepare_line() - the conf line what prepare() says about @st is
+ * reported at: prepare() checks the stage's files, so the line of its first
+ * path key given in the file (`path =`, `table =`), else the section header.
+ */
+int shmrun_prepare_line(const struct shmrun_stage *st);
+
+/*
  * task_parked_slow() - whether @t, or a forward successor, has output queued
  * behind a full ring, or a forward successor holds its input back for
  * barrier alignment: then @t must not produce or process now (it parks).

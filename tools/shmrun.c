@@ -65,7 +65,8 @@ static void usage(FILE *out)
 		"                     moves whole vnodes to their new owners, per-worker state\n"
 		"                     is re-dealt by each operator's rule; see docs/state.md\n"
 		"                     (with check: plan the rescale, write nothing)\n"
-		"  --drop-state=STAGE with --rescale: a removed stage whose state may be dropped\n"
+		"  --drop-state=STAGE with --rescale (or plan --rescale-from): a removed stage\n"
+		"                     whose state may be dropped\n"
 		"  --rescale-from DIR with plan: print what a rescale from DIR would move\n"
 		"  -h, --help         this text\n"
 		"  -V, --version      print the version\n"
@@ -317,10 +318,10 @@ int main(int argc, char **argv)
 				   argc - optind);
 	if (rescale_from && strcmp(cmd, "plan") != 0)
 		return usage_error("--rescale-from goes with `shmrun plan`");
-	if ((rescale || ndrop) && strcmp(cmd, "run") != 0 && strcmp(cmd, "check") != 0)
-		return usage_error("--rescale and --drop-state go with a run or check");
-	if (ndrop && !rescale)
-		return usage_error("--drop-state needs --rescale");
+	if (rescale && strcmp(cmd, "run") != 0 && strcmp(cmd, "check") != 0)
+		return usage_error("--rescale goes with a run or check");
+	if (ndrop && !rescale && !rescale_from)
+		return usage_error("--drop-state needs --rescale (or plan --rescale-from)");
 	if (strcmp(cmd, "run") != 0)
 		stop_signals(SIG_UNBLOCK); /* check, plan: default behaviour */
 	rc = load(argv[optind], &job);
@@ -355,9 +356,10 @@ int main(int argc, char **argv)
 			shmrun_plan_print(plan, stdout);
 			shmrun_plan_free(plan);
 		}
+		/* a refused rescale is refused as a run and check refuse it: exit 2 */
 		if (!rc && rescale_from) {
 			fputc('\n', stdout);
-			rc = shmrun_rescale(&job, rescale_from, drop, ndrop, stdout, NULL) ? 1 : 0;
+			rc = shmrun_rescale(&job, rescale_from, drop, ndrop, stdout, NULL) ? 2 : 0;
 		}
 	} else {
 		/* a rescale rewrites checkpoint_dir: refuse what `check --rescale`

@@ -335,7 +335,7 @@ static int list_files(struct shmrun_task *task, struct file_list *fl, bool warn)
 				} else if (fl->n == before && warn) {
 					/* named, yet yields nothing: say so */
 					shmrun_task_warn(task,
-							 "input directory '%s' in path = holds no "
+							 "input directory '%s' (in path) holds no "
 							 "regular file%s%s: it adds no records",
 							 p, fl->match ? " matching " : "",
 							 fl->match ? fl->match : "");

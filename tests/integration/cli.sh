@@ -248,7 +248,8 @@ usage_error "^shmrun: expected one topology.conf, got 2 arguments$" "$tmp/good.c
 usage_error "^shmrun: missing topology.conf$"
 usage_error "^shmrun: unrecognized option '--bogus'$" --bogus "$tmp/good.conf"
 usage_error "^shmrun: --log-level must be" --log-level loud "$tmp/good.conf"
-usage_error "^shmrun: --drop-state needs --rescale$" --drop-state=x "$tmp/good.conf"
+usage_error "^shmrun: --drop-state needs --rescale \(or plan --rescale-from\)$" --drop-state=x "$tmp/good.conf"
+usage_error "^shmrun: --rescale goes with a run or check$" plan --rescale "$tmp/good.conf"
 # a checkpoint directory with no room for the paths inside it: refused, not cut short
 long=$(printf 'x%.0s' $(seq 3900))
 usage_error "^shmrun: checkpoint directory too long \(3900 bytes; at most 3840\): x+$" ckpt list "$long"
@@ -291,7 +292,7 @@ set +e
 (cd "$tmp/cwd" && "$shmrun" plan --rescale-from nonexist - < "$tmp/plan.conf") > /dev/null 2> "$tmp/err"
 rc=$?
 set -e
-[ $rc -ne 0 ] && grep -q "nonexist: No such file or directory" "$tmp/err" ||
+[ $rc -eq 2 ] && grep -q "nonexist: No such file or directory" "$tmp/err" ||
 	fail "plan --rescale-from nonexist: exit $rc, $(cat "$tmp/err")"
 
 echo "cli: $n bad configurations each exit 2 with file:line; help, version, check, plan, run ok"

@@ -201,6 +201,13 @@ path = out/result.tsv
 CONF
 set +e; run "$d" --rescale; rc=$?; set -e
 [ $rc -ne 0 ] && grep -q "stage count: removed.*--drop-state=count" "$tmp/log" || fail "removed stage not refused"
+# plan shows the same refusal (exit 2, as a refused rescale), and takes the advice
+rc=0
+"$shmrun" plan --rescale-from "$d/ckpt" "$d/job.conf" > "$tmp/plan" 2> "$tmp/log" || rc=$?
+[ $rc -eq 2 ] && grep -q "stage count: removed.*--drop-state=count" "$tmp/log" ||
+	fail "plan --rescale-from, removed stage: exit $rc, want 2 and the refusal: $(cat "$tmp/log")"
+"$shmrun" plan --rescale-from "$d/ckpt" --drop-state=count "$d/job.conf" > "$tmp/plan" 2> "$tmp/log" ||
+	fail "plan --rescale-from --drop-state=count: exit $?: $(cat "$tmp/log")"
 run "$d" --rescale --drop-state=count || fail "--drop-state=count: exit $?"
 echo "ok removed stage: refused, then dropped with --drop-state"
 # a new stage starts empty

@@ -361,8 +361,8 @@ echo "ok a symlink to a directory, named or matched, is followed (links inside a
 # a named directory that yields nothing is said, not skipped silently
 symconf "empty other.txt"
 run "$d" || fail "empty directory and a file: exit $?"
-grep -q "WARN .*input directory '.*empty' in path = holds no regular file" "$tmp/log" ||
-	fail "an empty named directory is skipped without a warning"
+grep -q "WARN  launcher: job.conf:[0-9]*: stage 'read' \[0\]: input directory '.*empty' (in path) holds no regular file" "$tmp/log" ||
+	fail "an empty named directory is skipped without a warning naming file:line: $(grep WARN "$tmp/log")"
 symconf "empty"
 rc=0
 run "$d" || rc=$?

@@ -36,6 +36,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "common/address_space.h"
 #include "shmrun/placement.h"
 #include "state.h"
 
@@ -512,20 +513,6 @@ END_TEST
 /* ---- nomem ---- */
 
 #ifndef SANITIZED
-/* Limit the address space to what the process maps now plus @extra bytes. */
-static void limit_address_space(uint64_t extra)
-{
-	unsigned long pages = 0;
-	struct rlimit lim;
-	FILE *f = fopen("/proc/self/statm", "r");
-
-	ck_assert_ptr_nonnull(f);
-	ck_assert_int_eq(fscanf(f, "%lu", &pages), 1);
-	fclose(f);
-	lim.rlim_cur = lim.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + extra;
-	ck_assert_int_eq(setrlimit(RLIMIT_AS, &lim), 0);
-}
-
 START_TEST(test_nomem)
 {
 	struct shmrun_kv kv, huge;

@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/address_space.h"
 #include "common/tmpdir.h"
 #include "util.h"
 
@@ -191,20 +192,6 @@ START_TEST(test_overflow)
 END_TEST
 
 #ifndef SANITIZED
-/* Limit the address space to what is mapped now plus @extra bytes. */
-static void limit_address_space(uint64_t extra)
-{
-	unsigned long pages = 0;
-	struct rlimit lim;
-	FILE *f = fopen("/proc/self/statm", "r");
-
-	ck_assert_ptr_nonnull(f);
-	ck_assert_int_eq(fscanf(f, "%lu", &pages), 1);
-	fclose(f);
-	lim.rlim_cur = lim.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + extra;
-	ck_assert_int_eq(setrlimit(RLIMIT_AS, &lim), 0);
-}
-
 START_TEST(test_nomem)
 {
 	unsigned char *v = NULL, *was;

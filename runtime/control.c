@@ -177,18 +177,25 @@ static void slot_unlock(struct shmrun_task_slot *slot)
 	atomic_store_explicit(&slot->reporter, 0, memory_order_release);
 }
 
+bool shmrun_slot_stale(const struct shmrun_control *c, const struct shmrun_task_slot *slot,
+		       uint64_t e)
+{
+	/* seq_cst: pairs with the seq_cst store of aborted_epoch in
+	 * abort_epoch() (ckpt/coordinator.c); acquire: a report's fields */
+	return e <= atomic_load_explicit(&c->aborted_epoch, memory_order_seq_cst) ||
+	       e <= atomic_load_explicit(&slot->done_epoch, memory_order_acquire) ||
+	       e <= atomic_load_explicit(&slot->failed_epoch, memory_order_acquire);
+}
+
 int shmrun_slot_report(struct shmrun_control *c, struct shmrun_task_slot *slot, uint64_t e,
 		       int err, const struct shmrun_slot_file *f)
 {
 	int stored = 0;
 
 	slot_lock(slot);
-	/* seq_cst: pairs with the seq_cst store of aborted_epoch in
-	 * abort_epoch() (ckpt/coordinator.c). An abort this load misses is
-	 * harmless: the next epoch's writer reports after us, under the lock. */
-	if (e > atomic_load_explicit(&c->aborted_epoch, memory_order_seq_cst) &&
-	    e > atomic_load_explicit(&slot->done_epoch, memory_order_relaxed) &&
-	    e > atomic_load_explicit(&slot->failed_epoch, memory_order_relaxed)) {
+	/* An abort the check misses is harmless: the next epoch's writer
+	 * reports after us, under the lock. */
+	if (!shmrun_slot_stale(c, slot, e)) {
 		if (err) {
 			atomic_store_explicit(&slot->error, err, memory_order_relaxed);
 			/* release: the error is visible with failed_epoch */

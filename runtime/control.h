@@ -31,6 +31,7 @@
 #include <limits.h>
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -314,6 +315,16 @@ struct shmrun_slot_file {
  *
  * Return: 1 if the report was stored, 0 if it was stale and dropped.
  */
+/*
+ * shmrun_slot_stale() - whether a report of epoch @e into @slot of control
+ * area @c would be dropped: @e was aborted (aborted_epoch >= @e) or the slot
+ * already holds @e or a newer epoch (done_epoch or failed_epoch >= @e).
+ * shmrun_slot_report() judges by it under the slot's lock; a worker reaping
+ * a writer that left no report judges by it whether the writer died.
+ */
+bool shmrun_slot_stale(const struct shmrun_control *c, const struct shmrun_task_slot *slot,
+		       uint64_t e);
+
 int shmrun_slot_report(struct shmrun_control *c, struct shmrun_task_slot *slot, uint64_t e,
 		       int err, const struct shmrun_slot_file *f);
 

@@ -401,7 +401,7 @@ static bool final_epoch_overdue(struct run *r)
 	    shmrun_now_ns() - r->stop_ns > (int64_t)job->checkpoint_timeout_ns + STOP_GRACE_NS) {
 		/* worker 0 judges the final epoch by checkpoint_timeout;
 		 * when it cannot (stopped, stuck), the launcher does */
-		uint64_t e = shmrun_ckpt_newest_complete(job->checkpoint_dir);
+		uint64_t e = shmrun_ckpt_newest_complete(job->checkpoint_dir, NULL);
 
 		shmrun_log(SHMRUN_LOG_ERROR,
 			   "the final checkpoint did not complete within checkpoint_timeout "
@@ -840,7 +840,7 @@ static int start_result(struct run *r, enum run_end end, uint32_t attempt)
 			   "%s: stopping without a final checkpoint after: %s; a rerun "
 			   "resumes from epoch %" PRIu64,
 			   strsignal(r->signal), r->cause,
-			   job->checkpoint_dir ? shmrun_ckpt_newest_complete(job->checkpoint_dir) : 0);
+			   job->checkpoint_dir ? shmrun_ckpt_newest_complete(job->checkpoint_dir, NULL) : 0);
 		return 128 + r->signal;
 	}
 	if (incurable(job, r))
@@ -881,7 +881,7 @@ static bool restart_backoff(struct run *r, uint32_t attempt)
 		if (sig) {
 			/* nothing runs now: the last complete checkpoint is where a
 			 * rerun resumes, as after a stop with checkpoint */
-			uint64_t e = shmrun_ckpt_newest_complete(job->checkpoint_dir);
+			uint64_t e = shmrun_ckpt_newest_complete(job->checkpoint_dir, NULL);
 
 			shmrun_log(SHMRUN_LOG_WARN, "%s during restart backoff: stopping",
 				   strsignal(sig));

@@ -56,23 +56,13 @@ static int prepare_restore_check(const struct shmrun_plan *plan, uint32_t stage,
 	const struct shmrun_job *job = plan->job;
 	struct shmrun_manifest m = {0};
 	struct shmrun_control ctl = {0};
-	uint64_t *epochs = NULL;
 	char path[PATH_MAX], why[256];
-	int n, dirfd = -1, err = 0;
-	bool have = false;
+	int dirfd = -1, err = 0;
 
 	if (!job->checkpoint_dir || !t->op->check_restore || shmrun_reset_requested() > 0)
 		return 0;
-	n = shmrun_ckpt_list(job->checkpoint_dir, &epochs);
-	for (int i = 0; i < n && !have; i++)
-		if (shmrun_ckpt_read_manifest(job->checkpoint_dir, epochs[i], &m, why,
-					      sizeof(why)) == 0) {
-			have = true;
-			ctl.restored_epoch = epochs[i];
-		}
-	if (n >= 0)
-		free(epochs);
-	if (!have)
+	ctl.restored_epoch = shmrun_ckpt_newest_complete(job->checkpoint_dir, &m);
+	if (!ctl.restored_epoch)
 		return 0;
 	if (shmrun_ckpt_check_topology(&m, job, why, sizeof(why)) != 0)
 		goto out; /* refused (or rescaled) by the launcher later */

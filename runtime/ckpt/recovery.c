@@ -177,7 +177,7 @@ int shmrun_ckpt_choose(const struct shmrun_job *job, struct shmrun_control *ctl,
 }
 
 /* The newest epoch of @dir with a MANIFEST that parses, or 0. */
-uint64_t shmrun_ckpt_newest_complete(const char *dir)
+uint64_t shmrun_ckpt_newest_complete(const char *dir, struct shmrun_manifest *out)
 {
 	uint64_t *epochs, e = 0;
 	int n = shmrun_ckpt_list(dir, &epochs);
@@ -188,7 +188,10 @@ uint64_t shmrun_ckpt_newest_complete(const char *dir)
 
 		if (shmrun_ckpt_read_manifest(dir, epochs[i], &m, why, sizeof(why)) == 0) {
 			e = epochs[i];
-			shmrun_manifest_free(&m);
+			if (out)
+				*out = m;
+			else
+				shmrun_manifest_free(&m);
 		}
 	}
 	if (n >= 0)

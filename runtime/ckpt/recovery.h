@@ -54,9 +54,12 @@ int shmrun_ckpt_choose(const struct shmrun_job *job, struct shmrun_control *ctl,
 
 /*
  * shmrun_ckpt_newest_complete() - the newest epoch under @dir whose MANIFEST
- * parses (its state files are not read). Return: that epoch, or 0 if none
- * (also when @dir cannot be read).
+ * parses (its state files are not read). @m (optional) receives that
+ * MANIFEST, owned by the caller (shmrun_manifest_free()); untouched when
+ * none parses. Return: that epoch, or 0 if none (also when @dir cannot be
+ * read).
  */
-uint64_t shmrun_ckpt_newest_complete(const char *dir);
+struct shmrun_manifest;
+uint64_t shmrun_ckpt_newest_complete(const char *dir, struct shmrun_manifest *m);
 
 #endif /* SHMRUN_RT_CKPT_RECOVERY_H */

@@ -211,15 +211,6 @@ int shmrun_snapshot_take(struct shmrun_task *t, uint64_t e)
  * at checkpoint_timeout. The worker loop's reap_children() calls this for
  * every child that is not the coordinator's.
  */
-/* Whether a report of epoch @e into @slot would be dropped as stale (as
- * shmrun_slot_report() judges it). */
-static bool slot_report_stale(struct shmrun_worker *w, struct shmrun_task_slot *slot, uint64_t e)
-{
-	return e <= atomic_load_explicit(&w->ctl->aborted_epoch, memory_order_seq_cst) ||
-	       e < atomic_load_explicit(&slot->done_epoch, memory_order_acquire) ||
-	       e < atomic_load_explicit(&slot->failed_epoch, memory_order_acquire);
-}
-
 void shmrun_snapshot_reaped(struct shmrun_worker *w, int pid, int status)
 {
 	for (uint32_t i = 0; i < w->nchildren; i++) {
@@ -239,7 +230,7 @@ void shmrun_snapshot_reaped(struct shmrun_worker *w, int pid, int status)
 		/* it exited after a failure whose report shmrun_slot_report()
 		 * dropped as stale (its epoch was aborted, or the slot holds a
 		 * newer one): it did not die, and nothing waits for it */
-		if (WIFEXITED(status) && slot_report_stale(w, slot, c.epoch))
+		if (WIFEXITED(status) && shmrun_slot_stale(w->ctl, slot, c.epoch))
 			break;
 		shmrun_log(SHMRUN_LOG_WARN,
 			   "the snapshot writer of task %u for epoch %" PRIu64 " died (%s %d)",

@@ -126,11 +126,12 @@
 #define STOP_GRACE_NS 5000000000ll
 /* sigqueue() value of a stop signal a worker passes on to the launcher */
 #define STOP_FORWARDED 0x73746f70
-/* An outside stop signal this soon after a forwarded one is the launcher's
- * own copy of the same group signal, not a second request: that copy is
- * queued by the same kill() that reached the worker, so it follows within
- * microseconds; a second request (a second Ctrl-C, a second group SIGTERM)
- * comes later than this and stops at once. */
+/* A stop signal this soon after the first is another copy of the same
+ * request, not a second one: a group signal's copy to the launcher, queued
+ * by the same kill() that reached a worker, or a sender that signals the
+ * launcher and then its group (GNU timeout) follows within microseconds; a
+ * second request (a second Ctrl-C, a second group SIGTERM) comes later than
+ * this and stops at once. */
 #define SAME_STOP_NS 50000000ll
 
 static volatile sig_atomic_t worker_stop; /* set by on_stop_signal() */
@@ -314,7 +315,6 @@ struct run {
 	sigset_t set, oldmask;
 	int signal;        /* the signal that stopped the run (or is stopping it) */
 	int64_t stop_ns;   /* when the stop was requested */
-	bool stop_forwarded; /* ... by a signal a worker passed on */
 	char cause[1024];  /* why it failed: text, tasks (< 256) and a worker error (< 432, whole) */
 	uint64_t epoch;    /* restored (start) / stopped at (end) */
 	bool reset_done;   /* STREAM_RESET_STATE=1 applied */
@@ -426,10 +426,10 @@ static bool serve_stop(struct run *r, int sig, bool forwarded)
 	const struct shmrun_job *job = r->job;
 
 	if (is_stop_signal(sig) && r->stopping &&
-	    (forwarded ||
-	     (r->stop_forwarded && shmrun_now_ns() - r->stop_ns < SAME_STOP_NS))) {
-		/* another copy of the request being served (a group signal
-		 * reaches every worker and the launcher) */
+	    (forwarded || shmrun_now_ns() - r->stop_ns < SAME_STOP_NS)) {
+		/* another copy of the request being served: a group signal
+		 * reaches every worker and the launcher, and some senders
+		 * signal both the launcher and its group (GNU timeout) */
 		shmrun_log(SHMRUN_LOG_DEBUG, "%s (%s): already stopping", strsignal(sig),
 			   forwarded ? "passed on by a worker" : "the group's copy");
 		return false;
@@ -438,7 +438,6 @@ static bool serve_stop(struct run *r, int sig, bool forwarded)
 		r->stopping = true;
 		r->signal = sig;
 		r->stop_ns = shmrun_now_ns();
-		r->stop_forwarded = forwarded;
 		if (forwarded) {
 			/* a group signal's own copy to the launcher is pending
 			 * by now (the same kill() queued it before the worker

@@ -178,3 +178,39 @@ for ck in yes no; do
 	fi
 	echo "ok a SIGTERM before the run loop is a stop (checkpoints $ck, status $rc)"
 done
+
+# Two copies of one stop request, back to back, to the launcher and then to
+# its group, as GNU `timeout` sends them: one request, a final checkpoint and
+# exit 0 (they once stopped at once, exit 143, without the checkpoint).
+d="$tmp/copies"
+mkdir -p "$d"
+cat > "$d/c.conf" <<CONF
+[job]
+workers = 2
+checkpoint_dir = ck
+checkpoint_interval = 50ms
+[gen]
+op = sequence
+count = 100000000
+keys = 1000
+rate = 200000
+width = 2
+[out]
+op = null_sink
+input = gen
+CONF
+for trial in 1 2 3; do
+	rm -rf "$d/ck" "$d/log" "$d/status"
+	run_session "$d" "$d/status" "$shmrun" c.conf
+	wait_started "$d/log" || fail "copies: no start line within 60 s"
+	sleep 0.5
+	kill -TERM "$pid"
+	kill -TERM -- -"$pid" 2> /dev/null || true
+	for _ in $(seq 1200); do [ -s "$d/status" ] && break; sleep 0.05; done
+	wait "$helper" 2> /dev/null || true
+	launcher=
+	cp "$d/log" "$tmp/log"
+	[ "$(cat "$d/status")" = 0 ] || fail "copies (trial $trial): status $(cat "$d/status"), expected 0"
+	grep -q "stopped at epoch" "$d/log" || fail "copies (trial $trial): no final checkpoint"
+done
+echo "ok two copies of one SIGTERM (launcher, then its group) are one stop request"

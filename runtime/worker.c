@@ -151,6 +151,15 @@ int shmrun_emit(struct shmrun_task *t, const struct shmrun_record *rec)
 	return emit_edges(t, rec);
 }
 
+int shmrun_emit_batch(struct shmrun_task *t, const struct shmrun_record *recs, uint32_t n)
+{
+	int err = 0;
+
+	for (uint32_t i = 0; i < n && !err; i++)
+		err = shmrun_emit(t, &recs[i]);
+	return err;
+}
+
 /*
  * Say why @rec (@total bytes with its framing) does not fit @e's rings, in the
  * user's terms — key + value bytes, against the largest key + value a ring

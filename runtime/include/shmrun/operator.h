@@ -83,6 +83,48 @@ struct shmrun_param_def {
 struct shmrun_task; /* opaque: the runtime's view of one instance of one stage */
 
 /**
+ * A combiner: how a keyed aggregation folds records into a fixed-size partial
+ * aggregate on the sending side of a shuffle edge, and merges partials into
+ * its key-bound state on the receiving side (the combiner of MapReduce,
+ * Dean & Ghemawat 2004; Flink's pre-aggregation of a keyed reduce).
+ *
+ * When the receiving stage's operator declares one and the stage does not set
+ * `combine = false`, the runtime keeps, per sending task and receiving
+ * instance, a table of (key -> partial); every record the edge carries is
+ * folded in with add() instead of being sent, and the partials are sent as
+ * records whose value is the partial (partial_bytes bytes) and handed to
+ * merge() instead of process(). The table is flushed when the sending task's
+ * input has drained, when it is full, and before every barrier and END frame,
+ * so checkpoints contain no partial that is still on the sending side: what a
+ * checkpoint holds is the same with or without the combiner.
+ */
+struct shmrun_combiner {
+	/** Size of one partial, bytes, 1..256; a new key's partial starts zeroed. */
+	uint32_t partial_bytes;
+	/**
+	 * add() - fold @rec into @partial (the key's partial, @partial_bytes
+	 * bytes, 8-byte aligned). Runs on the sending task's worker, outside
+	 * every task: it must use nothing but its arguments.
+	 */
+	void (*add)(void *partial, const struct shmrun_record *rec);
+	/**
+	 * merge() - the receiving task's side: fold one partial into the task's
+	 * state. @partial->key is the key, @partial->value the partial bytes
+	 * (@partial_bytes long), @partial->event_time_ns the largest event time
+	 * folded into it. Called instead of process() for every combined record.
+	 * Return: 0, or a negative errno after shmrun_task_error().
+	 */
+	int (*merge)(struct shmrun_task *task, void *state, const struct shmrun_record *partial);
+	/**
+	 * enabled() - optional: whether this stage's settings allow combining
+	 * (count: only with `emit = final`, as updates per record are the output
+	 * otherwise). Called in the launcher with a task of instance 0, before
+	 * any worker starts. NULL: always.
+	 */
+	bool (*enabled)(const struct shmrun_task *task);
+};
+
+/**
  * How an operator's per-worker state is redistributed when its stage's width
  * changes (docs/design.md §5): there is no silent "keep what you had".
  */
@@ -144,6 +186,24 @@ struct shmrun_operator {
 	 * Return: 0, or a negative errno after shmrun_task_error().
 	 */
 	int (*process)(struct shmrun_task *task, void *state, const struct shmrun_record *rec);
+
+	/**
+	 * process_batch() - optional: handle @n input records at once (borrowed,
+	 * valid during the call; copy what you keep), in order. When present the
+	 * runtime calls it instead of process() whenever it has records in hand
+	 * together (a batch frame off a ring, or a shmrun_emit_batch() upstream);
+	 * it must do exactly what @n calls of process() would. @n >= 1.
+	 * Return: 0, or a negative errno after shmrun_task_error().
+	 */
+	int (*process_batch)(struct shmrun_task *task, void *state, const struct shmrun_record *recs,
+			     uint32_t n);
+
+	/**
+	 * Optional: the combiner of a keyed aggregation (struct shmrun_combiner):
+	 * partial aggregates are built on the sending side of a shuffle edge into
+	 * this operator's stage, and merged here. NULL: no combining.
+	 */
+	const struct shmrun_combiner *combiner;
 
 	/**
 	 * end_of_input() - every input channel has ended; emit what is final.
@@ -248,6 +308,20 @@ struct shmrun_operator {
  * fails with a message naming the stage and size); -ENOMEM.
  */
 int shmrun_emit(struct shmrun_task *task, const struct shmrun_record *rec);
+
+/**
+ * shmrun_emit_batch() - send @n records downstream, in order, as @n calls of
+ * shmrun_emit() would, at a fraction of the per-record cost: a forward edge
+ * hands them to the next operator's process_batch() in one call, a channel
+ * packs them into batch frames (docs/data-path.md).
+ * @task: the emitting task.
+ * @recs: @n records, borrowed; copied before the call returns.
+ * @n:    records, >= 0.
+ *
+ * Return: 0; -EMSGSIZE or -ENOMEM as shmrun_emit() (records before the one
+ * that failed were sent); the error of a downstream callback.
+ */
+int shmrun_emit_batch(struct shmrun_task *task, const struct shmrun_record *recs, uint32_t n);
 
 /** shmrun_task_stage() - the stage name (the conf section), e.g. "count". */
 const char *shmrun_task_stage(const struct shmrun_task *task);

@@ -69,6 +69,13 @@ int chan_put(struct chan_out *c, uint16_t kind, const struct pieces *pc)
 	struct shmrun_frame *f;
 	int err;
 
+	if (kind != SHMRUN_FRAME_DATA && c->batch_len) {
+		/* nothing goes ahead of the records before it */
+		err = chan_flush_batch(c);
+		if (err)
+			return err;
+	}
+	c->frames++;
 	if (!chan_backlogged(c)) {
 		err = shmrun_ring_reserve(&c->ring, pc->total, &f);
 		if (err == 0) {
@@ -82,7 +89,46 @@ int chan_put(struct chan_out *c, uint16_t kind, const struct pieces *pc)
 		if (err != -EAGAIN)
 			return err;
 	}
+	c->ovf_frames++;
 	return chan_ovf_append(c, kind, pc);
+}
+
+int chan_batch_init(struct chan_out *c)
+{
+	uint32_t max = shmrun_ring_max_payload(&c->ring);
+
+	c->batch_cap = max < BATCH_BYTES ? max : BATCH_BYTES;
+	c->batch_len = 0;
+	c->batch = malloc((size_t)c->batch_cap + BATCH_SLACK);
+	return c->batch ? 0 : -ENOMEM;
+}
+
+int chan_flush_batch(struct chan_out *c)
+{
+	struct pieces pc = {.p = {c->batch}, .n = {c->batch_len}, .total = c->batch_len,
+			    .flags = c->batch_flags};
+
+	if (!c->batch_len)
+		return 0;
+	c->batch_len = 0;
+	return chan_put(c, SHMRUN_FRAME_DATA, &pc);
+}
+
+int chan_put_alone(struct chan_out *c, const struct shmrun_record *rec, uint64_t hash,
+		   uint16_t flags, uint32_t need)
+{
+	unsigned char hdr[REC_HDR];
+	struct pieces pc = {
+		.p = {hdr, &rec->event_time_ns, rec->key, rec->value},
+		.n = {REC_HDR, (flags & REC_TIMED) ? 8 : 0, rec->key_len, rec->value_len},
+		.total = need,
+		.flags = flags,
+	};
+
+	memcpy(hdr, &rec->key_len, 4);
+	memcpy(hdr + 4, &rec->value_len, 4);
+	memcpy(hdr + 8, &hash, 8);
+	return chan_put(c, SHMRUN_FRAME_DATA, &pc);
 }
 
 /* Move queued frames into the ring while they fit. Return: frames moved. */

@@ -8,14 +8,22 @@
  * into a frame and how it comes out again; the worker loop (worker.c) decides
  * when to write, read, park and drain.
  *
- * Record encoding in a DATA frame's payload (host byte order, the same host):
+ * Batch frames. A DATA frame carries one or more records back to back (a
+ * batch; docs/data-path.md), each as (host byte order, the same host):
  *
  *     [u32 key_len][u32 value_len][u64 key hash][i64 event_time_ns]?[key][value]
  *      \______________ REC_HDR = 16 ______________/ \_ 8, REC_TIMED _/
  *
- * The event time is present only when non-zero (frame flag REC_TIMED). The key
- * hash (XXH3-64 of the key, which picked the vnode and so the receiver) travels
- * along so the receiver's key-bound state does not hash the key again.
+ * Records are not padded. The event time is present in every record of a
+ * frame with flag REC_TIMED (a record without one then carries 0) and in none
+ * otherwise. The key hash (XXH3-64 of the key, which picked the vnode and so
+ * the receiver) travels along so the receiver's key-bound state does not hash
+ * the key again. A frame with flag REC_COMBINED carries partial aggregates of
+ * the receiving operator's combiner (the value is the partial). A sender
+ * builds each channel's batch in private memory (chan_out.batch) and puts it
+ * into the ring as one frame when it is full (BATCH_BYTES), when the sending
+ * task's input has drained, and before any other frame kind; a record larger
+ * than a batch goes alone in a frame of its size.
  *
  * The overflow queue. Emit never waits on a full ring (docs/design.md §5): a
  * frame that does not fit is appended to the channel's overflow buffer, in the
@@ -54,12 +62,16 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "combine.h"
 #include "shmrun/job.h"
 #include "shmrun/operator.h"
 #include "shmrun/ring.h"
 
-#define REC_HDR 16u    /* record header bytes before the optional time */
-#define REC_TIMED 0x1u /* frame flag: an 8-byte event time follows the header */
+#define REC_HDR 16u       /* record header bytes before the optional time */
+#define REC_TIMED 0x1u    /* frame flag: an 8-byte event time follows each header */
+#define REC_COMBINED 0x2u /* frame flag: the records are partials (struct shmrun_combiner) */
+#define BATCH_BYTES 16384u /* a batch frame's payload, at most (less for small rings) */
+#define BATCH_SLACK 16u   /* bytes past batch_cap a short copy may touch */
 
 struct shmrun_task;
 
@@ -70,6 +82,12 @@ struct chan_out {
 	uint32_t src_task, dst_task;
 	unsigned char *ovf; /* encoded frames waiting for room: [u32 len][u16 kind][u16 flags][payload] */
 	size_t ovf_off, ovf_len, ovf_cap;
+	unsigned char *batch; /* the open batch: batch_cap + BATCH_SLACK bytes, owned */
+	uint32_t batch_len;   /* bytes of records in it */
+	uint32_t batch_cap;   /* min(BATCH_BYTES, the ring's largest payload) */
+	uint16_t batch_flags; /* REC_* flags of the records in it */
+	uint64_t frames;      /* frames put on this channel */
+	uint64_t ovf_frames;  /* of which went through the overflow queue */
 };
 
 struct chan_in {
@@ -86,6 +104,8 @@ struct out_edge {
 	uint32_t rr;                 /* REBALANCE cursor */
 	uint32_t *instance_of_vnode; /* SHUFFLE: vnode -> downstream instance */
 	uint32_t max_payload;        /* largest frame payload of these rings */
+	bool combining;              /* SHUFFLE into a stage that combines: comb is set up */
+	struct combiner comb;        /* the sending side of that stage's combiner */
 };
 
 /* A frame's payload in up to four pieces (record header, time, key, value). */
@@ -131,103 +151,137 @@ int chan_put(struct chan_out *c, uint16_t kind, const struct pieces *pc);
 uint32_t chan_drain(struct chan_out *c);
 
 /*
- * chan_record_header() - the first REC_HDR bytes of @rec's DATA payload into
- * @hdr: key and value lengths and @hash, the XXH3-64 of the key.
+ * chan_batch_init() - give @c its batch buffer, sized for its ring (call after
+ * the ring is attached). Return: 0 or -ENOMEM.
  */
-static inline void chan_record_header(unsigned char hdr[REC_HDR], const struct shmrun_record *rec,
-				      uint64_t hash)
+int chan_batch_init(struct chan_out *c);
+
+/*
+ * chan_flush_batch() - put @c's open batch, if any, into its ring as one DATA
+ * frame (or queue it behind a full ring). Return: as chan_put().
+ */
+int chan_flush_batch(struct chan_out *c);
+
+/*
+ * chan_put_alone() - @rec (hash @hash, frame flags @flags) as the only record
+ * of a frame of its own: for a record larger than a batch. @c's batch must be
+ * empty. Return: as chan_put().
+ */
+int chan_put_alone(struct chan_out *c, const struct shmrun_record *rec, uint64_t hash,
+		   uint16_t flags, uint32_t need);
+
+/*
+ * chan_rec_bytes() - bytes @rec takes in a batch with frame flags @flags:
+ * header, event time when REC_TIMED, key and value. 64 bits: may exceed any
+ * ring.
+ */
+static inline uint64_t chan_rec_bytes(const struct shmrun_record *rec, uint16_t flags)
 {
-	memcpy(hdr, &rec->key_len, 4);
-	memcpy(hdr + 4, &rec->value_len, 4);
-	memcpy(hdr + 8, &hash, 8);
+	return (uint64_t)REC_HDR + ((flags & REC_TIMED) ? 8 : 0) + rec->key_len + rec->value_len;
 }
 
 /*
- * chan_record_bytes() - payload bytes of @rec's DATA frame: header, event
- * time when non-zero, key and value. 64 bits: may exceed any ring.
+ * chan_copy_short() - copy @n bytes (any n) without a libc call for n <= 16:
+ * @dst must have BATCH_SLACK writable bytes past @n; @src is read only within
+ * [src, src + n).
  */
-static inline uint64_t chan_record_bytes(const struct shmrun_record *rec)
+static inline void chan_copy_short(unsigned char *dst, const void *src, uint32_t n)
 {
-	return (uint64_t)REC_HDR + (rec->event_time_ns != 0 ? 8 : 0) + rec->key_len +
-	       rec->value_len;
-}
+	const unsigned char *s = src;
 
-/*
- * chan_put_record() - a DATA frame of @rec on channel @c, with header @hdr
- * (chan_record_header()), the event time when @timed, and @total payload
- * bytes (chan_record_bytes(), checked by the caller to fit the ring): written
- * straight into the ring in the common case (fixed-size copies the compiler
- * inlines), queued behind a full or already backlogged ring otherwise.
- * Return: as chan_put().
- */
-static inline int chan_put_record(struct chan_out *c, const unsigned char *hdr,
-				  const struct shmrun_record *rec, bool timed, uint32_t total)
-{
-	struct shmrun_frame *f;
+	if (n >= 8 && n <= 16) {
+		uint64_t a, b;
 
-	if (__builtin_expect(!chan_backlogged(c), 1) &&
-	    shmrun_ring_reserve(&c->ring, total, &f) == 0) {
-		unsigned char *p = f->payload;
+		memcpy(&a, s, 8);
+		memcpy(&b, s + n - 8, 8);
+		memcpy(dst, &a, 8);
+		memcpy(dst + n - 8, &b, 8);
+	} else if (n >= 4 && n < 8) {
+		uint32_t a, b;
 
-		f->kind = SHMRUN_FRAME_DATA;
-		f->flags = timed ? REC_TIMED : 0;
-		f->src_task = c->src_task;
-		f->dst_task = c->dst_task;
-		memcpy(p, hdr, REC_HDR);
-		p += REC_HDR;
-		if (timed) {
-			memcpy(p, &rec->event_time_ns, 8);
-			p += 8;
-		}
-		if (rec->key_len) {
-			memcpy(p, rec->key, rec->key_len);
-			p += rec->key_len;
-		}
-		if (rec->value_len)
-			memcpy(p, rec->value, rec->value_len);
-		return shmrun_ring_commit(&c->ring, f);
-	}
-	{
-		struct pieces pc = {
-			.p = {hdr, &rec->event_time_ns, rec->key, rec->value},
-			.n = {REC_HDR, timed ? 8 : 0, rec->key_len, rec->value_len},
-			.total = total,
-			.flags = timed ? REC_TIMED : 0,
-		};
-
-		return chan_ovf_append(c, SHMRUN_FRAME_DATA, &pc);
+		memcpy(&a, s, 4);
+		memcpy(&b, s + n - 4, 4);
+		memcpy(dst, &a, 4);
+		memcpy(dst + n - 4, &b, 4);
+	} else if (n < 4) {
+		for (uint32_t i = 0; i < n; i++)
+			dst[i] = s[i];
+	} else {
+		memcpy(dst, s, n);
 	}
 }
 
 /*
- * chan_decode_record() - the record in DATA frame @f: @rec's key and value
- * point into @f's payload (valid until the frame is released), @hash gets the
- * key hash the sender computed. Return: 0, or -EBADMSG when the lengths in the
- * header do not add up to the frame's length (@rec and @hash then undefined).
+ * chan_put_rec() - append @rec (key hash @hash) to @c's open batch, with
+ * frame flags @flags (REC_TIMED when the record has an event time,
+ * REC_COMBINED for a partial); @need = chan_rec_bytes(@rec, @flags), checked
+ * by the caller to fit the ring. The batch goes into the ring first when the
+ * record does not fit it or its flags differ; a record larger than a batch
+ * goes alone. Return: 0, or as chan_put().
  */
-static inline int chan_decode_record(const struct shmrun_frame *f, struct shmrun_record *rec,
-				     uint64_t *hash)
+static inline int chan_put_rec(struct chan_out *c, const struct shmrun_record *rec, uint64_t hash,
+			       uint16_t flags, uint32_t need)
 {
-	uint32_t kl, vl, hl = REC_HDR;
+	unsigned char *p;
 
-	*rec = (struct shmrun_record){.event_time_ns = 0};
-	if (f->len < REC_HDR)
+	if (__builtin_expect(c->batch_len + need > c->batch_cap ||
+				     (c->batch_len && flags != c->batch_flags),
+			     0)) {
+		int err = chan_flush_batch(c);
+
+		if (err)
+			return err;
+		if (need > c->batch_cap)
+			return chan_put_alone(c, rec, hash, flags, need);
+	}
+	c->batch_flags = flags;
+	p = c->batch + c->batch_len;
+	memcpy(p, &rec->key_len, 4);
+	memcpy(p + 4, &rec->value_len, 4);
+	memcpy(p + 8, &hash, 8);
+	p += REC_HDR;
+	if (flags & REC_TIMED) {
+		memcpy(p, &rec->event_time_ns, 8);
+		p += 8;
+	}
+	chan_copy_short(p, rec->key, rec->key_len);
+	p += rec->key_len;
+	if (rec->value_len)
+		chan_copy_short(p, rec->value, rec->value_len);
+	c->batch_len += need;
+	return 0;
+}
+
+/*
+ * chan_next_record() - decode the record at *@pp of a DATA frame with flags
+ * @flags whose payload ends at @end: @rec's key and value point into the
+ * payload (valid until the frame is released), @hash gets the key hash the
+ * sender computed, *@pp moves past the record. Return: 0, or -EBADMSG when
+ * the record runs past @end (@rec and @hash then undefined).
+ */
+static inline int chan_next_record(const unsigned char **pp, const unsigned char *end,
+				   uint16_t flags, struct shmrun_record *rec, uint64_t *hash)
+{
+	const unsigned char *p = *pp;
+	uint32_t kl, vl;
+	size_t hl = REC_HDR + ((flags & REC_TIMED) ? 8 : 0);
+
+	if ((size_t)(end - p) < hl)
 		return -EBADMSG;
-	memcpy(&kl, f->payload, 4);
-	memcpy(&vl, f->payload + 4, 4);
-	memcpy(hash, f->payload + 8, 8);
-	if (f->flags & REC_TIMED) {
-		if (f->len < REC_HDR + 8)
-			return -EBADMSG;
-		memcpy(&rec->event_time_ns, f->payload + REC_HDR, 8);
-		hl += 8;
-	}
-	if ((uint64_t)hl + kl + vl != f->len)
+	memcpy(&kl, p, 4);
+	memcpy(&vl, p + 4, 4);
+	memcpy(hash, p + 8, 8);
+	rec->event_time_ns = 0;
+	if (flags & REC_TIMED)
+		memcpy(&rec->event_time_ns, p + REC_HDR, 8);
+	p += hl;
+	if ((uint64_t)kl + vl > (uint64_t)(end - p))
 		return -EBADMSG;
-	rec->key = f->payload + hl;
+	rec->key = p;
 	rec->key_len = kl;
-	rec->value = f->payload + hl + kl;
+	rec->value = p + kl;
 	rec->value_len = vl;
+	*pp = p + kl + vl;
 	return 0;
 }
 

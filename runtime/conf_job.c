@@ -147,6 +147,9 @@ static const struct shmrun_param_def stage_keys[] = {
 	{.key = "width", .type = SHMRUN_PARAM_COUNT, .def = "1", .min = 1, .max = MAX_VNODES,
 	 .doc = "parallelism, 1..vnodes"},
 	{.key = "input", .type = SHMRUN_PARAM_STRING, .doc = "upstream stages and edge kinds"},
+	{.key = "combine", .type = SHMRUN_PARAM_BOOL,
+	 .doc = "pre-aggregate on the sending side of shuffle edges into this stage (default: "
+		"on where the operator has a combiner)"},
 	{0},
 };
 /* clang-format on */
@@ -497,6 +500,28 @@ int load_stage(struct loader *ld, uint32_t idx)
 
 	if (!st->op)
 		return 0;
+	st->combine = -1;
+	{
+		const struct kv *cb = find_kv(s, "combine");
+		char *text = NULL;
+		uint64_t v = 0;
+
+		if (cb && refuse_continuation(ld, &stage_keys[3], cb, what)) {
+			/* reported */
+		} else if (cb) {
+			r = check_value(ld, what, &stage_keys[3], cb->value, cb->line, &text, &v);
+			if (r < 0)
+				return r;
+			free(text);
+			if (r == 0 && v && !st->op->combiner)
+				errorf(ld, cb->line,
+				       "combine = true in stage '%s', but operator '%s' has no "
+				       "combiner; remove the key (operators with one: count)",
+				       s->name, st->op->name);
+			else if (r == 0)
+				st->combine = v ? 1 : 0;
+		}
+	}
 	check_unknown_keys(ld, s, what, stage_keys, st->op->params);
 	for (const struct shmrun_param_def *d = st->op->params; d && d->key; d++)
 		nparams++;

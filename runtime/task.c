@@ -224,9 +224,11 @@ void shmrun_task_count(struct shmrun_task *t, enum shmrun_counter counter, uint6
 void *shmrun_keyed_state(struct shmrun_task *t, const void *key, uint32_t key_len,
 			 uint32_t value_bytes, bool create)
 {
-	uint64_t h = key == t->cur_key && key_len == t->cur_key_len ? t->cur_hash
-								    : XXH3_64bits(key, key_len);
+	uint64_t h;
 	int err;
+
+	if (!task_known_hash(t, key, key_len, &h))
+		h = XXH3_64bits(key, key_len);
 	void *v = shmrun_kv_get(&t->kv, shmrun_placement_vnode_of_hash(h, t->vnodes), h, key,
 				key_len, value_bytes, create, &err);
 
@@ -298,4 +300,14 @@ uint64_t shmrun_task_restored_epoch(const struct shmrun_task *t)
 bool shmrun_task_restoring(const struct shmrun_task *t)
 {
 	return t->restoring;
+}
+
+bool shmrun_stage_combines(const struct shmrun_stage *st)
+{
+	const struct shmrun_combiner *cb = st->op ? st->op->combiner : NULL;
+	struct shmrun_task t = {.stage = st, .op = st->op, .width = st->width};
+
+	if (!cb || st->combine == 0)
+		return false;
+	return !cb->enabled || cb->enabled(&t);
 }

@@ -73,12 +73,39 @@ struct shmrun_task {
 	const void *cur_key;  /* key of the record being processed, if its hash is known */
 	uint32_t cur_key_len;
 	uint64_t cur_hash;    /* XXH3-64 of cur_key */
+	const struct shmrun_record *cur_recs; /* process_batch(): the records, if hashes known */
+	const uint64_t *cur_hashes;           /* their key hashes */
+	uint32_t cur_n, cur_i;                /* how many; the next one expected */
+	bool busy;            /* this loop turn: used its whole input budget (combiners wait) */
 	uint64_t records_in, records_out;
 	uint64_t rate;           /* source: its op->pacing_param, records/s, 0 = unlimited */
 	int64_t flush_every_ns;  /* op->flush: the stage's flush_interval */
 	int64_t flush_due_ns;    /* op->flush: next flush by the clock */
 	struct shmrun_task_slot *rate_slot; /* paced sources: the stage's shared tokens */
 };
+
+/*
+ * task_known_hash() - the key hash the runtime already has for @key (the
+ * record being processed came off a ring with it), in *@h: the record of
+ * process(), or the next record of process_batch() (records are usually
+ * looked up in order). Return: whether it was known.
+ */
+static inline bool task_known_hash(struct shmrun_task *t, const void *key, uint32_t key_len,
+				   uint64_t *h)
+{
+	uint32_t i = t->cur_i;
+
+	if (key == t->cur_key && key_len == t->cur_key_len && key) {
+		*h = t->cur_hash;
+		return true;
+	}
+	if (i < t->cur_n && key == t->cur_recs[i].key && key_len == t->cur_recs[i].key_len) {
+		*h = t->cur_hashes[i];
+		t->cur_i = i + 1;
+		return true;
+	}
+	return false;
+}
 
 /*
  * note_fail_errno() - keep @err (a negative errno; 0 or positive is ignored)
@@ -98,5 +125,13 @@ const char *shmrun_task_quiet_error(void);
 
 /* shmrun_task_quiet_error_reset() - forget (and free) the quiet error. */
 void shmrun_task_quiet_error_reset(void);
+
+/*
+ * shmrun_stage_combines() - whether shuffle edges into stage @st pre-aggregate
+ * with its operator's combiner: the operator has one, the stage does not set
+ * `combine = false`, and the combiner's enabled() (asked with a task of the
+ * stage that has parameters only) agrees.
+ */
+bool shmrun_stage_combines(const struct shmrun_stage *st);
 
 #endif /* SHMRUN_RT_TASK_H */

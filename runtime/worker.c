@@ -112,7 +112,7 @@
 #include "task.h"
 #include "worker.h"
 
-#define READ_BUDGET 256u
+#define READ_BYTES 65536u /* payload bytes read from one input ring per loop turn, at most */
 
 /* ---- emit and delivery ----------------------------------------------------- */
 
@@ -141,6 +141,62 @@ static int deliver(struct shmrun_task *t, const struct shmrun_record *rec, uint6
 	return err;
 }
 
+/*
+ * Hand @n records to @t at once: process_batch() when the operator has it,
+ * else process() for each. @hashes: their key hashes when they came off a
+ * ring, else NULL.
+ */
+static int deliver_batch(struct shmrun_task *t, const struct shmrun_record *recs,
+			 const uint64_t *hashes, uint32_t n)
+{
+	int err = 0;
+
+	if (t->w->failed)
+		return -ECANCELED;
+	if (!t->op->process_batch) {
+		for (uint32_t i = 0; i < n && !err; i++)
+			err = deliver(t, &recs[i], hashes ? hashes[i] : 0, hashes != NULL);
+		return err;
+	}
+	if (hashes) {
+		t->cur_recs = recs;
+		t->cur_hashes = hashes;
+		t->cur_n = n;
+		t->cur_i = 0;
+	}
+	err = t->op->process_batch(t, t->state, recs, n);
+	t->cur_n = 0;
+	if (err && !t->w->failed)
+		shmrun_task_error(t, "process failed: %s", strerror(-err));
+	if (err && t->w->stats)
+		note_fail_errno(t->w, err);
+	return err;
+}
+
+/* A combined record (a partial of @t's combiner) off a ring, to merge(). */
+static int deliver_partial(struct shmrun_task *t, const struct shmrun_record *rec, uint64_t hash)
+{
+	int err;
+
+	if (t->w->failed)
+		return -ECANCELED;
+	if (!t->op->combiner) {
+		shmrun_task_error(t, "corrupt frame: a combined record for an operator without "
+				     "a combiner");
+		return -EBADMSG;
+	}
+	t->cur_key = rec->key;
+	t->cur_key_len = rec->key_len;
+	t->cur_hash = hash;
+	err = t->op->combiner->merge(t, t->state, rec);
+	t->cur_key = NULL;
+	if (err && !t->w->failed)
+		shmrun_task_error(t, "merge of a partial failed: %s", strerror(-err));
+	if (err && t->w->stats)
+		note_fail_errno(t->w, err);
+	return err;
+}
+
 static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec);
 
 int shmrun_emit(struct shmrun_task *t, const struct shmrun_record *rec)
@@ -155,8 +211,13 @@ int shmrun_emit_batch(struct shmrun_task *t, const struct shmrun_record *recs, u
 {
 	int err = 0;
 
+	if (n == 0)
+		return 0;
+	/* the common chain: one forward edge, one call for the whole batch */
+	if (t->nouts == 1 && t->outs[0].kind == SHMRUN_EDGE_FORWARD)
+		return deliver_batch(t->outs[0].forward, recs, NULL, n);
 	for (uint32_t i = 0; i < n && !err; i++)
-		err = shmrun_emit(t, &recs[i]);
+		err = emit_edges(t, &recs[i]);
 	return err;
 }
 
@@ -200,11 +261,49 @@ static void record_too_large(struct shmrun_task *t, const struct out_edge *e,
 		    kv, rec->key_len, rec->value_len, largest - framing, rule);
 }
 
+/* comb_flush()'s sink: one partial into its receiver's batch. */
+struct partial_put {
+	struct out_edge *e;
+	uint32_t vnodes;
+};
+
+static int put_partial(void *arg, const struct shmrun_record *rec, uint64_t hash)
+{
+	struct partial_put *pp = arg;
+	uint16_t flags = REC_COMBINED | (rec->event_time_ns != 0 ? REC_TIMED : 0);
+	uint32_t j = pp->e->instance_of_vnode[shmrun_placement_vnode_of_hash(hash, pp->vnodes)];
+
+	return chan_put_rec(pp->e->chans[j], rec, hash, flags, (uint32_t)chan_rec_bytes(rec, flags));
+}
+
+/* Send every partial @e's combiner holds into the receivers' batches. */
+static int comb_flush_edge(struct shmrun_task *t, struct out_edge *e)
+{
+	struct partial_put pp = {.e = e, .vnodes = t->vnodes};
+	int err;
+
+	if (!e->combining || !comb_pending(&e->comb))
+		return 0;
+	err = comb_flush(&e->comb, put_partial, &pp);
+	if (err && !t->w->failed)
+		shmrun_task_error(t, "cannot queue output behind a full ring: %s", strerror(-err));
+	return err;
+}
+
+/* Every combiner of @t's output edges flushed (before a barrier or END, or drained). */
+static int comb_flush_task(struct shmrun_task *t)
+{
+	int err = 0;
+
+	for (uint32_t o = 0; o < t->nouts && !err; o++)
+		err = comb_flush_edge(t, &t->outs[o]);
+	return err;
+}
+
 static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)
 {
-	unsigned char hdr[REC_HDR];
-	bool timed = rec->event_time_ns != 0;
-	uint64_t total = chan_record_bytes(rec);
+	uint16_t flags = rec->event_time_ns != 0 ? REC_TIMED : 0;
+	uint64_t total = chan_rec_bytes(rec, flags);
 	uint64_t hash = 0;
 	bool hashed = false;
 	int err = 0;
@@ -225,11 +324,19 @@ static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)
 		}
 		if (!hashed) {
 			hash = XXH3_64bits(rec->key, rec->key_len);
-			chan_record_header(hdr, rec, hash);
 			hashed = true;
 		}
 		switch (e->kind) {
 		case SHMRUN_EDGE_SHUFFLE:
+			if (e->combining && rec->key_len <= COMB_MAX_KEY) {
+				err = comb_add(&e->comb, rec, hash);
+				if (err == -ENOSPC) {
+					err = comb_flush_edge(t, e);
+					if (!err)
+						err = comb_add(&e->comb, rec, hash);
+				}
+				continue;
+			}
 			lo = e->instance_of_vnode[shmrun_placement_vnode_of_hash(hash, t->vnodes)];
 			hi = lo + 1;
 			break;
@@ -244,7 +351,7 @@ static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)
 			break;
 		}
 		for (j = lo; j < hi && !err; j++)
-			err = chan_put_record(e->chans[j], hdr, rec, timed, (uint32_t)total);
+			err = chan_put_rec(e->chans[j], rec, hash, flags, (uint32_t)total);
 		if (err)
 			shmrun_task_error(t, "cannot queue output behind a full ring: %s",
 					  strerror(-err));
@@ -275,7 +382,8 @@ static int task_end(struct shmrun_task *t, uint64_t e, bool stop)
 		note_fail_errno(t->w, err);
 		return err;
 	}
-	if (e)
+	err = comb_flush_task(t); /* partials go out before END, and before the snapshot */
+	if (!err && e)
 		err = shmrun_snapshot_take(t, e);
 	if (err)
 		return err;
@@ -295,14 +403,60 @@ static int task_end(struct shmrun_task *t, uint64_t e, bool stop)
 	return err;
 }
 
-/* Read up to READ_BUDGET frames from one input channel of @t. Return: frames read. */
+/*
+ * The records of DATA frame @f to @t: partials to merge(), a batch to
+ * process_batch() (up to BATCH_RECORDS at a time), or one by one to
+ * process(). Return: 0, or -EBADMSG for a corrupt frame (error recorded), or
+ * a callback's error.
+ */
+static int deliver_frame(struct shmrun_task *t, const struct shmrun_frame *f)
+{
+	const unsigned char *p = f->payload, *end = f->payload + f->len;
+	struct shmrun_worker *w = t->w;
+	int err = 0;
+
+	while (p < end && !err) {
+		if (t->op->process_batch && !(f->flags & REC_COMBINED)) {
+			uint32_t n = 0;
+
+			while (p < end && n < BATCH_RECORDS &&
+			       !(err = chan_next_record(&p, end, f->flags, &w->rbuf[n], &w->rhash[n])))
+				n++;
+			if (n && !err)
+				err = deliver_batch(t, w->rbuf, w->rhash, n);
+			else if (n && err == -EBADMSG)
+				deliver_batch(t, w->rbuf, w->rhash, n);
+		} else {
+			struct shmrun_record rec;
+			uint64_t hash;
+
+			err = chan_next_record(&p, end, f->flags, &rec, &hash);
+			if (!err)
+				err = (f->flags & REC_COMBINED) ? deliver_partial(t, &rec, hash)
+								: deliver(t, &rec, hash, true);
+		}
+	}
+	if (err == -EBADMSG && !w->failed)
+		shmrun_task_error(t, "corrupt record frame from task %u", f->src_task);
+	return err;
+}
+
+/*
+ * Read frames from one input channel of @t, up to READ_BYTES of payload;
+ * @t->busy when the budget ran out before the ring did. Return: frames read.
+ */
 static uint32_t read_channel(struct shmrun_task *t, struct chan_in *in)
 {
 	const struct shmrun_frame *f;
+	uint64_t bytes = 0;
 	uint32_t n = 0;
 	int err;
 
-	while (n < READ_BUDGET && !t->w->failed && !task_parked(t)) {
+	while (!t->w->failed && !task_parked(t)) {
+		if (bytes >= READ_BYTES) {
+			t->busy = true;
+			break;
+		}
 		err = shmrun_ring_peek(&in->ring, &f);
 		if (err == -EAGAIN)
 			break;
@@ -311,15 +465,10 @@ static uint32_t read_channel(struct shmrun_task *t, struct chan_in *in)
 			break;
 		}
 		n++;
+		bytes += SHMRUN_FRAME_HEADER + f->len;
 		if (f->kind == SHMRUN_FRAME_DATA) {
-			struct shmrun_record rec;
-			uint64_t hash;
-
-			if (chan_decode_record(f, &rec, &hash)) {
-				shmrun_task_error(t, "corrupt record frame from task %u", f->src_task);
+			if (deliver_frame(t, f) == -EBADMSG)
 				break;
-			}
-			deliver(t, &rec, hash, true);
 		} else if (f->kind == SHMRUN_FRAME_END) {
 			uint64_t e = 0;
 			uint32_t stop = 0;
@@ -351,7 +500,6 @@ static uint32_t read_channel(struct shmrun_task *t, struct chan_in *in)
 	return n;
 }
 
-
 static void task_unhold(struct shmrun_task *t)
 {
 	for (uint32_t i = 0; i < t->nins; i++)
@@ -369,8 +517,11 @@ static int deliver_barrier(struct shmrun_task *t, uint64_t e, bool forward);
 static int task_checkpoint(struct shmrun_task *t, uint64_t e)
 {
 	struct pieces pc = {.p = {&e}, .n = {8}, .total = 8};
-	int err = shmrun_snapshot_take(t, e);
+	/* partials go out before the barrier: the checkpoint holds none on this side */
+	int err = comb_flush_task(t);
 
+	if (!err)
+		err = shmrun_snapshot_take(t, e);
 	task_unhold(t);
 	for (uint32_t o = 0; o < t->nouts && !err; o++) {
 		struct out_edge *oe = &t->outs[o];
@@ -575,6 +726,13 @@ static int wire_task(struct shmrun_worker *w, struct shmrun_task *t, const uint3
 			for (uint32_t v = 0; v < job->vnodes; v++)
 				oe->instance_of_vnode[v] =
 					shmrun_placement_instance_of_vnode(v, to->width, job->vnodes);
+			if (shmrun_stage_combines(to)) {
+				int err = comb_init(&oe->comb, to->op->combiner);
+
+				if (err)
+					return err;
+				oe->combining = true;
+			}
 		}
 	}
 	return 0;
@@ -650,6 +808,9 @@ static int attach_rings(struct shmrun_worker *w)
 			o->src_task = ch->src_task;
 			o->dst_task = ch->dst_task;
 			o->backlogged = &w->backlogged;
+			err = chan_batch_init(o);
+			if (err)
+				return err;
 			shmrun_ring_set_wake_bell(
 				&o->ring, &w->all_stats[p->tasks[ch->dst_task].worker].bell);
 		}
@@ -708,6 +869,7 @@ static void teardown(struct shmrun_worker *w)
 		for (uint32_t o = 0; o < t->nouts && t->outs; o++) {
 			free(t->outs[o].chans);
 			free(t->outs[o].instance_of_vnode);
+			comb_free(&t->outs[o].comb);
 		}
 		free(t->outs);
 		free(t->ins);
@@ -719,6 +881,7 @@ static void teardown(struct shmrun_worker *w)
 	for (uint32_t c = 0; c < w->nouts; c++) {
 		shmrun_ring_detach(&w->outs[c].ring);
 		free(w->outs[c].ovf);
+		free(w->outs[c].batch);
 	}
 	for (uint32_t c = 0; c < w->nins; c++)
 		shmrun_ring_detach(&w->ins[c].ring);
@@ -732,6 +895,35 @@ static void teardown(struct shmrun_worker *w)
 }
 
 /* ---- the loop --------------------------------------------------------------- */
+
+/*
+ * The end of a loop turn: the combiners of every task whose input drained
+ * (not busy, itself or through a forward upstream) send their partials; then
+ * every open batch goes into its ring and every ring is published. A record
+ * therefore waits for company at most until the end of the turn that made
+ * it, a partial until its task's input drains (or COMB_MAX_FOLDS records).
+ */
+static void end_of_turn(struct shmrun_worker *w)
+{
+	for (uint32_t x = 0; x < w->ntasks && !w->failed; x++) {
+		struct shmrun_task *t = &w->tasks[x];
+
+		for (uint32_t o = 0; o < t->nouts && t->busy; o++)
+			if (t->outs[o].kind == SHMRUN_EDGE_FORWARD)
+				t->outs[o].forward->busy = true; /* tasks are in topological order */
+		if (!t->busy)
+			comb_flush_task(t);
+		t->busy = false;
+	}
+	for (uint32_t c = 0; c < w->nouts; c++) {
+		if (w->outs[c].batch_len && chan_flush_batch(&w->outs[c]) && !w->failed) {
+			snprintf(w->stats->error, sizeof(w->stats->error),
+				 "cannot queue output behind a full ring: out of memory");
+			w->failed = true;
+		}
+		shmrun_ring_flush(&w->outs[c].ring);
+	}
+}
 
 static uint32_t step(struct shmrun_worker *w)
 {
@@ -763,6 +955,7 @@ static uint32_t step(struct shmrun_worker *w)
 				continue; /* paced: not yet */
 			r = t->op->produce(t, t->state, (uint32_t)budget);
 			rate_return(t, (uint64_t)budget, t->records_in - before);
+			t->busy = r > 0 && t->records_in - before >= (uint64_t)budget;
 			progress += (uint32_t)(t->records_in - before) + (r <= 0);
 			if (r < 0) {
 				if (!w->failed)
@@ -789,8 +982,7 @@ static uint32_t step(struct shmrun_worker *w)
 				flush_task(t, 0); /* its input drained */
 		}
 	}
-	for (uint32_t c = 0; c < w->nouts; c++)
-		shmrun_ring_flush(&w->outs[c].ring);
+	end_of_turn(w);
 	if (w->checkpointing) {
 		progress += commit_epochs(w);
 		if (w->index == 0)

@@ -19,6 +19,8 @@
 
 struct shmrun_worker;
 
+#define BATCH_RECORDS 256u /* records handed to one process_batch() call off a ring, at most */
+
 /* A snapshot child in flight. */
 struct snap_child {
 	int pid;
@@ -54,6 +56,8 @@ struct shmrun_worker {
 	bool quiet; /* errors are recorded in stats->error, not logged (prepare) */
 	uint32_t nflush;      /* tasks with op->flush */
 	uint32_t flush_turns; /* loop turns, to look at the clock every 64 */
+	struct shmrun_record rbuf[BATCH_RECORDS]; /* records of a frame for process_batch() */
+	uint64_t rhash[BATCH_RECORDS];            /* their key hashes */
 };
 
 /*

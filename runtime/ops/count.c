@@ -6,6 +6,11 @@
  * emits one record per key at end of input, value = the count in decimal;
  * `emit = update` emits the key's new count at every record. Put a shuffle
  * edge in front (`input = words by key`) so each key is counted in one place.
+ *
+ * With `emit = final` the shuffle edge in front combines (shmrun/operator.h,
+ * struct shmrun_combiner): senders count each key's records themselves and
+ * send (key, u64 count) partials, which merge here by addition; the counts,
+ * and what a checkpoint holds, are the same.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -46,6 +51,65 @@ static int count_process(struct shmrun_task *task, void *state, const struct shm
 	return state ? emit_count(task, rec->key, rec->key_len, *n) : 0;
 }
 
+static int count_process_batch(struct shmrun_task *task, void *state,
+			       const struct shmrun_record *recs, uint32_t n)
+{
+	if (state) { /* emit = update: one record out per record in */
+		for (uint32_t i = 0; i < n; i++) {
+			int err = count_process(task, state, &recs[i]);
+
+			if (err)
+				return err;
+		}
+		return 0;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t *c = shmrun_keyed_state(task, recs[i].key, recs[i].key_len,
+						 sizeof(uint64_t), true);
+
+		if (!c)
+			return -ENOMEM;
+		++*c;
+	}
+	return 0;
+}
+
+/* The combiner: a partial is the number of records of the key, a u64. */
+static void count_add(void *partial, const struct shmrun_record *rec)
+{
+	(void)rec;
+	++*(uint64_t *)partial;
+}
+
+static int count_merge(struct shmrun_task *task, void *state, const struct shmrun_record *partial)
+{
+	uint64_t *c = shmrun_keyed_state(task, partial->key, partial->key_len, sizeof(uint64_t),
+					 true);
+	uint64_t add;
+
+	(void)state;
+	if (!c)
+		return -ENOMEM;
+	memcpy(&add, partial->value, sizeof(add));
+	*c += add;
+	return 0;
+}
+
+/* emit = update makes every record's new count the output: no combining then. */
+static bool count_combines(const struct shmrun_task *task)
+{
+	const char *emit = shmrun_task_param(task, "emit");
+
+	return !emit || strcmp(emit, "final") == 0;
+}
+
+static const struct shmrun_combiner count_combiner = {
+	.partial_bytes = sizeof(uint64_t),
+	.add = count_add,
+	.merge = count_merge,
+	.enabled = count_combines,
+};
+
 static int emit_one(void *arg, const void *key, uint32_t key_len, void *value)
 {
 	struct emit_ctx *c = arg;
@@ -78,5 +142,7 @@ const struct shmrun_operator shmrun_op_count = {
 	.params = params,
 	.open = count_open,
 	.process = count_process,
+	.process_batch = count_process_batch,
+	.combiner = &count_combiner,
 	.end_of_input = count_end,
 };

@@ -83,6 +83,7 @@
 #include "ops.h"
 
 #define READ_BYTES (1u << 20)
+#define LINES_PER_EMIT 256u               /* lines handed on in one shmrun_emit_batch() */
 #define WINDOW_BYTES 4096u                 /* checksummed before a saved offset */
 #define POS_MAGIC 0x3250534652524d48ull    /* "HMRRFSP2": a pos_entry */
 
@@ -127,6 +128,8 @@ struct source {
 	uint64_t pos;        /* file offset of buf[lo] */
 	unsigned char *buf;
 	size_t cap, lo, hi;  /* unread bytes are buf[lo, hi) */
+	struct shmrun_record lines[LINES_PER_EMIT]; /* read, not yet emitted (into buf) */
+	uint32_t nlines;
 };
 
 static struct file_list *walk_list; /* nftw has no user pointer */
@@ -667,23 +670,49 @@ static ssize_t fill(struct shmrun_task *task, struct source *s)
 	return n;
 }
 
+/* Emit the lines queued in s->lines (they point into s->buf). */
+static int emit_lines(struct shmrun_task *task, struct source *s)
+{
+	uint32_t n = s->nlines;
+
+	if (!n)
+		return 0;
+	s->nlines = 0;
+	shmrun_task_count(task, SHMRUN_COUNT_RECORDS_IN, n);
+	return shmrun_emit_batch(task, s->lines, n);
+}
+
+/*
+ * Queue the line at buf[lo] of @len bytes (without its '\n'); the queue goes
+ * out in one shmrun_emit_batch() when full, before the buffer moves (fill())
+ * and when produce() returns.
+ */
 static int emit_line(struct shmrun_task *task, struct source *s, size_t len)
 {
-	struct shmrun_record rec = {.value = s->buf + s->lo, .value_len = (uint32_t)len};
-
 	if (len > UINT32_MAX - 64) {
 		shmrun_task_error(task, "a line of %zu bytes is longer than a record can be", len);
 		return -EMSGSIZE;
 	}
+	s->lines[s->nlines++] = (struct shmrun_record){.value = s->buf + s->lo,
+						       .value_len = (uint32_t)len};
 	s->lo += len;
 	s->pos += len;
-	shmrun_task_count(task, SHMRUN_COUNT_RECORDS_IN, 1);
-	return shmrun_emit(task, &rec);
+	return s->nlines == LINES_PER_EMIT ? emit_lines(task, s) : 0;
 }
+
+static int source_produce_lines(struct shmrun_task *task, struct source *s, uint32_t budget);
 
 static int source_produce(struct shmrun_task *task, void *state, uint32_t budget)
 {
 	struct source *s = state;
+	int r = source_produce_lines(task, s, budget);
+	int err = emit_lines(task, s);
+
+	return r < 0 ? r : err ? err : r;
+}
+
+static int source_produce_lines(struct shmrun_task *task, struct source *s, uint32_t budget)
+{
 	int err;
 
 	while (budget > 0) {
@@ -709,7 +738,12 @@ static int source_produce(struct shmrun_task *task, void *state, uint32_t budget
 			continue;
 		}
 		if (s->pos + (s->hi - s->lo) < s->pieces[s->cur].end) {
-			ssize_t n = fill(task, s);
+			ssize_t n;
+
+			err = emit_lines(task, s); /* fill() moves the buffer they point into */
+			if (err)
+				return err;
+			n = fill(task, s);
 
 			if (n < 0)
 				return (int)n;
@@ -721,6 +755,9 @@ static int source_produce(struct shmrun_task *task, void *state, uint32_t budget
 			if (err)
 				return err;
 		}
+		err = emit_lines(task, s);
+		if (err)
+			return err;
 		close(s->fd);
 		s->fd = -1;
 		s->cur++;

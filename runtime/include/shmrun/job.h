@@ -54,6 +54,7 @@ struct shmrun_stage {
 	int line;                          /**< line of the section header */
 	const struct shmrun_operator *op;  /**< from the built-in registry */
 	uint32_t width;                    /**< parallelism, 1..vnodes */
+	int combine;                       /**< `combine =`: 1 true, 0 false, -1 not set */
 	struct shmrun_param *params;       /**< one per op->params entry, same order */
 	uint32_t nparams;
 };

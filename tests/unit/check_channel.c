@@ -47,6 +47,8 @@ static void tc_open(struct tc *c)
 	c->out.backlogged = &c->backlogged;
 	c->out.src_task = 7;
 	c->out.dst_task = 9;
+	ck_assert_int_eq(chan_batch_init(&c->out), 0);
+	ck_assert_uint_eq(c->out.batch_cap, CAP / 2 - SHMRUN_FRAME_HEADER); /* small ring */
 }
 
 static void tc_close(struct tc *c)
@@ -54,18 +56,38 @@ static void tc_close(struct tc *c)
 	shmrun_ring_detach(&c->out.ring);
 	shmrun_ring_detach(&c->in.ring);
 	free(c->out.ovf);
+	free(c->out.batch);
 	free(c->mem);
 	memset(c, 0, sizeof(*c));
 }
 
-/* Put @rec as the worker's emit does: header, size, chan_put_record(). */
+static uint16_t flags_of(const struct shmrun_record *rec)
+{
+	return rec->event_time_ns != 0 ? REC_TIMED : 0;
+}
+
+static uint64_t chan_record_bytes(const struct shmrun_record *rec)
+{
+	return chan_rec_bytes(rec, flags_of(rec));
+}
+
+/* Put @rec as the worker's emit does, then close its batch: one record per frame. */
 static int put_rec(struct tc *c, const struct shmrun_record *rec)
 {
-	unsigned char hdr[REC_HDR];
-	uint64_t total = chan_record_bytes(rec);
+	int err = chan_put_rec(&c->out, rec, XXH3_64bits(rec->key, rec->key_len), flags_of(rec),
+			       (uint32_t)chan_record_bytes(rec));
 
-	chan_record_header(hdr, rec, XXH3_64bits(rec->key, rec->key_len));
-	return chan_put_record(&c->out, hdr, rec, rec->event_time_ns != 0, (uint32_t)total);
+	return err ? err : chan_flush_batch(&c->out);
+}
+
+/* The one record of frame @f, as the worker decodes it. */
+static int chan_decode_record(const struct shmrun_frame *f, struct shmrun_record *rec,
+			      uint64_t *hash)
+{
+	const unsigned char *p = f->payload, *end = f->payload + f->len;
+	int err = chan_next_record(&p, end, f->flags, rec, hash);
+
+	return err ? err : p == end ? 0 : -EBADMSG;
 }
 
 /* The next frame on @c's ring (published first), or NULL if none. */
@@ -462,6 +484,172 @@ START_TEST(zero_cases)
 }
 END_TEST
 
+/* ---- batches ------------------------------------------------------------------ */
+
+/* Records put without a flush share frames; all come back, in order, intact. */
+START_TEST(batch_many_records_per_frame)
+{
+	struct tc c;
+	const struct shmrun_frame *f;
+	char key[32];
+	uint32_t put = 0, got = 0, frames = 0;
+
+	tc_open(&c);
+	for (put = 0; put < 60; put++) {
+		struct shmrun_record rec = {.key = key, .value = &put, .value_len = 4};
+
+		rec.key_len = (uint32_t)snprintf(key, sizeof(key), "w%u", put * 7919u);
+		ck_assert_int_eq(chan_put_rec(&c.out, &rec, XXH3_64bits(key, rec.key_len), 0,
+					      (uint32_t)chan_rec_bytes(&rec, 0)),
+				 0);
+	}
+	ck_assert_uint_gt(c.out.batch_len, 0); /* nothing is in the ring until a flush */
+	ck_assert_ptr_null(next_frame(&c));
+	ck_assert_int_eq(chan_flush_batch(&c.out), 0);
+	while ((f = next_frame(&c))) {
+		const unsigned char *p = f->payload, *end = p + f->len;
+
+		frames++;
+		ck_assert_uint_eq(f->kind, SHMRUN_FRAME_DATA);
+		while (p < end) {
+			struct shmrun_record rec;
+			uint64_t hash;
+			uint32_t v;
+			char want[32];
+			int wl = snprintf(want, sizeof(want), "w%u", got * 7919u);
+
+			ck_assert_int_eq(chan_next_record(&p, end, f->flags, &rec, &hash), 0);
+			ck_assert_uint_eq(rec.key_len, (uint32_t)wl);
+			ck_assert_int_eq(memcmp(rec.key, want, (size_t)wl), 0);
+			ck_assert_uint_eq(hash, XXH3_64bits(want, (size_t)wl));
+			ck_assert_uint_eq(rec.value_len, 4);
+			memcpy(&v, rec.value, 4);
+			ck_assert_uint_eq(v, got);
+			got++;
+		}
+		release(&c, f);
+	}
+	ck_assert_uint_eq(got, put);
+	/* 60 records of ~25 bytes: two or three frames of a 2032-byte batch, not 60 */
+	ck_assert_uint_le(frames, 3);
+	ck_assert_uint_ge(frames, 1);
+	ck_assert_uint_eq(c.out.frames, frames);
+	tc_close(&c);
+}
+END_TEST
+
+/* Records of other flags (timed, combined) close the batch; each frame one kind. */
+START_TEST(batch_flags_split_frames)
+{
+	struct tc c;
+	const struct shmrun_frame *f;
+	struct shmrun_record plain = {.key = "a", .key_len = 1};
+	struct shmrun_record timed = {.key = "b", .key_len = 1, .event_time_ns = -5};
+	uint16_t want[] = {0, REC_TIMED, REC_TIMED, REC_COMBINED, 0};
+	uint32_t nwant[] = {2, 0, 0, 0, 1}, k = 0;
+
+	tc_open(&c);
+	ck_assert_int_eq(chan_put_rec(&c.out, &plain, 1, 0, 17), 0);
+	ck_assert_int_eq(chan_put_rec(&c.out, &plain, 1, 0, 17), 0);
+	ck_assert_int_eq(chan_put_rec(&c.out, &timed, 2, REC_TIMED, 25), 0);
+	ck_assert_int_eq(chan_put_rec(&c.out, &timed, 2, REC_TIMED, 25), 0);
+	ck_assert_int_eq(chan_put_rec(&c.out, &plain, 1, REC_COMBINED, 17), 0);
+	ck_assert_int_eq(chan_put_rec(&c.out, &plain, 1, 0, 17), 0);
+	ck_assert_int_eq(chan_flush_batch(&c.out), 0);
+	nwant[1] = 2;
+	nwant[3] = 1;
+	for (uint32_t i = 0; i < 5; i++) {
+		uint32_t n = 0;
+		const unsigned char *p, *end;
+
+		if (i == 2)
+			continue;
+		f = next_frame(&c);
+		ck_assert_ptr_nonnull(f);
+		ck_assert_uint_eq(f->flags, want[i]);
+		for (p = f->payload, end = p + f->len; p < end; n++) {
+			struct shmrun_record rec;
+			uint64_t hash;
+
+			ck_assert_int_eq(chan_next_record(&p, end, f->flags, &rec, &hash), 0);
+			ck_assert_int_eq(rec.event_time_ns, (f->flags & REC_TIMED) ? -5 : 0);
+		}
+		ck_assert_uint_eq(n, nwant[i]);
+		release(&c, f);
+		k++;
+	}
+	ck_assert_uint_eq(k, 4);
+	ck_assert_ptr_null(next_frame(&c));
+	tc_close(&c);
+}
+END_TEST
+
+/* A barrier never overtakes the records of an open batch; a big record goes alone. */
+START_TEST(batch_flushed_before_barrier_and_big_alone)
+{
+	struct tc c;
+	const struct shmrun_frame *f;
+	uint64_t epoch = 3;
+	struct pieces barrier = {.p = {&epoch}, .n = {8}, .total = 8};
+	static unsigned char big[1500];
+	struct shmrun_record small = {.key = "s", .key_len = 1};
+	struct shmrun_record large = {.key = "L", .key_len = 1, .value = big, .value_len = 1500};
+	struct shmrun_record rec;
+	const unsigned char *p;
+	uint64_t hash;
+
+	tc_open(&c);
+	ck_assert_int_eq(chan_put_rec(&c.out, &small, 9, 0, 17), 0);
+	ck_assert_int_eq(chan_put(&c.out, SHMRUN_FRAME_BARRIER, &barrier), 0);
+	ck_assert_uint_eq(c.out.batch_len, 0);
+	f = next_frame(&c);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(f->kind, SHMRUN_FRAME_DATA);
+	ck_assert_uint_eq(f->len, 17);
+	release(&c, f);
+	f = next_frame(&c);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(f->kind, SHMRUN_FRAME_BARRIER);
+	release(&c, f);
+	/* 1000 bytes of small records, then one that does not fit the rest */
+	for (int i = 0; i < 40; i++)
+		ck_assert_int_eq(chan_put_rec(&c.out, &small, 9, 0, 17), 0);
+	ck_assert_int_eq(chan_put_rec(&c.out, &large, 8, 0, 1517), 0);
+	ck_assert_int_eq(chan_flush_batch(&c.out), 0);
+	f = next_frame(&c);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(f->len, 40 * 17);
+	release(&c, f);
+	f = next_frame(&c);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(f->len, 1517);
+	p = f->payload;
+	ck_assert_int_eq(chan_next_record(&p, f->payload + f->len, f->flags, &rec, &hash), 0);
+	ck_assert_uint_eq(hash, 8);
+	ck_assert_uint_eq(rec.value_len, 1500);
+	release(&c, f);
+	ck_assert_ptr_null(next_frame(&c));
+	tc_close(&c);
+}
+END_TEST
+
+/* chan_copy_short() copies every length exactly and writes only the slack. */
+START_TEST(copy_short_lengths)
+{
+	unsigned char src[64], dst[64 + BATCH_SLACK];
+
+	for (uint32_t i = 0; i < sizeof(src); i++)
+		src[i] = (unsigned char)(i * 13 + 1);
+	for (uint32_t n = 0; n <= 40; n++) {
+		memset(dst, 0xaa, sizeof(dst));
+		chan_copy_short(dst, src + 3, n);
+		ck_assert_int_eq(memcmp(dst, src + 3, n), 0);
+		for (uint32_t i = n; i < sizeof(dst); i++)
+			ck_assert_uint_eq(dst[i], 0xaa); /* nothing past n is written */
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("channel");
@@ -473,6 +661,10 @@ int main(void)
 	tcase_add_test(tc, record_round_trips);
 	tcase_add_test(tc, record_bytes);
 	tcase_add_test(tc, largest_record);
+	tcase_add_test(tc, batch_many_records_per_frame);
+	tcase_add_test(tc, batch_flags_split_frames);
+	tcase_add_test(tc, batch_flushed_before_barrier_and_big_alone);
+	tcase_add_test(tc, copy_short_lengths);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("damaged");
 	tcase_add_test(tc, damaged_frames);

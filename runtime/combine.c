@@ -8,14 +8,9 @@
 
 #include "combine.h"
 
-#define ENTRY_HDR 32u
-
-struct entry_hdr {
-	uint64_t hash;
-	uint32_t key_off, key_len;
-	int64_t max_time;
-	uint32_t slot, pad;
-};
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+#define ENTRY_HDR 48u
 
 int comb_init(struct combiner *cb, const struct shmrun_combiner *op)
 {
@@ -43,43 +38,27 @@ void comb_free(struct combiner *cb)
 	*cb = (struct combiner){0};
 }
 
-int comb_add(struct combiner *cb, const struct shmrun_record *rec, uint64_t hash)
+struct entry_hdr *comb_insert(struct combiner *cb, const struct shmrun_record *rec, uint64_t w0,
+				uint64_t w1, uint32_t slot, uint32_t tag)
 {
-	uint32_t i = (uint32_t)hash & cb->slot_mask;
 	struct entry_hdr *e;
+	uint32_t len = rec->key_len;
 
-	if (cb->folds >= COMB_MAX_FOLDS)
-		return -ENOSPC;
-	for (;; i = (i + 1) & cb->slot_mask) {
-		uint32_t s = cb->slots[i];
-
-		if (s == 0)
-			break;
-		e = (struct entry_hdr *)(cb->entries + (size_t)(s - 1) * cb->stride);
-		if (e->hash == hash && e->key_len == rec->key_len &&
-		    memcmp(cb->keys + e->key_off, rec->key, rec->key_len) == 0)
-			goto found;
-	}
 	if (cb->n == COMB_MAX_ENTRIES)
-		return -ENOSPC;
+		return NULL;
 	e = (struct entry_hdr *)(cb->entries + (size_t)cb->n * cb->stride);
-	e->hash = hash;
+	e->w0 = w0;
+	e->w1 = w1;
 	e->key_off = cb->keys_len;
-	e->key_len = rec->key_len;
+	e->key_len = len;
 	e->max_time = rec->event_time_ns;
-	e->slot = i;
-	e->pad = 0;
-	if (rec->key_len)
-		memcpy(cb->keys + cb->keys_len, rec->key, rec->key_len);
-	cb->keys_len += rec->key_len;
+	e->slot = slot;
+	if (len)
+		memcpy(cb->keys + cb->keys_len, rec->key, len);
+	cb->keys_len += len;
 	memset((unsigned char *)e + ENTRY_HDR, 0, cb->stride - ENTRY_HDR);
-	cb->slots[i] = ++cb->n;
-found:
-	if (rec->event_time_ns > e->max_time)
-		e->max_time = rec->event_time_ns;
-	cb->op->add((unsigned char *)e + ENTRY_HDR, rec);
-	cb->folds++;
-	return 0;
+	cb->slots[slot] = (uint64_t)tag << 32 | cb->n++;
+	return e;
 }
 
 int comb_flush(struct combiner *cb,
@@ -100,7 +79,7 @@ int comb_flush(struct combiner *cb,
 
 		cb->slots[e->slot] = 0;
 		if (!err)
-			err = put(arg, &rec, e->hash);
+			err = put(arg, &rec, XXH3_64bits(rec.key, rec.key_len));
 	}
 	cb->n = 0;
 	cb->folds = 0;

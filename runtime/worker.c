@@ -199,11 +199,34 @@ static int deliver_partial(struct shmrun_task *t, const struct shmrun_record *re
 
 static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec);
 
+static int comb_flush_edge(struct shmrun_task *t, struct out_edge *e);
+
+/* Fold @rec into @e's combiner (flushing it when full). */
+static inline int combine_rec(struct shmrun_task *t, struct out_edge *e,
+			      const struct shmrun_record *rec)
+{
+	int err = comb_add(&e->comb, rec);
+
+	if (__builtin_expect(err == -ENOSPC, 0)) {
+		err = comb_flush_edge(t, e);
+		if (!err)
+			err = comb_add(&e->comb, rec);
+	}
+	return err;
+}
+
 int shmrun_emit(struct shmrun_task *t, const struct shmrun_record *rec)
 {
-	/* the common chain: one forward edge, a direct call */
-	if (t->nouts == 1 && t->outs[0].kind == SHMRUN_EDGE_FORWARD)
-		return deliver(t->outs[0].forward, rec, 0, false);
+	if (t->nouts == 1) {
+		struct out_edge *e = &t->outs[0];
+
+		/* the common chain: one forward edge, a direct call */
+		if (e->kind == SHMRUN_EDGE_FORWARD)
+			return deliver(e->forward, rec, 0, false);
+		/* one combining edge: folded here, hashed and sent at flush */
+		if (e->combining && rec->key_len <= COMB_MAX_KEY)
+			return combine_rec(t, e, rec);
+	}
 	return emit_edges(t, rec);
 }
 
@@ -216,6 +239,14 @@ int shmrun_emit_batch(struct shmrun_task *t, const struct shmrun_record *recs, u
 	/* the common chain: one forward edge, one call for the whole batch */
 	if (t->nouts == 1 && t->outs[0].kind == SHMRUN_EDGE_FORWARD)
 		return deliver_batch(t->outs[0].forward, recs, NULL, n);
+	if (t->nouts == 1 && t->outs[0].combining) {
+		struct out_edge *e = &t->outs[0];
+
+		for (uint32_t i = 0; i < n && !err; i++)
+			err = recs[i].key_len <= COMB_MAX_KEY ? combine_rec(t, e, &recs[i])
+							     : emit_edges(t, &recs[i]);
+		return err;
+	}
 	for (uint32_t i = 0; i < n && !err; i++)
 		err = emit_edges(t, &recs[i]);
 	return err;
@@ -322,21 +353,17 @@ static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)
 				note_fail_errno(t->w, -EMSGSIZE); /* a restart makes it again */
 			return -EMSGSIZE;
 		}
+		if (e->combining && rec->key_len <= COMB_MAX_KEY) {
+			/* folded; the partial is hashed and routed at flush */
+			err = combine_rec(t, e, rec);
+			continue;
+		}
 		if (!hashed) {
 			hash = XXH3_64bits(rec->key, rec->key_len);
 			hashed = true;
 		}
 		switch (e->kind) {
 		case SHMRUN_EDGE_SHUFFLE:
-			if (e->combining && rec->key_len <= COMB_MAX_KEY) {
-				err = comb_add(&e->comb, rec, hash);
-				if (err == -ENOSPC) {
-					err = comb_flush_edge(t, e);
-					if (!err)
-						err = comb_add(&e->comb, rec, hash);
-				}
-				continue;
-			}
 			lo = e->instance_of_vnode[shmrun_placement_vnode_of_hash(hash, t->vnodes)];
 			hi = lo + 1;
 			break;

@@ -39,7 +39,7 @@
 
 /* "SHMRUNCT" as a little-endian 64-bit word. */
 #define SHMRUN_CONTROL_MAGIC 0x54434e55524d4853ull
-#define SHMRUN_CONTROL_LAYOUT_VERSION 1u
+#define SHMRUN_CONTROL_LAYOUT_VERSION 2u
 
 /*
  * The largest counts shmrun_control_memsize() lays out. Far above any job
@@ -98,6 +98,8 @@ struct shmrun_worker_stats {
 	_Atomic int32_t pid;	    /* the worker's process, set when it starts */
 	_Atomic uint64_t heartbeat; /* loop turns; an idle worker still turns every <= 10 ms */
 	_Atomic int32_t fail_errno;   /* the errno an operator's failure returned (positive), 0 */
+	_Atomic uint64_t frames;      /* frames this worker put on channels, at exit */
+	_Atomic uint64_t overflow_frames; /* of which went through an overflow queue */
 } __attribute__((aligned(64)));
 
 /*
@@ -194,6 +196,8 @@ static_assert(sizeof(((struct shmrun_worker_stats *)0)->error) == 432, "stats la
 static_assert(offsetof(struct shmrun_worker_stats, pid) == 512, "stats liveness line");
 static_assert(offsetof(struct shmrun_worker_stats, heartbeat) == 520, "stats layout");
 static_assert(offsetof(struct shmrun_worker_stats, fail_errno) == 528, "stats layout");
+static_assert(offsetof(struct shmrun_worker_stats, frames) == 536, "stats layout");
+static_assert(offsetof(struct shmrun_worker_stats, overflow_frames) == 544, "stats layout");
 static_assert(sizeof(struct shmrun_worker_stats) == 576, "stats layout");
 static_assert(alignof(struct shmrun_worker_stats) == 64, "stats alignment");
 

@@ -1059,6 +1059,11 @@ static void publish_stats(struct shmrun_worker *w)
 		atomic_fetch_add_explicit(&stats->state_bytes, t->kv.bytes, memory_order_relaxed);
 		atomic_fetch_add_explicit(&stats->key_bytes, t->kv.key_bytes, memory_order_relaxed);
 	}
+	for (uint32_t c = 0; c < w->nouts; c++) {
+		atomic_fetch_add_explicit(&stats->frames, w->outs[c].frames, memory_order_relaxed);
+		atomic_fetch_add_explicit(&stats->overflow_frames, w->outs[c].ovf_frames,
+					  memory_order_relaxed);
+	}
 	if (n) {
 		qsort(w->stalls, n, sizeof(*w->stalls), cmp_i64);
 		atomic_store_explicit(&stats->stall_p50_ns, (uint64_t)w->stalls[n / 2],

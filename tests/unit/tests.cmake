@@ -135,3 +135,12 @@ shmrun_check_test(check_snapshot
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)
+
+# runtime/combine.c (issue 10): the sending side of a combiner folds every
+# record into its key's partial, flushes each key once with its hash, reports a
+# full table, never reads past a key.
+shmrun_check_test(check_combine
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_combine.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)

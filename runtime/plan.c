@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "plan.h"
+#include "task.h"
 #include "shmrun/placement.h"
 
 static const char *edge_kind_name(enum shmrun_edge_kind k)
@@ -194,9 +195,12 @@ void shmrun_plan_print(const struct shmrun_plan *p, FILE *out)
 				b->name, a->width);
 			continue;
 		}
-		fprintf(out, "  %s -> %s: %s, %u channel%s\n", a->name, b->name,
+		fprintf(out, "  %s -> %s: %s, %u channel%s%s\n", a->name, b->name,
 			edge_kind_name(ed->kind), a->width * b->width,
-			a->width * b->width == 1 ? "" : "s");
+			a->width * b->width == 1 ? "" : "s",
+			ed->kind == SHMRUN_EDGE_SHUFFLE && shmrun_stage_combines(b)
+				? ", combined (partials of the receiver's combiner)"
+				: "");
 		for (uint32_t i = 0; i < a->width; i++)
 			for (uint32_t j = 0; j < b->width; j++) {
 				uint32_t c = shmrun_plan_channel_of(p, e, i, j);

@@ -112,6 +112,13 @@ check_out stop
 [ "${stops:-0}" -ge 2 ] || fail "stopped only ${stops:-0} times: the input ran out too soon"
 echo "ok stopped ${stops:-0} times and resumed: exact"
 
+# plan says which shuffle edges carry partials
+"$shmrun" plan "$tmp/w2-default.conf" > "$tmp/plan"
+grep -q "words -> count: shuffle by key, 10 channels, combined" "$tmp/plan" || fail "plan: combined edge"
+"$shmrun" plan "$tmp/w2-false.conf" > "$tmp/plan"
+grep -q "words -> count: shuffle by key, 10 channels$" "$tmp/plan" || fail "plan: plain edge"
+echo "ok plan"
+
 # refusals
 refuse() { # name expected-message-part
 	local rc=0

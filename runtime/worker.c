@@ -982,7 +982,10 @@ static uint32_t step(struct shmrun_worker *w)
 				continue; /* paced: not yet */
 			r = t->op->produce(t, t->state, (uint32_t)budget);
 			rate_return(t, (uint64_t)budget, t->records_in - before);
-			t->busy = r > 0 && t->records_in - before >= (uint64_t)budget;
+			/* busy: it had more than a whole budget to give (a paced source is
+			 * held back by its pace, not by work in hand: its partials go
+			 * out every turn) */
+			t->busy = r > 0 && !t->rate && t->records_in - before >= (uint64_t)budget;
 			progress += (uint32_t)(t->records_in - before) + (r <= 0);
 			if (r < 0) {
 				if (!w->failed)

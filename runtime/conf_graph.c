@@ -51,14 +51,15 @@ static int stage_index(const struct shmrun_job *job, const char *name, size_t le
 }
 
 static int add_edge(struct loader *ld, uint32_t *cap, uint32_t from, uint32_t to,
-		    enum shmrun_edge_kind kind, int line)
+		    enum shmrun_edge_kind kind, bool by_key, int line)
 {
 	struct shmrun_job *job = ld->job;
 
 	if (shmrun_grow_u32(&job->edges, cap, (size_t)job->nedges + 1, sizeof(*job->edges), 8))
 		return -ENOMEM;
 	job->edges[job->nedges++] =
-	    (struct shmrun_edge){.from = from, .to = to, .kind = kind, .line = line};
+	    (struct shmrun_edge){.from = from, .to = to, .kind = kind, .by_key = by_key,
+				 .line = line};
 	return 0;
 }
 
@@ -107,6 +108,7 @@ static int parse_input_item(struct loader *ld, uint32_t to, const char *item, si
 	size_t tlen[4];
 	uint32_t ntok = 0;
 	enum shmrun_edge_kind kind = SHMRUN_EDGE_FORWARD;
+	bool by_key = false;
 	bool explicit_kind = true;
 	int from;
 
@@ -134,7 +136,7 @@ static int parse_input_item(struct loader *ld, uint32_t to, const char *item, si
 	else if (ntok == 2 && word_is(tok[1], tlen[1], "forward"))
 		kind = SHMRUN_EDGE_FORWARD;
 	else if (ntok == 3 && word_is(tok[1], tlen[1], "by") && word_is(tok[2], tlen[2], "key"))
-		kind = SHMRUN_EDGE_SHUFFLE;
+		kind = SHMRUN_EDGE_SHUFFLE, by_key = true;
 	else
 		ntok = 0;
 	if (ntok == 0) {
@@ -177,7 +179,7 @@ static int parse_input_item(struct loader *ld, uint32_t to, const char *item, si
 		if (job->stages[from].width == 1 && job->stages[to].width == 1)
 			kind = SHMRUN_EDGE_FORWARD;
 	}
-	return add_edge(ld, cap, (uint32_t)from, to, kind, line);
+	return add_edge(ld, cap, (uint32_t)from, to, kind, by_key, line);
 }
 
 /*

@@ -191,8 +191,11 @@ void shmrun_plan_print(const struct shmrun_plan *p, FILE *out)
 		const struct shmrun_stage *a = &job->stages[ed->from], *b = &job->stages[ed->to];
 
 		if (ed->kind == SHMRUN_EDGE_FORWARD) {
-			fprintf(out, "  %s -> %s: forward, local (in-process call) x%u\n", a->name,
-				b->name, a->width);
+			fprintf(out, "  %s -> %s: forward, local (in-process call) x%u%s\n", a->name,
+				b->name, a->width,
+				ed->by_key && shmrun_stage_combines(b)
+					? ", combined (partials of the receiver's combiner)"
+					: "");
 			continue;
 		}
 		fprintf(out, "  %s -> %s: %s, %u channel%s%s\n", a->name, b->name,

@@ -220,12 +220,12 @@ int shmrun_emit(struct shmrun_task *t, const struct shmrun_record *rec)
 	if (t->nouts == 1) {
 		struct out_edge *e = &t->outs[0];
 
-		/* the common chain: one forward edge, a direct call */
-		if (e->kind == SHMRUN_EDGE_FORWARD)
-			return deliver(e->forward, rec, 0, false);
 		/* one combining edge: folded here, hashed and sent at flush */
 		if (e->combining && rec->key_len <= COMB_MAX_KEY)
 			return combine_rec(t, e, rec);
+		/* the common chain: one forward edge, a direct call */
+		if (e->kind == SHMRUN_EDGE_FORWARD)
+			return deliver(e->forward, rec, 0, false);
 	}
 	return emit_edges(t, rec);
 }
@@ -237,7 +237,7 @@ int shmrun_emit_batch(struct shmrun_task *t, const struct shmrun_record *recs, u
 	if (n == 0)
 		return 0;
 	/* the common chain: one forward edge, one call for the whole batch */
-	if (t->nouts == 1 && t->outs[0].kind == SHMRUN_EDGE_FORWARD)
+	if (t->nouts == 1 && t->outs[0].kind == SHMRUN_EDGE_FORWARD && !t->outs[0].combining)
 		return deliver_batch(t->outs[0].forward, recs, NULL, n);
 	if (t->nouts == 1 && t->outs[0].combining) {
 		struct out_edge *e = &t->outs[0];
@@ -302,8 +302,11 @@ static int put_partial(void *arg, const struct shmrun_record *rec, uint64_t hash
 {
 	struct partial_put *pp = arg;
 	uint16_t flags = REC_COMBINED | (rec->event_time_ns != 0 ? REC_TIMED : 0);
-	uint32_t j = pp->e->instance_of_vnode[shmrun_placement_vnode_of_hash(hash, pp->vnodes)];
+	uint32_t j;
 
+	if (pp->e->kind == SHMRUN_EDGE_FORWARD) /* a keyed edge between width-1 stages */
+		return deliver_partial(pp->e->forward, rec, hash);
+	j = pp->e->instance_of_vnode[shmrun_placement_vnode_of_hash(hash, pp->vnodes)];
 	return chan_put_rec(pp->e->chans[j], rec, hash, flags, (uint32_t)chan_rec_bytes(rec, flags));
 }
 
@@ -343,6 +346,11 @@ static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)
 		struct out_edge *e = &t->outs[o];
 		uint32_t j, lo, hi;
 
+		if (e->combining && rec->key_len <= COMB_MAX_KEY) {
+			/* folded; the partial is hashed and routed at flush */
+			err = combine_rec(t, e, rec);
+			continue;
+		}
 		if (e->kind == SHMRUN_EDGE_FORWARD) {
 			err = deliver(e->forward, rec, 0, false);
 			continue;
@@ -352,11 +360,6 @@ static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)
 			if (t->w && t->w->stats)
 				note_fail_errno(t->w, -EMSGSIZE); /* a restart makes it again */
 			return -EMSGSIZE;
-		}
-		if (e->combining && rec->key_len <= COMB_MAX_KEY) {
-			/* folded; the partial is hashed and routed at flush */
-			err = combine_rec(t, e, rec);
-			continue;
 		}
 		if (!hashed) {
 			hash = XXH3_64bits(rec->key, rec->key_len);
@@ -737,6 +740,14 @@ static int wire_task(struct shmrun_worker *w, struct shmrun_task *t, const uint3
 		oe->kind = ed->kind;
 		if (ed->kind == SHMRUN_EDGE_FORWARD) {
 			oe->forward = &w->tasks[task_slot[p->stage_task0[ed->to] + t->instance]];
+			/* `by key` between width-1 stages: a direct call, still combined */
+			if (ed->by_key && shmrun_stage_combines(to)) {
+				int err = comb_init(&oe->comb, to->op->combiner);
+
+				if (err)
+					return err;
+				oe->combining = true;
+			}
 			continue;
 		}
 		oe->nchans = to->width;

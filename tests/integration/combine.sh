@@ -89,13 +89,27 @@ f_off=$(grep -o "frames [0-9]*" "$tmp/w2-false.log" | awk '{print $2}')
 [ "$f_on" -lt "$f_off" ] || fail "combiner on sent $f_on frames, off $f_off: expected fewer"
 echo "ok frames: combine $f_on < no combine $f_off"
 
-# stop at random moments and resume, with checkpoints: exactly the reference
-conf stop 2 3 "" "checkpoint_dir = ck
+# width 1 -> 1 `by key` is a direct call, still combined
+conf one 1 1 ""
+"$shmrun" plan "$tmp/one.conf" > "$tmp/plan"
+grep -q "words -> count: forward, local (in-process call) x1, combined" "$tmp/plan" ||
+	fail "plan: width-1 keyed edge not combined"
+"$shmrun" "$tmp/one.conf" 2> "$tmp/log" || fail "one: exit $?"
+check_out one
+echo "ok width 1 -> 1 combined"
+
+# stop at random moments and resume, with checkpoints: exactly the reference,
+# through channels (2 workers) and through the direct call (width 1)
+for shape in "stop 2 3" "stop1 1 1"; do
+set -- $shape
+name=$1
+conf "$name" "$2" "$3" "" "checkpoint_dir = ck-$name
 checkpoint_interval = 20ms"
-sed -i 's/^piece_bytes = 64K$/piece_bytes = 64K\nrate = 40000/' "$tmp/stop.conf"
-rm -rf "$tmp/ck" "$tmp/out/stop.tsv"
+sed -i 's/^piece_bytes = 64K$/piece_bytes = 64K\nrate = 40000/' "$tmp/$name.conf"
+rm -rf "$tmp/ck-$name" "$tmp/out/$name.tsv"
+stops=0
 for round in $(seq 1 12); do
-	"$shmrun" "$tmp/stop.conf" 2> "$tmp/log" &
+	"$shmrun" "$tmp/$name.conf" 2> "$tmp/log" &
 	launcher=$!
 	wait_started || fail "round $round: no start"
 	sleep "0.$((RANDOM % 4 + 1))"
@@ -107,10 +121,11 @@ for round in $(seq 1 12); do
 	grep -q "stopped at epoch" "$tmp/log" || break # it had finished
 	stops=$round
 done
-"$shmrun" "$tmp/stop.conf" 2> "$tmp/log" || fail "final resume: exit $?"
-check_out stop
-[ "${stops:-0}" -ge 2 ] || fail "stopped only ${stops:-0} times: the input ran out too soon"
-echo "ok stopped ${stops:-0} times and resumed: exact"
+"$shmrun" "$tmp/$name.conf" 2> "$tmp/log" || fail "$name: final resume: exit $?"
+check_out "$name"
+[ "$stops" -ge 2 ] || fail "$name: stopped only $stops times: the input ran out too soon"
+echo "ok $name: stopped $stops times and resumed: exact"
+done
 
 # plan says which shuffle edges carry partials
 "$shmrun" plan "$tmp/w2-default.conf" > "$tmp/plan"

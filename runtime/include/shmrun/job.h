@@ -35,6 +35,8 @@ enum shmrun_edge_kind {
 struct shmrun_edge {
 	uint32_t from, to;          /**< stage indices */
 	enum shmrun_edge_kind kind; /**< resolved: `input = a` is forward for equal widths, else rebalance */
+	bool by_key;                /**< written `a by key`: a shuffle, also when two width-1
+				      stages made it forward (its combiner still applies) */
 	int line;                   /**< line of the `input =` key */
 };
 

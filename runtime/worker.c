@@ -230,6 +230,36 @@ int shmrun_emit(struct shmrun_task *t, const struct shmrun_record *rec)
 	return emit_edges(t, rec);
 }
 
+/*
+ * A batch on @t's one output edge @e, a shuffle without a combiner: hash,
+ * route and append each record, with none of emit_edges()'s per-edge
+ * dispatch. Oversized records go through emit_edges() for its message.
+ */
+static int emit_shuffle_batch(struct shmrun_task *t, struct out_edge *e,
+			      const struct shmrun_record *recs, uint32_t n)
+{
+	int err = 0;
+
+	for (uint32_t i = 0; i < n && !err; i++) {
+		const struct shmrun_record *rec = &recs[i];
+		uint16_t flags = rec->event_time_ns != 0 ? REC_TIMED : 0;
+		uint64_t total = chan_rec_bytes(rec, flags), hash;
+		uint32_t j;
+
+		if (__builtin_expect(total > e->max_payload, 0)) {
+			err = emit_edges(t, rec);
+			continue;
+		}
+		hash = XXH3_64bits(rec->key, rec->key_len);
+		j = e->instance_of_vnode[shmrun_placement_vnode_of_hash(hash, t->vnodes)];
+		err = chan_put_rec(e->chans[j], rec, hash, flags, (uint32_t)total);
+		if (err)
+			shmrun_task_error(t, "cannot queue output behind a full ring: %s",
+					  strerror(-err));
+	}
+	return err;
+}
+
 int shmrun_emit_batch(struct shmrun_task *t, const struct shmrun_record *recs, uint32_t n)
 {
 	int err = 0;
@@ -247,6 +277,8 @@ int shmrun_emit_batch(struct shmrun_task *t, const struct shmrun_record *recs, u
 							     : emit_edges(t, &recs[i]);
 		return err;
 	}
+	if (t->nouts == 1 && t->outs[0].kind == SHMRUN_EDGE_SHUFFLE)
+		return emit_shuffle_batch(t, &t->outs[0], recs, n);
 	for (uint32_t i = 0; i < n && !err; i++)
 		err = emit_edges(t, &recs[i]);
 	return err;

@@ -8,10 +8,15 @@
  *
  *     # latency_sink <stage>.<instance>: ns from event time to the sink
  *     count N          records measured
+ *     warmup N         the first `warmup_records` records (not measured)
  *     unstamped N      records without an event time (not measured)
  *     negative N       records stamped in the future (clock stepped back): taken as 0
  *     p50_ns N  p90_ns N  p99_ns N  p999_ns N  max_ns N   (one per line)
  *     bucket LO HI N   one line per non-empty bucket: N values in [LO, HI] ns
+ *
+ * `warmup_records` (default 0) leaves each instance's first records out of
+ * the histogram: a job's first milliseconds (workers starting one after the
+ * other, rings and pages touched for the first time) are not its steady state.
  *
  * The bucket lines let a reader merge the summaries of several instances
  * exactly (shmrun-bench latency does) instead of averaging percentiles.
@@ -72,7 +77,8 @@
 struct latency {
 	int fd; /* the output, truncated by open(), written at end of input */
 	char path[PATH_MAX];
-	uint64_t count, unstamped, negative, max;
+	uint64_t warmup; /* records still to leave out */
+	uint64_t count, skipped, unstamped, negative, max;
 	uint64_t buckets[NBUCKETS];
 };
 
@@ -115,6 +121,11 @@ static inline void take(struct latency *l, const struct shmrun_record *rec, int6
 {
 	uint64_t d;
 
+	if (l->warmup) {
+		l->warmup--;
+		l->skipped++;
+		return;
+	}
 	if (rec->event_time_ns == 0) {
 		l->unstamped++;
 		return;
@@ -163,6 +174,7 @@ static int lat_open(struct shmrun_task *task, void **state)
 		return -ENOMEM;
 	*state = l;
 	l->fd = -1;
+	l->warmup = shmrun_task_param_u64(task, "warmup_records", 0);
 	if (shmrun_task_width(task) > 1)
 		n = snprintf(l->path, sizeof(l->path), "%s.%u", path, shmrun_task_instance(task));
 	else
@@ -241,10 +253,11 @@ static int lat_end(struct shmrun_task *task, void *state)
 		return -ENOMEM;
 	ok = append(buf, len, &used,
 		    "# latency_sink %s.%u: ns from event time to the sink\n"
-		    "count %" PRIu64 "\nunstamped %" PRIu64 "\nnegative %" PRIu64 "\n"
+		    "count %" PRIu64 "\nwarmup %" PRIu64 "\nunstamped %" PRIu64
+		    "\nnegative %" PRIu64 "\n"
 		    "p50_ns %" PRIu64 "\np90_ns %" PRIu64 "\np99_ns %" PRIu64
 		    "\np999_ns %" PRIu64 "\nmax_ns %" PRIu64 "\n",
-		    shmrun_task_stage(task), shmrun_task_instance(task), l->count, l->unstamped,
+		    shmrun_task_stage(task), shmrun_task_instance(task), l->count, l->skipped, l->unstamped,
 		    l->negative, percentile(l, 0.50), percentile(l, 0.90), percentile(l, 0.99),
 		    percentile(l, 0.999), l->max);
 	for (uint32_t b = 0; ok && b < NBUCKETS; b++) {
@@ -287,6 +300,9 @@ static void lat_close(struct shmrun_task *task, void *state)
 static const struct shmrun_param_def params[] = {
 	{.key = "path", .type = SHMRUN_PARAM_PATH, .required = true,
 	 .doc = "summary file; width k writes path.<instance>", .io = SHMRUN_PARAM_OUTPUT},
+	{.key = "warmup_records", .type = SHMRUN_PARAM_COUNT, .def = "0", .min = 0,
+	 .max = 1000000000000000000ull,
+	 .doc = "each instance leaves its first this many records out of the histogram"},
 	{0},
 };
 

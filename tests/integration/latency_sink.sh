@@ -8,6 +8,7 @@
 #     within the run's duration;
 #   - records without event time (the default) are counted as unstamped, and
 #     the summary has count 0, percentiles 0 and no bucket;
+#   - warmup_records = 300 leaves an instance's first 300 records out;
 #   - event_time = now changes nothing else: the same lines reach a file_sink
 #     as without it (sequence emits in batches of its budget either way);
 #   - a bad event_time value is refused before the start, naming the choices;
@@ -85,6 +86,12 @@ for k in p50_ns p999_ns max_ns; do
 	[ "$(field "$f" $k)" = 0 ] || fail "$f: $k of an empty histogram is not 0"
 done
 ! grep -q '^bucket' "$f" || fail "$f: buckets without a measured record"
+[ "$(field "$f" warmup)" = 0 ] || fail "$f: warmup without warmup_records"
+sed -i 's/^count = 1000$/count = 1000\nevent_time = now/; s/^path = lat.txt$/path = lat.txt\nwarmup_records = 300/' "$d/job.conf"
+"$shmrun" "$d/job.conf" 2> "$tmp/log" || fail "warmup_records run failed"
+[ "$(field "$f" count)" = 700 ] && [ "$(field "$f" warmup)" = 300 ] &&
+	[ "$(field "$f" unstamped)" = 0 ] ||
+	fail "warmup_records = 300: $(head -5 "$f" | tr '\n' ' ')"
 
 # ---- 3. event_time = now changes nothing else ------------------------------------
 d=$tmp/same; mkdir -p "$d"

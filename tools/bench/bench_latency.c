@@ -13,7 +13,9 @@
  * writes it at end of input (runtime/ops/latency_sink.c). This benchmark
  * merges the two instances' bucket lines (exact: same buckets) and reads the
  * p50, p99 and p99.9 off the merged histogram; every run must have measured
- * every record, none unstamped.
+ * every record, none unstamped, except each sink instance's first records
+ * of the first 0.1 s at the run's rate (at most a quarter of the run:
+ * latency_sink's warmup_records), which are start-up, not steady state.
  *
  * Peak: the same topology unpaced (idle = spin), records per second as the
  * shuffle subcommand takes them: marginal, (N - 2) / (t(N) - t(2)), the best
@@ -49,6 +51,7 @@
 #define LAT_RUN_TIMEOUT_S 120.0
 #define LAT_KEYS	  1024u
 #define LAT_MAX_BUCKETS	  8192u /* latency_sink has 7424 */
+#define LAT_WARMUP_S	  0.1	/* each paced run's first 0.1 s is not measured */
 
 static const char lat_usage_text[] =
     "Usage: shmrun-bench latency [--seconds S] [--reps N] [--keep DIR] [--quick] [-v]\n"
@@ -58,7 +61,7 @@ static const char lat_usage_text[] =
     "unpaced), with idle = spin and idle = hybrid, beside the pingpong round trip\n"
     "of shmrun rings (spin, hybrid) and of a bare cache line in the same run.\n"
     "\n"
-    "  --seconds S  length of each paced run (default 1)\n"
+    "  --seconds S  length of each paced run (default 1); its first 0.1 s is warm-up\n"
     "  --reps N     repetitions; each percentile is the best (default 2)\n"
     "  --keep DIR   write topologies, summaries and logs into DIR and keep them\n"
     "  --quick      tiny runs, one repetition: a smoke test (ctest)\n"
@@ -76,7 +79,7 @@ static const char lat_usage_text[] =
 struct lat_hist {
 	uint64_t hi[LAT_MAX_BUCKETS], n[LAT_MAX_BUCKETS];
 	uint32_t nb;
-	uint64_t count, unstamped, max;
+	uint64_t count, warmup, unstamped, max;
 };
 
 struct lat_result {
@@ -84,7 +87,7 @@ struct lat_result {
 };
 
 static int lat_write_conf(const char *dir, const char *name, uint64_t n, uint64_t rate,
-			  const char *idle)
+			  uint64_t warmup, const char *idle)
 {
 	char path[PATH_MAX], text[1024], rate_line[64] = "";
 
@@ -95,8 +98,9 @@ static int lat_write_conf(const char *dir, const char *name, uint64_t n, uint64_
 		 "[job]\nname = bench-latency-%s\nworkers = 2\nidle = %s\n\n"
 		 "[gen]\nop = sequence\ncount = %" PRIu64 "\nkeys = %u\npiece_records = %" PRIu64
 		 "\nevent_time = now\n%swidth = 2\n\n"
-		 "[lat]\nop = latency_sink\ninput = gen by key\npath = lat-%s.txt\nwidth = 2\n",
-		 name, idle, n, LAT_KEYS, (n + 1) / 2, rate_line, name);
+		 "[lat]\nop = latency_sink\ninput = gen by key\npath = lat-%s.txt\n"
+		 "warmup_records = %" PRIu64 "\nwidth = 2\n",
+		 name, idle, n, LAT_KEYS, (n + 1) / 2, rate_line, name, warmup);
 	if (bench_pathf(path, sizeof(path), "%s/%s.conf", dir, name))
 		return -1;
 	return bench_write_text(path, text);
@@ -116,6 +120,8 @@ static int lat_merge(struct lat_hist *h, const char *path)
 
 		if (sscanf(p, "count %llu", &a) == 1) {
 			h->count += a;
+		} else if (sscanf(p, "warmup %llu", &a) == 1) {
+			h->warmup += a;
 		} else if (sscanf(p, "unstamped %llu", &a) == 1) {
 			h->unstamped += a;
 		} else if (sscanf(p, "max_ns %llu", &a) == 1) {
@@ -177,16 +183,18 @@ static void lat_sort(struct lat_hist *h)
 }
 
 /*
- * One run of @n records at @rate (0: unpaced) with @idle; its wall-clock time
- * in *@secs and the merged percentiles in *@res. Return: 0 or -1 (printed).
+ * One run of @n records at @rate (0: unpaced) with @idle, each sink instance
+ * leaving its first @warmup records out; its wall-clock time in *@secs and
+ * the merged percentiles in *@res. Return: 0 or -1 (printed).
  */
 static int lat_run(const char *shmrun, const char *dir, const char *name, uint64_t n,
-		   uint64_t rate, const char *idle, double *secs, struct lat_result *res)
+		   uint64_t rate, uint64_t warmup, const char *idle, double *secs,
+		   struct lat_result *res)
 {
 	static struct lat_hist h;
 	char path[PATH_MAX];
 
-	if (lat_write_conf(dir, name, n, rate, idle) ||
+	if (lat_write_conf(dir, name, n, rate, warmup, idle) ||
 	    bench_run_conf(shmrun, dir, name, LAT_RUN_TIMEOUT_S, secs))
 		return -1;
 	memset(&h, 0, sizeof(h));
@@ -194,11 +202,12 @@ static int lat_run(const char *shmrun, const char *dir, const char *name, uint64
 		if (bench_pathf(path, sizeof(path), "%s/lat-%s.txt.%d", dir, name, i) ||
 		    lat_merge(&h, path))
 			return -1;
-	if (h.count != n || h.unstamped) {
+	if (h.count + h.warmup != n || h.unstamped || h.warmup > 2 * warmup) {
 		fprintf(stderr,
 			"shmrun-bench: latency %s: the sinks measured %" PRIu64
-			" records (%" PRIu64 " unstamped); the source produced %" PRIu64 "\n",
-			name, h.count, h.unstamped, n);
+			" records, left out %" PRIu64 " (warm-up), %" PRIu64
+			" unstamped; the source produced %" PRIu64 "\n",
+			name, h.count, h.warmup, h.unstamped, n);
 		return -1;
 	}
 	lat_sort(&h);
@@ -344,10 +353,10 @@ int bench_latency_main(int argc, char **argv)
 	fflush(stdout);
 
 	/* Peak: calibrate, then the best of --reps unpaced runs. */
-	if (lat_run(shmrun, dir, "fixed", 2, 0, "spin", &fixed, &res))
+	if (lat_run(shmrun, dir, "fixed", 2, 0, 0, "spin", &fixed, &res))
 		goto out;
 	n = quick ? 100000 : 2000000;
-	if (lat_run(shmrun, dir, "calibrate", n, 0, "spin", &t0, &res))
+	if (lat_run(shmrun, dir, "calibrate", n, 0, 0, "spin", &t0, &res))
 		goto out;
 	if (!quick) {
 		n = (uint64_t)((double)(n - 2) / (t0 > fixed + 1e-3 ? t0 - fixed : 1e-3) * seconds);
@@ -357,11 +366,11 @@ int bench_latency_main(int argc, char **argv)
 	for (uint64_t r = 0; r < reps; r++) {
 		double t, rate;
 
-		if (lat_run(shmrun, dir, "fixed", 2, 0, "spin", &t, &res))
+		if (lat_run(shmrun, dir, "fixed", 2, 0, 0, "spin", &t, &res))
 			goto out;
 		if (t < fixed)
 			fixed = t;
-		if (lat_run(shmrun, dir, "peak", n, 0, "spin", &secs, &res))
+		if (lat_run(shmrun, dir, "peak", n, 0, 0, "spin", &secs, &res))
 			goto out;
 		rate = (double)(n - 2) / (secs > fixed ? secs - fixed : secs);
 		if (verbose)
@@ -385,6 +394,7 @@ int bench_latency_main(int argc, char **argv)
 			for (int k = 0; k < 3; k++) {
 				uint64_t rate = (uint64_t)(peak * pcts[k] / 100.0);
 				uint64_t m = (uint64_t)((double)rate * seconds);
+				uint64_t warm = (uint64_t)((double)rate * LAT_WARMUP_S / 2);
 				char name[32];
 
 				if (bench_interrupted())
@@ -393,8 +403,11 @@ int bench_latency_main(int argc, char **argv)
 					rate = 1;
 				if (m < 1000)
 					m = 1000;
+				if (warm > m / 4)
+					warm = m / 4;
 				snprintf(name, sizeof(name), "%s-%u", idles[i], pcts[k]);
-				if (lat_run(shmrun, dir, name, m, rate, idles[i], &secs, &res))
+				if (lat_run(shmrun, dir, name, m, rate, warm, idles[i], &secs,
+					    &res))
 					goto out;
 				if (verbose)
 					printf("# rep %" PRIu64 " idle=%s load_pct=%u: %" PRIu64
@@ -414,9 +427,10 @@ int bench_latency_main(int argc, char **argv)
 			       " p99_ns=%" PRIu64 " p999_ns=%" PRIu64 " max_ns=%" PRIu64 "\n",
 			       idles[i], pcts[k], (uint64_t)(peak * pcts[k] / 100.0),
 			       best[i][k].p50, best[i][k].p99, best[i][k].p999, best[i][k].max);
-	printf("# each latency figure: the lowest of %" PRIu64 " runs of %.2f s; every sink "
-	       "measured every record; values are latency_sink bucket tops (<= 0.8 %% high)\n",
-	       reps, seconds);
+	printf("# each latency figure: the lowest of %" PRIu64 " runs of %.2f s, the first "
+	       "%.2f s of each (at most a quarter) left out as warm-up; every other record was "
+	       "measured; values are latency_sink bucket tops (<= 0.8 %% high)\n",
+	       reps, seconds, LAT_WARMUP_S);
 	printf("# one-way source-to-sink vs ring round trip: p50 spin %.1fx, hybrid %.1fx the "
 	       "pingpong p50 of the same idle\n",
 	       pp[0][0] ? (double)best[0][1].p50 / (double)pp[0][0] : 0.0,

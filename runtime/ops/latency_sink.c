@@ -70,8 +70,8 @@
 #include "ops.h"
 
 #define SUB_BITS 8u
-#define SUB	 (1u << SUB_BITS)		  /* exact buckets: values 0..255 */
-#define HALF	 (SUB / 2)			  /* buckets per power of two above */
+#define SUB	 (1u << SUB_BITS)		 /* exact buckets: values 0..255 */
+#define HALF	 (SUB / 2)			 /* buckets per power of two above */
 #define NBUCKETS (SUB + (64u - SUB_BITS) * HALF) /* 7424 */
 
 struct latency {
@@ -89,7 +89,7 @@ static inline uint32_t bucket_of(uint64_t v)
 	if (v < SUB)
 		return (uint32_t)v;
 	e = 63u - (unsigned)__builtin_clzll(v); /* >= SUB_BITS */
-	shift = e - (SUB_BITS - 1);		 /* v >> shift is in [HALF, SUB) */
+	shift = e - (SUB_BITS - 1);		/* v >> shift is in [HALF, SUB) */
 	return SUB + (e - SUB_BITS) * HALF + (uint32_t)((v >> shift) - HALF);
 }
 
@@ -180,23 +180,26 @@ static int lat_open(struct shmrun_task *task, void **state)
 	else
 		n = snprintf(l->path, sizeof(l->path), "%s", path);
 	if (n < 0 || (size_t)n >= sizeof(l->path)) {
-		shmrun_task_error(task, "output path too long (paths must be shorter than %d "
-					"bytes; use a shorter path): %s",
+		shmrun_task_error(task,
+				  "output path too long (paths must be shorter than %d "
+				  "bytes; use a shorter path): %s",
 				  PATH_MAX, path);
 		return -ENAMETOOLONG;
 	}
 	err = shmrun_mkdir_p(l->path, 0777, SHMRUN_MKDIR_PARENT);
 	if (err) {
-		shmrun_task_error(task, "cannot create the directory of %s: %s; make it writable "
-					"or set path to a writable place",
+		shmrun_task_error(task,
+				  "cannot create the directory of %s: %s; make it writable "
+				  "or set path to a writable place",
 				  l->path, strerror(-err));
 		return err;
 	}
 	l->fd = open(l->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0666);
 	if (l->fd < 0) {
 		err = -errno;
-		shmrun_task_error(task, "cannot open %s for writing: %s; make its directory "
-					"writable or set path to a writable place",
+		shmrun_task_error(task,
+				  "cannot open %s for writing: %s; make its directory "
+				  "writable or set path to a writable place",
 				  l->path, strerror(-err));
 		return err;
 	}
@@ -223,7 +226,7 @@ static int lat_process_batch(struct shmrun_task *task, void *state,
 
 /* Append printf output to @buf (@len bytes, *@used of them used); false if full. */
 static bool append(char *buf, size_t len, size_t *used, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 static bool append(char *buf, size_t len, size_t *used, const char *fmt, ...)
 {
@@ -255,19 +258,19 @@ static int lat_end(struct shmrun_task *task, void *state)
 		    "# latency_sink %s.%u: ns from event time to the sink\n"
 		    "count %" PRIu64 "\nwarmup %" PRIu64 "\nunstamped %" PRIu64
 		    "\nnegative %" PRIu64 "\n"
-		    "p50_ns %" PRIu64 "\np90_ns %" PRIu64 "\np99_ns %" PRIu64
-		    "\np999_ns %" PRIu64 "\nmax_ns %" PRIu64 "\n",
-		    shmrun_task_stage(task), shmrun_task_instance(task), l->count, l->skipped, l->unstamped,
-		    l->negative, percentile(l, 0.50), percentile(l, 0.90), percentile(l, 0.99),
-		    percentile(l, 0.999), l->max);
+		    "p50_ns %" PRIu64 "\np90_ns %" PRIu64 "\np99_ns %" PRIu64 "\np999_ns %" PRIu64
+		    "\nmax_ns %" PRIu64 "\n",
+		    shmrun_task_stage(task), shmrun_task_instance(task), l->count, l->skipped,
+		    l->unstamped, l->negative, percentile(l, 0.50), percentile(l, 0.90),
+		    percentile(l, 0.99), percentile(l, 0.999), l->max);
 	for (uint32_t b = 0; ok && b < NBUCKETS; b++) {
 		uint64_t lo, hi;
 
 		if (!l->buckets[b])
 			continue;
 		bucket_range(b, &lo, &hi);
-		ok = append(buf, len, &used, "bucket %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", lo,
-			    hi, l->buckets[b]);
+		ok = append(buf, len, &used, "bucket %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", lo, hi,
+			    l->buckets[b]);
 	}
 	for (p = buf; ok && p < buf + used;) {
 		ssize_t w = write(l->fd, p, (size_t)(buf + used - p));
@@ -276,8 +279,9 @@ static int lat_end(struct shmrun_task *task, void *state)
 			continue;
 		if (w <= 0) {
 			err = w < 0 ? -errno : -EIO;
-			shmrun_task_error(task, "writing %s: %s; free space on its file system or "
-						"set path to another one, then run the job again",
+			shmrun_task_error(task,
+					  "writing %s: %s; free space on its file system or "
+					  "set path to another one, then run the job again",
 					  l->path, strerror(-err));
 			break;
 		}
@@ -298,23 +302,29 @@ static void lat_close(struct shmrun_task *task, void *state)
 }
 
 static const struct shmrun_param_def params[] = {
-	{.key = "path", .type = SHMRUN_PARAM_PATH, .required = true,
-	 .doc = "summary file; width k writes path.<instance>", .io = SHMRUN_PARAM_OUTPUT},
-	{.key = "warmup_records", .type = SHMRUN_PARAM_COUNT, .def = "0", .min = 0,
-	 .max = 1000000000000000000ull,
-	 .doc = "each instance leaves its first this many records out of the histogram"},
-	{0},
+    {.key = "path",
+     .type = SHMRUN_PARAM_PATH,
+     .required = true,
+     .doc = "summary file; width k writes path.<instance>",
+     .io = SHMRUN_PARAM_OUTPUT},
+    {.key = "warmup_records",
+     .type = SHMRUN_PARAM_COUNT,
+     .def = "0",
+     .min = 0,
+     .max = 1000000000000000000ull,
+     .doc = "each instance leaves its first this many records out of the histogram"},
+    {0},
 };
 
 const struct shmrun_operator shmrun_op_latency_sink = {
-	.name = "latency_sink",
-	.summary = "histogram of now - event time per record; p50..p99.9 and max in ns to a file",
-	.flags = SHMRUN_OP_SINK,
-	.params = params,
-	.open = lat_open,
-	.process = lat_process,
-	.process_batch = lat_process_batch,
-	.end_of_input = lat_end,
-	.close = lat_close,
-	.pw_rule = SHMRUN_PW_NONE,
+    .name = "latency_sink",
+    .summary = "histogram of now - event time per record; p50..p99.9 and max in ns to a file",
+    .flags = SHMRUN_OP_SINK,
+    .params = params,
+    .open = lat_open,
+    .process = lat_process,
+    .process_batch = lat_process_batch,
+    .end_of_input = lat_end,
+    .close = lat_close,
+    .pw_rule = SHMRUN_PW_NONE,
 };

@@ -101,7 +101,8 @@ static int seq_produce(struct shmrun_task *task, void *state, uint32_t budget)
 	uint32_t n = 0;
 	bool more = true;
 
-	if (budget > s->recs_cap &&
+	/* both grow together (a failed second grow leaves the first larger) */
+	if ((budget > s->recs_cap || budget > s->text_cap) &&
 	    (shmrun_grow_u32(&s->recs, &s->recs_cap, budget, sizeof(*s->recs), 64) ||
 	     shmrun_grow_u32(&s->text, &s->text_cap, budget, sizeof(*s->text), 64))) {
 		shmrun_task_error(task, "out of memory for a batch of %u records", budget);

@@ -187,9 +187,8 @@ static void lat_sort(struct lat_hist *h)
  * leaving its first @warmup records out; its wall-clock time in *@secs and
  * the merged percentiles in *@res. Return: 0 or -1 (printed).
  */
-static int lat_run(const char *shmrun, const char *dir, const char *name, uint64_t n,
-		   uint64_t rate, uint64_t warmup, const char *idle, double *secs,
-		   struct lat_result *res)
+static int lat_run(const char *shmrun, const char *dir, const char *name, uint64_t n, uint64_t rate,
+		   uint64_t warmup, const char *idle, double *secs, struct lat_result *res)
 {
 	static struct lat_hist h;
 	char path[PATH_MAX];
@@ -262,15 +261,13 @@ int bench_latency_main(int argc, char **argv)
 			errno = 0;
 			seconds = strtod(optarg, &end);
 			if (errno || end == optarg || *end || !(seconds > 0) || seconds > 60)
-				return bench_usage_error("latency",
-							 "--seconds '%s': need a number in (0, 60]",
-							 optarg);
+				return bench_usage_error(
+				    "latency", "--seconds '%s': need a number in (0, 60]", optarg);
 			break;
 		case 'r':
 			if (bench_parse_count(optarg, 100, &reps))
-				return bench_usage_error("latency",
-							 "--reps '%s': need a count from 1 to 100",
-							 optarg);
+				return bench_usage_error(
+				    "latency", "--reps '%s': need a count from 1 to 100", optarg);
 			break;
 		case 'k':
 			keep = optarg;
@@ -288,7 +285,8 @@ int bench_latency_main(int argc, char **argv)
 			return bench_usage_error("latency", "option '%s' needs a value",
 						 argv[optind - 1]);
 		default:
-			return bench_usage_error("latency", "unknown option '%s'", argv[optind - 1]);
+			return bench_usage_error("latency", "unknown option '%s'",
+						 argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
@@ -374,7 +372,8 @@ int bench_latency_main(int argc, char **argv)
 			goto out;
 		rate = (double)(n - 2) / (secs > fixed ? secs - fixed : secs);
 		if (verbose)
-			printf("# peak rep %" PRIu64 ": %" PRIu64 " records in %.3f s (fixed %.3f s): "
+			printf("# peak rep %" PRIu64 ": %" PRIu64
+			       " records in %.3f s (fixed %.3f s): "
 			       "%.2f Mrec/s; unpaced latency p50 %" PRIu64 " p99 %" PRIu64 " ns\n",
 			       r + 1, n, secs, t, rate / 1e6, res.p50, res.p99);
 		if (rate > peak)

@@ -54,9 +54,9 @@
 
 #include "bench.h"
 
-#define SH_RECORD_BYTES 32u
+#define SH_RECORD_BYTES	 32u
 #define SH_RUN_TIMEOUT_S 120.0
-#define SH_TARGET 0.5
+#define SH_TARGET	 0.5
 
 static const char sh_usage_text[] =
     "Usage: shmrun-bench shuffle [--seconds S] [--reps N] [--keys N] [--keep DIR] [--quick] [-v]\n"
@@ -167,7 +167,8 @@ static int sh_verify(const char *dir, const char *name, uint64_t n, uint64_t key
 	if (rc)
 		fprintf(stderr,
 			"shmrun-bench: %s: wrong output (%" PRIu64 " lines, counts sum %" PRIu64
-			"; want %" PRIu64 " lines, sum %" PRIu64 ", each %" PRIu64 "..%" PRIu64 ")\n",
+			"; want %" PRIu64 " lines, sum %" PRIu64 ", each %" PRIu64 "..%" PRIu64
+			")\n",
 			path, lines, sum, n < keys ? n : keys, n, lo, hi);
 	free(text);
 	return rc;
@@ -186,14 +187,10 @@ static int sh_run(const char *shmrun, const char *dir, const char *name, uint64_
 int bench_shuffle_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"seconds", required_argument, NULL, 's'},
-	    {"reps", required_argument, NULL, 'r'},
-	    {"keys", required_argument, NULL, 'K'},
-	    {"keep", required_argument, NULL, 'k'},
-	    {"quick", no_argument, NULL, 'q'},
-	    {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+	    {"seconds", required_argument, NULL, 's'}, {"reps", required_argument, NULL, 'r'},
+	    {"keys", required_argument, NULL, 'K'},    {"keep", required_argument, NULL, 'k'},
+	    {"quick", no_argument, NULL, 'q'},	       {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},	       {NULL, 0, NULL, 0},
 	};
 	struct bench_opts o = {
 	    .ring_bytes = 1u << 20,
@@ -219,22 +216,19 @@ int bench_shuffle_main(int argc, char **argv)
 			errno = 0;
 			o.seconds = strtod(optarg, &end);
 			if (errno || end == optarg || *end || !(o.seconds > 0) || o.seconds > 60)
-				return bench_usage_error("shuffle",
-							 "--seconds '%s': need a number in (0, 60]",
-							 optarg);
+				return bench_usage_error(
+				    "shuffle", "--seconds '%s': need a number in (0, 60]", optarg);
 			break;
 		case 'r':
 			if (bench_parse_count(optarg, 100, &reps))
-				return bench_usage_error("shuffle",
-							 "--reps '%s': need a count from 1 to 100",
-							 optarg);
+				return bench_usage_error(
+				    "shuffle", "--reps '%s': need a count from 1 to 100", optarg);
 			reps_given = true;
 			break;
 		case 'K':
 			if (bench_parse_count(optarg, 1u << 24, &keys))
-				return bench_usage_error("shuffle",
-							 "--keys '%s': need a count from 1 to 16M",
-							 optarg);
+				return bench_usage_error(
+				    "shuffle", "--keys '%s': need a count from 1 to 16M", optarg);
 			break;
 		case 'k':
 			keep = optarg;
@@ -252,7 +246,8 @@ int bench_shuffle_main(int argc, char **argv)
 			return bench_usage_error("shuffle", "option '%s' needs a value",
 						 argv[optind - 1]);
 		default:
-			return bench_usage_error("shuffle", "unknown option '%s'", argv[optind - 1]);
+			return bench_usage_error("shuffle", "unknown option '%s'",
+						 argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
@@ -352,8 +347,8 @@ int bench_shuffle_main(int argc, char **argv)
 	printf("shuffle workers=2 mrec_s=%.2f\n", best / 1e6);
 	printf("ideal bytes=%u mrec_s=%.2f\n", SH_RECORD_BYTES, ideal / 1e6);
 	printf("ratio shuffle_vs_ideal=%.3f\n", ideal > 0 ? best / ideal : 0.0);
-	printf("# target: >= %.1fx the ideal loop (%s); count runs without a combiner\n",
-	       SH_TARGET, ideal > 0 && best / ideal >= SH_TARGET ? "met" : "missed");
+	printf("# target: >= %.1fx the ideal loop (%s); count runs without a combiner\n", SH_TARGET,
+	       ideal > 0 && best / ideal >= SH_TARGET ? "met" : "missed");
 	bench_print_loadavg("at end");
 	rc = 0;
 out:

@@ -272,7 +272,8 @@ int main(int argc, char **argv)
 	int c, rc;
 
 	if (argc < 2)
-		return usage_error("missing subcommand (ring or pingpong)");
+		return usage_error("missing subcommand (ring, pingpong, wordcount, checkpoint, "
+				   "shuffle or latency)");
 	cmd = argv[1];
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
 		usage(stdout);
@@ -287,7 +288,9 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "latency")) /* own options: see bench_latency.c */
 		return bench_latency_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "ring") && strcmp(cmd, "pingpong"))
-		return usage_error("unknown subcommand '%s' (expected ring or pingpong)", cmd);
+		return usage_error("unknown subcommand '%s' (expected ring, pingpong, wordcount, "
+				   "checkpoint, shuffle or latency)",
+				   cmd);
 	is_ring = !strcmp(cmd, "ring");
 
 	opterr = 0;

@@ -193,9 +193,12 @@ static const struct shmrun_param_def params[] = {
 	 .max = 1000000000000ull, .doc = "the range is cut into pieces of this many records"},
 	{.key = "rate", .type = SHMRUN_PARAM_RATE, .min = 1, .max = 1000000000000ull,
 	 .doc = "records per second for the whole stage (default: unlimited)", .tuning = true},
+	/* tuning: out of the fingerprint (no state depends on it), so adding the
+	 * key refuses no existing checkpoint, and a resume may switch it */
 	{.key = "event_time", .type = SHMRUN_PARAM_ENUM, .def = "none", .choices = "none now",
 	 .doc = "none: records carry no event time; now: each carries the CLOCK_REALTIME ns at "
-		"which it was produced"},
+		"which it was produced",
+	 .tuning = true},
 	{0},
 };
 

@@ -17,5 +17,6 @@ extern const struct shmrun_operator shmrun_op_lookup;
 extern const struct shmrun_operator shmrun_op_file_sink;
 extern const struct shmrun_operator shmrun_op_stdout_sink;
 extern const struct shmrun_operator shmrun_op_null_sink;
+extern const struct shmrun_operator shmrun_op_latency_sink;
 
 #endif /* SHMRUN_OPS_H */

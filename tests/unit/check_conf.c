@@ -307,8 +307,9 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(s->line, 1);
 	ck_assert_ptr_eq(s->op, seq);
 	ck_assert_uint_eq(s->width, 1);
-	/* one param per declared key, in declaration order */
-	ck_assert_uint_eq(s->nparams, 4);
+	/* one param per declared key, in declaration order (5 since issue 10
+	 * item 8 added event_time) */
+	ck_assert_uint_eq(s->nparams, 5);
 	for (uint32_t i = 0; i < s->nparams; i++)
 		ck_assert_ptr_eq(s->params[i].def, &seq->params[i]);
 	ck_assert_str_eq(s->params[0].def->key, "count");
@@ -326,6 +327,9 @@ START_TEST(test_defaults)
 	ck_assert_str_eq(s->params[3].def->key, "rate");
 	ck_assert_ptr_null(s->params[3].value);
 	ck_assert_int_eq(s->params[3].line, 0);
+	ck_assert_str_eq(s->params[4].def->key, "event_time");
+	ck_assert_str_eq(s->params[4].value, "none");
+	ck_assert_int_eq(s->params[4].line, 0);
 
 	ck_assert_str_eq(job.stages[1].name, "o");
 	ck_assert_int_eq(job.stages[1].line, 4);

@@ -11,12 +11,19 @@
  *
  * pacing_param_is_a_rate_of_a_source (issue 9): an operator's pacing_param
  * names one of its own RATE params, and only sources have one.
+ *
+ * latency_sink_percentiles (issue 10, item 8): latency_sink's summary of
+ * latencies fed through process() and process_batch() — 1..1000 ms, one
+ * stamped in the future, some unstamped — gives the nearest-rank percentiles
+ * within the histogram's 1/128 bucket width (plus the time the feeding took),
+ * the exact max, and buckets that add up to the count.
  */
 #include <check.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shmrun/job.h"
@@ -204,6 +211,126 @@ START_TEST(flush_param_is_a_duration_of_a_flusher)
 }
 END_TEST
 
+static int64_t realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The value of "key N" in summary @text; -1 if absent. */
+static long long summary_value(const char *text, const char *key)
+{
+	size_t n = strlen(key);
+
+	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		if (!strncmp(p, key, n) && p[n] == ' ')
+			return atoll(p + n + 1);
+	return -1;
+}
+
+START_TEST(latency_sink_percentiles)
+{
+	char conf[PATH_MAX], out[PATH_MAX], text[1 << 16];
+	struct shmrun_job_errors errs = {0};
+	struct shmrun_job job;
+	struct shmrun_worker_stats stats;
+	struct shmrun_control ctl = {0};
+	struct shmrun_worker w = {.stats = &stats, .ctl = &ctl};
+	struct shmrun_record batch[500];
+	const struct shmrun_stage *st = NULL;
+	long long p50, p90, p99, p999, max, lo, hi, cnt, sum = 0;
+	int64_t t0, slack;
+	void *state = NULL;
+	size_t len;
+	FILE *f;
+
+	snprintf(out, sizeof(out), "%s/lat.txt", tmpdir);
+	snprintf(conf, sizeof(conf), "%s/lat.conf", tmpdir);
+	f = fopen(conf, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "[gen]\nop = sequence\ncount = 10\n[lat]\nop = latency_sink\ninput = gen\n"
+		   "path = %s\n", out);
+	fclose(f);
+	ck_assert_int_eq(shmrun_job_load(conf, &job, &errs), 0);
+	for (uint32_t i = 0; i < job.nstages; i++)
+		if (!strcmp(job.stages[i].name, "lat"))
+			st = &job.stages[i];
+	ck_assert_ptr_nonnull(st);
+	memset(&stats, 0, sizeof(stats));
+	struct shmrun_task t = {
+		.stage = st,
+		.op = st->op,
+		.width = 1,
+		.vnodes = job.vnodes,
+		.w = &w,
+	};
+
+	ck_assert_int_eq(st->op->open(&t, &state), 0);
+	t0 = realtime_ns();
+	/* 1..500 ms one by one, 501..1000 ms as one batch */
+	for (int i = 1; i <= 500; i++) {
+		struct shmrun_record r = {.event_time_ns = realtime_ns() - i * 1000000ll};
+
+		ck_assert_int_eq(st->op->process(&t, state, &r), 0);
+	}
+	for (int i = 0; i < 500; i++)
+		batch[i] = (struct shmrun_record){.event_time_ns =
+							  realtime_ns() - (501 + i) * 1000000ll};
+	ck_assert_int_eq(st->op->process_batch(&t, state, batch, 500), 0);
+	for (int i = 0; i < 7; i++) { /* unstamped: not measured */
+		struct shmrun_record r = {0};
+
+		ck_assert_int_eq(st->op->process(&t, state, &r), 0);
+	}
+	{ /* in the future: counted as 0 */
+		struct shmrun_record r = {.event_time_ns = realtime_ns() + 1000000000ll};
+
+		ck_assert_int_eq(st->op->process(&t, state, &r), 0);
+	}
+	slack = realtime_ns() - t0; /* no latency is more than this above its own */
+	ck_assert_int_eq(st->op->end_of_input(&t, state), 0);
+	st->op->close(&t, state);
+	ck_assert_uint_eq(t.records_out, 1008);
+
+	f = fopen(out, "r");
+	ck_assert_ptr_nonnull(f);
+	len = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[len] = '\0';
+	ck_assert_int_eq(summary_value(text, "count"), 1001);
+	ck_assert_int_eq(summary_value(text, "unstamped"), 7);
+	ck_assert_int_eq(summary_value(text, "negative"), 1);
+	/* sorted: 0, 1 ms, ..., 1000 ms; nearest rank ceil(q * 1001) */
+	p50 = summary_value(text, "p50_ns");   /* rank 501: 500 ms */
+	p90 = summary_value(text, "p90_ns");   /* rank 901: 900 ms */
+	p99 = summary_value(text, "p99_ns");   /* rank 991: 990 ms */
+	p999 = summary_value(text, "p999_ns"); /* rank 1000: 999 ms */
+	max = summary_value(text, "max_ns");   /* 1000 ms */
+	ck_assert_int_ge(p50, 500000000);
+	ck_assert_int_le(p50, 500000000 + 500000000 / 128 + slack);
+	ck_assert_int_ge(p90, 900000000);
+	ck_assert_int_le(p90, 900000000 + 900000000 / 128 + slack);
+	ck_assert_int_ge(p99, 990000000);
+	ck_assert_int_le(p99, 990000000 + 990000000 / 128 + slack);
+	ck_assert_int_ge(p999, 999000000);
+	ck_assert_int_le(p999, max);
+	ck_assert_int_ge(max, 1000000000);
+	ck_assert_int_le(max, 1000000000 + slack);
+	/* the first bucket is [0, 0] with the future record; all add up to count */
+	ck_assert_ptr_nonnull(strstr(text, "\nbucket 0 0 1\n"));
+	for (const char *p = strstr(text, "\nbucket "); p; p = strstr(p + 1, "\nbucket ")) {
+		ck_assert_int_eq(sscanf(p, "\nbucket %lld %lld %lld", &lo, &hi, &cnt), 3);
+		ck_assert_int_le(lo, hi);
+		ck_assert_int_le(hi - lo, lo / 128 + 1); /* 1/128 of its values wide at most */
+		sum += cnt;
+	}
+	ck_assert_int_eq(sum, 1001);
+	shmrun_job_free(&job);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ops");
@@ -216,6 +343,9 @@ int main(void)
 	tc = tcase_create("pacing");
 	tcase_add_test(tc, pacing_param_is_a_rate_of_a_source);
 	tcase_add_test(tc, flush_param_is_a_duration_of_a_flusher);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("latency_sink");
+	tcase_add_test(tc, latency_sink_percentiles);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	tmpdir_create("shmrun-check-ops");

@@ -36,13 +36,20 @@ static const char usage_text[] =
     "                 whole shmrun word-count runs vs a single-threaded C word count\n"
     "       shmrun-bench checkpoint [--state-mb N] [--dir DIR] [--reps N] [--quick]\n"
     "                 checkpoint write GB/s and stalls vs O_DIRECT io_uring writes\n"
+    "       shmrun-bench shuffle [--seconds S] [--reps N] [--keys N] [--quick]\n"
+    "                 sequence -> by key -> count, 2 workers, records/s vs the ideal SPSC loop\n"
+    "       shmrun-bench latency [--seconds S] [--reps N] [--quick]\n"
+    "                 source-to-sink latency at 10/50/90 % of peak, idle spin and hybrid,\n"
+    "                 beside the ping-pong round trip\n"
     "       shmrun-bench --help\n"
     "\n"
-    "Both subcommands run two processes pinned to two CPUs and print, for each\n"
+    "ring and pingpong run two processes pinned to two CPUs and print, for each\n"
     "case, the ring's result, an ideal reference measured right after it in the\n"
     "same run, and their ratio. Lines starting with '#' are commentary.\n"
     "\n"
-    "Options (both subcommands):\n"
+    "Each subcommand has --help of its own.\n"
+    "\n"
+    "Options (ring and pingpong):\n"
     "  --ring-bytes N   ring capacity, a power of two (K/M/G suffixes; default 1M)\n"
     "  --reps N         repetitions per case, the best is reported (default 3)\n"
     "  --idle MODE      ring wait strategy: spin or hybrid (default spin)\n"
@@ -238,6 +245,12 @@ static int choose_cpus(struct bench_opts *o, bool cpus_given)
 	return 0;
 }
 
+/* For the subcommands that parse their own options (shuffle, latency). */
+int bench_choose_cpus(struct bench_opts *o)
+{
+	return choose_cpus(o, false);
+}
+
 int main(int argc, char **argv)
 {
 	struct bench_opts o = {
@@ -259,7 +272,8 @@ int main(int argc, char **argv)
 	int c, rc;
 
 	if (argc < 2)
-		return usage_error("missing subcommand (ring or pingpong)");
+		return usage_error("missing subcommand (ring, pingpong, wordcount, checkpoint, "
+				   "shuffle or latency)");
 	cmd = argv[1];
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
 		usage(stdout);
@@ -269,8 +283,14 @@ int main(int argc, char **argv)
 		return bench_wordcount_main(argc - 1, argv + 1);
 	if (!strcmp(cmd, "checkpoint")) /* own options: see bench_checkpoint.c */
 		return bench_checkpoint_main(argc - 1, argv + 1);
+	if (!strcmp(cmd, "shuffle")) /* own options: see bench_shuffle.c */
+		return bench_shuffle_main(argc - 1, argv + 1);
+	if (!strcmp(cmd, "latency")) /* own options: see bench_latency.c */
+		return bench_latency_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "ring") && strcmp(cmd, "pingpong"))
-		return usage_error("unknown subcommand '%s' (expected ring or pingpong)", cmd);
+		return usage_error("unknown subcommand '%s' (expected ring, pingpong, wordcount, "
+				   "checkpoint, shuffle or latency)",
+				   cmd);
 	is_ring = !strcmp(cmd, "ring");
 
 	opterr = 0;

@@ -5,8 +5,8 @@
  * bench_util.c owns the process plumbing every subcommand needs (pinning,
  * forking two measured processes and reaping them on every path, the shared
  * control block, timestamps, percentiles, spinning); bench_ring.c holds the
- * ring and pingpong subcommands, bench_wordcount.c and bench_checkpoint.c
- * theirs, and bench_job.c the helpers that run the shmrun CLI. Only public
+ * ring and pingpong subcommands, bench_wordcount.c, bench_checkpoint.c,
+ * bench_shuffle.c and bench_latency.c theirs, and bench_job.c the helpers that run the shmrun CLI. Only public
  * shmrun headers are used.
  */
 #ifndef SHMRUN_TOOLS_BENCH_H
@@ -139,6 +139,51 @@ static inline int bench_spin(struct bench_spin *s)
 /* The subcommands: return an exit code. */
 int bench_ring_main(const struct bench_opts *opts);
 int bench_pingpong_main(const struct bench_opts *opts);
+
+/*
+ * bench_ideal_rate() - one measurement of the ring subcommand's ideal SPSC
+ * loop (Lamport slots, bench_ring.c) moving @len-byte records (a multiple of
+ * 8) between two processes pinned to opts->cpu[]: opts->ring_bytes of slots,
+ * warmed by two passes, then opts->seconds (or opts->records records) timed.
+ * Return: records per second, or -1 after printing why.
+ */
+double bench_ideal_rate(const struct bench_opts *opts, uint32_t len);
+
+/*
+ * bench_pingpong_rtt() - one measurement of the pingpong subcommand: 32-byte
+ * round trips through two shmrun rings (@ideal false, waiting with
+ * opts->idle) or through one bare cache line (@ideal true), opts->iters of
+ * them after a warm-up, on opts->cpu[]. Fills @pct with the p50, p99 and
+ * p99.9 round trip in ns. Return: 0, or -1 after printing why.
+ */
+int bench_pingpong_rtt(const struct bench_opts *opts, bool ideal, uint64_t pct[3]);
+
+/*
+ * bench_choose_cpus() - the pinning main() chooses without --cpus (bench.c):
+ * CPUs 0 and 1 if allowed, else the first two allowed, else unpinned (one
+ * CPU: sets bench_shared_cpu and hybrid waits). Return: 0, or an exit code.
+ */
+int bench_choose_cpus(struct bench_opts *o);
+
+/*
+ * shuffle and latency run the shmrun CLI and parse their own options, like
+ * wordcount (bench_shuffle.c, bench_latency.c). Return an exit code.
+ */
+int bench_shuffle_main(int argc, char **argv);
+int bench_latency_main(int argc, char **argv);
+
+/* Write @text (NUL-terminated) into @path, created or truncated.
+ * Return: 0, or -1 after printing why. (bench_shuffle.c) */
+int bench_write_text(const char *path, const char *text);
+
+/*
+ * bench_run_conf() - run `shmrun --log-level info @dir/@name.conf` with its
+ * stderr in @dir/@name.log, stopped after @timeout_s, and put its wall-clock
+ * time (fork/exec to reaped exit) in *@secs, seconds. Return: 0 if it exited
+ * 0; -1 after printing why and the log's end. (bench_shuffle.c)
+ */
+int bench_run_conf(const char *shmrun, const char *dir, const char *name, double timeout_s,
+		   double *secs);
 
 /*
  * wordcount and checkpoint run the shmrun CLI and parse their own options:

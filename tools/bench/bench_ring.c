@@ -951,3 +951,49 @@ out_unmap:
 	bench_unmap_shared(ctl, sizeof(*ctl));
 	return rc;
 }
+
+/* ---- for the job benchmarks (shuffle, latency) ------------------------------ */
+
+double bench_ideal_rate(const struct bench_opts *opts, uint32_t len)
+{
+	struct bench_ctl *ctl = bench_map_shared(sizeof(*ctl));
+	struct tput_run t = {
+	    .opts = opts,
+	    .ctl = ctl,
+	    .len = len,
+	    .records = opts->records,
+	};
+	double rate;
+
+	if (!ctl)
+		return -1;
+	t.warm = opts->quick ? 1000 : 2 * opts->ring_bytes / len;
+	rate = measure_ideal(&t);
+	bench_unmap_shared(ctl, sizeof(*ctl));
+	return rate;
+}
+
+int bench_pingpong_rtt(const struct bench_opts *opts, bool ideal, uint64_t pct[3])
+{
+	struct bench_ctl *ctl = bench_map_shared(sizeof(*ctl));
+	struct pp_run p = {
+	    .opts = opts,
+	    .ctl = ctl,
+	    .iters = opts->iters,
+	};
+	int rc;
+
+	if (!ctl)
+		return -1;
+	p.warm = opts->ring_bytes / (SHMRUN_FRAME_HEADER + PINGPONG_BYTES) + 1;
+	if (opts->quick || p.warm > opts->iters)
+		p.warm = opts->iters / 10 + 1;
+	rc = ideal ? measure_pp_ideal(&p) : measure_pp_ring(&p);
+	if (!rc) {
+		pct[0] = ctl->p50_ns;
+		pct[1] = ctl->p99_ns;
+		pct[2] = ctl->p999_ns;
+	}
+	bench_unmap_shared(ctl, sizeof(*ctl));
+	return rc;
+}

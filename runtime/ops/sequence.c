@@ -95,6 +95,38 @@ static int64_t realtime_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/*
+ * @v in decimal at @out (at most 20 bytes, no NUL), as "%" PRIu64 writes it,
+ * without snprintf's cost (it was two thirds of a record's): the length
+ * first, then two digits at a time from the end. Return: bytes.
+ */
+static uint32_t dec(char *out, uint64_t v)
+{
+	static const char pairs[201] = "00010203040506070809101112131415161718192021222324"
+				       "25262728293031323334353637383940414243444546474849"
+				       "50515253545556575859606162636465666768697071727374"
+				       "75767778798081828384858687888990919293949596979899";
+	uint32_t n = 1;
+
+	for (uint64_t x = v; x >= 10; x /= 10)
+		n++;
+	for (uint32_t i = n;;) {
+		if (v >= 10) {
+			uint32_t d = (uint32_t)(v % 100) * 2;
+
+			out[--i] = pairs[d + 1];
+			out[--i] = pairs[d];
+			v /= 100;
+			if (v == 0 && i == 0)
+				break;
+		} else {
+			out[--i] = (char)('0' + v);
+			break;
+		}
+	}
+	return n;
+}
+
 static int seq_produce(struct shmrun_task *task, void *state, uint32_t budget)
 {
 	struct sequence *s = state;
@@ -122,8 +154,9 @@ static int seq_produce(struct shmrun_task *task, void *state, uint32_t budget)
 		r = &s->ranges[s->cur];
 		rec->key = key;
 		rec->value = value;
-		rec->key_len = (uint32_t)snprintf(key, KEY_BYTES, "k%" PRIu64, r->next % s->keys);
-		rec->value_len = (uint32_t)snprintf(value, VALUE_BYTES, "%" PRIu64, r->next);
+		key[0] = 'k';
+		rec->key_len = 1 + dec(key + 1, r->next % s->keys);
+		rec->value_len = dec(value, r->next);
 		rec->event_time_ns = s->stamp ? realtime_ns() : 0;
 		r->next++;
 		n++;

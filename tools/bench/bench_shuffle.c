@@ -10,10 +10,8 @@
  * Each worker runs one gen and one count instance; with K keys (default 1024)
  * half of each gen's records go to the other worker's count through a ring and
  * half to its own through a ring of the same worker. Every record crosses
- * a ring: a combiner would hide exactly that, so the count stage must not
- * combine. TODO(issue 10 item 3): add `combine = false` to the count stage
- * once the runtime accepts the key; until then count has no combiner, and the
- * topology is the same.
+ * a ring: a combiner would hide exactly that, so the count stage says
+ * `combine = false`.
  *
  * How. A whole `shmrun topology.conf` run is timed from fork/exec to exit
  * (bench_job.c). Start-up and exit (forking, pinning, the segment, the final
@@ -124,8 +122,9 @@ static int sh_write_conf(const char *dir, const char *name, uint64_t n, uint64_t
 		 "[job]\nname = bench-shuffle-%s\nworkers = 2\nidle = spin\n\n"
 		 "[gen]\nop = sequence\ncount = %" PRIu64 "\nkeys = %" PRIu64
 		 "\npiece_records = %" PRIu64 "\nwidth = 2\n\n"
-		 "; TODO(issue 10 item 3): combine = false, once count accepts it\n"
-		 "[count]\nop = count\ninput = gen by key\nemit = final\nwidth = 2\n\n"
+		 "; no combiner: every record crosses a ring\n"
+		 "[count]\nop = count\ninput = gen by key\nemit = final\ncombine = false\nwidth = "
+		 "2\n\n"
 		 "[out]\nop = file_sink\ninput = count\npath = out-%s.tsv\n",
 		 name, n, keys, (n + 1) / 2, name);
 	if (bench_pathf(path, sizeof(path), "%s/%s.conf", dir, name))

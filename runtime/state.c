@@ -39,14 +39,8 @@ static unsigned arena_flags;
 #endif
 
 #define CHUNK_BYTES (1u << 20)
-#define TAG_SHIFT 48
-#define ADDR_MASK ((1ull << TAG_SHIFT) - 1)
-
-struct shmrun_kv_table {
-	uint64_t *slots;
-	uint64_t cap; /* power of two */
-	uint64_t used;
-};
+#define TAG_SHIFT SHMRUN_KV_TAG_SHIFT
+#define ADDR_MASK SHMRUN_KV_ADDR_MASK
 
 struct kv_chunk {
 	struct kv_chunk *next;
@@ -101,6 +95,7 @@ int shmrun_kv_init(struct shmrun_kv *kv, uint32_t vnodes)
 {
 	memset(kv, 0, sizeof(*kv));
 	kv->vnodes = vnodes;
+	kv->key_off = 8;
 	kv->tables = calloc(vnodes, sizeof(*kv->tables));
 	return kv->tables ? 0 : -ENOMEM;
 }
@@ -125,9 +120,9 @@ void shmrun_kv_free(struct shmrun_kv *kv)
 	memset(kv, 0, sizeof(*kv));
 }
 
-static inline uint64_t slot_index(uint64_t hash, uint64_t cap)
+static inline uint64_t slot_index(uint64_t hash, const struct shmrun_kv_table *t)
 {
-	return (hash * 0x9e3779b97f4a7c15ull) >> (64 - __builtin_ctzll(cap));
+	return (hash * SHMRUN_KV_PHI64) >> t->shift;
 }
 
 static inline unsigned char *entry_of(uint64_t slot)
@@ -150,28 +145,28 @@ static inline size_t value_span(uint32_t value_bytes)
 
 static int table_grow(struct shmrun_kv *kv, struct shmrun_kv_table *t)
 {
-	uint64_t ncap = t->cap ? t->cap * 2 : 16;
+	uint64_t cap = t->slots ? t->mask + 1 : 0, ncap = cap ? cap * 2 : 16;
 	uint64_t *ns = state_calloc(ncap * sizeof(uint64_t));
-	size_t vspan = value_span(kv->value_bytes);
+	struct shmrun_kv_table nt = {.slots = ns, .mask = ncap - 1, .used = t->used,
+				     .shift = 64 - (uint32_t)__builtin_ctzll(ncap)};
 
 	if (!ns)
 		return -ENOMEM;
-	for (uint64_t i = 0; i < t->cap; i++) {
-		uint64_t s = t->slots[i], h, j;
+	for (uint64_t i = 0; i < cap; i++) {
+		uint64_t s = t->slots[i], j;
 		unsigned char *e;
 
 		if (!s)
 			continue;
 		e = entry_of(s);
-		h = XXH3_64bits(e + 8 + vspan, entry_key_len(e));
-		for (j = slot_index(h, ncap); ns[j]; j = (j + 1) & (ncap - 1))
-			;
+		j = slot_index(XXH3_64bits(e + kv->key_off, entry_key_len(e)), &nt);
+		while (ns[j])
+			j = (j + 1) & nt.mask;
 		ns[j] = s;
 	}
 	state_free(t->slots);
-	kv->bytes += (ncap - t->cap) * sizeof(uint64_t);
-	t->slots = ns;
-	t->cap = ncap;
+	kv->bytes += (ncap - cap) * sizeof(uint64_t);
+	*t = nt;
 	return 0;
 }
 
@@ -209,26 +204,27 @@ static unsigned char *entry_alloc(struct shmrun_kv *kv, size_t n)
 	return p;
 }
 
-void *shmrun_kv_get(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash, const void *key,
-		    uint32_t key_len, uint32_t value_bytes, bool create, int *err)
+void *shmrun_kv_get_miss(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash, const void *key,
+			 uint32_t key_len, uint32_t value_bytes, bool create, int *err)
 {
 	struct shmrun_kv_table *t;
-	uint64_t tag = (hash & 0xffff) << TAG_SHIFT, i;
-	size_t vspan;
+	size_t key_span;
 	unsigned char *e;
+	uint64_t i;
 
 	*err = 0;
-	if (kv->value_bytes == 0 && create)
+	if (kv->value_bytes == 0 && kv->keys == 0 && create && value_bytes) {
 		kv->value_bytes = value_bytes;
+		kv->key_off = (uint32_t)(8 + value_span(value_bytes));
+	}
 	if (value_bytes != kv->value_bytes || vnode >= kv->vnodes) {
 		*err = -EINVAL;
 		return NULL;
 	}
-	vspan = value_span(value_bytes);
+	if (!create)
+		return NULL; /* the inline probe found no table, or not the key */
 	t = kv->tables[vnode];
 	if (!t) {
-		if (!create)
-			return NULL;
 		t = state_calloc(sizeof(*t));
 		if (!t || table_grow(kv, t)) {
 			state_free(t);
@@ -238,34 +234,25 @@ void *shmrun_kv_get(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash, const v
 		kv->tables[vnode] = t;
 		kv->bytes += sizeof(*t);
 	}
-	for (i = slot_index(hash, t->cap); t->slots[i]; i = (i + 1) & (t->cap - 1)) {
-		uint64_t s = t->slots[i];
-
-		if ((s & ~ADDR_MASK) != tag)
-			continue;
-		e = entry_of(s);
-		if (entry_key_len(e) == key_len && memcmp(e + 8 + vspan, key, key_len) == 0)
-			return e + 8;
-	}
-	if (!create)
+	if ((t->used + 1) * 4 > (t->mask + 1) * 3 && table_grow(kv, t)) {
+		*err = -ENOMEM;
 		return NULL;
-	if ((t->used + 1) * 4 > t->cap * 3) {
-		if (table_grow(kv, t)) {
-			*err = -ENOMEM;
-			return NULL;
-		}
-		for (i = slot_index(hash, t->cap); t->slots[i]; i = (i + 1) & (t->cap - 1))
-			;
 	}
-	e = entry_alloc(kv, 8 + vspan + key_len);
+	/* The key is absent (the inline probe missed it): the first empty slot. */
+	for (i = slot_index(hash, t); t->slots[i]; i = (i + 1) & t->mask)
+		;
+	/* The key zero-padded to 8 bytes, at least 8 (the lookup reads one word). */
+	key_span = key_len ? ((size_t)key_len + 7) & ~(size_t)7 : 8;
+	e = entry_alloc(kv, kv->key_off + key_span);
 	if (!e) {
 		*err = -ENOMEM;
 		return NULL;
 	}
 	memcpy(e, &key_len, sizeof(key_len));
-	memset(e + 4, 0, 4 + vspan);
-	memcpy(e + 8 + vspan, key, key_len);
-	t->slots[i] = tag | (uint64_t)(uintptr_t)e;
+	memset(e + 4, 0, kv->key_off - 4);
+	memset(e + kv->key_off + key_span - 8, 0, 8);
+	memcpy(e + kv->key_off, key, key_len);
+	t->slots[i] = (hash & 0xffff) << TAG_SHIFT | (uint64_t)(uintptr_t)e;
 	t->used++;
 	kv->keys++;
 	kv->key_bytes += key_len;
@@ -281,19 +268,18 @@ int shmrun_kv_foreach_in(struct shmrun_kv *kv, uint32_t vnode,
 			 int (*fn)(void *arg, const void *key, uint32_t key_len, void *value),
 			 void *arg)
 {
-	size_t vspan = value_span(kv->value_bytes);
 	struct shmrun_kv_table *t = vnode < kv->vnodes ? kv->tables[vnode] : NULL;
 
 	if (!t)
 		return 0;
-	for (uint64_t i = 0; i < t->cap; i++) {
+	for (uint64_t i = 0; i <= t->mask; i++) {
 		unsigned char *e;
 		int r;
 
 		if (!t->slots[i])
 			continue;
 		e = entry_of(t->slots[i]);
-		r = fn(arg, e + 8 + vspan, entry_key_len(e), e + 8);
+		r = fn(arg, e + kv->key_off, entry_key_len(e), e + 8);
 		if (r)
 			return r;
 	}

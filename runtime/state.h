@@ -15,7 +15,21 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct shmrun_kv_table; /* one vnode's table */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "state.h compares keys as little-endian 64-bit words"
+#endif
+
+/*
+ * One vnode's table (layout and invariants: state.c). Defined here only so the
+ * lookup below can be inlined into its callers; nothing outside state.c and
+ * this header reads or writes it.
+ */
+struct shmrun_kv_table {
+	uint64_t *slots; /* cap entries: 0 = empty, else (tag16 << 48) | entry address */
+	uint64_t mask;   /* cap - 1, cap a power of two */
+	uint64_t used;   /* keys in this table */
+	uint32_t shift;  /* 64 - log2(cap): slot index = (hash * PHI64) >> shift */
+};
 
 /* All key-bound state of one task: a table per vnode, created on first use. */
 struct shmrun_kv {
@@ -27,6 +41,7 @@ struct shmrun_kv {
 	uint64_t key_bytes;               /* sum of the keys' lengths */
 	struct kv_chunk *chunks;          /* bump-allocation chunks for entries */
 	unsigned char *bump, *bump_end;
+	uint32_t key_off;                 /* entry offset of the key: 8 + value_bytes rounded up to 8 */
 };
 
 /*
@@ -52,14 +67,136 @@ int shmrun_kv_init(struct shmrun_kv *kv, uint32_t vnodes);
 void shmrun_kv_free(struct shmrun_kv *kv);
 
 /*
- * shmrun_kv_get() - the value of @key in vnode @vnode (hash @hash), or NULL.
- * With @create, a missing key is inserted with @value_bytes zero bytes.
- * Return: pointer to the value (8-byte aligned, stable until the kv is freed),
- * NULL if absent (or out of memory when creating: *err = -ENOMEM), or NULL with
- * *err = -EINVAL if @value_bytes differs from the task's first use.
+ * shmrun_kv_get_miss() - the rest of shmrun_kv_get() after the inline probe did
+ * not find @key in an existing table of the right value size: refusals, a
+ * table's first use, and inserts. Same parameters and return as
+ * shmrun_kv_get(); call shmrun_kv_get(), not this.
  */
-void *shmrun_kv_get(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash, const void *key,
-		    uint32_t key_len, uint32_t value_bytes, bool create, int *err);
+void *shmrun_kv_get_miss(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash, const void *key,
+			 uint32_t key_len, uint32_t value_bytes, bool create, int *err);
+
+/* ---- the inline lookup ----------------------------------------------------- */
+
+/* A 64-bit or 32-bit load from any address (unaligned, may alias anything):
+ * one instruction at every optimisation level, never a call to memcpy. */
+typedef uint64_t __attribute__((aligned(1), may_alias)) shmrun_kv_u64u;
+typedef uint32_t __attribute__((aligned(1), may_alias)) shmrun_kv_u32u;
+/* An 8-aligned 64-bit load of an entry's bytes (written bytewise by state.c). */
+typedef uint64_t __attribute__((may_alias)) shmrun_kv_u64a;
+
+#define SHMRUN_KV_PHI64 0x9e3779b97f4a7c15ull /* 2^64 / golden ratio (Fibonacci hashing) */
+#define SHMRUN_KV_TAG_SHIFT 48
+#define SHMRUN_KV_ADDR_MASK ((1ull << SHMRUN_KV_TAG_SHIFT) - 1)
+
+/*
+ * shmrun_kv_key_word() - bytes [0, @n) of @p, @n <= 8, as a little-endian word
+ * whose bytes from @n up are zero: the first word of a key as state.c stores
+ * it. Reads only bytes of [p, p + n) — keys are borrowed, and the byte after
+ * one may be the end of a mapping — with the two overlapping 4-byte loads
+ * (n >= 4) or three byte loads (n = 1..3) XXH3 uses to read short input.
+ */
+static inline uint64_t shmrun_kv_key_word(const unsigned char *p, uint32_t n)
+{
+	if (n >= 4) {
+		uint64_t lo = *(const shmrun_kv_u32u *)p;
+		uint64_t hi = *(const shmrun_kv_u32u *)(p + n - 4);
+
+		return lo | hi << ((n - 4) * 8); /* the overlap holds the same bytes in both */
+	}
+	if (n)
+		return (uint64_t)p[0] | (uint64_t)p[n >> 1] << ((n >> 1) * 8) |
+		       (uint64_t)p[n - 1] << ((n - 1) * 8);
+	return 0;
+}
+
+/*
+ * shmrun_kv_key_tail() - bytes [@n - 8, @n) of @p (n >= 8) shifted so that
+ * byte @from (n - 8 <= from < n) is the low byte and the bytes from n - from
+ * up are zero: the stored word of a key that starts at @from. One load, inside
+ * [p, p + n).
+ */
+static inline uint64_t shmrun_kv_key_tail(const unsigned char *p, uint32_t n, uint32_t from)
+{
+	return *(const shmrun_kv_u64u *)(p + n - 8) >> ((8 - (n - from)) * 8);
+}
+
+/* The stored key @s (8-aligned, zero-padded to 8) equals @p's @n bytes, n >= 8. */
+static inline bool shmrun_kv_key_long_eq(const unsigned char *s, const unsigned char *p,
+					 uint32_t n)
+{
+	uint32_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		if (*(const shmrun_kv_u64a *)(s + i) != *(const shmrun_kv_u64u *)(p + i))
+			return false;
+	return i == n || *(const shmrun_kv_u64a *)(s + i) == shmrun_kv_key_tail(p, n, i);
+}
+
+/*
+ * shmrun_kv_get() - the value of @key (@key_len bytes, borrowed; only its own
+ * bytes are read) in vnode @vnode, whose hash is @hash, or NULL. With @create,
+ * a missing key is inserted (its bytes copied) with @value_bytes zero bytes.
+ * @hash must be the XXH3-64 hash of the key (tables rehash with it when they
+ * grow) and @vnode shmrun_placement_vnode_of_hash() of it.
+ *
+ * Return: pointer to the value (8-byte aligned, at one address until
+ * shmrun_kv_free(): growth moves slots, never entries), NULL with *err = 0 if
+ * absent and !@create, NULL with *err = -ENOMEM when creating runs out of
+ * memory, or NULL with *err = -EINVAL if @value_bytes differs from the task's
+ * first use or @vnode >= the store's vnodes.
+ *
+ * The hit path is inline and calls nothing: a key of up to 16 bytes is read
+ * once into two words, a slot whose 16-bit tag differs is passed over without
+ * touching its entry, and a tag match compares the entry's [key_len][0] word,
+ * then the stored key's two words as integers (a longer key word by word).
+ */
+static inline void *shmrun_kv_get(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash,
+				  const void *key, uint32_t key_len, uint32_t value_bytes,
+				  bool create, int *err)
+{
+	const unsigned char *k = key;
+	struct shmrun_kv_table *t;
+	uint64_t tag = (hash & 0xffff) << SHMRUN_KV_TAG_SHIFT, i, k0, k1, second;
+
+	if (__builtin_expect(value_bytes != kv->value_bytes || vnode >= kv->vnodes ||
+				     !(t = kv->tables[vnode]),
+			     0))
+		return shmrun_kv_get_miss(kv, vnode, hash, key, key_len, value_bytes, create, err);
+	if (key_len <= 8) {
+		k0 = k1 = shmrun_kv_key_word(k, key_len);
+		second = 0; /* compare word 0 twice */
+	} else if (key_len <= 16) {
+		k0 = *(const shmrun_kv_u64u *)k;
+		k1 = shmrun_kv_key_tail(k, key_len, 8);
+		second = 8;
+	} else {
+		k0 = k1 = second = 0; /* compared word by word on a tag match */
+	}
+	for (i = (hash * SHMRUN_KV_PHI64) >> t->shift;; i = (i + 1) & t->mask) {
+		uint64_t s = t->slots[i];
+		const unsigned char *e, *ek;
+
+		if (!s)
+			break;
+		if ((s & ~SHMRUN_KV_ADDR_MASK) != tag)
+			continue;
+		e = (const unsigned char *)(uintptr_t)(s & SHMRUN_KV_ADDR_MASK);
+		ek = e + kv->key_off;
+		if (*(const shmrun_kv_u64a *)e != key_len)
+			continue;
+		if (key_len <= 16 ? *(const shmrun_kv_u64a *)ek == k0 &&
+					*(const shmrun_kv_u64a *)(ek + second) == k1
+				  : shmrun_kv_key_long_eq(ek, k, key_len)) {
+			*err = 0;
+			return (void *)(uintptr_t)(e + 8);
+		}
+	}
+	if (!create) {
+		*err = 0;
+		return NULL;
+	}
+	return shmrun_kv_get_miss(kv, vnode, hash, key, key_len, value_bytes, create, err);
+}
 
 /*
  * shmrun_kv_foreach() - call @fn(@arg, key, key_len, value) for every entry,

@@ -42,6 +42,8 @@ static unsigned arena_flags;
 #define TAG_SHIFT SHMRUN_KV_TAG_SHIFT
 #define ADDR_MASK SHMRUN_KV_ADDR_MASK
 
+const unsigned char shmrun_kv_zeros[8];
+
 struct kv_chunk {
 	struct kv_chunk *next;
 	unsigned char data[];
@@ -122,7 +124,7 @@ void shmrun_kv_free(struct shmrun_kv *kv)
 
 static inline uint64_t slot_index(uint64_t hash, const struct shmrun_kv_table *t)
 {
-	return (hash * SHMRUN_KV_PHI64) >> t->shift;
+	return (hash * SHMRUN_KV_PHI64) >> __builtin_clzll(t->mask);
 }
 
 static inline unsigned char *entry_of(uint64_t slot)
@@ -147,8 +149,7 @@ static int table_grow(struct shmrun_kv *kv, struct shmrun_kv_table *t)
 {
 	uint64_t cap = t->slots ? t->mask + 1 : 0, ncap = cap ? cap * 2 : 16;
 	uint64_t *ns = state_calloc(ncap * sizeof(uint64_t));
-	struct shmrun_kv_table nt = {.slots = ns, .mask = ncap - 1, .used = t->used,
-				     .shift = 64 - (uint32_t)__builtin_ctzll(ncap)};
+	struct shmrun_kv_table nt = {.slots = ns, .mask = ncap - 1, .used = t->used};
 
 	if (!ns)
 		return -ENOMEM;

@@ -26,9 +26,8 @@
  */
 struct shmrun_kv_table {
 	uint64_t *slots; /* cap entries: 0 = empty, else (tag16 << 48) | entry address */
-	uint64_t mask;   /* cap - 1, cap a power of two */
+	uint64_t mask;   /* cap - 1, cap a power of two >= 16; slot of a hash: (hash * PHI64) >> clz(mask) */
 	uint64_t used;   /* keys in this table */
-	uint32_t shift;  /* 64 - log2(cap): slot index = (hash * PHI64) >> shift */
 };
 
 /* All key-bound state of one task: a table per vnode, created on first use. */
@@ -88,25 +87,37 @@ typedef uint64_t __attribute__((may_alias)) shmrun_kv_u64a;
 #define SHMRUN_KV_TAG_SHIFT 48
 #define SHMRUN_KV_ADDR_MASK ((1ull << SHMRUN_KV_TAG_SHIFT) - 1)
 
+/* Eight zero bytes (state.c): what shmrun_kv_key_word() reads instead of a key
+ * shorter than 4 bytes, so that no branch is needed to avoid reading past it. */
+extern const unsigned char shmrun_kv_zeros[8];
+
 /*
  * shmrun_kv_key_word() - bytes [0, @n) of @p, @n <= 8, as a little-endian word
- * whose bytes from @n up are zero: the first word of a key as state.c stores
- * it. Reads only bytes of [p, p + n) — keys are borrowed, and the byte after
- * one may be the end of a mapping — with the two overlapping 4-byte loads
- * (n >= 4) or three byte loads (n = 1..3) XXH3 uses to read short input.
+ * whose bytes from @n up are zero: a short key as state.c stores it. Reads
+ * only bytes of [p, p + n) — keys are borrowed, and the byte after one may be
+ * the end of a mapping — with the input readers of XXH3: two overlapping
+ * 4-byte loads for n = 4..8, three byte loads (0, n/2, n-1) for n = 1..3.
+ * Both are computed and one is selected by a mask, not a branch: a word's
+ * length is random from one record to the next, and a branch on it was
+ * mispredicted about every other lookup (state.c has the measurements).
  */
 static inline uint64_t shmrun_kv_key_word(const unsigned char *p, uint32_t n)
 {
-	if (n >= 4) {
-		uint64_t lo = *(const shmrun_kv_u32u *)p;
-		uint64_t hi = *(const shmrun_kv_u32u *)(p + n - 4);
+	uint64_t m, w4, w1;
+	const unsigned char *q;
+	uint32_t o;
 
-		return lo | hi << ((n - 4) * 8); /* the overlap holds the same bytes in both */
-	}
-	if (n)
-		return (uint64_t)p[0] | (uint64_t)p[n >> 1] << ((n >> 1) * 8) |
-		       (uint64_t)p[n - 1] << ((n - 1) * 8);
-	return 0;
+	if (__builtin_expect(n == 0, 0))
+		return 0;
+	m = -(uint64_t)(n >= 4);                   /* all ones for n >= 4 */
+	q = (const unsigned char *)(((uintptr_t)p & m) | ((uintptr_t)shmrun_kv_zeros & ~m));
+	o = (n - 4) & (uint32_t)m;                 /* n - 4, or 0 */
+	/* the overlap of the two loads holds the same bytes in both */
+	w4 = (uint64_t)*(const shmrun_kv_u32u *)q | (uint64_t)*(const shmrun_kv_u32u *)(q + o)
+						       << (o * 8);
+	w1 = (uint64_t)p[0] | (uint64_t)p[n >> 1] << ((n >> 1) * 8) |
+	     (uint64_t)p[n - 1] << ((n - 1) * 8);
+	return (w4 & m) | (w1 & ~m);
 }
 
 /*
@@ -120,7 +131,8 @@ static inline uint64_t shmrun_kv_key_tail(const unsigned char *p, uint32_t n, ui
 	return *(const shmrun_kv_u64u *)(p + n - 8) >> ((8 - (n - from)) * 8);
 }
 
-/* The stored key @s (8-aligned, zero-padded to 8) equals @p's @n bytes, n >= 8. */
+/* The stored key @s (8-aligned, zero-padded to 8) equals @p's @n bytes, n >= 8:
+ * word by word, the last word read as shmrun_kv_key_tail(). */
 static inline bool shmrun_kv_key_long_eq(const unsigned char *s, const unsigned char *p,
 					 uint32_t n)
 {
@@ -145,34 +157,37 @@ static inline bool shmrun_kv_key_long_eq(const unsigned char *s, const unsigned 
  * memory, or NULL with *err = -EINVAL if @value_bytes differs from the task's
  * first use or @vnode >= the store's vnodes.
  *
- * The hit path is inline and calls nothing: a key of up to 16 bytes is read
- * once into two words, a slot whose 16-bit tag differs is passed over without
- * touching its entry, and a tag match compares the entry's [key_len][0] word,
- * then the stored key's two words as integers (a longer key word by word).
+ * The hit path is inline and calls nothing. A key of up to 16 bytes is read
+ * once, before the probe, into two words k0, k1 as state.c stores it
+ * (zero-padded); a slot whose 16-bit tag differs is passed over without
+ * touching its entry; a tag match compares the entry's [key_len][0] word with
+ * @key_len, then two stored words with k0, k1 — for a key of up to 8 bytes the
+ * first stored word twice, so the entry is never read past its key. A longer
+ * key is compared word by word.
  */
 static inline void *shmrun_kv_get(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash,
 				  const void *key, uint32_t key_len, uint32_t value_bytes,
 				  bool create, int *err)
 {
 	const unsigned char *k = key;
-	struct shmrun_kv_table *t;
 	uint64_t tag = (hash & 0xffff) << SHMRUN_KV_TAG_SHIFT, i, k0, k1, second;
+	struct shmrun_kv_table *t;
 
 	if (__builtin_expect(value_bytes != kv->value_bytes || vnode >= kv->vnodes ||
 				     !(t = kv->tables[vnode]),
 			     0))
 		return shmrun_kv_get_miss(kv, vnode, hash, key, key_len, value_bytes, create, err);
-	if (key_len <= 8) {
+	if (__builtin_expect(key_len <= 8, 1)) {
 		k0 = k1 = shmrun_kv_key_word(k, key_len);
-		second = 0; /* compare word 0 twice */
+		second = 0;
 	} else if (key_len <= 16) {
 		k0 = *(const shmrun_kv_u64u *)k;
 		k1 = shmrun_kv_key_tail(k, key_len, 8);
 		second = 8;
 	} else {
-		k0 = k1 = second = 0; /* compared word by word on a tag match */
+		k0 = k1 = second = 0; /* compared word by word on a match */
 	}
-	for (i = (hash * SHMRUN_KV_PHI64) >> t->shift;; i = (i + 1) & t->mask) {
+	for (i = (hash * SHMRUN_KV_PHI64) >> __builtin_clzll(t->mask);; i = (i + 1) & t->mask) {
 		uint64_t s = t->slots[i];
 		const unsigned char *e, *ek;
 

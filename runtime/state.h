@@ -6,8 +6,11 @@
  *
  * Invariants: the vnode of a key is shmrun_placement_vnode_of_hash() of its
  * XXH3-64 hash, and every caller passes that same hash (tables rehash with it
- * when they grow); a task's value size is fixed by its first insert; values
- * never move and are never freed one by one until shmrun_kv_free().
+ * when they grow); a task's value size is fixed by its first insert (a size
+ * of 0 included); values never move and are never freed one by one until
+ * shmrun_kv_free(). The lookup, shmrun_kv_get(), is inline here so that the
+ * per-record call in shmrun_keyed_state() makes no call for a hit; it reads
+ * only the key's own bytes.
  */
 #ifndef SHMRUN_RT_STATE_H
 #define SHMRUN_RT_STATE_H
@@ -26,21 +29,21 @@
  */
 struct shmrun_kv_table {
 	uint64_t *slots; /* cap entries: 0 = empty, else (tag16 << 48) | entry address */
-	uint64_t mask;   /* cap - 1, cap a power of two >= 16; slot of a hash: (hash * PHI64) >> clz(mask) */
-	uint64_t used;   /* keys in this table */
-};
+	uint64_t mask;	 /* cap - 1, cap a power of two >= 16 */
+	uint64_t used;	 /* keys in this table */
+}; /* the slot of a hash: (hash * SHMRUN_KV_PHI64) >> clz(mask), then linear probing */
 
 /* All key-bound state of one task: a table per vnode, created on first use. */
 struct shmrun_kv {
-	uint32_t vnodes;                  /* V */
-	uint32_t value_bytes;             /* fixed per task; 0 until first use */
-	struct shmrun_kv_table **tables;  /* V entries, NULL until used */
-	uint64_t keys;                    /* distinct keys in all tables */
-	uint64_t bytes;                   /* bytes in use: tables, slots, entries (keys included) */
-	uint64_t key_bytes;               /* sum of the keys' lengths */
-	struct kv_chunk *chunks;          /* bump-allocation chunks for entries */
+	uint32_t vnodes;		 /* V */
+	uint32_t value_bytes;		 /* fixed per task; 0 until first use */
+	struct shmrun_kv_table **tables; /* V entries, NULL until used */
+	uint64_t keys;			 /* distinct keys in all tables */
+	uint64_t bytes;			 /* bytes in use: tables, slots, entries (keys included) */
+	uint64_t key_bytes;		 /* sum of the keys' lengths */
+	struct kv_chunk *chunks;	 /* bump-allocation chunks for entries */
 	unsigned char *bump, *bump_end;
-	uint32_t key_off;                 /* entry offset of the key: 8 + value_bytes rounded up to 8 */
+	uint32_t key_off; /* entry offset of the key: 8 + value_bytes rounded up to 8 */
 };
 
 /*
@@ -83,13 +86,19 @@ typedef uint32_t __attribute__((aligned(1), may_alias)) shmrun_kv_u32u;
 /* An 8-aligned 64-bit load of an entry's bytes (written bytewise by state.c). */
 typedef uint64_t __attribute__((may_alias)) shmrun_kv_u64a;
 
-#define SHMRUN_KV_PHI64 0x9e3779b97f4a7c15ull /* 2^64 / golden ratio (Fibonacci hashing) */
+#define SHMRUN_KV_PHI64	    0x9e3779b97f4a7c15ull /* 2^64 / golden ratio (Fibonacci hashing) */
 #define SHMRUN_KV_TAG_SHIFT 48
 #define SHMRUN_KV_ADDR_MASK ((1ull << SHMRUN_KV_TAG_SHIFT) - 1)
 
 /* Eight zero bytes (state.c): what shmrun_kv_key_word() reads instead of a key
  * shorter than 4 bytes, so that no branch is needed to avoid reading past it. */
 extern const unsigned char shmrun_kv_zeros[8];
+
+/* The 4 bytes at @p, any alignment, as a little-endian number. */
+static inline uint64_t shmrun_kv_load32(const unsigned char *p)
+{
+	return *(const shmrun_kv_u32u *)p;
+}
 
 /*
  * shmrun_kv_key_word() - bytes [0, @n) of @p, @n <= 8, as a little-endian word
@@ -109,12 +118,11 @@ static inline uint64_t shmrun_kv_key_word(const unsigned char *p, uint32_t n)
 
 	if (__builtin_expect(n == 0, 0))
 		return 0;
-	m = -(uint64_t)(n >= 4);                   /* all ones for n >= 4 */
+	m = -(uint64_t)(n >= 4); /* all ones for n >= 4 */
 	q = (const unsigned char *)(((uintptr_t)p & m) | ((uintptr_t)shmrun_kv_zeros & ~m));
-	o = (n - 4) & (uint32_t)m;                 /* n - 4, or 0 */
+	o = (n - 4) & (uint32_t)m; /* n - 4, or 0 */
 	/* the overlap of the two loads holds the same bytes in both */
-	w4 = (uint64_t)*(const shmrun_kv_u32u *)q | (uint64_t)*(const shmrun_kv_u32u *)(q + o)
-						       << (o * 8);
+	w4 = shmrun_kv_load32(q) | shmrun_kv_load32(q + o) << (o * 8);
 	w1 = (uint64_t)p[0] | (uint64_t)p[n >> 1] << ((n >> 1) * 8) |
 	     (uint64_t)p[n - 1] << ((n - 1) * 8);
 	return (w4 & m) | (w1 & ~m);
@@ -133,8 +141,7 @@ static inline uint64_t shmrun_kv_key_tail(const unsigned char *p, uint32_t n, ui
 
 /* The stored key @s (8-aligned, zero-padded to 8) equals @p's @n bytes, n >= 8:
  * word by word, the last word read as shmrun_kv_key_tail(). */
-static inline bool shmrun_kv_key_long_eq(const unsigned char *s, const unsigned char *p,
-					 uint32_t n)
+static inline bool shmrun_kv_key_long_eq(const unsigned char *s, const unsigned char *p, uint32_t n)
 {
 	uint32_t i = 0;
 
@@ -174,7 +181,7 @@ static inline void *shmrun_kv_get(struct shmrun_kv *kv, uint32_t vnode, uint64_t
 	struct shmrun_kv_table *t;
 
 	if (__builtin_expect(value_bytes != kv->value_bytes || vnode >= kv->vnodes ||
-				     !(t = kv->tables[vnode]),
+				 !(t = kv->tables[vnode]),
 			     0))
 		return shmrun_kv_get_miss(kv, vnode, hash, key, key_len, value_bytes, create, err);
 	if (__builtin_expect(key_len <= 8, 1)) {

@@ -585,7 +585,8 @@ START_TEST(test_same_hash_lengths)
 		*v[i] = 100 + i;
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		ck_assert_ptr_eq(shmrun_kv_get(&kv, 0, 0x5eed, base, lens[i], 4, false, &err), v[i]);
+		ck_assert_ptr_eq(shmrun_kv_get(&kv, 0, 0x5eed, base, lens[i], 4, false, &err),
+				 v[i]);
 		ck_assert_uint_eq(*v[i], 100 + i);
 	}
 	ck_assert_uint_eq(kv.keys, n);
@@ -653,8 +654,8 @@ START_TEST(test_mixed_lengths_growth)
 			fill_key(k, len, i);
 			memcpy(k, &i, 4);
 			p = get(&kv, k, len, 24, false, &err);
-			CHECK(p == addr[i] && p[0] == i && p[2] == UINT64_MAX, "key %u moved or lost",
-			      i);
+			CHECK(p == addr[i] && p[0] == i && p[2] == UINT64_MAX,
+			      "key %u moved or lost", i);
 		}
 		shmrun_kv_free(&kv);
 	}

@@ -6,8 +6,11 @@
  *
  * Invariants: the vnode of a key is shmrun_placement_vnode_of_hash() of its
  * XXH3-64 hash, and every caller passes that same hash (tables rehash with it
- * when they grow); a task's value size is fixed by its first insert; values
- * never move and are never freed one by one until shmrun_kv_free().
+ * when they grow); a task's value size is fixed by its first insert (a size
+ * of 0 included); values never move and are never freed one by one until
+ * shmrun_kv_free(). The lookup, shmrun_kv_get(), is inline here so that the
+ * per-record call in shmrun_keyed_state() makes no call for a hit; it reads
+ * only the key's own bytes.
  */
 #ifndef SHMRUN_RT_STATE_H
 #define SHMRUN_RT_STATE_H
@@ -15,18 +18,32 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct shmrun_kv_table; /* one vnode's table */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "state.h compares keys as little-endian 64-bit words"
+#endif
+
+/*
+ * One vnode's table (layout and invariants: state.c). Defined here only so the
+ * lookup below can be inlined into its callers; nothing outside state.c and
+ * this header reads or writes it.
+ */
+struct shmrun_kv_table {
+	uint64_t *slots; /* cap entries: 0 = empty, else (tag16 << 48) | entry address */
+	uint64_t mask;	 /* cap - 1, cap a power of two >= 16 */
+	uint64_t used;	 /* keys in this table */
+}; /* the slot of a hash: (hash * SHMRUN_KV_PHI64) >> clz(mask), then linear probing */
 
 /* All key-bound state of one task: a table per vnode, created on first use. */
 struct shmrun_kv {
-	uint32_t vnodes;                  /* V */
-	uint32_t value_bytes;             /* fixed per task; 0 until first use */
-	struct shmrun_kv_table **tables;  /* V entries, NULL until used */
-	uint64_t keys;                    /* distinct keys in all tables */
-	uint64_t bytes;                   /* bytes in use: tables, slots, entries (keys included) */
-	uint64_t key_bytes;               /* sum of the keys' lengths */
-	struct kv_chunk *chunks;          /* bump-allocation chunks for entries */
+	uint32_t vnodes;		 /* V */
+	uint32_t value_bytes;		 /* fixed per task; 0 until first use */
+	struct shmrun_kv_table **tables; /* V entries, NULL until used */
+	uint64_t keys;			 /* distinct keys in all tables */
+	uint64_t bytes;			 /* bytes in use: tables, slots, entries (keys included) */
+	uint64_t key_bytes;		 /* sum of the keys' lengths */
+	struct kv_chunk *chunks;	 /* bump-allocation chunks for entries */
 	unsigned char *bump, *bump_end;
+	uint32_t key_off; /* entry offset of the key: 8 + value_bytes rounded up to 8 */
 };
 
 /*
@@ -52,14 +69,156 @@ int shmrun_kv_init(struct shmrun_kv *kv, uint32_t vnodes);
 void shmrun_kv_free(struct shmrun_kv *kv);
 
 /*
- * shmrun_kv_get() - the value of @key in vnode @vnode (hash @hash), or NULL.
- * With @create, a missing key is inserted with @value_bytes zero bytes.
- * Return: pointer to the value (8-byte aligned, stable until the kv is freed),
- * NULL if absent (or out of memory when creating: *err = -ENOMEM), or NULL with
- * *err = -EINVAL if @value_bytes differs from the task's first use.
+ * shmrun_kv_get_miss() - the rest of shmrun_kv_get() after the inline probe did
+ * not find @key in an existing table of the right value size: refusals, a
+ * table's first use, and inserts. Same parameters and return as
+ * shmrun_kv_get(); call shmrun_kv_get(), not this.
  */
-void *shmrun_kv_get(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash, const void *key,
-		    uint32_t key_len, uint32_t value_bytes, bool create, int *err);
+void *shmrun_kv_get_miss(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash, const void *key,
+			 uint32_t key_len, uint32_t value_bytes, bool create, int *err);
+
+/* ---- the inline lookup ----------------------------------------------------- */
+
+/* A 64-bit or 32-bit load from any address (unaligned, may alias anything):
+ * one instruction at every optimisation level, never a call to memcpy. */
+typedef uint64_t __attribute__((aligned(1), may_alias)) shmrun_kv_u64u;
+typedef uint32_t __attribute__((aligned(1), may_alias)) shmrun_kv_u32u;
+/* An 8-aligned 64-bit load of an entry's bytes (written bytewise by state.c). */
+typedef uint64_t __attribute__((may_alias)) shmrun_kv_u64a;
+
+#define SHMRUN_KV_PHI64	    0x9e3779b97f4a7c15ull /* 2^64 / golden ratio (Fibonacci hashing) */
+#define SHMRUN_KV_TAG_SHIFT 48
+#define SHMRUN_KV_ADDR_MASK ((1ull << SHMRUN_KV_TAG_SHIFT) - 1)
+
+/* Eight zero bytes (state.c): what shmrun_kv_key_word() reads instead of a key
+ * shorter than 4 bytes, so that no branch is needed to avoid reading past it. */
+extern const unsigned char shmrun_kv_zeros[8];
+
+/* The 4 bytes at @p, any alignment, as a little-endian number. */
+static inline uint64_t shmrun_kv_load32(const unsigned char *p)
+{
+	return *(const shmrun_kv_u32u *)p;
+}
+
+/*
+ * shmrun_kv_key_word() - bytes [0, @n) of @p, @n <= 8, as a little-endian word
+ * whose bytes from @n up are zero: a short key as state.c stores it. Reads
+ * only bytes of [p, p + n) — keys are borrowed, and the byte after one may be
+ * the end of a mapping — with the input readers of XXH3: two overlapping
+ * 4-byte loads for n = 4..8, three byte loads (0, n/2, n-1) for n = 1..3.
+ * Both are computed and one is selected by a mask, not a branch: a word's
+ * length is random from one record to the next, and a branch on it was
+ * mispredicted about every other lookup (state.c has the measurements).
+ */
+static inline uint64_t shmrun_kv_key_word(const unsigned char *p, uint32_t n)
+{
+	uint64_t m, w4, w1;
+	const unsigned char *q;
+	uint32_t o;
+
+	if (__builtin_expect(n == 0, 0))
+		return 0;
+	m = -(uint64_t)(n >= 4); /* all ones for n >= 4 */
+	q = (const unsigned char *)(((uintptr_t)p & m) | ((uintptr_t)shmrun_kv_zeros & ~m));
+	o = (n - 4) & (uint32_t)m; /* n - 4, or 0 */
+	/* the overlap of the two loads holds the same bytes in both */
+	w4 = shmrun_kv_load32(q) | shmrun_kv_load32(q + o) << (o * 8);
+	w1 = (uint64_t)p[0] | (uint64_t)p[n >> 1] << ((n >> 1) * 8) |
+	     (uint64_t)p[n - 1] << ((n - 1) * 8);
+	return (w4 & m) | (w1 & ~m);
+}
+
+/*
+ * shmrun_kv_key_tail() - bytes [@n - 8, @n) of @p (n >= 8) shifted so that
+ * byte @from (n - 8 <= from < n) is the low byte and the bytes from n - from
+ * up are zero: the stored word of a key that starts at @from. One load, inside
+ * [p, p + n).
+ */
+static inline uint64_t shmrun_kv_key_tail(const unsigned char *p, uint32_t n, uint32_t from)
+{
+	return *(const shmrun_kv_u64u *)(p + n - 8) >> ((8 - (n - from)) * 8);
+}
+
+/* The stored key @s (8-aligned, zero-padded to 8) equals @p's @n bytes, n >= 8:
+ * word by word, the last word read as shmrun_kv_key_tail(). */
+static inline bool shmrun_kv_key_long_eq(const unsigned char *s, const unsigned char *p, uint32_t n)
+{
+	uint32_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		if (*(const shmrun_kv_u64a *)(s + i) != *(const shmrun_kv_u64u *)(p + i))
+			return false;
+	return i == n || *(const shmrun_kv_u64a *)(s + i) == shmrun_kv_key_tail(p, n, i);
+}
+
+/*
+ * shmrun_kv_get() - the value of @key (@key_len bytes, borrowed; only its own
+ * bytes are read) in vnode @vnode, whose hash is @hash, or NULL. With @create,
+ * a missing key is inserted (its bytes copied) with @value_bytes zero bytes.
+ * @hash must be the XXH3-64 hash of the key (tables rehash with it when they
+ * grow) and @vnode shmrun_placement_vnode_of_hash() of it.
+ *
+ * Return: pointer to the value (8-byte aligned, at one address until
+ * shmrun_kv_free(): growth moves slots, never entries), NULL with *err = 0 if
+ * absent and !@create, NULL with *err = -ENOMEM when creating runs out of
+ * memory, or NULL with *err = -EINVAL if @value_bytes differs from the task's
+ * first use or @vnode >= the store's vnodes.
+ *
+ * The hit path is inline and calls nothing. A key of up to 16 bytes is read
+ * once, before the probe, into two words k0, k1 as state.c stores it
+ * (zero-padded); a slot whose 16-bit tag differs is passed over without
+ * touching its entry; a tag match compares the entry's [key_len][0] word with
+ * @key_len, then two stored words with k0, k1 — for a key of up to 8 bytes the
+ * first stored word twice, so the entry is never read past its key. A longer
+ * key is compared word by word.
+ */
+static inline void *shmrun_kv_get(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash,
+				  const void *key, uint32_t key_len, uint32_t value_bytes,
+				  bool create, int *err)
+{
+	const unsigned char *k = key;
+	uint64_t tag = (hash & 0xffff) << SHMRUN_KV_TAG_SHIFT, i, k0, k1, second;
+	struct shmrun_kv_table *t;
+
+	if (__builtin_expect(value_bytes != kv->value_bytes || vnode >= kv->vnodes ||
+				 !(t = kv->tables[vnode]),
+			     0))
+		return shmrun_kv_get_miss(kv, vnode, hash, key, key_len, value_bytes, create, err);
+	if (__builtin_expect(key_len <= 8, 1)) {
+		k0 = k1 = shmrun_kv_key_word(k, key_len);
+		second = 0;
+	} else if (key_len <= 16) {
+		k0 = *(const shmrun_kv_u64u *)k;
+		k1 = shmrun_kv_key_tail(k, key_len, 8);
+		second = 8;
+	} else {
+		k0 = k1 = second = 0; /* compared word by word on a match */
+	}
+	for (i = (hash * SHMRUN_KV_PHI64) >> __builtin_clzll(t->mask);; i = (i + 1) & t->mask) {
+		uint64_t s = t->slots[i];
+		const unsigned char *e, *ek;
+
+		if (!s)
+			break;
+		if ((s & ~SHMRUN_KV_ADDR_MASK) != tag)
+			continue;
+		e = (const unsigned char *)(uintptr_t)(s & SHMRUN_KV_ADDR_MASK);
+		ek = e + kv->key_off;
+		if (*(const shmrun_kv_u64a *)e != key_len)
+			continue;
+		if (key_len <= 16 ? *(const shmrun_kv_u64a *)ek == k0 &&
+					*(const shmrun_kv_u64a *)(ek + second) == k1
+				  : shmrun_kv_key_long_eq(ek, k, key_len)) {
+			*err = 0;
+			return (void *)(uintptr_t)(e + 8);
+		}
+	}
+	if (!create) {
+		*err = 0;
+		return NULL;
+	}
+	return shmrun_kv_get_miss(kv, vnode, hash, key, key_len, value_bytes, create, err);
+}
 
 /*
  * shmrun_kv_foreach() - call @fn(@arg, key, key_len, value) for every entry,

@@ -18,6 +18,14 @@
  *   one vnode   a range of one vnode holds everything
  *   bytes       the accounting: entries by their 8-aligned size, slot arrays
  *               when a table grows, a key too large for a chunk by itself
+ *   layout      keys compared as words (state.h): every length 0..40, prefixes,
+ *               keys differing only in the first or last byte or in a byte a
+ *               zero padding would hide, all under one hash so that only the
+ *               compare tells them apart; mixed lengths over growth with
+ *               stable addresses and zero-filled values (reused memory too);
+ *               keys ending at an unmapped page or starting after one (no
+ *               over-read); the empty key's bytes; a 0-byte value size stays
+ *               fixed (regression)
  *   arena       the same round trip with the worker's own allocator
  *   nomem       (not under sanitizers) -ENOMEM under an address-space limit,
  *               and the store stays usable
@@ -32,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -482,6 +491,278 @@ START_TEST(test_value_size_zero)
 }
 END_TEST
 
+/* ---- layout: keys compared as words ---- */
+
+/* Byte i of test key number @id, @len bytes long: varied, never all zero. */
+static void fill_key(unsigned char *k, uint32_t len, uint32_t id)
+{
+	for (uint32_t i = 0; i < len; i++)
+		k[i] = (unsigned char)(0x41 + (i * 7 + id * 13) % 57);
+}
+
+/* Keys of every length 0..40 that are prefixes of one another, then one that
+ * differs from each only in its last byte, then only in its first: every one a
+ * key of its own, at an address of its own, zero-filled, found again. */
+START_TEST(test_lengths_and_prefixes)
+{
+	enum { MAXLEN = 40 };
+	unsigned char base[MAXLEN], k[MAXLEN];
+	uint64_t *plain[MAXLEN + 1], *last[MAXLEN + 1], *first[MAXLEN + 1];
+	struct shmrun_kv kv;
+	int err;
+
+	fill_key(base, MAXLEN, 1);
+	ck_assert_int_eq(shmrun_kv_init(&kv, 16), 0);
+	for (uint32_t len = 0; len <= MAXLEN; len++) {
+		plain[len] = get(&kv, base, len, 8, true, &err);
+		ck_assert_ptr_nonnull(plain[len]);
+		ck_assert_uint_eq(*plain[len], 0);
+		*plain[len] = 1000 + len;
+	}
+	for (uint32_t len = 1; len <= MAXLEN; len++) {
+		memcpy(k, base, len);
+		k[len - 1] ^= 0x20; /* only the last byte differs */
+		ck_assert_ptr_null(get(&kv, k, len, 8, false, &err));
+		ck_assert_int_eq(err, 0);
+		last[len] = get(&kv, k, len, 8, true, &err);
+		ck_assert_ptr_nonnull(last[len]);
+		ck_assert_uint_eq(*last[len], 0);
+		*last[len] = 2000 + len;
+		memcpy(k, base, len);
+		k[0] ^= 0x01; /* only the first byte differs */
+		first[len] = get(&kv, k, len, 8, true, &err);
+		ck_assert_ptr_nonnull(first[len]);
+		ck_assert_uint_eq(*first[len], 0);
+		*first[len] = 3000 + len;
+	}
+	ck_assert_uint_eq(kv.keys, 1 + 3 * MAXLEN);
+	for (uint32_t len = 0; len <= MAXLEN; len++) {
+		ck_assert_ptr_eq(get(&kv, base, len, 8, false, &err), plain[len]);
+		ck_assert_uint_eq(*plain[len], 1000 + len);
+		if (!len)
+			continue;
+		memcpy(k, base, len);
+		k[len - 1] ^= 0x20;
+		ck_assert_ptr_eq(get(&kv, k, len, 8, false, &err), last[len]);
+		ck_assert_uint_eq(*last[len], 2000 + len);
+		memcpy(k, base, len);
+		k[0] ^= 0x01;
+		ck_assert_ptr_eq(get(&kv, k, len, 8, false, &err), first[len]);
+		ck_assert_uint_eq(*first[len], 3000 + len);
+	}
+	/* one byte longer than every stored key of a length: not there */
+	memcpy(k, base, MAXLEN);
+	k[MAXLEN - 1] ^= 0x55;
+	ck_assert_ptr_null(get(&kv, k, MAXLEN, 8, false, &err));
+	shmrun_kv_free(&kv);
+}
+END_TEST
+
+/*
+ * One hash for every key, so every slot has the same tag and the word compare
+ * alone tells the keys apart: at the lengths around the word boundaries
+ * (0, 1, 3, 4, 7, 8, 9, 15, 16, 17, 24, 25), keys that are prefixes of one
+ * another, then keys of one length that differ only in their last byte, or
+ * only in a byte that a zero-padded copy would hide (a 0 byte at the end).
+ * At most 12 keys a store (its table does not grow: growth rehashes with
+ * XXH3-64, which a made-up hash would not match).
+ */
+START_TEST(test_same_hash_lengths)
+{
+	static const uint32_t lens[] = {0, 1, 3, 4, 7, 8, 9, 15, 16, 17, 24, 25};
+	const uint32_t n = sizeof(lens) / sizeof(lens[0]);
+	unsigned char base[32], k[32];
+	struct shmrun_kv kv;
+	uint32_t *v[12];
+	int err;
+
+	fill_key(base, sizeof(base), 2);
+	ck_assert_int_eq(shmrun_kv_init(&kv, 1), 0);
+	for (uint32_t i = 0; i < n; i++) {
+		v[i] = shmrun_kv_get(&kv, 0, 0x5eed, base, lens[i], 4, true, &err);
+		ck_assert_ptr_nonnull(v[i]);
+		ck_assert_uint_eq(*v[i], 0);
+		*v[i] = 100 + i;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		ck_assert_ptr_eq(shmrun_kv_get(&kv, 0, 0x5eed, base, lens[i], 4, false, &err),
+				 v[i]);
+		ck_assert_uint_eq(*v[i], 100 + i);
+	}
+	ck_assert_uint_eq(kv.keys, n);
+	shmrun_kv_free(&kv);
+
+	for (uint32_t i = 1; i < n; i++) {
+		uint32_t len = lens[i];
+		uint32_t *a, *b, *c;
+
+		ck_assert_int_eq(shmrun_kv_init(&kv, 1), 0);
+		memcpy(k, base, len);
+		a = shmrun_kv_get(&kv, 0, 0x5eed, k, len, 4, true, &err);
+		k[len - 1] ^= 0x80;
+		ck_assert_ptr_null(shmrun_kv_get(&kv, 0, 0x5eed, k, len, 4, false, &err));
+		b = shmrun_kv_get(&kv, 0, 0x5eed, k, len, 4, true, &err);
+		k[len - 1] = 0; /* as the zero padding of a shorter key */
+		ck_assert_ptr_null(shmrun_kv_get(&kv, 0, 0x5eed, k, len, 4, false, &err));
+		c = shmrun_kv_get(&kv, 0, 0x5eed, k, len, 4, true, &err);
+		/* the key one byte shorter, whose padded words equal c's */
+		ck_assert_ptr_null(shmrun_kv_get(&kv, 0, 0x5eed, k, len - 1, 4, false, &err));
+		ck_assert_ptr_nonnull(a);
+		ck_assert_ptr_nonnull(b);
+		ck_assert_ptr_nonnull(c);
+		ck_assert_ptr_ne(a, b);
+		ck_assert_ptr_ne(b, c);
+		ck_assert_ptr_ne(a, c);
+		ck_assert_uint_eq(kv.keys, 3);
+		memcpy(k, base, len);
+		ck_assert_ptr_eq(shmrun_kv_get(&kv, 0, 0x5eed, k, len, 4, false, &err), a);
+		shmrun_kv_free(&kv);
+	}
+}
+END_TEST
+
+/* Keys of lengths 0..40 over many growths: every address stable, every value
+ * zero-filled on insert even where freed memory is reused. */
+START_TEST(test_mixed_lengths_growth)
+{
+	enum { N = 20000 };
+	uint64_t **addr = calloc(N, sizeof(*addr));
+	unsigned char k[48];
+	struct shmrun_kv kv;
+	int err;
+
+	ck_assert_ptr_nonnull(addr);
+	for (int round = 0; round < 2; round++) { /* round 1 reuses round 0's freed memory */
+		ck_assert_int_eq(shmrun_kv_init(&kv, 8), 0);
+		for (uint32_t i = 0; i < N; i++) {
+			uint32_t len = 4 + i % 37; /* 4..40: a 4-byte id, then filler */
+
+			fill_key(k, len, i);
+			memcpy(k, &i, 4);
+			addr[i] = get(&kv, k, len, 24, true, &err);
+			CHECK(addr[i] && (uintptr_t)addr[i] % 8 == 0, "insert %u", i);
+			CHECK(addr[i][0] == 0 && addr[i][1] == 0 && addr[i][2] == 0,
+			      "key %u: value not zero-filled", i);
+			memset(addr[i], 0xff, 24);
+			addr[i][0] = i;
+		}
+		ck_assert_uint_eq(kv.keys, N);
+		for (uint32_t i = 0; i < N; i++) {
+			uint32_t len = 4 + i % 37;
+			uint64_t *p;
+
+			fill_key(k, len, i);
+			memcpy(k, &i, 4);
+			p = get(&kv, k, len, 24, false, &err);
+			CHECK(p == addr[i] && p[0] == i && p[2] == UINT64_MAX,
+			      "key %u moved or lost", i);
+		}
+		shmrun_kv_free(&kv);
+	}
+	free(addr);
+}
+END_TEST
+
+/*
+ * Keys that end exactly at a page followed by an unmapped page, and keys that
+ * start exactly after one: inserted, found, and compared against a stored key
+ * of the same hash and length. The lookup reads only the key's own bytes, or
+ * this faults (and ASan reports any read outside them).
+ */
+START_TEST(test_key_at_page_edge)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	unsigned char *map, *mid, other[48];
+	struct shmrun_kv kv;
+	int err;
+
+	map = mmap(NULL, 3 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		   0);
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	mid = map + page;
+	fill_key(mid, (uint32_t)page, 3);
+	ck_assert_int_eq(mprotect(map, (size_t)page, PROT_NONE), 0);
+	ck_assert_int_eq(mprotect(mid + page, (size_t)page, PROT_NONE), 0);
+
+	for (uint32_t len = 0; len <= 40; len++) {
+		const unsigned char *end = mid + page - len, *start = mid;
+		uint64_t h = XXH3_64bits(end, len), *v;
+
+		/* with its real hash, in a store of many vnodes */
+		ck_assert_int_eq(shmrun_kv_init(&kv, 4), 0);
+		ck_assert_ptr_null(get(&kv, end, len, 8, false, &err));
+		v = get(&kv, end, len, 8, true, &err);
+		ck_assert_ptr_nonnull(v);
+		*v = len;
+		ck_assert_ptr_eq(get(&kv, end, len, 8, false, &err), v);
+		ck_assert_ptr_eq(get(&kv, start, len, 8, false, &err),
+				 len && memcmp(start, end, len) ? NULL : v);
+		shmrun_kv_free(&kv);
+
+		/* beside another key of the same hash and length: the words are compared */
+		ck_assert_int_eq(shmrun_kv_init(&kv, 1), 0);
+		memcpy(other, end, len);
+		if (len)
+			other[len - 1] ^= 1;
+		ck_assert_ptr_nonnull(shmrun_kv_get(&kv, 0, h, other, len, 8, true, &err));
+		ck_assert_ptr_eq(shmrun_kv_get(&kv, 0, h, end, len, 8, false, &err),
+				 len ? NULL : shmrun_kv_get(&kv, 0, h, other, len, 8, false, &err));
+		ck_assert_ptr_eq(shmrun_kv_get(&kv, 0, h, start, len, 8, false, &err),
+				 len ? NULL : shmrun_kv_get(&kv, 0, h, other, len, 8, false, &err));
+		v = shmrun_kv_get(&kv, 0, h, end, len, 8, true, &err);
+		ck_assert_ptr_nonnull(v);
+		ck_assert_ptr_eq(shmrun_kv_get(&kv, 0, h, end, len, 8, false, &err), v);
+		ck_assert_uint_eq(kv.keys, len ? 2 : 1);
+		shmrun_kv_free(&kv);
+	}
+	ck_assert_int_eq(munmap(map, 3 * (size_t)page), 0);
+}
+END_TEST
+
+/* Bytes of a key's entry in the new layout: the empty key keeps a zero word. */
+START_TEST(test_bytes_empty_key)
+{
+	struct shmrun_kv kv;
+	uint64_t before;
+	int err;
+
+	ck_assert_int_eq(shmrun_kv_init(&kv, 1), 0);
+	ck_assert_ptr_nonnull(get(&kv, "a", 1, 8, true, &err));
+	before = kv.bytes;
+	ck_assert_ptr_nonnull(get(&kv, "", 0, 8, true, &err));
+	ck_assert_uint_eq(kv.bytes - before, 8 + 8 + 8); /* header, value, one zero word */
+	before = kv.bytes;
+	ck_assert_ptr_nonnull(get(&kv, "12345678", 8, 8, true, &err));
+	ck_assert_uint_eq(kv.bytes - before, 8 + 8 + 8);
+	before = kv.bytes;
+	ck_assert_ptr_nonnull(get(&kv, "123456789", 9, 8, true, &err));
+	ck_assert_uint_eq(kv.bytes - before, 8 + 8 + 16);
+	ck_assert_uint_eq(kv.key_bytes, 1 + 0 + 8 + 9);
+	shmrun_kv_free(&kv);
+}
+END_TEST
+
+/* Regression: a store first used with 0-byte values took a later non-zero size
+ * as its first, and its entries were read with the key at the wrong offset. */
+START_TEST(test_value_size_zero_then_more)
+{
+	struct shmrun_kv kv;
+	uint64_t n = 0;
+	int err;
+
+	ck_assert_int_eq(shmrun_kv_init(&kv, 4), 0);
+	ck_assert_ptr_nonnull(get(&kv, "set-member", 10, 0, true, &err));
+	ck_assert_ptr_null(get(&kv, "counter", 7, 8, true, &err));
+	ck_assert_int_eq(err, -EINVAL);
+	ck_assert_uint_eq(kv.value_bytes, 0);
+	ck_assert_uint_eq(kv.keys, 1);
+	ck_assert_ptr_nonnull(get(&kv, "set-member", 10, 0, false, &err));
+	ck_assert_int_eq(shmrun_kv_foreach(&kv, count_entry, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	shmrun_kv_free(&kv);
+}
+END_TEST
+
 /* ---- arena: the worker's own allocator ---- */
 
 START_TEST(test_arena)
@@ -518,6 +799,7 @@ START_TEST(test_nomem)
 	struct shmrun_kv kv, huge;
 	uint64_t keys, key_bytes;
 	char key[8] = "k";
+	const char *volatile kp = key; /* hidden from -Warray-bounds: len says 1 GiB */
 	int err = 0;
 
 	ck_assert_int_eq(shmrun_kv_init(&kv, 4), 0);
@@ -528,10 +810,10 @@ START_TEST(test_nomem)
 	ck_assert_int_eq(shmrun_kv_init(&huge, UINT32_MAX), -ENOMEM);
 
 	/* An entry of 1 GiB does not fit; nothing is counted, the store goes on.
-	 * (The key is not read: the allocation fails first.) */
+	 * (The key is not read: no tag matches, and the allocation fails first.) */
 	keys = kv.keys;
 	key_bytes = kv.key_bytes;
-	ck_assert_ptr_null(shmrun_kv_get(&kv, 0, 5, key, 1u << 30, 8, true, &err));
+	ck_assert_ptr_null(shmrun_kv_get(&kv, 0, 5, kp, 1u << 30, 8, true, &err));
 	ck_assert_int_eq(err, -ENOMEM);
 	ck_assert_uint_eq(kv.keys, keys);
 	ck_assert_uint_eq(kv.key_bytes, key_bytes);
@@ -568,6 +850,15 @@ static Suite *state_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("bytes");
 	tcase_add_test(tc, test_bytes);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("layout");
+	tcase_add_test(tc, test_lengths_and_prefixes);
+	tcase_add_test(tc, test_same_hash_lengths);
+	tcase_add_test(tc, test_mixed_lengths_growth);
+	tcase_add_test(tc, test_key_at_page_edge);
+	tcase_add_test(tc, test_bytes_empty_key);
+	tcase_add_test(tc, test_value_size_zero_then_more);
+	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("arena");
 	tcase_add_test(tc, test_arena);

@@ -106,9 +106,14 @@ static uint32_t dec(char *out, uint64_t v)
 				       "25262728293031323334353637383940414243444546474849"
 				       "50515253545556575859606162636465666768697071727374"
 				       "75767778798081828384858687888990919293949596979899";
+	static const uint64_t p10[20] = {
+		1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull,
+		100000000ull, 1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull,
+		10000000000000ull, 100000000000000ull, 1000000000000000ull, 10000000000000000ull,
+		100000000000000000ull, 1000000000000000000ull, 10000000000000000000ull};
 	uint32_t n = 1;
 
-	for (uint64_t x = v; x >= 10; x /= 10)
+	while (n < 20 && v >= p10[n])
 		n++;
 	for (uint32_t i = n;;) {
 		if (v >= 10) {
@@ -132,6 +137,8 @@ static int seq_produce(struct shmrun_task *task, void *state, uint32_t budget)
 	struct sequence *s = state;
 	uint32_t n = 0;
 	bool more = true;
+	const struct range *kr = NULL; /* the range kidx belongs to */
+	uint64_t kidx = 0;             /* kr->next % keys, kept without a division per record */
 
 	/* both grow together (a failed second grow leaves the first larger) */
 	if ((budget > s->recs_cap || budget > s->text_cap) &&
@@ -155,7 +162,13 @@ static int seq_produce(struct shmrun_task *task, void *state, uint32_t budget)
 		rec->key = key;
 		rec->value = value;
 		key[0] = 'k';
-		rec->key_len = 1 + dec(key + 1, r->next % s->keys);
+		if (r != kr) {
+			kr = r;
+			kidx = r->next % s->keys;
+		}
+		rec->key_len = 1 + dec(key + 1, kidx);
+		if (++kidx == s->keys)
+			kidx = 0;
 		rec->value_len = dec(value, r->next);
 		rec->event_time_ns = s->stamp ? realtime_ns() : 0;
 		r->next++;

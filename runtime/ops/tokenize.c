@@ -39,7 +39,7 @@
 #include "ops.h"
 #include "tokenize_scan.h"
 
-#define OUT_MAX	   256u	     /* tokens per shmrun_emit_batch() */
+#define OUT_MAX	   256u	       /* tokens per shmrun_emit_batch() */
 #define SPAN_BYTES (64u << 10) /* a span grows past its first record up to this */
 
 struct tokenize {

@@ -156,7 +156,8 @@ static ALWAYS_INLINE size_t scan(const unsigned char *p, size_t n, unsigned char
 		if (open && e) {
 			size_t en = base + (size_t)__builtin_ctzll(e);
 
-			tok[ntok++] = (struct shmrun_tok){(uint32_t)open_at, (uint32_t)(en - open_at)};
+			tok[ntok++] =
+			    (struct shmrun_tok){(uint32_t)open_at, (uint32_t)(en - open_at)};
 			e &= e - 1;
 			open = false;
 		}
@@ -172,7 +173,8 @@ static ALWAYS_INLINE size_t scan(const unsigned char *p, size_t n, unsigned char
 				size_t en = base + (size_t)__builtin_ctzll(e);
 
 				e &= e - 1;
-				tok[ntok++] = (struct shmrun_tok){(uint32_t)st, (uint32_t)(en - st)};
+				tok[ntok++] =
+				    (struct shmrun_tok){(uint32_t)st, (uint32_t)(en - st)};
 			} else {
 				open_at = st;
 				open = true;

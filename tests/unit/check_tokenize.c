@@ -91,7 +91,8 @@ static uint64_t rnd(void)
 static void fill(unsigned char *p, size_t n, int mode)
 {
 	static const char word[] = "abcXYZ019qQ";
-	static const unsigned char sep[] = {0, '\r', '\n', ' ', 0x80, 0xff, '@', '[', '`', '{', '/', ':'};
+	static const unsigned char sep[] = {0,	 '\r', '\n', ' ', 0x80, 0xff,
+					    '@', '[',  '`',  '{', '/',	':'};
 
 	for (size_t i = 0; i < n; i++) {
 		uint64_t r = rnd();
@@ -149,7 +150,8 @@ static void check_all(const unsigned char *src, size_t n, size_t align)
 				      scanners[s].name, k, nwant, n, align);
 			ck_assert_uint_eq(end, n);
 			for (size_t i = 0; i < k; i++) {
-				ck_assert_msg(got[i].off == want[i].off && got[i].len == want[i].len,
+				ck_assert_msg(got[i].off == want[i].off &&
+						  got[i].len == want[i].len,
 					      "%s: token %zu is [%u,+%u), want [%u,+%u) (n %zu)",
 					      scanners[s].name, i, got[i].off, got[i].len,
 					      want[i].off, want[i].len, n);
@@ -186,8 +188,8 @@ START_TEST(every_byte_value)
 			ck_assert_uint_eq(end, 1);
 			ck_assert_uint_eq(lower[0], ref_lower(one));
 			k = scanners[s].fn(three, 3, lower, tok, 4, &end);
-			ck_assert_msg(k == (ref_word(three[1]) ? 1u : 2u), "%s: byte %#x: %zu tokens",
-				      scanners[s].name, c, k);
+			ck_assert_msg(k == (ref_word(three[1]) ? 1u : 2u),
+				      "%s: byte %#x: %zu tokens", scanners[s].name, c, k);
 			ck_assert_uint_eq(tok[0].off, 0);
 			ck_assert_uint_eq(tok[k - 1].off + tok[k - 1].len, 3);
 			ck_assert_uint_eq(lower[2], 'b');
@@ -244,10 +246,10 @@ START_TEST(max_tokens_and_resume)
 						ck_assert_uint_eq(got[i].len, want[seen].len);
 					}
 					if (pos + end < n) /* stopped at the next token's start */
-						ck_assert_msg(seen < nwant &&
-								  want[seen].off == pos + end,
-							      "%s max %zu: end %zu is no token start",
-							      scanners[s].name, max, pos + end);
+						ck_assert_msg(
+						    seen < nwant && want[seen].off == pos + end,
+						    "%s max %zu: end %zu is no token start",
+						    scanners[s].name, max, pos + end);
 					if (max == 0) {
 						ck_assert_uint_eq(k, 0);
 						ck_assert_uint_eq(pos + end,
@@ -410,9 +412,9 @@ static int capture_process(struct shmrun_task *task, void *state, const struct s
 }
 
 static const struct shmrun_operator capture_op = {
-	.name = "capture",
-	.process = capture_process,
-	.flags = SHMRUN_OP_SINK,
+    .name = "capture",
+    .process = capture_process,
+    .flags = SHMRUN_OP_SINK,
 };
 
 /*
@@ -431,8 +433,8 @@ static char *run_tokenize(const struct shmrun_record *recs, uint32_t n, bool lc,
 	struct capture cap = {0};
 	struct shmrun_task sink = {.op = &capture_op, .w = &w, .state = &cap, .width = 1};
 	struct out_edge edge = {.kind = SHMRUN_EDGE_FORWARD, .forward = &sink};
-	struct shmrun_task t = {.stage = &stage, .op = op, .w = &w, .width = 1, .outs = &edge,
-				.nouts = 1};
+	struct shmrun_task t = {
+	    .stage = &stage, .op = op, .w = &w, .width = 1, .outs = &edge, .nouts = 1};
 	void *state = NULL;
 
 	ck_assert_ptr_nonnull(op);
@@ -489,8 +491,9 @@ static void compare_all(const struct shmrun_record *recs, uint32_t n, const char
 	for (int lc = 0; lc < 2; lc++) {
 		char *want = reference(recs, n, lc), *got = run_tokenize(recs, n, lc, false, 1);
 
-		ck_assert_msg(strcmp(got, want) == 0, "%s, lowercase %d: process() differs from "
-						      "the reference",
+		ck_assert_msg(strcmp(got, want) == 0,
+			      "%s, lowercase %d: process() differs from "
+			      "the reference",
 			      what, lc);
 		free(got);
 		for (size_t s = 0; s < sizeof(slices) / sizeof(slices[0]); s++) {
@@ -537,7 +540,8 @@ START_TEST(batch_equals_process)
 
 		if (pos + l > 200000)
 			l = 200000 - pos;
-		recs[n++] = (struct shmrun_record){.value = buf + pos, .value_len = (uint32_t)l,
+		recs[n++] = (struct shmrun_record){.value = buf + pos,
+						   .value_len = (uint32_t)l,
 						   .event_time_ns = (int64_t)(rnd() % 8 == 0)};
 		pos += l + g;
 	}

@@ -14,7 +14,8 @@
  *    buffers that end exactly where the input ends (so an over-read is a
  *    sanitizer report) and with a guard after the lower-case buffer (an
  *    over-write is a failure); inputs of all byte values and inputs made of
- *    long runs that cross the 16- and 64-byte block edges.
+ *    long runs that cross the 16- and 64-byte block edges; 300 random inputs
+ *    of up to 5000 bytes.
  *  - max_tokens_and_resume: with max = 0..5 tokens per call, resuming at
  *    *end gives the same tokens; *end is n or the next token's start.
  *  - long_tokens: one token of 300 KB, tokens ending exactly at a block edge
@@ -227,6 +228,14 @@ START_TEST(scanners_equal_reference)
 			check_all(src, edge + (size_t)d + 1, 0);
 			check_all(src, edge, 3);
 		}
+	/* longer inputs: many blocks, runs across every block edge */
+	for (int round = 0; round < 300; round++) {
+		unsigned char big[5000];
+		size_t n = rnd() % sizeof(big);
+
+		fill(big, n, round % 3);
+		check_all(big, n, (size_t)round % 16);
+	}
 }
 END_TEST
 

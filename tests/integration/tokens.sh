@@ -6,8 +6,8 @@
 # shuffle: ring_bytes = 1M), words of every length 1..100 around 16- and
 # 64-byte block edges, lines ending and starting with letters, a file without
 # final newline before another file, and pseudo-random bytes of every value.
-# Word counts with workers = 1 and 2, big and tiny pieces, and lowercase =
-# true and false.
+# Word counts with workers = 1 and 2, big and tiny pieces, lowercase = true
+# and false, and tokenize fed by a direct call (equal widths) or over a ring.
 #
 # Reference (LC_ALL=C): tokens are maximal [A-Za-z0-9] runs; a file boundary
 # ends a token; lower-cased with tr unless lowercase = false; `sort | uniq -c`.
@@ -48,8 +48,8 @@ grep -qaP '\x00' "$tmp/in/random.bin" || fail "random.bin has no NUL byte"
 
 mapfile -t files < <(find "$tmp/in" -type f | sort)
 
-run_case() { # name workers wcount lowercase piece_bytes
-	local name=$1 workers=$2 wc=$3 lower=$4 piece=$5
+run_case() { # name workers wcount lowercase piece_bytes [wread]
+	local name=$1 workers=$2 wc=$3 lower=$4 piece=$5 wr=${6:-$2}
 	local conf="$tmp/$name.conf"
 	cat > "$conf" <<CONF
 [job]
@@ -59,7 +59,7 @@ ring_bytes = 1M
 op = file_source
 path = in
 piece_bytes = $piece
-width = $workers
+width = $wr
 [words]
 op = tokenize
 input = read
@@ -98,4 +98,8 @@ run_case w1_keep_case 1 1 false 32M
 run_case w2 2 3 true 32M
 run_case w2_keep_case 2 2 false 4K
 run_case w2_tiny_pieces 2 2 true 64
+# read -> words over a ring (widths 1 -> 2: rebalance), not a direct call:
+# records reach tokenize in batches off the ring (process_batch())
+run_case w2_ring_in 2 2 true 1M 1
+run_case w2_ring_in_keep_case 2 3 false 4K 1
 echo "tokens: all cases equal the coreutils reference"

@@ -144,3 +144,11 @@ shmrun_check_test(check_combine
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)
+# The tokenizer (runtime/ops/tokenize_scan.c, tokenize.c; issue 10 item 4): the SSE2
+# and scalar scanners against a byte-loop reference (every length 0..300 at every
+# alignment, resuming after max tokens), the span rule, process_batch() == process().
+shmrun_check_test(check_tokenize
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_tokenize.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 180)

@@ -307,6 +307,8 @@ END_TEST
 /* ---- dead peers ------------------------------------------------------------- */
 
 #define SMALL_LEN 100u
+/* Ring bytes of one SMALL_LEN frame, header and padding included. */
+#define SMALL_FRAME ((SHMRUN_FRAME_HEADER + SMALL_LEN + 7) & ~7u)
 #define N_SMALL	  5u
 
 static void small_fill(unsigned char *p, uint32_t i)
@@ -570,7 +572,7 @@ START_TEST(test_dead_consumer_exit)
 	REQUIRE(parent_hear(c, 5000) == 'K', "consumer child got bad frames");
 	wait_exited(pid, 5000);
 	n = parent_fill(&r);
-	REQUIRE(n == 4096 / 120, "%u frames filled the ring", n);
+	REQUIRE(n == 4096 / SMALL_FRAME, "%u frames filled the ring", n);
 	err = shmrun_ring_wait_writable(&r, SMALL_LEN, idle, 2000 * MS);
 	t_ret = now_ns();
 	REQUIRE(err == -EOWNERDEAD, "%s: wait_writable returned %d", idle_names[_i], err);
@@ -608,7 +610,7 @@ START_TEST(test_dead_consumer_killed)
 	pid = spawn(consumer_then_pause, c, 30);
 	REQUIRE(parent_hear(c, 5000) == 'K', "consumer child got bad frames");
 	n = parent_fill(&r);
-	REQUIRE(n == 4096 / 120, "%u frames filled the ring", n);
+	REQUIRE(n == 4096 / SMALL_FRAME, "%u frames filled the ring", n);
 	t_start = now_ns();
 	killer_start(&k, pid, 30 * MS);
 	err = shmrun_ring_wait_writable(&r, SMALL_LEN, idle, 2000 * MS);

@@ -243,7 +243,9 @@ static void model_stream(struct model *m, const uint32_t *lens, unsigned n)
 			CHECK_EQ(shmrun_ring_pending(&m->t.p), 0);
 			model_pop(m);
 		}
-		CHECK_EQ(err, 0);
+		if (err)
+			ck_abort_msg("frame %u (len %" PRIu32 ") at index %" PRIu64 ": error %d", i,
+				     lens[i], m->pos, err);
 	}
 	model_drain(m);
 }
@@ -301,7 +303,7 @@ START_TEST(test_framing_round_trip)
 	ck_assert_uint_eq(f->kind, SHMRUN_FRAME_END);
 	ck_assert_uint_eq(f->len, 0);
 	ck_assert_ptr_eq((const unsigned char *)f,
-			 (const unsigned char *)t.data + (atomic_load(&t.sh->tail) - 16) % 65536);
+			 (const unsigned char *)t.data + (atomic_load(&t.sh->tail) - fbytes(0)) % 65536);
 	shmrun_ring_release(&t.c, f);
 	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), -EAGAIN);
 	tr_close(&t);
@@ -328,9 +330,10 @@ END_TEST
 
 /*
  * A fresh 4096-byte ring whose head and tail stand at @off (mod 4096). Offsets
- * from 16 up are reached by writing and consuming filler frames. Offset 8 cannot
- * be reached that way (the smallest frame is 16 bytes and a frame that does not
- * fit before the end moves to offset 0), so it is seeded through the indices.
+ * from SHMRUN_FRAME_HEADER up are reached by writing and consuming filler
+ * frames. Smaller offsets cannot be reached that way (the smallest frame is
+ * SHMRUN_FRAME_HEADER bytes and a frame that does not fit before the end moves
+ * to offset 0), so they are seeded through the indices.
  */
 static void open_at_offset(struct model *m, uint64_t off)
 {
@@ -338,14 +341,14 @@ static void open_at_offset(struct model *m, uint64_t off)
 	unsigned n = 0;
 	uint64_t left = off;
 
-	model_open(m, CAP, off == 8 ? 8 : 0);
-	if (off == 8)
+	model_open(m, CAP, off < SHMRUN_FRAME_HEADER ? off : 0);
+	if (off < SHMRUN_FRAME_HEADER)
 		return;
 	while (left) {
 		uint64_t chunk = left > CAP / 2 ? CAP / 2 : left;
 
-		if (left - chunk != 0 && left - chunk < 16)
-			chunk = left - 16;
+		if (left - chunk != 0 && left - chunk < SHMRUN_FRAME_HEADER)
+			chunk = left - SHMRUN_FRAME_HEADER;
 		lens[n++] = (uint32_t)(chunk - SHMRUN_FRAME_HEADER);
 		left -= chunk;
 	}
@@ -368,7 +371,10 @@ START_TEST(test_wrap_every_offset)
 		 * marker fills the end and the frame starts at offset 0. */
 		if (to_end + 8 <= CAP / 2) {
 			open_at_offset(&m, off);
-			lens[0] = (uint32_t)(to_end + 8 - SHMRUN_FRAME_HEADER);
+			/* (near the end even an empty frame is too big) */
+			lens[0] = to_end + 8 >= SHMRUN_FRAME_HEADER
+					  ? (uint32_t)(to_end + 8 - SHMRUN_FRAME_HEADER)
+					  : 0;
 			lens[1] = 5;
 			lens[2] = 0;
 			model_stream(&m, lens, 3);
@@ -421,7 +427,7 @@ START_TEST(test_index_wrap_2_64)
 
 	ck_assert_uint_eq(start % 8, 0);
 	for (unsigned n = 0; n < 3000; n++)
-		lens[n] = (uint32_t)((n * 37 + _i * 11) % (n % 50 == 0 ? 2033 : 97));
+		lens[n] = (uint32_t)((n * 37 + _i * 11) % (n % 50 == 0 ? CAP / 2 - SHMRUN_FRAME_HEADER + 1 : 97));
 	model_open(&m, CAP, start);
 	model_stream(&m, lens, 3000);
 	/* The indices went through 2^64 and came out small. */
@@ -439,15 +445,17 @@ START_TEST(test_index_wrap_2_64_full)
 	struct tr t;
 	unsigned n = 0;
 
-	/* 16-byte frames. From an offset of 8 mod 16 one fewer fits: the 8 bytes
-	 * before the end become a skip marker, except from offset 8, where the
-	 * ring is full before the frames reach the end. */
-	uint64_t used = start % 16 == 0 ? CAP : start % CAP == 8 ? CAP - 16 : CAP - 8;
+	/* Empty frames (fbytes(0) each) from the ring offset of @start: those
+	 * that fit before the end, a skip marker over the gap at the end, then
+	 * those that fit from offset 0 up to head. */
+	const uint64_t fb = fbytes(0), off = start % CAP, k1 = (CAP - off) / fb;
+	const uint64_t gap = CAP - off - k1 * fb, k2 = off / fb;
+	uint64_t used = k1 * fb + (k2 ? gap + k2 * fb : 0);
 
 	tr_open_at(&t, CAP, start);
 	while (put(&t.p, SHMRUN_FRAME_DATA, n, 0, NULL) == 0)
 		n++;
-	ck_assert_uint_eq(n, start % 16 ? CAP / 16 - 1 : CAP / 16);
+	ck_assert_uint_eq(n, k1 + k2);
 	ck_assert_uint_eq(atomic_load(&t.sh->tail) - atomic_load(&t.sh->head), used);
 	for (unsigned i = 0; i < n; i++) {
 		ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
@@ -511,7 +519,7 @@ START_TEST(test_commit_grown_len_across_2_64)
 	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 0);
 	f->len = 0;
 	ck_assert_int_eq(shmrun_ring_commit(&t.p, f), 0);
-	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 16);
+	ck_assert_uint_eq(shmrun_ring_pending(&t.p), fbytes(0));
 	tr_close(&t);
 }
 END_TEST
@@ -540,7 +548,8 @@ START_TEST(test_empty)
 }
 END_TEST
 
-static const uint32_t full_lens[] = {0, 1, 7, 8, 9, 48, 100, 1000, 1360, 2032};
+static const uint32_t full_lens[] = {0, 1, 7, 8, 9, 48, 100, 1000, 1360,
+				      CAP / 2 - SHMRUN_FRAME_HEADER};
 
 START_TEST(test_full_exact_count)
 {
@@ -560,8 +569,8 @@ START_TEST(test_full_exact_count)
 	ck_assert_uint_eq(n, CAP / fb);
 	ck_assert_int_eq(shmrun_ring_reserve(&t.p, len, &w), -EAGAIN);
 	ck_assert(!shmrun_ring_writable(&t.p, len));
-	/* An empty frame still fits iff 16 bytes are left before the end. */
-	ck_assert(shmrun_ring_writable(&t.p, 0) == (CAP % fb >= 16));
+	/* An empty frame still fits iff its bytes are left before the end. */
+	ck_assert(shmrun_ring_writable(&t.p, 0) == (CAP % fb >= fbytes(0)));
 	/* -EAGAIN flushed: every committed frame is visible. */
 	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 0);
 	ck_assert_uint_eq(atomic_load(&t.sh->tail), n * fb);
@@ -586,9 +595,10 @@ END_TEST
 
 START_TEST(test_full_exact_count_mid_ring)
 {
-	/* 100-byte frames (120 padded) from offset 1000: 25 fit before the end
-	 * (to 4000), then a 96-byte skip; the frames at 0.. may reach head (1000):
-	 * 8 more (960). 33 in all. */
+	/* 100-byte frames (fb = 128 padded) from offset 1000: k1 = 24 fit before
+	 * the end (to 4072), then a 24-byte skip; the frames at 0.. may reach
+	 * head (1000): k2 = 7 more (896). 31 in all. */
+	const uint64_t fb = fbytes(100), k1 = (CAP - 1000) / fb, k2 = 1000 / fb;
 	struct model m;
 	unsigned n = 0;
 
@@ -596,10 +606,10 @@ START_TEST(test_full_exact_count_mid_ring)
 	shmrun_ring_set_batch(&m.t.p, CAP);
 	while (model_push(&m, 100) == 0)
 		n++;
-	ck_assert_uint_eq(n, 33);
+	ck_assert_uint_eq(n, k1 + k2);
 	ck_assert_uint_eq(m.skips, 1);
 	ck_assert_uint_eq(atomic_load(&m.t.sh->tail) - atomic_load(&m.t.sh->head),
-			  4000 - 1000 + 96 + 960);
+			  (CAP - 1000 - k1 * fb) + (k1 + k2) * fb);
 	model_drain(&m);
 	model_close(&m);
 }
@@ -703,7 +713,7 @@ START_TEST(test_commit_smaller_len)
 	tr_close(&t);
 
 	/* Reserving the largest frame and committing it empty leaves room for
-	 * 255 more empty frames: 256 in all, as if it had asked for 0. */
+	 * CAP / fbytes(0) - 1 more empty frames, as if it had asked for 0. */
 	tr_open(&t, CAP);
 	ck_assert_int_eq(shmrun_ring_reserve(&t.p, CAP / 2 - SHMRUN_FRAME_HEADER, &w), 0);
 	w->kind = SHMRUN_FRAME_DATA;
@@ -711,7 +721,7 @@ START_TEST(test_commit_smaller_len)
 	ck_assert_int_eq(shmrun_ring_commit(&t.p, w), 0);
 	for (n = 1; put(&t.p, SHMRUN_FRAME_DATA, n, 0, NULL) == 0; n++)
 		;
-	ck_assert_uint_eq(n, CAP / 16);
+	ck_assert_uint_eq(n, CAP / fbytes(0));
 	tr_close(&t);
 }
 END_TEST
@@ -793,30 +803,32 @@ START_TEST(test_batch_publication)
 
 	tr_open(&t, 65536);
 	shmrun_ring_set_batch(&t.p, 1000);
-	/* 104-byte frames (84 payload): nine stay private, the tenth publishes. */
+	/* 104-byte frames (104 - SHMRUN_FRAME_HEADER payload): nine stay
+	 * private, the tenth publishes. */
+	ck_assert_uint_eq(fbytes(104 - SHMRUN_FRAME_HEADER), 104);
 	for (unsigned i = 0; i < 9; i++) {
-		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, i, 84, NULL), 0);
+		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, i, 104 - SHMRUN_FRAME_HEADER, NULL), 0);
 		ck_assert_uint_eq(shmrun_ring_pending(&t.p), (i + 1) * 104);
 	}
-	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 9, 84, NULL), 0);
+	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 9, 104 - SHMRUN_FRAME_HEADER, NULL), 0);
 	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 0);
 	ck_assert_uint_eq(atomic_load(&t.sh->tail), 10 * 104);
 	for (unsigned i = 0; i < 10; i++) {
 		ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
-		check_frame(f, SHMRUN_FRAME_DATA, i, 84);
+		check_frame(f, SHMRUN_FRAME_DATA, i, 104 - SHMRUN_FRAME_HEADER);
 		shmrun_ring_release(&t.c, f);
 	}
 	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), -EAGAIN);
 	/* Below the batch, frames appear only at flush. */
 	for (unsigned i = 0; i < 3; i++)
 		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 10 + i, 0, NULL), 0);
-	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 48);
+	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 3 * fbytes(0));
 	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), -EAGAIN);
 	ck_assert(!shmrun_ring_readable(&t.c));
 	shmrun_ring_flush(&t.p);
 	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 0);
 	shmrun_ring_flush(&t.p); /* nothing pending: no change */
-	ck_assert_uint_eq(atomic_load(&t.sh->tail), 10 * 104 + 48);
+	ck_assert_uint_eq(atomic_load(&t.sh->tail), 10 * 104 + 3 * fbytes(0));
 	ck_assert_uint_eq(drain_visible(&t), 3);
 	/* Batch 1 (and 0, clamped to 1) publishes every commit. */
 	for (uint64_t b = 0; b <= 1; b++) {
@@ -828,10 +840,11 @@ START_TEST(test_batch_publication)
 	/* A huge batch is clamped to capacity / 2. */
 	shmrun_ring_set_batch(&t.p, UINT64_MAX);
 	for (unsigned i = 0; i < 255; i++)
-		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, i, 112, NULL), 0);
+		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, i, 128 - SHMRUN_FRAME_HEADER, NULL),
+				 0);
 	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 255 * 128);
 	ck_assert_uint_eq(drain_visible(&t), 0);
-	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 255, 112, NULL), 0);
+	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 255, 128 - SHMRUN_FRAME_HEADER, NULL), 0);
 	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 0);
 	ck_assert_uint_eq(drain_visible(&t), 256);
 	/* detach flushes what is pending */
@@ -855,10 +868,10 @@ START_TEST(test_batch_default)
 
 		tr_open(&t, defaults[k][0]);
 		for (uint64_t i = 0; i + 1 < n; i++)
-			ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, (uint32_t)i, 48, NULL), 0);
+			ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, (uint32_t)i, 64 - SHMRUN_FRAME_HEADER, NULL), 0);
 		ck_assert_uint_eq(shmrun_ring_pending(&t.p), batch - 64);
 		ck_assert_uint_eq(atomic_load(&t.sh->tail), 0);
-		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, (uint32_t)n, 48, NULL), 0);
+		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, (uint32_t)n, 64 - SHMRUN_FRAME_HEADER, NULL), 0);
 		ck_assert_uint_eq(shmrun_ring_pending(&t.p), 0);
 		ck_assert_uint_eq(atomic_load(&t.sh->tail), batch);
 		tr_close(&t);
@@ -1179,7 +1192,12 @@ START_TEST(test_wait_timeouts)
 	ck_assert_int_lt(dt, 1000 * ms);
 	ck_assert_int_eq(shmrun_ring_wait_readable(&t.c, idle, 0), -ETIMEDOUT);
 	ck_assert_int_eq(shmrun_ring_wait_writable(&t.p, 100, idle, 0), 0);
-	/* Full ring: the producer times out. */
+	/* Full ring: the producer times out. One frame fbytes(0) shorter than
+	 * the others (which divide CAP) leaves exactly fbytes(0) bytes. */
+	ck_assert_uint_eq(CAP % fbytes(100), 0);
+	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, n++,
+			     (uint32_t)(fbytes(100) - fbytes(0) - SHMRUN_FRAME_HEADER), NULL),
+			 0);
 	while (put(&t.p, SHMRUN_FRAME_DATA, n, 100, NULL) == 0)
 		n++;
 	ck_assert_uint_eq(n, CAP / fbytes(100));
@@ -1188,7 +1206,7 @@ START_TEST(test_wait_timeouts)
 	dt = now_ns() - t0;
 	ck_assert_int_ge(dt, 30 * ms);
 	ck_assert_int_lt(dt, 1000 * ms);
-	/* 16 bytes are left: an empty frame fits, an 8-byte one does not. */
+	/* fbytes(0) bytes are left: an empty frame fits, an 8-byte one does not. */
 	ck_assert_int_eq(shmrun_ring_wait_writable(&t.p, 0, idle, 0), 0);
 	ck_assert_int_eq(shmrun_ring_wait_writable(&t.p, 8, idle, 0), -ETIMEDOUT);
 	/* Ready at once: no wait. */

@@ -1170,6 +1170,181 @@ START_TEST(test_peek_corrupt_frame)
 }
 END_TEST
 
+/* ---- frame commit: stale bytes are never a frame -------------------------- */
+
+/*
+ * Fill @len payload bytes of frame @f, which starts at free-running index @at,
+ * with forged frames for the next lap: at every index q = at + 24k + 24 + 8j the
+ * words of an empty DATA frame whose commit word carries the lap of q + CAP.
+ * A consumer that took stale bytes for a frame would find one that checks out.
+ */
+static void forge_next_lap(struct shmrun_frame *f, uint64_t at, uint32_t len)
+{
+	for (uint32_t i = 0; i + 8 <= len; i += 8) {
+		uint64_t q = at + SHMRUN_FRAME_HEADER + i, w;
+
+		switch ((q / 8) % 3) {
+		case 0:
+			w = fbytes(0) | (uint64_t)(SHMRUN_RING_COMMIT_FRAME |
+						   ((uint32_t)((q + CAP) / CAP) &
+						    SHMRUN_RING_COMMIT_LAP_MASK))
+						  << 32;
+			break;
+		case 1: /* len 0, kind DATA, flags */
+			w = (uint64_t)SHMRUN_FRAME_DATA << 32;
+			break;
+		default: /* src_task, dst_task */
+			w = 0xdeadbeefull | 0xfeedfaceull << 32;
+			break;
+		}
+		memcpy(f->payload + i, &w, 8);
+	}
+}
+
+START_TEST(test_stale_lap_never_a_frame)
+{
+	/* From every 8-byte offset: a lap and a half of frames whose payloads
+	 * are forged frames of the next lap (some committed smaller than they
+	 * were reserved), each consumed at once; then small frames of every
+	 * size over the forged bytes, each peeked right after its commit and
+	 * followed by an empty peek; then the ring filled and drained. The
+	 * consumer sees exactly the frames committed, never a forged one. */
+	const uint32_t big = 400 - SHMRUN_FRAME_HEADER;
+	const struct shmrun_frame *f;
+	uint32_t lens[300];
+	struct shmrun_frame *w;
+	struct model m;
+
+	for (uint64_t off = 0; off < CAP; off += 8) {
+		uint64_t start = 3 * CAP + off, pos = start;
+		uint32_t id = 0, len;
+
+		model_open(&m, CAP, start);
+		shmrun_ring_set_batch(&m.t.p, 1);
+		while (pos - start < CAP + CAP / 2) {
+			ck_assert_int_eq(shmrun_ring_reserve(&m.t.p, big, &w), 0);
+			/* (the handle's private tail: where the frame starts) */
+			forge_next_lap(w, m.t.p.tail, big);
+			len = id % 3 == 0 ? 8 : big; /* smaller than reserved */
+			w->kind = SHMRUN_FRAME_DATA;
+			w->src_task = id;
+			w->len = len;
+			ck_assert_int_eq(shmrun_ring_commit(&m.t.p, w), 0);
+			ck_assert_int_eq(shmrun_ring_peek(&m.t.c, &f), 0);
+			ck_assert_ptr_eq(f, w);
+			ck_assert_uint_eq(f->src_task, id);
+			ck_assert_uint_eq(f->len, len);
+			shmrun_ring_release(&m.t.c, f);
+			ck_assert_int_eq(shmrun_ring_peek(&m.t.c, &f), -EAGAIN);
+			pos = m.t.p.tail;
+			id++;
+		}
+		m.pos = pos;
+		for (uint32_t n = 0; n < 300; n++) {
+			ck_assert_int_eq(model_push(&m, (n * 7 + (uint32_t)off / 8) % 61), 0);
+			model_pop(&m);
+			ck_assert_int_eq(shmrun_ring_peek(&m.t.c, &f), -EAGAIN);
+		}
+		for (uint32_t n = 0; n < 300; n++)
+			lens[n] = (n * 13 + (uint32_t)off) % 200;
+		shmrun_ring_set_batch(&m.t.p, CAP);
+		model_stream(&m, lens, 300);
+		model_close(&m);
+	}
+}
+END_TEST
+
+START_TEST(test_full_ring_previous_lap_word)
+{
+	/* A ring filled exactly: the word where the next frame goes is the
+	 * commit word of the frame at head, one lap old. Once drained, the
+	 * consumer finds that old word at its head and reports empty. */
+	const uint64_t fb = fbytes(64 - SHMRUN_FRAME_HEADER);
+	const struct shmrun_frame *f;
+	struct tr t;
+	uint32_t n = 0;
+
+	ck_assert_uint_eq(fb, 64);
+	tr_open_at(&t, CAP, 5 * CAP);
+	while (put(&t.p, SHMRUN_FRAME_DATA, n, 64 - SHMRUN_FRAME_HEADER, NULL) == 0)
+		n++;
+	ck_assert_uint_eq(n, CAP / fb);
+	for (uint32_t i = 0; i < n; i++) {
+		ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
+		check_frame(f, SHMRUN_FRAME_DATA, i, 64 - SHMRUN_FRAME_HEADER);
+		shmrun_ring_release(&t.c, f);
+	}
+	ck_assert_uint_ne(atomic_load((_Atomic uint64_t *)(void *)t.data), 0);
+	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), -EAGAIN);
+	ck_assert(!shmrun_ring_readable(&t.c));
+	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_END, 99, 0, NULL), 0);
+	shmrun_ring_flush(&t.p);
+	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
+	check_frame(f, SHMRUN_FRAME_END, 99, 0);
+	tr_close(&t);
+}
+END_TEST
+
+START_TEST(test_peek_foreign_commit_word)
+{
+	/* A commit word of neither this lap nor the previous one is corrupt. */
+	const struct shmrun_frame *f;
+	struct tr t;
+
+	tr_open_at(&t, CAP, 4 * CAP);
+	atomic_store((_Atomic uint64_t *)(void *)t.data,
+		     fbytes(0) | (uint64_t)(SHMRUN_RING_COMMIT_FRAME | 2u) << 32);
+	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), -EPROTO);
+	/* lap 3, previous: empty */
+	atomic_store((_Atomic uint64_t *)(void *)t.data,
+		     fbytes(0) | (uint64_t)(SHMRUN_RING_COMMIT_FRAME | 3u) << 32);
+	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), -EAGAIN);
+	/* a skip marker that does not reach the end */
+	atomic_store((_Atomic uint64_t *)(void *)t.data,
+		     8 | (uint64_t)(SHMRUN_RING_COMMIT_SKIP | 4u) << 32);
+	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), -EPROTO);
+	tr_close(&t);
+}
+END_TEST
+
+START_TEST(test_null_wake_bell)
+{
+	/* With a NULL wake bell publishing neither rings nor reads a bell; with
+	 * the default one it rings the sleeper announced in the bell. */
+	const struct shmrun_frame *f;
+	struct tr t;
+
+	tr_open(&t, CAP);
+	shmrun_ring_set_wake_bell(&t.p, NULL);
+	shmrun_ring_set_wake_bell(&t.c, NULL);
+	atomic_store(&t.sh->data_bell.waiting, 1);
+	atomic_store(&t.sh->room_bell.waiting, 1);
+	for (uint32_t i = 0; i < 100; i++) {
+		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, i, i, NULL), 0);
+		shmrun_ring_flush(&t.p);
+		ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
+		check_frame(f, SHMRUN_FRAME_DATA, i, i);
+		shmrun_ring_release(&t.c, f);
+		ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), -EAGAIN);
+	}
+	ck_assert_uint_eq(atomic_load(&t.sh->data_bell.seq), 0);
+	ck_assert_uint_eq(atomic_load(&t.sh->room_bell.seq), 0);
+	/* back to the ring's own bells: both ring */
+	shmrun_ring_set_wake_bell(&t.p, &t.sh->data_bell);
+	shmrun_ring_set_wake_bell(&t.c, &t.sh->room_bell);
+	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 100, 1, NULL), 0);
+	shmrun_ring_flush(&t.p);
+	ck_assert_uint_eq(atomic_load(&t.sh->data_bell.seq), 1);
+	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
+	shmrun_ring_release(&t.c, f);
+	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), -EAGAIN);
+	ck_assert_uint_eq(atomic_load(&t.sh->room_bell.seq), 1);
+	atomic_store(&t.sh->data_bell.waiting, 0);
+	atomic_store(&t.sh->room_bell.waiting, 0);
+	tr_close(&t);
+}
+END_TEST
+
 /* ---- waiting ---------------------------------------------------------------- */
 
 static const enum shmrun_idle idles[] = {SHMRUN_IDLE_SPIN, SHMRUN_IDLE_SLEEP, SHMRUN_IDLE_HYBRID};
@@ -1285,6 +1460,14 @@ static Suite *ring_suite(void)
 	tcase_add_test(tc, test_attach_args);
 	tcase_add_test(tc, test_attach_resumes);
 	tcase_add_test(tc, test_peek_corrupt_frame);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("frame_commit");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_stale_lap_never_a_frame);
+	tcase_add_test(tc, test_full_ring_previous_lap_word);
+	tcase_add_test(tc, test_peek_foreign_commit_word);
+	tcase_add_test(tc, test_null_wake_bell);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("wait");

@@ -51,8 +51,11 @@
  *   - A frame's bytes are written before the release store of a commit word
  *     that makes them reachable, and are not overwritten before the consumer's
  *     release store of a head that is past them.
- *   - A frame is at most capacity / 2 bytes, so a producer that waits for an
- *     empty ring can always place it (the skip before it is smaller than it).
+ *   - A frame takes at most capacity / 2 + 8 bytes (the largest payload is
+ *     capacity / 2 - 16, as before the commit word), so a producer that waits
+ *     for an empty ring can always place it: the skip before it is at most
+ *     capacity / 2 - 8 bytes, except at offset capacity / 2, where the skip is
+ *     published alone and the frame waits for the consumer to pass it.
  *
  * Batching. Commits advance a private tail; a batch becomes visible when the
  * commit word of its first frame is stored (shmrun_ring_set_batch(),
@@ -123,9 +126,12 @@
 
 #define ALIGN_UP(x, a) (((x) + ((a) - 1)) & ~((uint64_t)(a) - 1))
 
+/* Ring bytes of a frame of @len payload bytes: commit word, header, payload,
+ * padding. */
 static inline uint64_t frame_bytes(uint32_t len)
 {
-	return ALIGN_UP((uint64_t)SHMRUN_FRAME_HEADER + len, SHMRUN_FRAME_ALIGN);
+	return ALIGN_UP((uint64_t)SHMRUN_FRAME_COMMIT + SHMRUN_FRAME_HEADER + len,
+			SHMRUN_FRAME_ALIGN);
 }
 
 static inline void cpu_relax(void)
@@ -197,7 +203,7 @@ static uint64_t published_end(const struct shmrun_ring *r, uint64_t head, uint64
 			if (step != to_end)
 				break;
 		} else if (hi != shmrun_ring_tag_(r, tail, SHMRUN_RING_COMMIT_FRAME) ||
-			   step < SHMRUN_FRAME_HEADER || step % SHMRUN_FRAME_ALIGN || step > to_end) {
+			   step < frame_bytes(0) || step % SHMRUN_FRAME_ALIGN || step > to_end) {
 			break;
 		}
 		if (tail + step - head > r->capacity)
@@ -351,12 +357,19 @@ uint64_t shmrun_ring_pending(const struct shmrun_ring *r)
 	return r->tail - r->tail_pub;
 }
 
-/* Bytes a frame of @need bytes takes at the current tail, skip included. */
+/*
+ * Bytes a frame of @need bytes takes at the current tail, skip included. The
+ * one placement where the skip and the frame together exceed the ring (the
+ * largest frame, capacity / 2 + 8 bytes, at offset capacity / 2) takes the
+ * skip alone first: see place_skip_alone().
+ */
 static uint64_t placement_bytes(const struct shmrun_ring *r, uint64_t need)
 {
 	uint64_t to_end = r->capacity - (r->tail & r->mask);
 
-	return need <= to_end ? need : to_end + need;
+	if (need <= to_end)
+		return need;
+	return to_end + need <= r->capacity ? to_end + need : to_end;
 }
 
 static bool has_room(struct shmrun_ring *r, uint64_t total)
@@ -370,11 +383,50 @@ static bool has_room(struct shmrun_ring *r, uint64_t total)
 	return r->tail + total - r->head_cache <= r->capacity;
 }
 
+/* Write a skip marker over the @to_end bytes from the tail to the wrap (room
+ * checked). Only its commit word is written: the end may be 8 bytes away. */
+static void put_skip(struct shmrun_ring *r, uint64_t to_end)
+{
+	/* Zero the word at offset 0 first, where the consumer goes next, unless
+	 * that is the (previous-lap) word of the frame at head of a ring full up
+	 * to there. relaxed: ordered before the consumer's sight of the marker
+	 * by the release store that publishes the marker. */
+	if (r->tail + to_end - r->head_cache < r->capacity)
+		atomic_store_explicit(shmrun_ring_word_(r, r->tail + to_end), 0, memory_order_relaxed);
+	shmrun_ring_put_word_(r, to_end | (uint64_t)shmrun_ring_tag_(r, r->tail,
+								   SHMRUN_RING_COMMIT_SKIP)
+						  << 32);
+	r->tail += to_end;
+}
+
+/*
+ * A frame of @need bytes that does not fit before the wrap and that, with the
+ * skip before it, would exceed the ring: publish the skip alone now if it
+ * fits, so the frame can go at offset 0 once the consumer has stepped over it.
+ * Return: whether the tail is now at offset 0 (or was: nothing to do).
+ */
+static bool place_skip_alone(struct shmrun_ring *r, uint64_t need)
+{
+	uint64_t to_end = r->capacity - (r->tail & r->mask);
+
+	if (need <= to_end || to_end + need <= r->capacity)
+		return true;
+	if (r->reserving || !has_room(r, to_end))
+		return false;
+	put_skip(r, to_end);
+	shmrun_ring_flush(r);
+	return true;
+}
+
 bool shmrun_ring_writable(struct shmrun_ring *r, uint32_t len)
 {
+	uint64_t need = frame_bytes(len);
+
 	if (len > shmrun_ring_max_payload(r))
 		return false;
-	return has_room(r, placement_bytes(r, frame_bytes(len)));
+	if (!place_skip_alone(r, need))
+		return false;
+	return has_room(r, placement_bytes(r, need));
 }
 
 int shmrun_ring_reserve_slow(struct shmrun_ring *r, uint32_t len, struct shmrun_frame **frame)
@@ -386,23 +438,13 @@ int shmrun_ring_reserve_slow(struct shmrun_ring *r, uint32_t len, struct shmrun_
 	if (len > shmrun_ring_max_payload(r))
 		return -EMSGSIZE;
 	need = frame_bytes(len);
-	if (!has_room(r, placement_bytes(r, need))) {
+	if (!place_skip_alone(r, need) || !has_room(r, placement_bytes(r, need))) {
 		shmrun_ring_flush(r);
 		return -EAGAIN;
 	}
 	to_end = r->capacity - (r->tail & r->mask);
-	if (need > to_end) {
-		/* Skip marker: only its commit word is written (the end of the
-		 * ring may be just 8 bytes away). Zero the word at offset 0 first,
-		 * where the consumer goes next (it is free: the frame fits there).
-		 * relaxed: ordered before the consumer's sight of the marker by
-		 * the release store that publishes the marker. */
-		atomic_store_explicit(shmrun_ring_word_(r, r->tail + to_end), 0, memory_order_relaxed);
-		shmrun_ring_put_word_(r, to_end | (uint64_t)shmrun_ring_tag_(r, r->tail,
-									   SHMRUN_RING_COMMIT_SKIP)
-							  << 32);
-		r->tail += to_end;
-	}
+	if (need > to_end)
+		put_skip(r, to_end);
 	*frame = shmrun_ring_open_frame_(r, len);
 	return 0;
 }
@@ -477,8 +519,9 @@ int shmrun_ring_peek_slow(struct shmrun_ring *r, const struct shmrun_frame **fra
 			}
 			return -EPROTO;
 		}
-		f = (const struct shmrun_frame *)(r->data + (r->head & r->mask));
-		if (step < SHMRUN_FRAME_HEADER || step > to_end || frame_bytes(f->len) != step ||
+		f = (const struct shmrun_frame *)(r->data + (r->head & r->mask) +
+						  SHMRUN_FRAME_COMMIT);
+		if (step < frame_bytes(0) || step > to_end || frame_bytes(f->len) != step ||
 		    f->kind < SHMRUN_FRAME_DATA || f->kind > SHMRUN_FRAME_END)
 			return -EPROTO;
 		*frame = f;

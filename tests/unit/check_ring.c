@@ -43,9 +43,13 @@
 #define CHECK_PTR_EQ(a, b) CHECK_EQ((uintptr_t)(a), (uintptr_t)(b))
 #define CHECK_TRUE(c)	   CHECK_EQ(!!(c), 1)
 
+/* Ring bytes before a frame's payload: its commit word and header. */
+#define FRAME_OVERHEAD (SHMRUN_FRAME_COMMIT + SHMRUN_FRAME_HEADER)
+
+/* Ring bytes of a frame of @len payload bytes. */
 static uint64_t fbytes(uint32_t len)
 {
-	return ((uint64_t)SHMRUN_FRAME_HEADER + len + 7) & ~(uint64_t)7;
+	return ((uint64_t)FRAME_OVERHEAD + len + 7) & ~(uint64_t)7;
 }
 
 static int64_t now_ns(void)
@@ -191,7 +195,7 @@ static int model_push(struct model *m, uint32_t len)
 		m->skips++;
 	}
 	/* The frame sits exactly where the layout says, wholly inside the data area. */
-	CHECK_PTR_EQ(f, m->t.data + (pos & (m->cap - 1)));
+	CHECK_PTR_EQ(f, m->t.data + (pos & (m->cap - 1)) + SHMRUN_FRAME_COMMIT);
 	CHECK_TRUE((pos & (m->cap - 1)) + need <= m->cap);
 	m->q[m->qt % QLEN] = (struct expect){m->next_id, len, pos & (m->cap - 1)};
 	m->qt++;
@@ -211,7 +215,7 @@ static void model_pop(struct model *m)
 	CHECK_EQ(shmrun_ring_peek(&m->t.c, &f), 0);
 	/* A skip marker is never handed out: the frame is the expected one. */
 	CHECK_TRUE(f->kind != SHMRUN_FRAME_SKIP);
-	CHECK_PTR_EQ(f, m->t.data + e.off);
+	CHECK_PTR_EQ(f, m->t.data + e.off + SHMRUN_FRAME_COMMIT);
 	check_frame(f, (uint16_t)(SHMRUN_FRAME_DATA + e.id % 4), e.id, e.len);
 	shmrun_ring_release(&m->t.c, f);
 	m->qh++;
@@ -241,6 +245,15 @@ static void model_stream(struct model *m, const uint32_t *lens, unsigned n)
 		while ((err = model_push(m, lens[i])) == -EAGAIN) {
 			/* reserve flushed on -EAGAIN: every commit is visible. */
 			CHECK_EQ(shmrun_ring_pending(&m->t.p), 0);
+			if (m->qt == m->qh) {
+				/* The largest frame at offset CAP / 2: its skip went
+				 * ahead alone; the consumer steps over it. */
+				const struct shmrun_frame *f;
+
+				CHECK_EQ(m->pos % m->cap, m->cap / 2);
+				CHECK_EQ(shmrun_ring_peek(&m->t.c, &f), -EAGAIN);
+				continue;
+			}
 			model_pop(m);
 		}
 		if (err)
@@ -303,7 +316,7 @@ START_TEST(test_framing_round_trip)
 	ck_assert_uint_eq(f->kind, SHMRUN_FRAME_END);
 	ck_assert_uint_eq(f->len, 0);
 	ck_assert_ptr_eq((const unsigned char *)f,
-			 (const unsigned char *)t.data + (atomic_load(&t.sh->tail) - fbytes(0)) % 65536);
+			 (const unsigned char *)t.data + (atomic_load(&t.sh->tail) - fbytes(0)) % 65536 + SHMRUN_FRAME_COMMIT);
 	shmrun_ring_release(&t.c, f);
 	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), -EAGAIN);
 	tr_close(&t);
@@ -330,9 +343,9 @@ END_TEST
 
 /*
  * A fresh 4096-byte ring whose head and tail stand at @off (mod 4096). Offsets
- * from SHMRUN_FRAME_HEADER up are reached by writing and consuming filler
+ * from FRAME_OVERHEAD up are reached by writing and consuming filler
  * frames. Smaller offsets cannot be reached that way (the smallest frame is
- * SHMRUN_FRAME_HEADER bytes and a frame that does not fit before the end moves
+ * FRAME_OVERHEAD bytes and a frame that does not fit before the end moves
  * to offset 0), so they are seeded through the indices.
  */
 static void open_at_offset(struct model *m, uint64_t off)
@@ -341,15 +354,15 @@ static void open_at_offset(struct model *m, uint64_t off)
 	unsigned n = 0;
 	uint64_t left = off;
 
-	model_open(m, CAP, off < SHMRUN_FRAME_HEADER ? off : 0);
-	if (off < SHMRUN_FRAME_HEADER)
+	model_open(m, CAP, off < FRAME_OVERHEAD ? off : 0);
+	if (off < FRAME_OVERHEAD)
 		return;
 	while (left) {
 		uint64_t chunk = left > CAP / 2 ? CAP / 2 : left;
 
-		if (left - chunk != 0 && left - chunk < SHMRUN_FRAME_HEADER)
-			chunk = left - SHMRUN_FRAME_HEADER;
-		lens[n++] = (uint32_t)(chunk - SHMRUN_FRAME_HEADER);
+		if (left - chunk != 0 && left - chunk < FRAME_OVERHEAD)
+			chunk = left - FRAME_OVERHEAD;
+		lens[n++] = (uint32_t)(chunk - FRAME_OVERHEAD);
 		left -= chunk;
 	}
 	model_stream(m, lens, n);
@@ -372,8 +385,8 @@ START_TEST(test_wrap_every_offset)
 		if (to_end + 8 <= CAP / 2) {
 			open_at_offset(&m, off);
 			/* (near the end even an empty frame is too big) */
-			lens[0] = to_end + 8 >= SHMRUN_FRAME_HEADER
-					  ? (uint32_t)(to_end + 8 - SHMRUN_FRAME_HEADER)
+			lens[0] = to_end + 8 >= FRAME_OVERHEAD
+					  ? (uint32_t)(to_end + 8 - FRAME_OVERHEAD)
 					  : 0;
 			lens[1] = 5;
 			lens[2] = 0;
@@ -383,9 +396,9 @@ START_TEST(test_wrap_every_offset)
 		}
 		/* 2. A frame that fills the room before the end exactly: no skip,
 		 * the next frame starts at offset 0. */
-		if (to_end >= SHMRUN_FRAME_HEADER && to_end <= CAP / 2) {
+		if (to_end >= FRAME_OVERHEAD && to_end <= CAP / 2) {
 			open_at_offset(&m, off);
-			lens[0] = (uint32_t)(to_end - SHMRUN_FRAME_HEADER);
+			lens[0] = (uint32_t)(to_end - FRAME_OVERHEAD);
 			lens[1] = 3;
 			model_stream(&m, lens, 2);
 			ck_assert_uint_eq(m.skips, 0);
@@ -494,7 +507,7 @@ START_TEST(test_commit_frame_ending_at_2_64)
 		shmrun_ring_release(&t.c, cf);
 		ck_assert_int_eq(shmrun_ring_peek(&t.c, &cf), 0);
 		ck_assert_uint_eq(cf->kind, SHMRUN_FRAME_END);
-		ck_assert_ptr_eq(cf, t.data);
+		ck_assert_ptr_eq(cf, t.data + SHMRUN_FRAME_COMMIT);
 		shmrun_ring_release(&t.c, cf);
 		tr_close(&t);
 	}
@@ -581,7 +594,7 @@ START_TEST(test_full_exact_count)
 	shmrun_ring_release(&t.c, f);
 	ck_assert(shmrun_ring_writable(&t.p, len));
 	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, n, len, &w), 0);
-	ck_assert_ptr_eq(w, t.data);
+	ck_assert_ptr_eq(w, t.data + SHMRUN_FRAME_COMMIT);
 	ck_assert_int_eq(shmrun_ring_reserve(&t.p, len, &w), -EAGAIN);
 	for (unsigned i = 1; i <= n; i++) {
 		ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
@@ -641,19 +654,24 @@ START_TEST(test_max_payload)
 	ck_assert_int_eq(shmrun_ring_wait_writable(&t.p, UINT32_MAX, SHMRUN_IDLE_HYBRID, -1),
 			 -EMSGSIZE);
 	ck_assert_uint_eq(atomic_load(&t.sh->tail), 0);
-	/* The largest frame works; exactly two fill the ring. */
+	/* The largest frame works. It takes half the ring plus its commit word,
+	 * so a second one waits until the first is released, then goes at
+	 * offset 0 behind a skip marker. */
 	ck_assert(shmrun_ring_writable(&t.p, max));
 	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 1, max, &w), 0);
-	ck_assert_ptr_eq(w, t.data);
-	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 2, max, &w), 0);
-	ck_assert_ptr_eq(w, t.data + cap / 2);
-	ck_assert_int_eq(shmrun_ring_reserve(&t.p, 0, &w), -EAGAIN);
+	ck_assert_ptr_eq(w, t.data + SHMRUN_FRAME_COMMIT);
+	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 2, max, &w), -EAGAIN);
 	ck_assert_int_eq(shmrun_ring_wait_writable(&t.p, max, SHMRUN_IDLE_SPIN, 0), -ETIMEDOUT);
-	for (uint32_t id = 1; id <= 2; id++) {
-		ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
-		check_frame(f, SHMRUN_FRAME_DATA, id, max);
-		shmrun_ring_release(&t.c, f);
-	}
+	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
+	check_frame(f, SHMRUN_FRAME_DATA, 1, max);
+	shmrun_ring_release(&t.c, f);
+	ck_assert_int_eq(shmrun_ring_wait_writable(&t.p, max, SHMRUN_IDLE_SPIN, 0), 0);
+	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 2, max, &w), 0);
+	ck_assert_ptr_eq(w, t.data + SHMRUN_FRAME_COMMIT);
+	ck_assert_int_eq(shmrun_ring_reserve(&t.p, 0, &w), -EAGAIN);
+	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
+	check_frame(f, SHMRUN_FRAME_DATA, 2, max);
+	shmrun_ring_release(&t.c, f);
 	ck_assert_int_eq(shmrun_ring_wait_writable(&t.p, max, SHMRUN_IDLE_SPIN, 0), 0);
 	tr_close(&t);
 }
@@ -661,14 +679,25 @@ END_TEST
 
 START_TEST(test_max_payload_every_offset)
 {
-	/* A frame of half the ring fits in an empty ring at every offset. */
+	/* The largest frame fits in an empty ring at every offset; at offset
+	 * CAP / 2, where it and the skip before it would exceed the ring, once
+	 * the consumer has stepped over the skip published alone. */
 	const uint32_t max = CAP / 2 - SHMRUN_FRAME_HEADER;
 	uint32_t lens[2] = {max, max};
 
 	for (uint64_t off = 0; off < CAP; off += 8) {
+		const struct shmrun_frame *f;
 		struct model m;
 
 		model_open(&m, CAP, off);
+		if (off == CAP / 2) {
+			ck_assert(!shmrun_ring_writable(&m.t.p, max));
+			ck_assert_uint_eq(shmrun_ring_pending(&m.t.p), 0);
+			ck_assert_uint_eq(atomic_load(&m.t.sh->tail), off + CAP / 2);
+			ck_assert_int_eq(shmrun_ring_peek(&m.t.c, &f), -EAGAIN);
+			m.pos += CAP / 2;
+			m.skips++;
+		}
 		ck_assert(shmrun_ring_writable(&m.t.p, max));
 		ck_assert_int_eq(model_push(&m, max), 0);
 		model_pop(&m);
@@ -803,19 +832,19 @@ START_TEST(test_batch_publication)
 
 	tr_open(&t, 65536);
 	shmrun_ring_set_batch(&t.p, 1000);
-	/* 104-byte frames (104 - SHMRUN_FRAME_HEADER payload): nine stay
+	/* 104-byte frames (104 - FRAME_OVERHEAD payload): nine stay
 	 * private, the tenth publishes. */
-	ck_assert_uint_eq(fbytes(104 - SHMRUN_FRAME_HEADER), 104);
+	ck_assert_uint_eq(fbytes(104 - FRAME_OVERHEAD), 104);
 	for (unsigned i = 0; i < 9; i++) {
-		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, i, 104 - SHMRUN_FRAME_HEADER, NULL), 0);
+		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, i, 104 - FRAME_OVERHEAD, NULL), 0);
 		ck_assert_uint_eq(shmrun_ring_pending(&t.p), (i + 1) * 104);
 	}
-	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 9, 104 - SHMRUN_FRAME_HEADER, NULL), 0);
+	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 9, 104 - FRAME_OVERHEAD, NULL), 0);
 	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 0);
 	ck_assert_uint_eq(atomic_load(&t.sh->tail), 10 * 104);
 	for (unsigned i = 0; i < 10; i++) {
 		ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
-		check_frame(f, SHMRUN_FRAME_DATA, i, 104 - SHMRUN_FRAME_HEADER);
+		check_frame(f, SHMRUN_FRAME_DATA, i, 104 - FRAME_OVERHEAD);
 		shmrun_ring_release(&t.c, f);
 	}
 	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), -EAGAIN);
@@ -840,11 +869,11 @@ START_TEST(test_batch_publication)
 	/* A huge batch is clamped to capacity / 2. */
 	shmrun_ring_set_batch(&t.p, UINT64_MAX);
 	for (unsigned i = 0; i < 255; i++)
-		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, i, 128 - SHMRUN_FRAME_HEADER, NULL),
+		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, i, 128 - FRAME_OVERHEAD, NULL),
 				 0);
 	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 255 * 128);
 	ck_assert_uint_eq(drain_visible(&t), 0);
-	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 255, 128 - SHMRUN_FRAME_HEADER, NULL), 0);
+	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 255, 128 - FRAME_OVERHEAD, NULL), 0);
 	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 0);
 	ck_assert_uint_eq(drain_visible(&t), 256);
 	/* detach flushes what is pending */
@@ -868,10 +897,10 @@ START_TEST(test_batch_default)
 
 		tr_open(&t, defaults[k][0]);
 		for (uint64_t i = 0; i + 1 < n; i++)
-			ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, (uint32_t)i, 64 - SHMRUN_FRAME_HEADER, NULL), 0);
+			ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, (uint32_t)i, 64 - FRAME_OVERHEAD, NULL), 0);
 		ck_assert_uint_eq(shmrun_ring_pending(&t.p), batch - 64);
 		ck_assert_uint_eq(atomic_load(&t.sh->tail), 0);
-		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, (uint32_t)n, 64 - SHMRUN_FRAME_HEADER, NULL), 0);
+		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, (uint32_t)n, 64 - FRAME_OVERHEAD, NULL), 0);
 		ck_assert_uint_eq(shmrun_ring_pending(&t.p), 0);
 		ck_assert_uint_eq(atomic_load(&t.sh->tail), batch);
 		tr_close(&t);
@@ -1181,7 +1210,7 @@ END_TEST
 static void forge_next_lap(struct shmrun_frame *f, uint64_t at, uint32_t len)
 {
 	for (uint32_t i = 0; i + 8 <= len; i += 8) {
-		uint64_t q = at + SHMRUN_FRAME_HEADER + i, w;
+		uint64_t q = at + FRAME_OVERHEAD + i, w;
 
 		switch ((q / 8) % 3) {
 		case 0:
@@ -1209,7 +1238,7 @@ START_TEST(test_stale_lap_never_a_frame)
 	 * size over the forged bytes, each peeked right after its commit and
 	 * followed by an empty peek; then the ring filled and drained. The
 	 * consumer sees exactly the frames committed, never a forged one. */
-	const uint32_t big = 400 - SHMRUN_FRAME_HEADER;
+	const uint32_t big = 400 - FRAME_OVERHEAD;
 	const struct shmrun_frame *f;
 	uint32_t lens[300];
 	struct shmrun_frame *w;
@@ -1259,19 +1288,19 @@ START_TEST(test_full_ring_previous_lap_word)
 	/* A ring filled exactly: the word where the next frame goes is the
 	 * commit word of the frame at head, one lap old. Once drained, the
 	 * consumer finds that old word at its head and reports empty. */
-	const uint64_t fb = fbytes(64 - SHMRUN_FRAME_HEADER);
+	const uint64_t fb = fbytes(64 - FRAME_OVERHEAD);
 	const struct shmrun_frame *f;
 	struct tr t;
 	uint32_t n = 0;
 
 	ck_assert_uint_eq(fb, 64);
 	tr_open_at(&t, CAP, 5 * CAP);
-	while (put(&t.p, SHMRUN_FRAME_DATA, n, 64 - SHMRUN_FRAME_HEADER, NULL) == 0)
+	while (put(&t.p, SHMRUN_FRAME_DATA, n, 64 - FRAME_OVERHEAD, NULL) == 0)
 		n++;
 	ck_assert_uint_eq(n, CAP / fb);
 	for (uint32_t i = 0; i < n; i++) {
 		ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
-		check_frame(f, SHMRUN_FRAME_DATA, i, 64 - SHMRUN_FRAME_HEADER);
+		check_frame(f, SHMRUN_FRAME_DATA, i, 64 - FRAME_OVERHEAD);
 		shmrun_ring_release(&t.c, f);
 	}
 	ck_assert_uint_ne(atomic_load((_Atomic uint64_t *)(void *)t.data), 0);
@@ -1371,7 +1400,7 @@ START_TEST(test_wait_timeouts)
 	 * the others (which divide CAP) leaves exactly fbytes(0) bytes. */
 	ck_assert_uint_eq(CAP % fbytes(100), 0);
 	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, n++,
-			     (uint32_t)(fbytes(100) - fbytes(0) - SHMRUN_FRAME_HEADER), NULL),
+			     (uint32_t)(fbytes(100) - fbytes(0) - FRAME_OVERHEAD), NULL),
 			 0);
 	while (put(&t.p, SHMRUN_FRAME_DATA, n, 100, NULL) == 0)
 		n++;

@@ -66,32 +66,35 @@ enum shmrun_frame_kind {
 };
 
 /**
- * Frame header, 24 bytes, followed by @len payload bytes, then padding up to the
- * next SHMRUN_FRAME_ALIGN boundary.
+ * Frame header, 16 bytes, followed by @len payload bytes, then padding up to the
+ * next SHMRUN_FRAME_ALIGN boundary. The fields belong to the caller between
+ * shmrun_ring_reserve() and shmrun_ring_commit() on the producer side and are
+ * read-only on the consumer side.
  *
- * The first 8 bytes are the ring's commit word, owned by the ring: callers never
- * read or write it. The producer stores it last (release) when the frame is
- * published, and the consumer learns that a frame is ready by loading it
- * (acquire) at its own head, so one message costs the transfer of the cache
- * line(s) holding the frame and nothing else (docs/shm-layout.md, "Frames and
- * commit words"). The commit word alone is enough to step over a frame, which is
- * what lets a skip marker fit in the last 8 bytes before the wrap. The other
- * fields belong to the caller between shmrun_ring_reserve() and
- * shmrun_ring_commit() on the producer side and are read-only on the consumer
- * side.
+ * In the ring every frame is preceded by an 8-byte commit word owned by the ring
+ * (SHMRUN_FRAME_COMMIT; callers never see it). The producer stores it last
+ * (release) when the frame is published, and the consumer learns that a frame
+ * is ready by loading it (acquire) at its own head, so one message costs the
+ * transfer of the cache line(s) holding the frame and nothing else
+ * (docs/shm-layout.md, "Frames and commit words"). The commit word alone is
+ * enough to step over a frame, which is what lets a skip marker fit in the last
+ * 8 bytes before the wrap.
  */
 struct shmrun_frame {
-	_Atomic uint64_t ring_commit; /**< ring-private commit word; never touch */
-	uint32_t len;                 /**< payload bytes (header and padding excluded) */
-	uint16_t kind;                /**< enum shmrun_frame_kind */
+	uint32_t len;      /**< payload bytes (header and padding excluded) */
+	uint16_t kind;     /**< enum shmrun_frame_kind */
 	uint16_t flags;    /**< free for the runtime (e.g. fragment bits); ring ignores it */
 	uint32_t src_task; /**< task id of the sender */
 	uint32_t dst_task; /**< task id of the receiver */
 	unsigned char payload[];
 };
 
-/** Bytes of struct shmrun_frame before the payload (commit word included). */
-#define SHMRUN_FRAME_HEADER 24u
+/** Bytes of struct shmrun_frame before the payload. */
+#define SHMRUN_FRAME_HEADER 16u
+/** Ring bytes before each struct shmrun_frame: its commit word. A frame takes
+ * SHMRUN_FRAME_COMMIT + SHMRUN_FRAME_HEADER + len bytes of ring, rounded up to
+ * SHMRUN_FRAME_ALIGN. */
+#define SHMRUN_FRAME_COMMIT 8u
 
 /*
  * The commit word (docs/shm-layout.md): bits 0..31 the bytes to step over (the
@@ -221,9 +224,12 @@ void shmrun_ring_detach(struct shmrun_ring *r);
 /**
  * shmrun_ring_max_payload() - largest payload a single frame may carry, bytes.
  *
- * Equal to capacity / 2 - SHMRUN_FRAME_HEADER: a frame no larger than half the
- * ring always fits in an empty ring whatever the wrap position, so a producer
- * that waits long enough always makes progress.
+ * Equal to capacity / 2 - SHMRUN_FRAME_HEADER, so the largest frame takes
+ * capacity / 2 + SHMRUN_FRAME_COMMIT bytes of ring. It fits in an empty ring
+ * whatever the wrap position (the skip before it is smaller than capacity / 2),
+ * except at offset capacity / 2, where the skip marker is published alone first
+ * and the frame goes at offset 0 once the consumer has stepped over it. So a
+ * producer that waits long enough always makes progress.
  */
 uint32_t shmrun_ring_max_payload(const struct shmrun_ring *r);
 
@@ -427,7 +433,7 @@ bool shmrun_ring_peer_alive(struct shmrun_ring *r);
 
 static inline uint64_t shmrun_ring_frame_bytes_(uint32_t len)
 {
-	return ((uint64_t)SHMRUN_FRAME_HEADER + len + (SHMRUN_FRAME_ALIGN - 1)) &
+	return ((uint64_t)SHMRUN_FRAME_COMMIT + SHMRUN_FRAME_HEADER + len + (SHMRUN_FRAME_ALIGN - 1)) &
 	       ~(uint64_t)(SHMRUN_FRAME_ALIGN - 1);
 }
 
@@ -447,7 +453,8 @@ static inline uint32_t shmrun_ring_tag_(const struct shmrun_ring *r, uint64_t po
 /* Open the reservation of a @len-byte frame at the tail (room checked). */
 static inline struct shmrun_frame *shmrun_ring_open_frame_(struct shmrun_ring *r, uint32_t len)
 {
-	struct shmrun_frame *f = (struct shmrun_frame *)(r->data + (r->tail & r->mask));
+	struct shmrun_frame *f =
+	    (struct shmrun_frame *)(r->data + (r->tail & r->mask) + SHMRUN_FRAME_COMMIT);
 
 	f->len = len;
 	f->kind = 0;
@@ -493,7 +500,8 @@ static inline int shmrun_ring_commit(struct shmrun_ring *r, struct shmrun_frame 
 	uint64_t step, next;
 
 	if (__builtin_expect(!r->reserving ||
-				     (unsigned char *)frame != r->data + (r->tail & r->mask) ||
+				     (unsigned char *)frame !=
+					 r->data + (r->tail & r->mask) + SHMRUN_FRAME_COMMIT ||
 				     frame->len > r->reserved_len,
 			     0))
 		return -EINVAL;
@@ -528,7 +536,8 @@ static inline int shmrun_ring_peek(struct shmrun_ring *r, const struct shmrun_fr
 	if (__builtin_expect(
 		    (uint32_t)(w >> 32) == shmrun_ring_tag_(r, r->head, SHMRUN_RING_COMMIT_FRAME),
 		    1)) {
-		const struct shmrun_frame *f = (const struct shmrun_frame *)(r->data + pos);
+		const struct shmrun_frame *f =
+		    (const struct shmrun_frame *)(r->data + pos + SHMRUN_FRAME_COMMIT);
 
 		if (f->kind >= SHMRUN_FRAME_DATA && f->kind <= SHMRUN_FRAME_END &&
 		    shmrun_ring_frame_bytes_(f->len) == (uint32_t)w &&

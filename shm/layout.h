@@ -20,8 +20,8 @@
 #define SHMRUN_RING_LAYOUT_VERSION 2u
 
 /*
- * Version 2: the consumer polls each frame's commit word (the first 8 bytes of
- * struct shmrun_frame, SHMRUN_FRAME_HEADER 24) instead of the shared tail; a skip
+ * Version 2: the consumer polls each frame's commit word (SHMRUN_FRAME_COMMIT
+ * bytes in front of struct shmrun_frame) instead of the shared tail; a skip
  * marker is a commit word with SHMRUN_RING_COMMIT_SKIP (ring.h, ring.c).
  */
 
@@ -65,6 +65,7 @@ static_assert(offsetof(struct shmrun_ring_shared, head) == 2 * SHMRUN_CACHELINE,
 static_assert(offsetof(struct shmrun_ring_shared, data_bell) == 3 * SHMRUN_CACHELINE,
 	      "doorbell line");
 static_assert(sizeof(struct shmrun_frame) == SHMRUN_FRAME_HEADER, "frame header layout");
+static_assert(SHMRUN_FRAME_COMMIT == sizeof(uint64_t), "commit word layout");
 static_assert(sizeof(struct shmrun_bell) == 8, "bell layout");
 static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4,
 	      "lock-free atomics of plain size");

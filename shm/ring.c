@@ -24,8 +24,8 @@
  * This is how Aeron's log buffers (the frame length as commit word) and the
  * LMAX Disruptor (a sequence per slot) publish. The word holds the bytes to
  * step over, the lap of the position (index >> log2(capacity)) and a frame/skip
- * bit, so it is never 0. The shared tail is still stored at every publication, for diagnostics and for attach, but the
- * consumer never reads it on its path.
+ * bit, so it is never 0. The shared tail is still stored at every publication, for diagnostics and
+ * for attach, but the consumer never reads it on its path.
  *
  * Stale bytes. The data area holds bytes of earlier laps, payload included,
  * which may look like anything. The consumer must never take them for a frame:
@@ -334,7 +334,8 @@ void shmrun_ring_flush(struct shmrun_ring *r)
 	/* release: pairs with the acquire load of this word in shmrun_ring_peek();
 	 * publishes the batch: this frame's bytes, and the words and bytes of
 	 * every later frame of the batch, stored before it. */
-	atomic_store_explicit(shmrun_ring_word_(r, r->tail_pub), r->pend_word, memory_order_release);
+	atomic_store_explicit(shmrun_ring_word_(r, r->tail_pub), r->pend_word,
+			      memory_order_release);
 	/* release: pairs with the acquire load of tail in shmrun_ring_attach();
 	 * the consumer's path never reads it. */
 	atomic_store_explicit(&r->sh->tail, r->tail, memory_order_release);
@@ -392,10 +393,10 @@ static void put_skip(struct shmrun_ring *r, uint64_t to_end)
 	 * to there. relaxed: ordered before the consumer's sight of the marker
 	 * by the release store that publishes the marker. */
 	if (r->tail + to_end - r->head_cache < r->capacity)
-		atomic_store_explicit(shmrun_ring_word_(r, r->tail + to_end), 0, memory_order_relaxed);
-	shmrun_ring_put_word_(r, to_end | (uint64_t)shmrun_ring_tag_(r, r->tail,
-								   SHMRUN_RING_COMMIT_SKIP)
-						  << 32);
+		atomic_store_explicit(shmrun_ring_word_(r, r->tail + to_end), 0,
+				      memory_order_relaxed);
+	shmrun_ring_put_word_(
+	    r, to_end | (uint64_t)shmrun_ring_tag_(r, r->tail, SHMRUN_RING_COMMIT_SKIP) << 32);
 	r->tail += to_end;
 }
 
@@ -511,7 +512,8 @@ int shmrun_ring_peek_slow(struct shmrun_ring *r, const struct shmrun_frame **fra
 		if (hi != shmrun_ring_tag_(r, r->head, SHMRUN_RING_COMMIT_FRAME)) {
 			/* 0, or the previous lap's word of a ring that was full:
 			 * nothing published here yet. */
-			lap = (uint32_t)((r->head >> r->lap_shift) - 1) & SHMRUN_RING_COMMIT_LAP_MASK;
+			lap =
+			    (uint32_t)((r->head >> r->lap_shift) - 1) & SHMRUN_RING_COMMIT_LAP_MASK;
 			if (w == 0 || ((hi & ~SHMRUN_RING_COMMIT_LAP_MASK) != 0 &&
 				       (hi & SHMRUN_RING_COMMIT_LAP_MASK) == lap)) {
 				shmrun_ring_consumer_flush(r);

@@ -309,7 +309,7 @@ END_TEST
 #define SMALL_LEN 100u
 /* Ring bytes of one SMALL_LEN frame, header and padding included. */
 #define SMALL_FRAME ((SHMRUN_FRAME_COMMIT + SHMRUN_FRAME_HEADER + SMALL_LEN + 7) & ~7u)
-#define N_SMALL	  5u
+#define N_SMALL	    5u
 
 static void small_fill(unsigned char *p, uint32_t i)
 {

@@ -316,7 +316,8 @@ START_TEST(test_framing_round_trip)
 	ck_assert_uint_eq(f->kind, SHMRUN_FRAME_END);
 	ck_assert_uint_eq(f->len, 0);
 	ck_assert_ptr_eq((const unsigned char *)f,
-			 (const unsigned char *)t.data + (atomic_load(&t.sh->tail) - fbytes(0)) % 65536 + SHMRUN_FRAME_COMMIT);
+			 (const unsigned char *)t.data +
+			     (atomic_load(&t.sh->tail) - fbytes(0)) % 65536 + SHMRUN_FRAME_COMMIT);
 	shmrun_ring_release(&t.c, f);
 	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), -EAGAIN);
 	tr_close(&t);
@@ -386,8 +387,8 @@ START_TEST(test_wrap_every_offset)
 			open_at_offset(&m, off);
 			/* (near the end even an empty frame is too big) */
 			lens[0] = to_end + 8 >= FRAME_OVERHEAD
-					  ? (uint32_t)(to_end + 8 - FRAME_OVERHEAD)
-					  : 0;
+				      ? (uint32_t)(to_end + 8 - FRAME_OVERHEAD)
+				      : 0;
 			lens[1] = 5;
 			lens[2] = 0;
 			model_stream(&m, lens, 3);
@@ -440,7 +441,8 @@ START_TEST(test_index_wrap_2_64)
 
 	ck_assert_uint_eq(start % 8, 0);
 	for (unsigned n = 0; n < 3000; n++)
-		lens[n] = (uint32_t)((n * 37 + _i * 11) % (n % 50 == 0 ? CAP / 2 - SHMRUN_FRAME_HEADER + 1 : 97));
+		lens[n] = (uint32_t)((n * 37 + _i * 11) %
+				     (n % 50 == 0 ? CAP / 2 - SHMRUN_FRAME_HEADER + 1 : 97));
 	model_open(&m, CAP, start);
 	model_stream(&m, lens, 3000);
 	/* The indices went through 2^64 and came out small. */
@@ -561,8 +563,8 @@ START_TEST(test_empty)
 }
 END_TEST
 
-static const uint32_t full_lens[] = {0, 1, 7, 8, 9, 48, 100, 1000, 1360,
-				      CAP / 2 - SHMRUN_FRAME_HEADER};
+static const uint32_t full_lens[] = {0,	 1,   7,    8,	  9,
+				     48, 100, 1000, 1360, CAP / 2 - SHMRUN_FRAME_HEADER};
 
 START_TEST(test_full_exact_count)
 {
@@ -869,8 +871,7 @@ START_TEST(test_batch_publication)
 	/* A huge batch is clamped to capacity / 2. */
 	shmrun_ring_set_batch(&t.p, UINT64_MAX);
 	for (unsigned i = 0; i < 255; i++)
-		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, i, 128 - FRAME_OVERHEAD, NULL),
-				 0);
+		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, i, 128 - FRAME_OVERHEAD, NULL), 0);
 	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 255 * 128);
 	ck_assert_uint_eq(drain_visible(&t), 0);
 	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 255, 128 - FRAME_OVERHEAD, NULL), 0);
@@ -897,10 +898,13 @@ START_TEST(test_batch_default)
 
 		tr_open(&t, defaults[k][0]);
 		for (uint64_t i = 0; i + 1 < n; i++)
-			ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, (uint32_t)i, 64 - FRAME_OVERHEAD, NULL), 0);
+			ck_assert_int_eq(
+			    put(&t.p, SHMRUN_FRAME_DATA, (uint32_t)i, 64 - FRAME_OVERHEAD, NULL),
+			    0);
 		ck_assert_uint_eq(shmrun_ring_pending(&t.p), batch - 64);
 		ck_assert_uint_eq(atomic_load(&t.sh->tail), 0);
-		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, (uint32_t)n, 64 - FRAME_OVERHEAD, NULL), 0);
+		ck_assert_int_eq(
+		    put(&t.p, SHMRUN_FRAME_DATA, (uint32_t)n, 64 - FRAME_OVERHEAD, NULL), 0);
 		ck_assert_uint_eq(shmrun_ring_pending(&t.p), 0);
 		ck_assert_uint_eq(atomic_load(&t.sh->tail), batch);
 		tr_close(&t);
@@ -1214,10 +1218,10 @@ static void forge_next_lap(struct shmrun_frame *f, uint64_t at, uint32_t len)
 
 		switch ((q / 8) % 3) {
 		case 0:
-			w = fbytes(0) | (uint64_t)(SHMRUN_RING_COMMIT_FRAME |
-						   ((uint32_t)((q + CAP) / CAP) &
-						    SHMRUN_RING_COMMIT_LAP_MASK))
-						  << 32;
+			w = fbytes(0) |
+			    (uint64_t)(SHMRUN_RING_COMMIT_FRAME |
+				       ((uint32_t)((q + CAP) / CAP) & SHMRUN_RING_COMMIT_LAP_MASK))
+				<< 32;
 			break;
 		case 1: /* len 0, kind DATA, flags */
 			w = (uint64_t)SHMRUN_FRAME_DATA << 32;

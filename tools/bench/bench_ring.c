@@ -917,7 +917,8 @@ int bench_pingpong_main(const struct bench_opts *opts)
 		return BENCH_EXIT_FAIL;
 	/* Warm up with one pass over each ring (every page faulted in), or a
 	 * tenth of the run for quick ones. */
-	p.warm = opts->ring_bytes / (SHMRUN_FRAME_COMMIT + SHMRUN_FRAME_HEADER + PINGPONG_BYTES) + 1;
+	p.warm =
+	    opts->ring_bytes / (SHMRUN_FRAME_COMMIT + SHMRUN_FRAME_HEADER + PINGPONG_BYTES) + 1;
 	if (opts->quick || p.warm > opts->iters)
 		p.warm = opts->iters / 10 + 1;
 	printf("# pingpong: two processes ");

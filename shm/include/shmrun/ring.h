@@ -433,7 +433,8 @@ bool shmrun_ring_peer_alive(struct shmrun_ring *r);
 
 static inline uint64_t shmrun_ring_frame_bytes_(uint32_t len)
 {
-	return ((uint64_t)SHMRUN_FRAME_COMMIT + SHMRUN_FRAME_HEADER + len + (SHMRUN_FRAME_ALIGN - 1)) &
+	return ((uint64_t)SHMRUN_FRAME_COMMIT + SHMRUN_FRAME_HEADER + len +
+		(SHMRUN_FRAME_ALIGN - 1)) &
 	       ~(uint64_t)(SHMRUN_FRAME_ALIGN - 1);
 }
 
@@ -515,9 +516,8 @@ static inline int shmrun_ring_commit(struct shmrun_ring *r, struct shmrun_frame 
 	 * shmrun_ring_flush()) orders it before the consumer's load. */
 	if (next - r->head_cache < r->capacity)
 		atomic_store_explicit(shmrun_ring_word_(r, next), 0, memory_order_relaxed);
-	shmrun_ring_put_word_(r, step | (uint64_t)shmrun_ring_tag_(r, r->tail,
-								   SHMRUN_RING_COMMIT_FRAME)
-						 << 32);
+	shmrun_ring_put_word_(
+	    r, step | (uint64_t)shmrun_ring_tag_(r, r->tail, SHMRUN_RING_COMMIT_FRAME) << 32);
 	r->tail = next;
 	r->reserving = false;
 	if (r->tail - r->tail_pub >= r->batch_bytes)

@@ -29,13 +29,14 @@
  *
  * Stale bytes. The data area holds bytes of earlier laps, payload included,
  * which may look like anything. The consumer must never take them for a frame:
- *   - before publishing a frame at [p, p + n) the producer stores 0 in the
- *     word at p + n (and before a skip marker, at offset 0 of the next lap),
- *     so the consumer, which reaches p + n only through the acquire of p's
- *     word, finds there 0 or the next frame's word;
- *   - the one exception is a ring full after the frame (p + n = head +
- *     capacity): that word is the commit word of the frame at head, written in
- *     the previous lap, and its lap tag tells it apart;
+ *   - before publishing a batch that ends at t, the producer stores 0 in the
+ *     word at t (inside the batch, each frame's word is stored at its commit,
+ *     before the batch is published), so the consumer, which reaches t only
+ *     through the acquires of the batch's words, finds there 0 or the next
+ *     frame's word;
+ *   - the one exception is a ring full up to t (t = head + capacity): that
+ *     word is the commit word of the frame at head, written in the previous
+ *     lap, which the consumer may be reading; its lap tag tells it apart;
  *   - init zeroes the data area, so a ring starts with 0 everywhere.
  * So the word at head is this lap's commit word, 0, or the previous lap's
  * commit word; anything else is corruption (-EPROTO).
@@ -331,6 +332,14 @@ void shmrun_ring_flush(struct shmrun_ring *r)
 {
 	if (r->tail == r->tail_pub)
 		return;
+	/* Zero the word where the next batch starts, so that the consumer,
+	 * arriving there after this batch, finds 0 and not bytes of an earlier
+	 * lap. Skipped when the ring is full up to there: that word is then the
+	 * commit word of the frame at head, tagged with the previous lap.
+	 * relaxed: the release store below orders it before the consumer's
+	 * load. (Inside the batch, each frame's word was stored before this.) */
+	if (r->tail - r->head_cache < r->capacity)
+		atomic_store_explicit(shmrun_ring_word_(r, r->tail), 0, memory_order_relaxed);
 	/* release: pairs with the acquire load of this word in shmrun_ring_peek();
 	 * publishes the batch: this frame's bytes, and the words and bytes of
 	 * every later frame of the batch, stored before it. */
@@ -388,13 +397,8 @@ static bool has_room(struct shmrun_ring *r, uint64_t total)
  * checked). Only its commit word is written: the end may be 8 bytes away. */
 static void put_skip(struct shmrun_ring *r, uint64_t to_end)
 {
-	/* Zero the word at offset 0 first, where the consumer goes next, unless
-	 * that is the (previous-lap) word of the frame at head of a ring full up
-	 * to there. relaxed: ordered before the consumer's sight of the marker
-	 * by the release store that publishes the marker. */
-	if (r->tail + to_end - r->head_cache < r->capacity)
-		atomic_store_explicit(shmrun_ring_word_(r, r->tail + to_end), 0,
-				      memory_order_relaxed);
+	/* The word at offset 0, where the consumer goes next, is the next
+	 * frame's (stored at its commit) or zeroed at publication. */
 	shmrun_ring_put_word_(
 	    r, to_end | (uint64_t)shmrun_ring_tag_(r, r->tail, SHMRUN_RING_COMMIT_SKIP) << 32);
 	r->tail += to_end;

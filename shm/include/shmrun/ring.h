@@ -263,9 +263,8 @@ int shmrun_ring_reserve_slow(struct shmrun_ring *r, uint32_t len, struct shmrun_
  *
  * The frame becomes visible to the consumer at the next publication: when the
  * pending bytes reach the batch size (shmrun_ring_set_batch()) or at
- * shmrun_ring_flush(). Commit itself stores at most two words (the next
- * position's commit word zeroed, this frame's commit word unless it opens the
- * batch), with no fence and no doorbell.
+ * shmrun_ring_flush(). Commit itself stores at most one word (this frame's
+ * commit word, unless it opens the batch), with no fence and no doorbell.
  *
  * Return: 0; -EINVAL if no reservation is open, @frame is not it, or len grew.
  */
@@ -500,6 +499,9 @@ static inline int shmrun_ring_commit(struct shmrun_ring *r, struct shmrun_frame 
 {
 	uint64_t step, next;
 
+	/* The word where the next frame will start is zeroed at publication
+	 * (shmrun_ring_flush()), not here: inside a batch the next commit
+	 * overwrites it before anyone may look. */
 	if (__builtin_expect(!r->reserving ||
 				     (unsigned char *)frame !=
 					 r->data + (r->tail & r->mask) + SHMRUN_FRAME_COMMIT ||
@@ -508,14 +510,6 @@ static inline int shmrun_ring_commit(struct shmrun_ring *r, struct shmrun_frame 
 		return -EINVAL;
 	step = shmrun_ring_frame_bytes_(frame->len);
 	next = r->tail + step;
-	/* Zero the word where the next frame will start, so that the consumer,
-	 * arriving there after this frame, finds 0 and not bytes of an earlier
-	 * lap. Skipped when the ring is full after this frame: that word is then
-	 * the commit word of the frame at head, tagged with the previous lap.
-	 * relaxed: the release store that publishes this frame (below, or in
-	 * shmrun_ring_flush()) orders it before the consumer's load. */
-	if (next - r->head_cache < r->capacity)
-		atomic_store_explicit(shmrun_ring_word_(r, next), 0, memory_order_relaxed);
 	shmrun_ring_put_word_(
 	    r, step | (uint64_t)shmrun_ring_tag_(r, r->tail, SHMRUN_RING_COMMIT_FRAME) << 32);
 	r->tail = next;

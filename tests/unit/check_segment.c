@@ -156,7 +156,7 @@ static void check_rings(const struct shmrun_segment *seg,
 		uint32_t word = 0xa0000000u + i;
 
 		ck_assert_int_eq(shmrun_ring_attach(&p, mem, len, SHMRUN_RING_PRODUCER), 0);
-		ck_assert_uint_eq(shmrun_ring_max_payload(&p), specs[i].capacity / 2 - SHMRUN_FRAME_HEADER);
+		ck_assert_uint_eq(shmrun_ring_max_payload(&p), specs[i].capacity / 2 - 16);
 		ck_assert_int_eq(shmrun_ring_write(&p, SHMRUN_FRAME_DATA, i, i + 1, &word, 4), 0);
 		shmrun_ring_detach(&p);
 	}

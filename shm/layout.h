@@ -17,9 +17,16 @@
 
 /* "SHMRUNRG" as a little-endian 64-bit word. */
 #define SHMRUN_RING_MAGIC 0x47524e55524d4853ull
-#define SHMRUN_RING_LAYOUT_VERSION 1u
+#define SHMRUN_RING_LAYOUT_VERSION 2u
 
-/* Internal frame kind: the rest of the ring up to the wrap is padding. */
+/*
+ * Version 2: the consumer polls each frame's commit word (SHMRUN_FRAME_COMMIT
+ * bytes in front of struct shmrun_frame) instead of the shared tail; a skip
+ * marker is a commit word with SHMRUN_RING_COMMIT_SKIP (ring.h, ring.c).
+ */
+
+/* Version 1's skip kind. No frame carries it any more; tests assert callers
+ * never see it. */
 #define SHMRUN_FRAME_SKIP 0x7fffu
 
 /*
@@ -38,7 +45,8 @@ struct shmrun_ring_shared {
 	uint32_t header_bytes; /* sizeof(struct shmrun_ring_shared) */
 	uint64_t capacity;     /* data bytes, power of two */
 
-	/* line 1: written by the producer only */
+	/* line 1: written by the producer only; tail is read by attach and
+	 * diagnostics, never by the consumer's path (it polls commit words) */
 	alignas(SHMRUN_CACHELINE) _Atomic uint64_t tail; /* end of published frames */
 	_Atomic int32_t producer_pid;                     /* 0 until a producer attaches */
 
@@ -57,6 +65,7 @@ static_assert(offsetof(struct shmrun_ring_shared, head) == 2 * SHMRUN_CACHELINE,
 static_assert(offsetof(struct shmrun_ring_shared, data_bell) == 3 * SHMRUN_CACHELINE,
 	      "doorbell line");
 static_assert(sizeof(struct shmrun_frame) == SHMRUN_FRAME_HEADER, "frame header layout");
+static_assert(SHMRUN_FRAME_COMMIT == sizeof(uint64_t), "commit word layout");
 static_assert(sizeof(struct shmrun_bell) == 8, "bell layout");
 static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4,
 	      "lock-free atomics of plain size");

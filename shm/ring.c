@@ -4,10 +4,7 @@
  * What it is for. Every channel of a job (one sending task, one receiving task)
  * is one of these rings. Worker processes are single-threaded, so each ring has
  * exactly one producer and one consumer, and the ring needs no locks and no
- * read-modify-write atomics on its data path: the producer owns tail, the
- * consumer owns head, each publishes its index with a release store and reads
- * the other's with an acquire load (Lamport's SPSC queue, with the index caching
- * of Vyukov's and Aeron's rings and the batching of FastForward/MCRingBuffer).
+ * read-modify-write atomics on its data path.
  *
  * Layout (struct shmrun_ring_shared in layout.h, docs/shm-layout.md):
  *
@@ -17,42 +14,96 @@
  *     line 3  data_bell, room_bell (struct shmrun_bell)   doorbells
  *     data    capacity bytes of frames
  *
+ *     frame   [commit word 8][len 4][kind 2][flags 2][src 4][dst 4][payload][pad]
+ *     skip    [commit word 8][don't care ... up to the wrap]
+ *
+ * Frame commit. The consumer learns that a frame is ready by loading (acquire)
+ * the commit word at its own head, which the producer stores (release) after
+ * the frame's bytes: the frame's own cache line carries the signal, so a
+ * message costs one line transfer, not two (a tail line, then the frame line).
+ * This is how Aeron's log buffers (the frame length as commit word) and the
+ * LMAX Disruptor (a sequence per slot) publish. The word holds the bytes to
+ * step over, the lap of the position (index >> log2(capacity)) and a frame/skip
+ * bit, so it is never 0. The shared tail is still stored at every publication, for diagnostics and
+ * for attach, but the consumer never reads it on its path.
+ *
+ * Stale bytes. The data area holds bytes of earlier laps, payload included,
+ * which may look like anything. The consumer must never take them for a frame:
+ *   - before publishing a batch that ends at t, the producer stores 0 in the
+ *     word at t (inside the batch, each frame's word is stored at its commit,
+ *     before the batch is published), so the consumer, which reaches t only
+ *     through the acquires of the batch's words, finds there 0 or the next
+ *     frame's word;
+ *   - the one exception is a ring full up to t (t = head + capacity): that
+ *     word is the commit word of the frame at head, written in the previous
+ *     lap, which the consumer may be reading; its lap tag tells it apart;
+ *   - init zeroes the data area, so a ring starts with 0 everywhere.
+ * So the word at head is this lap's commit word, 0, or the previous lap's
+ * commit word; anything else is corruption (-EPROTO).
+ *
  * Invariants.
- *   - head <= tail <= head + capacity, as free-running uint64_t byte indices
- *     (differences are taken modulo 2^64, so the indices may wrap through 2^64).
+ *   - head <= tail_pub <= tail <= head + capacity, as free-running uint64_t byte
+ *     indices (differences are taken modulo 2^64, so the indices may wrap
+ *     through 2^64).
  *   - Every frame starts at an 8-byte boundary and lies wholly inside the data
  *     area: when a frame does not fit before the end, the producer writes a skip
- *     marker (8 bytes: len, kind = SKIP) and the frame starts at offset 0. The
+ *     marker (its commit word, 8 bytes) and the frame starts at offset 0. The
  *     bytes from the marker to the end belong to the skip.
- *   - A frame's bytes are written before the release store of a tail that covers
- *     them, and are not overwritten before the consumer's release store of a
- *     head that is past them.
- *   - A frame is at most capacity / 2 bytes, so a producer that waits for an
- *     empty ring can always place it (the skip before it is smaller than it).
+ *   - A frame's bytes are written before the release store of a commit word
+ *     that makes them reachable, and are not overwritten before the consumer's
+ *     release store of a head that is past them.
+ *   - A frame takes at most capacity / 2 + 8 bytes (the largest payload is
+ *     capacity / 2 - 16, as before the commit word), so a producer that waits
+ *     for an empty ring can always place it: the skip before it is at most
+ *     capacity / 2 - 8 bytes, except at offset capacity / 2, where the skip is
+ *     published alone and the frame waits for the consumer to pass it.
  *
- * Batching. Commits advance a private tail; the shared tail is stored once per
- * batch (shmrun_ring_set_batch(), shmrun_ring_flush(), or when reserve finds the
- * ring full), so the consumer's cache line for tail moves once per batch, not
- * once per record. The consumer stores head at every release — that line is
- * read by the producer only when its cached head says the ring is full, so the
- * store stays in the consumer's cache — but checks the producer's doorbell only
- * once per release batch and when it finds the ring empty.
+ * Batching. Commits advance a private tail; a batch becomes visible when the
+ * commit word of its first frame is stored (shmrun_ring_set_batch(),
+ * shmrun_ring_flush(), or when reserve finds the ring full). The later frames'
+ * words are stored at commit, but the consumer cannot step past the batch's
+ * first frame, so they stay invisible until then, and the doorbell check (a
+ * seq_cst fence) is paid once per batch, never per commit. The consumer stores
+ * head at every release — that line is read by the producer only when its
+ * cached head says the ring is full, so the store stays in the consumer's cache
+ * — but checks the producer's doorbell only once per release batch and when it
+ * finds the ring empty.
  *
  * Sleeping. A side with nothing to do may sleep on a futex in the doorbell line
  * (FUTEX_WAIT, not private: the two sides are different processes). The
  * protocol is Dekker's: the sleeper stores its waiting flag, issues a seq_cst
- * fence and re-checks the index; the waker stores the index, issues a seq_cst
- * fence and reads the waiting flag. At least one of them sees the other's
- * store, so a wake-up is never lost. The bell is a counter read before the
- * flag is set and passed to FUTEX_WAIT, so a wake that lands between the
- * re-check and the syscall makes the syscall return at once.
+ * fence and re-checks the ring (the commit word at head, or head); the waker
+ * stores the word that makes progress (the batch's first commit word, or
+ * head), issues a seq_cst fence and reads the waiting flag. At least one of
+ * them sees the other's store, so a wake-up is never lost. The bell is a
+ * counter read before the flag is set and passed to FUTEX_WAIT, so a wake that
+ * lands between the re-check and the syscall makes the syscall return at once.
+ * A NULL wake bell (shmrun_ring_set_wake_bell()) skips the waker's half: both
+ * ends are served by one thread, which never sleeps on this ring.
  *
  * Liveness. Each side records its pid at attach. A waiting side checks at least
  * every SHMRUN_RING_LIVENESS_NS that its peer lives, through a pidfd (readable
  * once the process has exited, zombie or reaped; immune to pid reuse once open),
- * falling back to kill(pid, 0) where pidfd_open is missing.
+ * falling back to kill(pid, 0) where pidfd_open is missing. A producer killed
+ * mid-frame never stored that frame's commit word, so the consumer sees nothing
+ * of it.
  *
  * Rejected designs.
+ *   - The consumer polls a shared tail, then reads the frame (layout version
+ *     1): two serialised line transfers per message, the issue-10 ping-pong
+ *     gap of 1.6-3.5x a bare line round trip.
+ *   - The frame's own len/kind as commit word (Aeron's way): callers fill
+ *     those in place between reserve and commit, so the consumer's polling
+ *     load would race with their plain stores. A ring-owned word costs 8
+ *     bytes per frame, which batches (many records per frame) amortise.
+ *   - Lap tags without zeroing: a stale payload byte pattern could forge the
+ *     expected tag. Zeroing without lap tags: the word at the consumer's head
+ *     after a full ring could not be zeroed (the consumer may be reading it),
+ *     and would look committed.
+ *   - Keeping one free slot (never filling the ring) instead of lap tags: it
+ *     changes the capacity callers see, and lap tags cost nothing.
+ *   - Storing every commit word at commit with a fence and doorbell check each:
+ *     a seq_cst fence per record costs more than the transfer it saves.
  *   - Fixed-size slots (the "ideal" loop of shmrun-bench): records vary from a
  *     few bytes to megabytes; slots waste memory or force a second level.
  *   - Splitting a frame across the wrap: every reader would need a gather path
@@ -76,9 +127,12 @@
 
 #define ALIGN_UP(x, a) (((x) + ((a) - 1)) & ~((uint64_t)(a) - 1))
 
+/* Ring bytes of a frame of @len payload bytes: commit word, header, payload,
+ * padding. */
 static inline uint64_t frame_bytes(uint32_t len)
 {
-	return ALIGN_UP((uint64_t)SHMRUN_FRAME_HEADER + len, SHMRUN_FRAME_ALIGN);
+	return ALIGN_UP((uint64_t)SHMRUN_FRAME_COMMIT + SHMRUN_FRAME_HEADER + len,
+			SHMRUN_FRAME_ALIGN);
 }
 
 static inline void cpu_relax(void)
@@ -128,7 +182,36 @@ int shmrun_ring_init(void *mem, size_t len, uint64_t capacity)
 	 * publishes the whole ring to other processes. */
 	atomic_store_explicit(&sh->tail, 0, memory_order_relaxed);
 	atomic_store_explicit(&sh->head, 0, memory_order_relaxed);
+	/* Every commit word starts 0, whatever the indices are set to later. */
+	memset((unsigned char *)mem + sizeof(*sh), 0, capacity);
 	return 0;
+}
+
+/*
+ * The end of the frames a consumer can see, starting at @tail (a frame
+ * boundary, at most @head + capacity): walk the commit words of this lap.
+ */
+static uint64_t published_end(const struct shmrun_ring *r, uint64_t head, uint64_t tail)
+{
+	while (tail - head < r->capacity) {
+		/* acquire: pairs with the release store of this word by the
+		 * previous producer; the frame behind it is complete. */
+		uint64_t w = atomic_load_explicit(shmrun_ring_word_(r, tail), memory_order_acquire);
+		uint32_t hi = (uint32_t)(w >> 32), step = (uint32_t)w;
+		uint64_t to_end = r->capacity - (tail & r->mask);
+
+		if (hi == shmrun_ring_tag_(r, tail, SHMRUN_RING_COMMIT_SKIP)) {
+			if (step != to_end)
+				break;
+		} else if (hi != shmrun_ring_tag_(r, tail, SHMRUN_RING_COMMIT_FRAME) ||
+			   step < frame_bytes(0) || step % SHMRUN_FRAME_ALIGN || step > to_end) {
+			break;
+		}
+		if (tail + step - head > r->capacity)
+			break;
+		tail += step;
+	}
+	return tail;
 }
 
 int shmrun_ring_attach(struct shmrun_ring *r, void *mem, size_t len, enum shmrun_ring_role role)
@@ -159,15 +242,21 @@ int shmrun_ring_attach(struct shmrun_ring *r, void *mem, size_t len, enum shmrun
 	r->data = (unsigned char *)mem + sizeof(*sh);
 	r->capacity = sh->capacity;
 	r->mask = sh->capacity - 1;
+	r->lap_shift = (unsigned)__builtin_ctzll(sh->capacity);
 	r->role = role;
 	r->wake = role == SHMRUN_RING_PRODUCER ? &sh->data_bell : &sh->room_bell;
-	r->tail_p = &sh->tail;
 	r->head_p = &sh->head;
 	r->max_payload = (uint32_t)(sh->capacity / 2 - SHMRUN_FRAME_HEADER);
+	if (role == SHMRUN_RING_PRODUCER) {
+		/* The shared tail is stored after the commit word that publishes
+		 * a batch; a producer that died between the two leaves it behind
+		 * frames the consumer can already see. Step over those. */
+		tail = published_end(r, head, tail);
+		atomic_store_explicit(&sh->tail, tail, memory_order_relaxed);
+	}
 	r->tail = r->tail_pub = tail;
 	r->head_cache = head;
 	r->head = r->head_pub = head;
-	r->tail_cache = tail;
 	r->batch_bytes = r->capacity / 16 < 65536 ? r->capacity / 16 : 65536;
 	r->release_batch = r->batch_bytes;
 	/* relaxed: the pid is a hint read by the peer's liveness check only. */
@@ -221,6 +310,8 @@ static void futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t timeou
  */
 void shmrun_bell_ring(struct shmrun_bell *b)
 {
+	if (!b)
+		return; /* nobody sleeps separately (shmrun_ring_set_wake_bell()) */
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&b->waiting, memory_order_relaxed)) {
 		/* release: the sleeper's acquire load of seq in shmrun_bell_sleep()
@@ -237,19 +328,29 @@ void shmrun_ring_set_wake_bell(struct shmrun_ring *r, struct shmrun_bell *bell)
 
 /* ---- producer ----------------------------------------------------------- */
 
-static void publish_tail(struct shmrun_ring *r)
-{
-	/* release: pairs with the acquire load of tail in shmrun_ring_peek(); makes
-	 * the bytes of every frame below r->tail visible to the consumer. */
-	atomic_store_explicit(&r->sh->tail, r->tail, memory_order_release);
-	r->tail_pub = r->tail;
-	shmrun_bell_ring(r->wake);
-}
-
 void shmrun_ring_flush(struct shmrun_ring *r)
 {
-	if (r->tail != r->tail_pub)
-		publish_tail(r);
+	if (r->tail == r->tail_pub)
+		return;
+	/* Zero the word where the next batch starts, so that the consumer,
+	 * arriving there after this batch, finds 0 and not bytes of an earlier
+	 * lap. Skipped when the ring is full up to there: that word is then the
+	 * commit word of the frame at head, tagged with the previous lap.
+	 * relaxed: the release store below orders it before the consumer's
+	 * load. (Inside the batch, each frame's word was stored before this.) */
+	if (r->tail - r->head_cache < r->capacity)
+		atomic_store_explicit(shmrun_ring_word_(r, r->tail), 0, memory_order_relaxed);
+	/* release: pairs with the acquire load of this word in shmrun_ring_peek();
+	 * publishes the batch: this frame's bytes, and the words and bytes of
+	 * every later frame of the batch, stored before it. */
+	atomic_store_explicit(shmrun_ring_word_(r, r->tail_pub), r->pend_word,
+			      memory_order_release);
+	/* release: pairs with the acquire load of tail in shmrun_ring_attach();
+	 * the consumer's path never reads it. */
+	atomic_store_explicit(&r->sh->tail, r->tail, memory_order_release);
+	r->tail_pub = r->tail;
+	if (r->wake)
+		shmrun_bell_ring(r->wake);
 }
 
 void shmrun_ring_set_batch(struct shmrun_ring *r, uint64_t bytes)
@@ -266,12 +367,19 @@ uint64_t shmrun_ring_pending(const struct shmrun_ring *r)
 	return r->tail - r->tail_pub;
 }
 
-/* Bytes a frame of @need bytes takes at the current tail, skip included. */
+/*
+ * Bytes a frame of @need bytes takes at the current tail, skip included. The
+ * one placement where the skip and the frame together exceed the ring (the
+ * largest frame, capacity / 2 + 8 bytes, at offset capacity / 2) takes the
+ * skip alone first: see place_skip_alone().
+ */
 static uint64_t placement_bytes(const struct shmrun_ring *r, uint64_t need)
 {
 	uint64_t to_end = r->capacity - (r->tail & r->mask);
 
-	return need <= to_end ? need : to_end + need;
+	if (need <= to_end)
+		return need;
+	return to_end + need <= r->capacity ? to_end + need : to_end;
 }
 
 static bool has_room(struct shmrun_ring *r, uint64_t total)
@@ -285,37 +393,63 @@ static bool has_room(struct shmrun_ring *r, uint64_t total)
 	return r->tail + total - r->head_cache <= r->capacity;
 }
 
+/* Write a skip marker over the @to_end bytes from the tail to the wrap (room
+ * checked). Only its commit word is written: the end may be 8 bytes away. */
+static void put_skip(struct shmrun_ring *r, uint64_t to_end)
+{
+	/* The word at offset 0, where the consumer goes next, is the next
+	 * frame's (stored at its commit) or zeroed at publication. */
+	shmrun_ring_put_word_(
+	    r, to_end | (uint64_t)shmrun_ring_tag_(r, r->tail, SHMRUN_RING_COMMIT_SKIP) << 32);
+	r->tail += to_end;
+}
+
+/*
+ * A frame of @need bytes that does not fit before the wrap and that, with the
+ * skip before it, would exceed the ring: publish the skip alone now if it
+ * fits, so the frame can go at offset 0 once the consumer has stepped over it.
+ * Return: whether the tail is now at offset 0 (or was: nothing to do).
+ */
+static bool place_skip_alone(struct shmrun_ring *r, uint64_t need)
+{
+	uint64_t to_end = r->capacity - (r->tail & r->mask);
+
+	if (need <= to_end || to_end + need <= r->capacity)
+		return true;
+	if (r->reserving || !has_room(r, to_end))
+		return false;
+	put_skip(r, to_end);
+	shmrun_ring_flush(r);
+	return true;
+}
+
 bool shmrun_ring_writable(struct shmrun_ring *r, uint32_t len)
 {
+	uint64_t need = frame_bytes(len);
+
 	if (len > shmrun_ring_max_payload(r))
 		return false;
-	return has_room(r, placement_bytes(r, frame_bytes(len)));
+	if (!place_skip_alone(r, need))
+		return false;
+	return has_room(r, placement_bytes(r, need));
 }
 
 int shmrun_ring_reserve_slow(struct shmrun_ring *r, uint32_t len, struct shmrun_frame **frame)
 {
 	uint64_t need, to_end;
-	struct shmrun_frame *f;
 
 	if (r->reserving)
 		return -EBUSY;
 	if (len > shmrun_ring_max_payload(r))
 		return -EMSGSIZE;
 	need = frame_bytes(len);
-	if (!has_room(r, placement_bytes(r, need))) {
+	if (!place_skip_alone(r, need) || !has_room(r, placement_bytes(r, need))) {
 		shmrun_ring_flush(r);
 		return -EAGAIN;
 	}
 	to_end = r->capacity - (r->tail & r->mask);
-	if (need > to_end) {
-		/* Skip marker: only its first 8 bytes are written (the end of the
-		 * ring may be just 8 bytes away). */
-		f = (struct shmrun_frame *)(r->data + (r->tail & r->mask));
-		f->len = (uint32_t)(to_end - SHMRUN_FRAME_ALIGN);
-		f->kind = SHMRUN_FRAME_SKIP;
-		f->flags = 0;
-		r->tail += to_end;
-	}
+	if (need > to_end)
+		put_skip(r, to_end);
 	*frame = shmrun_ring_open_frame_(r, len);
 	return 0;
 }
@@ -341,7 +475,8 @@ int shmrun_ring_write(struct shmrun_ring *r, uint16_t kind, uint32_t src_task, u
 static void publish_head_bell(struct shmrun_ring *r)
 {
 	r->head_pub = r->head;
-	shmrun_bell_ring(r->wake);
+	if (r->wake)
+		shmrun_bell_ring(r->wake);
 }
 
 void shmrun_ring_consumer_flush(struct shmrun_ring *r)
@@ -360,33 +495,40 @@ static void store_head(struct shmrun_ring *r)
 int shmrun_ring_peek_slow(struct shmrun_ring *r, const struct shmrun_frame **frame)
 {
 	const struct shmrun_frame *f;
-	uint64_t avail, to_end;
+	uint64_t w, to_end;
+	uint32_t hi, step, lap;
 
 	for (;;) {
-		if (r->head == r->tail_cache) {
-			/* acquire: pairs with the release store of tail in
-			 * publish_tail(); the frame bytes below it are visible. */
-			r->tail_cache = atomic_load_explicit(&r->sh->tail, memory_order_acquire);
-			if (r->head == r->tail_cache) {
-				shmrun_ring_consumer_flush(r);
-				return -EAGAIN;
-			}
-		}
-		avail = r->tail_cache - r->head;
-		if (avail > r->capacity || (avail % SHMRUN_FRAME_ALIGN) != 0)
-			return -EPROTO;
-		f = (const struct shmrun_frame *)(r->data + (r->head & r->mask));
+		/* acquire: pairs with the release store of this commit word in
+		 * shmrun_ring_put_word_() or shmrun_ring_flush(); the frame's (or
+		 * marker's) bytes and the zeroed word after it are visible. */
+		w = atomic_load_explicit(shmrun_ring_word_(r, r->head), memory_order_acquire);
+		hi = (uint32_t)(w >> 32);
+		step = (uint32_t)w;
 		to_end = r->capacity - (r->head & r->mask);
-		if (f->kind == SHMRUN_FRAME_SKIP) {
-			if (to_end > avail || f->len != to_end - SHMRUN_FRAME_ALIGN)
+		if (hi == shmrun_ring_tag_(r, r->head, SHMRUN_RING_COMMIT_SKIP)) {
+			if (step != to_end)
 				return -EPROTO;
 			r->head += to_end;
 			store_head(r);
 			continue;
 		}
-		if (f->kind < SHMRUN_FRAME_DATA || f->kind > SHMRUN_FRAME_END ||
-		    avail < SHMRUN_FRAME_HEADER || frame_bytes(f->len) > avail ||
-		    frame_bytes(f->len) > to_end)
+		if (hi != shmrun_ring_tag_(r, r->head, SHMRUN_RING_COMMIT_FRAME)) {
+			/* 0, or the previous lap's word of a ring that was full:
+			 * nothing published here yet. */
+			lap =
+			    (uint32_t)((r->head >> r->lap_shift) - 1) & SHMRUN_RING_COMMIT_LAP_MASK;
+			if (w == 0 || ((hi & ~SHMRUN_RING_COMMIT_LAP_MASK) != 0 &&
+				       (hi & SHMRUN_RING_COMMIT_LAP_MASK) == lap)) {
+				shmrun_ring_consumer_flush(r);
+				return -EAGAIN;
+			}
+			return -EPROTO;
+		}
+		f = (const struct shmrun_frame *)(r->data + (r->head & r->mask) +
+						  SHMRUN_FRAME_COMMIT);
+		if (step < frame_bytes(0) || step > to_end || frame_bytes(f->len) != step ||
+		    f->kind < SHMRUN_FRAME_DATA || f->kind > SHMRUN_FRAME_END)
 			return -EPROTO;
 		*frame = f;
 		return 0;

@@ -307,7 +307,9 @@ END_TEST
 /* ---- dead peers ------------------------------------------------------------- */
 
 #define SMALL_LEN 100u
-#define N_SMALL	  5u
+/* Ring bytes of one SMALL_LEN frame, header and padding included. */
+#define SMALL_FRAME ((SHMRUN_FRAME_COMMIT + SHMRUN_FRAME_HEADER + SMALL_LEN + 7) & ~7u)
+#define N_SMALL	    5u
 
 static void small_fill(unsigned char *p, uint32_t i)
 {
@@ -536,6 +538,85 @@ START_TEST(test_dead_producer_killed)
 }
 END_TEST
 
+/*
+ * Producer child: publish N_SMALL frames; commit two more without publishing
+ * them (a large batch); reserve a fifth and fill its header and half its
+ * payload; tell the parent and wait to be killed mid-frame.
+ */
+static int producer_mid_frame(void *arg)
+{
+	struct ctl *c = arg;
+	struct shmrun_frame *f;
+	struct shmrun_ring r;
+
+	if (child_attach(c, &r, SHMRUN_RING_PRODUCER))
+		return 10;
+	for (uint32_t i = 0; i < N_SMALL; i++)
+		if (small_send(&r, i))
+			return 11;
+	shmrun_ring_flush(&r);
+	shmrun_ring_set_batch(&r, 1u << 30);
+	for (uint32_t i = N_SMALL; i < N_SMALL + 2; i++)
+		if (small_send(&r, i))
+			return 12;
+	if (shmrun_ring_pending(&r) != 2 * SMALL_FRAME)
+		return 13;
+	if (shmrun_ring_reserve(&r, SMALL_LEN, &f))
+		return 14;
+	f->kind = SHMRUN_FRAME_DATA;
+	f->src_task = N_SMALL + 2;
+	f->dst_task = 1000 + N_SMALL + 2;
+	small_fill(f->payload, N_SMALL + 2);
+	memset(f->payload + SMALL_LEN / 2, 0, SMALL_LEN / 2);
+	child_say(c, 'K');
+	for (;;)
+		pause();
+}
+
+START_TEST(test_dead_producer_mid_frame)
+{
+	/* A producer killed with unpublished commits and a half-written frame:
+	 * the consumer sees nothing of them, and a new producer resumes where
+	 * the published frames end. */
+	enum shmrun_idle idle = idles[_i];
+	struct ctl *c = ctl_create(64 * 1024);
+	const struct shmrun_frame *f;
+	struct shmrun_ring r, p2;
+	int err, status;
+	size_t len;
+	void *mem;
+	pid_t pid;
+
+	parent_attach(c, &r, SHMRUN_RING_CONSUMER);
+	pid = spawn(producer_mid_frame, c, 30);
+	REQUIRE(parent_hear(c, 5000) == 'K', "producer child failed");
+	parent_drain_small(&r, idle);
+	REQUIRE(shmrun_ring_peek(&r, &f) == -EAGAIN, "unpublished frame visible before the kill");
+	kill(pid, SIGKILL);
+	status = reap(pid, 5000);
+	REQUIRE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "child status %#x", status);
+	err = shmrun_ring_wait_readable(&r, idle, 2000 * MS);
+	REQUIRE(err == -EOWNERDEAD, "%s: wait_readable returned %d", idle_names[_i], err);
+	REQUIRE(shmrun_ring_peek(&r, &f) == -EAGAIN, "a frame of the dead producer is visible");
+	REQUIRE(atomic_load(&c->t_exit) == 0, "child exited by itself");
+	/* A new producer takes over at the end of what was published. */
+	mem = shmrun_segment_ring(&c->seg, 0, &len);
+	ck_assert_int_eq(shmrun_ring_attach(&p2, mem, len, SHMRUN_RING_PRODUCER), 0);
+	ck_assert_int_eq(shmrun_ring_write(&p2, SHMRUN_FRAME_END, 7, 8, "end", 3), 0);
+	shmrun_ring_flush(&p2);
+	ck_assert_int_eq(shmrun_ring_peek(&r, &f), 0);
+	ck_assert_uint_eq(f->kind, SHMRUN_FRAME_END);
+	ck_assert_uint_eq(f->src_task, 7);
+	ck_assert_uint_eq(f->len, 3);
+	ck_assert_mem_eq(f->payload, "end", 3);
+	shmrun_ring_release(&r, f);
+	ck_assert_int_eq(shmrun_ring_peek(&r, &f), -EAGAIN);
+	shmrun_ring_detach(&p2);
+	shmrun_ring_detach(&r);
+	ctl_destroy(c);
+}
+END_TEST
+
 /* The parent producer fills the ring; returns how many frames it took. */
 static unsigned parent_fill(struct shmrun_ring *r)
 {
@@ -570,7 +651,7 @@ START_TEST(test_dead_consumer_exit)
 	REQUIRE(parent_hear(c, 5000) == 'K', "consumer child got bad frames");
 	wait_exited(pid, 5000);
 	n = parent_fill(&r);
-	REQUIRE(n == 4096 / 120, "%u frames filled the ring", n);
+	REQUIRE(n == 4096 / SMALL_FRAME, "%u frames filled the ring", n);
 	err = shmrun_ring_wait_writable(&r, SMALL_LEN, idle, 2000 * MS);
 	t_ret = now_ns();
 	REQUIRE(err == -EOWNERDEAD, "%s: wait_writable returned %d", idle_names[_i], err);
@@ -608,7 +689,7 @@ START_TEST(test_dead_consumer_killed)
 	pid = spawn(consumer_then_pause, c, 30);
 	REQUIRE(parent_hear(c, 5000) == 'K', "consumer child got bad frames");
 	n = parent_fill(&r);
-	REQUIRE(n == 4096 / 120, "%u frames filled the ring", n);
+	REQUIRE(n == 4096 / SMALL_FRAME, "%u frames filled the ring", n);
 	t_start = now_ns();
 	killer_start(&k, pid, 30 * MS);
 	err = shmrun_ring_wait_writable(&r, SMALL_LEN, idle, 2000 * MS);
@@ -644,6 +725,7 @@ static Suite *ring_procs_suite(void)
 	tcase_set_timeout(tc, 20);
 	tcase_add_loop_test(tc, test_dead_producer_exit, 0, 3);
 	tcase_add_loop_test(tc, test_dead_producer_killed, 0, 3);
+	tcase_add_loop_test(tc, test_dead_producer_mid_frame, 0, 3);
 	tcase_add_loop_test(tc, test_dead_consumer_exit, 0, 3);
 	tcase_add_loop_test(tc, test_dead_consumer_killed, 0, 3);
 	suite_add_tcase(s, tc);

@@ -43,9 +43,13 @@
 #define CHECK_PTR_EQ(a, b) CHECK_EQ((uintptr_t)(a), (uintptr_t)(b))
 #define CHECK_TRUE(c)	   CHECK_EQ(!!(c), 1)
 
+/* Ring bytes before a frame's payload: its commit word and header. */
+#define FRAME_OVERHEAD (SHMRUN_FRAME_COMMIT + SHMRUN_FRAME_HEADER)
+
+/* Ring bytes of a frame of @len payload bytes. */
 static uint64_t fbytes(uint32_t len)
 {
-	return ((uint64_t)SHMRUN_FRAME_HEADER + len + 7) & ~(uint64_t)7;
+	return ((uint64_t)FRAME_OVERHEAD + len + 7) & ~(uint64_t)7;
 }
 
 static int64_t now_ns(void)
@@ -191,7 +195,7 @@ static int model_push(struct model *m, uint32_t len)
 		m->skips++;
 	}
 	/* The frame sits exactly where the layout says, wholly inside the data area. */
-	CHECK_PTR_EQ(f, m->t.data + (pos & (m->cap - 1)));
+	CHECK_PTR_EQ(f, m->t.data + (pos & (m->cap - 1)) + SHMRUN_FRAME_COMMIT);
 	CHECK_TRUE((pos & (m->cap - 1)) + need <= m->cap);
 	m->q[m->qt % QLEN] = (struct expect){m->next_id, len, pos & (m->cap - 1)};
 	m->qt++;
@@ -211,7 +215,7 @@ static void model_pop(struct model *m)
 	CHECK_EQ(shmrun_ring_peek(&m->t.c, &f), 0);
 	/* A skip marker is never handed out: the frame is the expected one. */
 	CHECK_TRUE(f->kind != SHMRUN_FRAME_SKIP);
-	CHECK_PTR_EQ(f, m->t.data + e.off);
+	CHECK_PTR_EQ(f, m->t.data + e.off + SHMRUN_FRAME_COMMIT);
 	check_frame(f, (uint16_t)(SHMRUN_FRAME_DATA + e.id % 4), e.id, e.len);
 	shmrun_ring_release(&m->t.c, f);
 	m->qh++;
@@ -241,9 +245,20 @@ static void model_stream(struct model *m, const uint32_t *lens, unsigned n)
 		while ((err = model_push(m, lens[i])) == -EAGAIN) {
 			/* reserve flushed on -EAGAIN: every commit is visible. */
 			CHECK_EQ(shmrun_ring_pending(&m->t.p), 0);
+			if (m->qt == m->qh) {
+				/* The largest frame at offset CAP / 2: its skip went
+				 * ahead alone; the consumer steps over it. */
+				const struct shmrun_frame *f;
+
+				CHECK_EQ(m->pos % m->cap, m->cap / 2);
+				CHECK_EQ(shmrun_ring_peek(&m->t.c, &f), -EAGAIN);
+				continue;
+			}
 			model_pop(m);
 		}
-		CHECK_EQ(err, 0);
+		if (err)
+			ck_abort_msg("frame %u (len %" PRIu32 ") at index %" PRIu64 ": error %d", i,
+				     lens[i], m->pos, err);
 	}
 	model_drain(m);
 }
@@ -301,7 +316,8 @@ START_TEST(test_framing_round_trip)
 	ck_assert_uint_eq(f->kind, SHMRUN_FRAME_END);
 	ck_assert_uint_eq(f->len, 0);
 	ck_assert_ptr_eq((const unsigned char *)f,
-			 (const unsigned char *)t.data + (atomic_load(&t.sh->tail) - 16) % 65536);
+			 (const unsigned char *)t.data +
+			     (atomic_load(&t.sh->tail) - fbytes(0)) % 65536 + SHMRUN_FRAME_COMMIT);
 	shmrun_ring_release(&t.c, f);
 	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), -EAGAIN);
 	tr_close(&t);
@@ -328,9 +344,10 @@ END_TEST
 
 /*
  * A fresh 4096-byte ring whose head and tail stand at @off (mod 4096). Offsets
- * from 16 up are reached by writing and consuming filler frames. Offset 8 cannot
- * be reached that way (the smallest frame is 16 bytes and a frame that does not
- * fit before the end moves to offset 0), so it is seeded through the indices.
+ * from FRAME_OVERHEAD up are reached by writing and consuming filler
+ * frames. Smaller offsets cannot be reached that way (the smallest frame is
+ * FRAME_OVERHEAD bytes and a frame that does not fit before the end moves
+ * to offset 0), so they are seeded through the indices.
  */
 static void open_at_offset(struct model *m, uint64_t off)
 {
@@ -338,15 +355,15 @@ static void open_at_offset(struct model *m, uint64_t off)
 	unsigned n = 0;
 	uint64_t left = off;
 
-	model_open(m, CAP, off == 8 ? 8 : 0);
-	if (off == 8)
+	model_open(m, CAP, off < FRAME_OVERHEAD ? off : 0);
+	if (off < FRAME_OVERHEAD)
 		return;
 	while (left) {
 		uint64_t chunk = left > CAP / 2 ? CAP / 2 : left;
 
-		if (left - chunk != 0 && left - chunk < 16)
-			chunk = left - 16;
-		lens[n++] = (uint32_t)(chunk - SHMRUN_FRAME_HEADER);
+		if (left - chunk != 0 && left - chunk < FRAME_OVERHEAD)
+			chunk = left - FRAME_OVERHEAD;
+		lens[n++] = (uint32_t)(chunk - FRAME_OVERHEAD);
 		left -= chunk;
 	}
 	model_stream(m, lens, n);
@@ -368,7 +385,10 @@ START_TEST(test_wrap_every_offset)
 		 * marker fills the end and the frame starts at offset 0. */
 		if (to_end + 8 <= CAP / 2) {
 			open_at_offset(&m, off);
-			lens[0] = (uint32_t)(to_end + 8 - SHMRUN_FRAME_HEADER);
+			/* (near the end even an empty frame is too big) */
+			lens[0] = to_end + 8 >= FRAME_OVERHEAD
+				      ? (uint32_t)(to_end + 8 - FRAME_OVERHEAD)
+				      : 0;
 			lens[1] = 5;
 			lens[2] = 0;
 			model_stream(&m, lens, 3);
@@ -377,9 +397,9 @@ START_TEST(test_wrap_every_offset)
 		}
 		/* 2. A frame that fills the room before the end exactly: no skip,
 		 * the next frame starts at offset 0. */
-		if (to_end >= SHMRUN_FRAME_HEADER && to_end <= CAP / 2) {
+		if (to_end >= FRAME_OVERHEAD && to_end <= CAP / 2) {
 			open_at_offset(&m, off);
-			lens[0] = (uint32_t)(to_end - SHMRUN_FRAME_HEADER);
+			lens[0] = (uint32_t)(to_end - FRAME_OVERHEAD);
 			lens[1] = 3;
 			model_stream(&m, lens, 2);
 			ck_assert_uint_eq(m.skips, 0);
@@ -421,7 +441,8 @@ START_TEST(test_index_wrap_2_64)
 
 	ck_assert_uint_eq(start % 8, 0);
 	for (unsigned n = 0; n < 3000; n++)
-		lens[n] = (uint32_t)((n * 37 + _i * 11) % (n % 50 == 0 ? 2033 : 97));
+		lens[n] = (uint32_t)((n * 37 + _i * 11) %
+				     (n % 50 == 0 ? CAP / 2 - SHMRUN_FRAME_HEADER + 1 : 97));
 	model_open(&m, CAP, start);
 	model_stream(&m, lens, 3000);
 	/* The indices went through 2^64 and came out small. */
@@ -439,15 +460,17 @@ START_TEST(test_index_wrap_2_64_full)
 	struct tr t;
 	unsigned n = 0;
 
-	/* 16-byte frames. From an offset of 8 mod 16 one fewer fits: the 8 bytes
-	 * before the end become a skip marker, except from offset 8, where the
-	 * ring is full before the frames reach the end. */
-	uint64_t used = start % 16 == 0 ? CAP : start % CAP == 8 ? CAP - 16 : CAP - 8;
+	/* Empty frames (fbytes(0) each) from the ring offset of @start: those
+	 * that fit before the end, a skip marker over the gap at the end, then
+	 * those that fit from offset 0 up to head. */
+	const uint64_t fb = fbytes(0), off = start % CAP, k1 = (CAP - off) / fb;
+	const uint64_t gap = CAP - off - k1 * fb, k2 = off / fb;
+	uint64_t used = k1 * fb + (k2 ? gap + k2 * fb : 0);
 
 	tr_open_at(&t, CAP, start);
 	while (put(&t.p, SHMRUN_FRAME_DATA, n, 0, NULL) == 0)
 		n++;
-	ck_assert_uint_eq(n, start % 16 ? CAP / 16 - 1 : CAP / 16);
+	ck_assert_uint_eq(n, k1 + k2);
 	ck_assert_uint_eq(atomic_load(&t.sh->tail) - atomic_load(&t.sh->head), used);
 	for (unsigned i = 0; i < n; i++) {
 		ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
@@ -486,7 +509,7 @@ START_TEST(test_commit_frame_ending_at_2_64)
 		shmrun_ring_release(&t.c, cf);
 		ck_assert_int_eq(shmrun_ring_peek(&t.c, &cf), 0);
 		ck_assert_uint_eq(cf->kind, SHMRUN_FRAME_END);
-		ck_assert_ptr_eq(cf, t.data);
+		ck_assert_ptr_eq(cf, t.data + SHMRUN_FRAME_COMMIT);
 		shmrun_ring_release(&t.c, cf);
 		tr_close(&t);
 	}
@@ -511,7 +534,7 @@ START_TEST(test_commit_grown_len_across_2_64)
 	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 0);
 	f->len = 0;
 	ck_assert_int_eq(shmrun_ring_commit(&t.p, f), 0);
-	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 16);
+	ck_assert_uint_eq(shmrun_ring_pending(&t.p), fbytes(0));
 	tr_close(&t);
 }
 END_TEST
@@ -540,7 +563,8 @@ START_TEST(test_empty)
 }
 END_TEST
 
-static const uint32_t full_lens[] = {0, 1, 7, 8, 9, 48, 100, 1000, 1360, 2032};
+static const uint32_t full_lens[] = {0,	 1,   7,    8,	  9,
+				     48, 100, 1000, 1360, CAP / 2 - SHMRUN_FRAME_HEADER};
 
 START_TEST(test_full_exact_count)
 {
@@ -560,8 +584,8 @@ START_TEST(test_full_exact_count)
 	ck_assert_uint_eq(n, CAP / fb);
 	ck_assert_int_eq(shmrun_ring_reserve(&t.p, len, &w), -EAGAIN);
 	ck_assert(!shmrun_ring_writable(&t.p, len));
-	/* An empty frame still fits iff 16 bytes are left before the end. */
-	ck_assert(shmrun_ring_writable(&t.p, 0) == (CAP % fb >= 16));
+	/* An empty frame still fits iff its bytes are left before the end. */
+	ck_assert(shmrun_ring_writable(&t.p, 0) == (CAP % fb >= fbytes(0)));
 	/* -EAGAIN flushed: every committed frame is visible. */
 	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 0);
 	ck_assert_uint_eq(atomic_load(&t.sh->tail), n * fb);
@@ -572,7 +596,7 @@ START_TEST(test_full_exact_count)
 	shmrun_ring_release(&t.c, f);
 	ck_assert(shmrun_ring_writable(&t.p, len));
 	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, n, len, &w), 0);
-	ck_assert_ptr_eq(w, t.data);
+	ck_assert_ptr_eq(w, t.data + SHMRUN_FRAME_COMMIT);
 	ck_assert_int_eq(shmrun_ring_reserve(&t.p, len, &w), -EAGAIN);
 	for (unsigned i = 1; i <= n; i++) {
 		ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
@@ -586,9 +610,10 @@ END_TEST
 
 START_TEST(test_full_exact_count_mid_ring)
 {
-	/* 100-byte frames (120 padded) from offset 1000: 25 fit before the end
-	 * (to 4000), then a 96-byte skip; the frames at 0.. may reach head (1000):
-	 * 8 more (960). 33 in all. */
+	/* 100-byte frames (fb = 128 padded) from offset 1000: k1 = 24 fit before
+	 * the end (to 4072), then a 24-byte skip; the frames at 0.. may reach
+	 * head (1000): k2 = 7 more (896). 31 in all. */
+	const uint64_t fb = fbytes(100), k1 = (CAP - 1000) / fb, k2 = 1000 / fb;
 	struct model m;
 	unsigned n = 0;
 
@@ -596,10 +621,10 @@ START_TEST(test_full_exact_count_mid_ring)
 	shmrun_ring_set_batch(&m.t.p, CAP);
 	while (model_push(&m, 100) == 0)
 		n++;
-	ck_assert_uint_eq(n, 33);
+	ck_assert_uint_eq(n, k1 + k2);
 	ck_assert_uint_eq(m.skips, 1);
 	ck_assert_uint_eq(atomic_load(&m.t.sh->tail) - atomic_load(&m.t.sh->head),
-			  4000 - 1000 + 96 + 960);
+			  (CAP - 1000 - k1 * fb) + (k1 + k2) * fb);
 	model_drain(&m);
 	model_close(&m);
 }
@@ -631,19 +656,24 @@ START_TEST(test_max_payload)
 	ck_assert_int_eq(shmrun_ring_wait_writable(&t.p, UINT32_MAX, SHMRUN_IDLE_HYBRID, -1),
 			 -EMSGSIZE);
 	ck_assert_uint_eq(atomic_load(&t.sh->tail), 0);
-	/* The largest frame works; exactly two fill the ring. */
+	/* The largest frame works. It takes half the ring plus its commit word,
+	 * so a second one waits until the first is released, then goes at
+	 * offset 0 behind a skip marker. */
 	ck_assert(shmrun_ring_writable(&t.p, max));
 	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 1, max, &w), 0);
-	ck_assert_ptr_eq(w, t.data);
-	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 2, max, &w), 0);
-	ck_assert_ptr_eq(w, t.data + cap / 2);
-	ck_assert_int_eq(shmrun_ring_reserve(&t.p, 0, &w), -EAGAIN);
+	ck_assert_ptr_eq(w, t.data + SHMRUN_FRAME_COMMIT);
+	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 2, max, &w), -EAGAIN);
 	ck_assert_int_eq(shmrun_ring_wait_writable(&t.p, max, SHMRUN_IDLE_SPIN, 0), -ETIMEDOUT);
-	for (uint32_t id = 1; id <= 2; id++) {
-		ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
-		check_frame(f, SHMRUN_FRAME_DATA, id, max);
-		shmrun_ring_release(&t.c, f);
-	}
+	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
+	check_frame(f, SHMRUN_FRAME_DATA, 1, max);
+	shmrun_ring_release(&t.c, f);
+	ck_assert_int_eq(shmrun_ring_wait_writable(&t.p, max, SHMRUN_IDLE_SPIN, 0), 0);
+	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 2, max, &w), 0);
+	ck_assert_ptr_eq(w, t.data + SHMRUN_FRAME_COMMIT);
+	ck_assert_int_eq(shmrun_ring_reserve(&t.p, 0, &w), -EAGAIN);
+	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
+	check_frame(f, SHMRUN_FRAME_DATA, 2, max);
+	shmrun_ring_release(&t.c, f);
 	ck_assert_int_eq(shmrun_ring_wait_writable(&t.p, max, SHMRUN_IDLE_SPIN, 0), 0);
 	tr_close(&t);
 }
@@ -651,14 +681,25 @@ END_TEST
 
 START_TEST(test_max_payload_every_offset)
 {
-	/* A frame of half the ring fits in an empty ring at every offset. */
+	/* The largest frame fits in an empty ring at every offset; at offset
+	 * CAP / 2, where it and the skip before it would exceed the ring, once
+	 * the consumer has stepped over the skip published alone. */
 	const uint32_t max = CAP / 2 - SHMRUN_FRAME_HEADER;
 	uint32_t lens[2] = {max, max};
 
 	for (uint64_t off = 0; off < CAP; off += 8) {
+		const struct shmrun_frame *f;
 		struct model m;
 
 		model_open(&m, CAP, off);
+		if (off == CAP / 2) {
+			ck_assert(!shmrun_ring_writable(&m.t.p, max));
+			ck_assert_uint_eq(shmrun_ring_pending(&m.t.p), 0);
+			ck_assert_uint_eq(atomic_load(&m.t.sh->tail), off + CAP / 2);
+			ck_assert_int_eq(shmrun_ring_peek(&m.t.c, &f), -EAGAIN);
+			m.pos += CAP / 2;
+			m.skips++;
+		}
 		ck_assert(shmrun_ring_writable(&m.t.p, max));
 		ck_assert_int_eq(model_push(&m, max), 0);
 		model_pop(&m);
@@ -703,7 +744,7 @@ START_TEST(test_commit_smaller_len)
 	tr_close(&t);
 
 	/* Reserving the largest frame and committing it empty leaves room for
-	 * 255 more empty frames: 256 in all, as if it had asked for 0. */
+	 * CAP / fbytes(0) - 1 more empty frames, as if it had asked for 0. */
 	tr_open(&t, CAP);
 	ck_assert_int_eq(shmrun_ring_reserve(&t.p, CAP / 2 - SHMRUN_FRAME_HEADER, &w), 0);
 	w->kind = SHMRUN_FRAME_DATA;
@@ -711,7 +752,7 @@ START_TEST(test_commit_smaller_len)
 	ck_assert_int_eq(shmrun_ring_commit(&t.p, w), 0);
 	for (n = 1; put(&t.p, SHMRUN_FRAME_DATA, n, 0, NULL) == 0; n++)
 		;
-	ck_assert_uint_eq(n, CAP / 16);
+	ck_assert_uint_eq(n, CAP / fbytes(0));
 	tr_close(&t);
 }
 END_TEST
@@ -793,30 +834,32 @@ START_TEST(test_batch_publication)
 
 	tr_open(&t, 65536);
 	shmrun_ring_set_batch(&t.p, 1000);
-	/* 104-byte frames (84 payload): nine stay private, the tenth publishes. */
+	/* 104-byte frames (104 - FRAME_OVERHEAD payload): nine stay
+	 * private, the tenth publishes. */
+	ck_assert_uint_eq(fbytes(104 - FRAME_OVERHEAD), 104);
 	for (unsigned i = 0; i < 9; i++) {
-		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, i, 84, NULL), 0);
+		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, i, 104 - FRAME_OVERHEAD, NULL), 0);
 		ck_assert_uint_eq(shmrun_ring_pending(&t.p), (i + 1) * 104);
 	}
-	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 9, 84, NULL), 0);
+	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 9, 104 - FRAME_OVERHEAD, NULL), 0);
 	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 0);
 	ck_assert_uint_eq(atomic_load(&t.sh->tail), 10 * 104);
 	for (unsigned i = 0; i < 10; i++) {
 		ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
-		check_frame(f, SHMRUN_FRAME_DATA, i, 84);
+		check_frame(f, SHMRUN_FRAME_DATA, i, 104 - FRAME_OVERHEAD);
 		shmrun_ring_release(&t.c, f);
 	}
 	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), -EAGAIN);
 	/* Below the batch, frames appear only at flush. */
 	for (unsigned i = 0; i < 3; i++)
 		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 10 + i, 0, NULL), 0);
-	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 48);
+	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 3 * fbytes(0));
 	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), -EAGAIN);
 	ck_assert(!shmrun_ring_readable(&t.c));
 	shmrun_ring_flush(&t.p);
 	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 0);
 	shmrun_ring_flush(&t.p); /* nothing pending: no change */
-	ck_assert_uint_eq(atomic_load(&t.sh->tail), 10 * 104 + 48);
+	ck_assert_uint_eq(atomic_load(&t.sh->tail), 10 * 104 + 3 * fbytes(0));
 	ck_assert_uint_eq(drain_visible(&t), 3);
 	/* Batch 1 (and 0, clamped to 1) publishes every commit. */
 	for (uint64_t b = 0; b <= 1; b++) {
@@ -828,10 +871,10 @@ START_TEST(test_batch_publication)
 	/* A huge batch is clamped to capacity / 2. */
 	shmrun_ring_set_batch(&t.p, UINT64_MAX);
 	for (unsigned i = 0; i < 255; i++)
-		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, i, 112, NULL), 0);
+		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, i, 128 - FRAME_OVERHEAD, NULL), 0);
 	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 255 * 128);
 	ck_assert_uint_eq(drain_visible(&t), 0);
-	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 255, 112, NULL), 0);
+	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 255, 128 - FRAME_OVERHEAD, NULL), 0);
 	ck_assert_uint_eq(shmrun_ring_pending(&t.p), 0);
 	ck_assert_uint_eq(drain_visible(&t), 256);
 	/* detach flushes what is pending */
@@ -855,10 +898,13 @@ START_TEST(test_batch_default)
 
 		tr_open(&t, defaults[k][0]);
 		for (uint64_t i = 0; i + 1 < n; i++)
-			ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, (uint32_t)i, 48, NULL), 0);
+			ck_assert_int_eq(
+			    put(&t.p, SHMRUN_FRAME_DATA, (uint32_t)i, 64 - FRAME_OVERHEAD, NULL),
+			    0);
 		ck_assert_uint_eq(shmrun_ring_pending(&t.p), batch - 64);
 		ck_assert_uint_eq(atomic_load(&t.sh->tail), 0);
-		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, (uint32_t)n, 48, NULL), 0);
+		ck_assert_int_eq(
+		    put(&t.p, SHMRUN_FRAME_DATA, (uint32_t)n, 64 - FRAME_OVERHEAD, NULL), 0);
 		ck_assert_uint_eq(shmrun_ring_pending(&t.p), 0);
 		ck_assert_uint_eq(atomic_load(&t.sh->tail), batch);
 		tr_close(&t);
@@ -1157,6 +1203,181 @@ START_TEST(test_peek_corrupt_frame)
 }
 END_TEST
 
+/* ---- frame commit: stale bytes are never a frame -------------------------- */
+
+/*
+ * Fill @len payload bytes of frame @f, which starts at free-running index @at,
+ * with forged frames for the next lap: at every index q = at + 24k + 24 + 8j the
+ * words of an empty DATA frame whose commit word carries the lap of q + CAP.
+ * A consumer that took stale bytes for a frame would find one that checks out.
+ */
+static void forge_next_lap(struct shmrun_frame *f, uint64_t at, uint32_t len)
+{
+	for (uint32_t i = 0; i + 8 <= len; i += 8) {
+		uint64_t q = at + FRAME_OVERHEAD + i, w;
+
+		switch ((q / 8) % 3) {
+		case 0:
+			w = fbytes(0) |
+			    (uint64_t)(SHMRUN_RING_COMMIT_FRAME |
+				       ((uint32_t)((q + CAP) / CAP) & SHMRUN_RING_COMMIT_LAP_MASK))
+				<< 32;
+			break;
+		case 1: /* len 0, kind DATA, flags */
+			w = (uint64_t)SHMRUN_FRAME_DATA << 32;
+			break;
+		default: /* src_task, dst_task */
+			w = 0xdeadbeefull | 0xfeedfaceull << 32;
+			break;
+		}
+		memcpy(f->payload + i, &w, 8);
+	}
+}
+
+START_TEST(test_stale_lap_never_a_frame)
+{
+	/* From every 8-byte offset: a lap and a half of frames whose payloads
+	 * are forged frames of the next lap (some committed smaller than they
+	 * were reserved), each consumed at once; then small frames of every
+	 * size over the forged bytes, each peeked right after its commit and
+	 * followed by an empty peek; then the ring filled and drained. The
+	 * consumer sees exactly the frames committed, never a forged one. */
+	const uint32_t big = 400 - FRAME_OVERHEAD;
+	const struct shmrun_frame *f;
+	uint32_t lens[300];
+	struct shmrun_frame *w;
+	struct model m;
+
+	for (uint64_t off = 0; off < CAP; off += 8) {
+		uint64_t start = 3 * CAP + off, pos = start;
+		uint32_t id = 0, len;
+
+		model_open(&m, CAP, start);
+		shmrun_ring_set_batch(&m.t.p, 1);
+		while (pos - start < CAP + CAP / 2) {
+			ck_assert_int_eq(shmrun_ring_reserve(&m.t.p, big, &w), 0);
+			/* (the handle's private tail: where the frame starts) */
+			forge_next_lap(w, m.t.p.tail, big);
+			len = id % 3 == 0 ? 8 : big; /* smaller than reserved */
+			w->kind = SHMRUN_FRAME_DATA;
+			w->src_task = id;
+			w->len = len;
+			ck_assert_int_eq(shmrun_ring_commit(&m.t.p, w), 0);
+			ck_assert_int_eq(shmrun_ring_peek(&m.t.c, &f), 0);
+			ck_assert_ptr_eq(f, w);
+			ck_assert_uint_eq(f->src_task, id);
+			ck_assert_uint_eq(f->len, len);
+			shmrun_ring_release(&m.t.c, f);
+			ck_assert_int_eq(shmrun_ring_peek(&m.t.c, &f), -EAGAIN);
+			pos = m.t.p.tail;
+			id++;
+		}
+		m.pos = pos;
+		for (uint32_t n = 0; n < 300; n++) {
+			ck_assert_int_eq(model_push(&m, (n * 7 + (uint32_t)off / 8) % 61), 0);
+			model_pop(&m);
+			ck_assert_int_eq(shmrun_ring_peek(&m.t.c, &f), -EAGAIN);
+		}
+		for (uint32_t n = 0; n < 300; n++)
+			lens[n] = (n * 13 + (uint32_t)off) % 200;
+		shmrun_ring_set_batch(&m.t.p, CAP);
+		model_stream(&m, lens, 300);
+		model_close(&m);
+	}
+}
+END_TEST
+
+START_TEST(test_full_ring_previous_lap_word)
+{
+	/* A ring filled exactly: the word where the next frame goes is the
+	 * commit word of the frame at head, one lap old. Once drained, the
+	 * consumer finds that old word at its head and reports empty. */
+	const uint64_t fb = fbytes(64 - FRAME_OVERHEAD);
+	const struct shmrun_frame *f;
+	struct tr t;
+	uint32_t n = 0;
+
+	ck_assert_uint_eq(fb, 64);
+	tr_open_at(&t, CAP, 5 * CAP);
+	while (put(&t.p, SHMRUN_FRAME_DATA, n, 64 - FRAME_OVERHEAD, NULL) == 0)
+		n++;
+	ck_assert_uint_eq(n, CAP / fb);
+	for (uint32_t i = 0; i < n; i++) {
+		ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
+		check_frame(f, SHMRUN_FRAME_DATA, i, 64 - FRAME_OVERHEAD);
+		shmrun_ring_release(&t.c, f);
+	}
+	ck_assert_uint_ne(atomic_load((_Atomic uint64_t *)(void *)t.data), 0);
+	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), -EAGAIN);
+	ck_assert(!shmrun_ring_readable(&t.c));
+	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_END, 99, 0, NULL), 0);
+	shmrun_ring_flush(&t.p);
+	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
+	check_frame(f, SHMRUN_FRAME_END, 99, 0);
+	tr_close(&t);
+}
+END_TEST
+
+START_TEST(test_peek_foreign_commit_word)
+{
+	/* A commit word of neither this lap nor the previous one is corrupt. */
+	const struct shmrun_frame *f;
+	struct tr t;
+
+	tr_open_at(&t, CAP, 4 * CAP);
+	atomic_store((_Atomic uint64_t *)(void *)t.data,
+		     fbytes(0) | (uint64_t)(SHMRUN_RING_COMMIT_FRAME | 2u) << 32);
+	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), -EPROTO);
+	/* lap 3, previous: empty */
+	atomic_store((_Atomic uint64_t *)(void *)t.data,
+		     fbytes(0) | (uint64_t)(SHMRUN_RING_COMMIT_FRAME | 3u) << 32);
+	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), -EAGAIN);
+	/* a skip marker that does not reach the end */
+	atomic_store((_Atomic uint64_t *)(void *)t.data,
+		     8 | (uint64_t)(SHMRUN_RING_COMMIT_SKIP | 4u) << 32);
+	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), -EPROTO);
+	tr_close(&t);
+}
+END_TEST
+
+START_TEST(test_null_wake_bell)
+{
+	/* With a NULL wake bell publishing neither rings nor reads a bell; with
+	 * the default one it rings the sleeper announced in the bell. */
+	const struct shmrun_frame *f;
+	struct tr t;
+
+	tr_open(&t, CAP);
+	shmrun_ring_set_wake_bell(&t.p, NULL);
+	shmrun_ring_set_wake_bell(&t.c, NULL);
+	atomic_store(&t.sh->data_bell.waiting, 1);
+	atomic_store(&t.sh->room_bell.waiting, 1);
+	for (uint32_t i = 0; i < 100; i++) {
+		ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, i, i, NULL), 0);
+		shmrun_ring_flush(&t.p);
+		ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
+		check_frame(f, SHMRUN_FRAME_DATA, i, i);
+		shmrun_ring_release(&t.c, f);
+		ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), -EAGAIN);
+	}
+	ck_assert_uint_eq(atomic_load(&t.sh->data_bell.seq), 0);
+	ck_assert_uint_eq(atomic_load(&t.sh->room_bell.seq), 0);
+	/* back to the ring's own bells: both ring */
+	shmrun_ring_set_wake_bell(&t.p, &t.sh->data_bell);
+	shmrun_ring_set_wake_bell(&t.c, &t.sh->room_bell);
+	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, 100, 1, NULL), 0);
+	shmrun_ring_flush(&t.p);
+	ck_assert_uint_eq(atomic_load(&t.sh->data_bell.seq), 1);
+	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), 0);
+	shmrun_ring_release(&t.c, f);
+	ck_assert_int_eq(shmrun_ring_peek(&t.c, &f), -EAGAIN);
+	ck_assert_uint_eq(atomic_load(&t.sh->room_bell.seq), 1);
+	atomic_store(&t.sh->data_bell.waiting, 0);
+	atomic_store(&t.sh->room_bell.waiting, 0);
+	tr_close(&t);
+}
+END_TEST
+
 /* ---- waiting ---------------------------------------------------------------- */
 
 static const enum shmrun_idle idles[] = {SHMRUN_IDLE_SPIN, SHMRUN_IDLE_SLEEP, SHMRUN_IDLE_HYBRID};
@@ -1179,7 +1400,12 @@ START_TEST(test_wait_timeouts)
 	ck_assert_int_lt(dt, 1000 * ms);
 	ck_assert_int_eq(shmrun_ring_wait_readable(&t.c, idle, 0), -ETIMEDOUT);
 	ck_assert_int_eq(shmrun_ring_wait_writable(&t.p, 100, idle, 0), 0);
-	/* Full ring: the producer times out. */
+	/* Full ring: the producer times out. One frame fbytes(0) shorter than
+	 * the others (which divide CAP) leaves exactly fbytes(0) bytes. */
+	ck_assert_uint_eq(CAP % fbytes(100), 0);
+	ck_assert_int_eq(put(&t.p, SHMRUN_FRAME_DATA, n++,
+			     (uint32_t)(fbytes(100) - fbytes(0) - FRAME_OVERHEAD), NULL),
+			 0);
 	while (put(&t.p, SHMRUN_FRAME_DATA, n, 100, NULL) == 0)
 		n++;
 	ck_assert_uint_eq(n, CAP / fbytes(100));
@@ -1188,7 +1414,7 @@ START_TEST(test_wait_timeouts)
 	dt = now_ns() - t0;
 	ck_assert_int_ge(dt, 30 * ms);
 	ck_assert_int_lt(dt, 1000 * ms);
-	/* 16 bytes are left: an empty frame fits, an 8-byte one does not. */
+	/* fbytes(0) bytes are left: an empty frame fits, an 8-byte one does not. */
 	ck_assert_int_eq(shmrun_ring_wait_writable(&t.p, 0, idle, 0), 0);
 	ck_assert_int_eq(shmrun_ring_wait_writable(&t.p, 8, idle, 0), -ETIMEDOUT);
 	/* Ready at once: no wait. */
@@ -1267,6 +1493,14 @@ static Suite *ring_suite(void)
 	tcase_add_test(tc, test_attach_args);
 	tcase_add_test(tc, test_attach_resumes);
 	tcase_add_test(tc, test_peek_corrupt_frame);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("frame_commit");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_stale_lap_never_a_frame);
+	tcase_add_test(tc, test_full_ring_previous_lap_word);
+	tcase_add_test(tc, test_peek_foreign_commit_word);
+	tcase_add_test(tc, test_null_wake_bell);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("wait");

@@ -72,7 +72,9 @@ static const char usage_text[] =
     "  ratio bytes=B ring_vs_ideal=F\n"
     "  pingpong bytes=32 rtt_ns_p50=N rtt_ns_p99=N rtt_ns_p999=N\n"
     "  ideal bytes=32 rtt_ns_p50=N rtt_ns_p99=N rtt_ns_p999=N\n"
+    "  ideal2 bytes=32 rtt_ns_p50=N rtt_ns_p99=N rtt_ns_p999=N   (one line per direction)\n"
     "  ratio bytes=32 p50_vs_ideal=F\n"
+    "  ratio2 bytes=32 p50_vs_ideal2=F ideal2_vs_ideal=F\n"
     "\n"
     "Exit status: 0 ok, 1 the benchmark failed (checksum mismatch, ring error,\n"
     "a process died), 2 usage error.\n";

@@ -15,11 +15,14 @@
  * Consumer:  shmrun_ring_peek() -> use the frame in place -> shmrun_ring_release().
  *
  * Frames are 8-byte aligned, never split across the wrap (a skip marker fills the
- * end of the ring instead), and carry length, kind, source task and destination
- * task. Indices are free-running 64-bit byte counters; each side caches the
- * other's index and re-reads it only when the cached value says it must (Aeron's
- * aeron_rb, Vyukov's cached SPSC queue). The byte layout and every memory-ordering
- * pair are in docs/shm-layout.md.
+ * end of the ring instead), and carry a commit word, length, kind, source task
+ * and destination task. The consumer learns that a frame is ready from the
+ * frame's own commit word (as Aeron's log buffers and the LMAX Disruptor do), not
+ * from a shared tail index, so one message moves one frame's cache line(s) from
+ * producer to consumer. Indices are free-running 64-bit byte counters; the
+ * producer caches the consumer's head and re-reads it only when the cached value
+ * says the ring is full (Aeron's aeron_rb, Vyukov's cached SPSC queue). The byte
+ * layout and every memory-ordering pair are in docs/shm-layout.md.
  *
  * Thread/process safety: one producer handle and one consumer handle per ring, each
  * used by a single thread; the two may live in different processes. The handles
@@ -64,9 +67,18 @@ enum shmrun_frame_kind {
 
 /**
  * Frame header, 16 bytes, followed by @len payload bytes, then padding up to the
- * next SHMRUN_FRAME_ALIGN boundary. The first 8 bytes (len, kind, flags) are all
- * a reader needs to step over a frame, which is what lets a skip marker fit in
- * the last 8 bytes before the wrap.
+ * next SHMRUN_FRAME_ALIGN boundary. The fields belong to the caller between
+ * shmrun_ring_reserve() and shmrun_ring_commit() on the producer side and are
+ * read-only on the consumer side.
+ *
+ * In the ring every frame is preceded by an 8-byte commit word owned by the ring
+ * (SHMRUN_FRAME_COMMIT; callers never see it). The producer stores it last
+ * (release) when the frame is published, and the consumer learns that a frame
+ * is ready by loading it (acquire) at its own head, so one message costs the
+ * transfer of the cache line(s) holding the frame and nothing else
+ * (docs/shm-layout.md, "Frames and commit words"). The commit word alone is
+ * enough to step over a frame, which is what lets a skip marker fit in the last
+ * 8 bytes before the wrap.
  */
 struct shmrun_frame {
 	uint32_t len;      /**< payload bytes (header and padding excluded) */
@@ -79,6 +91,23 @@ struct shmrun_frame {
 
 /** Bytes of struct shmrun_frame before the payload. */
 #define SHMRUN_FRAME_HEADER 16u
+/** Ring bytes before each struct shmrun_frame: its commit word. A frame takes
+ * SHMRUN_FRAME_COMMIT + SHMRUN_FRAME_HEADER + len bytes of ring, rounded up to
+ * SHMRUN_FRAME_ALIGN. */
+#define SHMRUN_FRAME_COMMIT 8u
+
+/*
+ * The commit word (docs/shm-layout.md): bits 0..31 the bytes to step over (the
+ * padded frame, or the rest of the ring for a skip marker); bits 32..61 the lap
+ * of the frame's position (index >> log2(capacity), low 30 bits); bit 62 set for
+ * a frame, bit 63 set for a skip marker. It is never 0, and 0 is what the
+ * producer stores at the next frame position before it publishes a frame, so
+ * the word at the consumer's head is either this lap's commit word, 0, or (only
+ * when the ring was full) the previous lap's commit word of the same position.
+ */
+#define SHMRUN_RING_COMMIT_FRAME (1u << 30)
+#define SHMRUN_RING_COMMIT_SKIP (1u << 31)
+#define SHMRUN_RING_COMMIT_LAP_MASK ((1u << 30) - 1)
 
 /** Which side of a ring a handle is. */
 enum shmrun_ring_role {
@@ -118,25 +147,25 @@ struct shmrun_ring {
 	unsigned char *data;           /* first byte of the data area */
 	uint64_t capacity;             /* data bytes, power of two */
 	uint64_t mask;                 /* capacity - 1 */
+	unsigned lap_shift;            /* log2(capacity): index >> lap_shift is the lap */
 	int role;                      /* enum shmrun_ring_role */
-	struct shmrun_bell *wake;      /* rung after publishing: the peer's bell */
-	_Atomic uint64_t *tail_p;      /* &shared tail (the inline fast paths' view) */
+	struct shmrun_bell *wake;      /* rung after publishing: the peer's bell, or NULL */
 	_Atomic uint64_t *head_p;      /* &shared head */
 	uint32_t max_payload;          /* capacity / 2 - SHMRUN_FRAME_HEADER */
 	int peer_pidfd;                /* pidfd of the peer, -1 until opened */
 	int32_t peer_pid;              /* pid that peer_pidfd refers to */
 	/* producer side */
 	uint64_t tail;          /* end of committed frames (maybe unpublished) */
-	uint64_t tail_pub;      /* last tail stored to shared memory */
+	uint64_t tail_pub;      /* end of published frames: where the batch starts */
+	uint64_t pend_word;     /* commit word held back for the frame at tail_pub */
 	uint64_t head_cache;    /* last head read from shared memory */
 	uint32_t reserved_len;  /* payload bytes of the open reservation */
 	bool reserving;         /* a reservation is open */
 	uint64_t batch_bytes;   /* publish once this many committed bytes are pending */
 	/* consumer side */
 	uint64_t head;          /* start of the next unreleased frame */
-	uint64_t head_pub;      /* last head stored to shared memory */
-	uint64_t tail_cache;    /* last tail read from shared memory */
-	uint64_t release_batch; /* publish head once this many bytes are released */
+	uint64_t head_pub;      /* last head announced with the producer's bell */
+	uint64_t release_batch; /* ring the producer's bell once this many bytes are released */
 };
 
 /**
@@ -195,9 +224,12 @@ void shmrun_ring_detach(struct shmrun_ring *r);
 /**
  * shmrun_ring_max_payload() - largest payload a single frame may carry, bytes.
  *
- * Equal to capacity / 2 - SHMRUN_FRAME_HEADER: a frame no larger than half the
- * ring always fits in an empty ring whatever the wrap position, so a producer
- * that waits long enough always makes progress.
+ * Equal to capacity / 2 - SHMRUN_FRAME_HEADER, so the largest frame takes
+ * capacity / 2 + SHMRUN_FRAME_COMMIT bytes of ring. It fits in an empty ring
+ * whatever the wrap position (the skip before it is smaller than capacity / 2),
+ * except at offset capacity / 2, where the skip marker is published alone first
+ * and the frame goes at offset 0 once the consumer has stepped over it. So a
+ * producer that waits long enough always makes progress.
  */
 uint32_t shmrun_ring_max_payload(const struct shmrun_ring *r);
 
@@ -231,7 +263,8 @@ int shmrun_ring_reserve_slow(struct shmrun_ring *r, uint32_t len, struct shmrun_
  *
  * The frame becomes visible to the consumer at the next publication: when the
  * pending bytes reach the batch size (shmrun_ring_set_batch()) or at
- * shmrun_ring_flush().
+ * shmrun_ring_flush(). Commit itself stores at most one word (this frame's
+ * commit word, unless it opens the batch), with no fence and no doorbell.
  *
  * Return: 0; -EINVAL if no reservation is open, @frame is not it, or len grew.
  */
@@ -245,8 +278,11 @@ int shmrun_ring_write(struct shmrun_ring *r, uint16_t kind, uint32_t src_task, u
 		      const void *payload, uint32_t len);
 
 /**
- * shmrun_ring_flush() - publish every committed frame now (one release store)
- * and ring the consumer's doorbell if it sleeps. Cheap when nothing is pending.
+ * shmrun_ring_flush() - publish every committed frame now (one release store:
+ * the commit word of the batch's first frame) and ring the consumer's doorbell
+ * if it sleeps (one seq_cst fence; none with a NULL wake bell). Also stores the
+ * shared tail, which only diagnostics and shmrun_ring_attach() read. Cheap when
+ * nothing is pending.
  */
 void shmrun_ring_flush(struct shmrun_ring *r);
 
@@ -278,8 +314,9 @@ bool shmrun_ring_writable(struct shmrun_ring *r, uint32_t len);
  * published first, so a waiting producer sees the room.
  *
  * Return: 0; -EAGAIN if the ring is empty (wait with
- * shmrun_ring_wait_readable()); -EPROTO if the next frame header is corrupt
- * (a length running past the published tail or a kind out of range).
+ * shmrun_ring_wait_readable()); -EPROTO if the next frame is corrupt (a commit
+ * word of a foreign lap or running past the wrap, a kind out of range, or a len
+ * that disagrees with the commit word).
  */
 static inline int shmrun_ring_peek(struct shmrun_ring *r, const struct shmrun_frame **frame);
 /* The out-of-line part of shmrun_ring_peek(); call shmrun_ring_peek(). */
@@ -287,8 +324,10 @@ int shmrun_ring_peek_slow(struct shmrun_ring *r, const struct shmrun_frame **fra
 
 /**
  * shmrun_ring_release() - hand the peeked frame's bytes back to the producer.
- * The room becomes visible to the producer in batches (a quarter... see
- * docs/shm-layout.md) and whenever shmrun_ring_peek() finds the ring empty.
+ * The room is visible to the producer at once (head is stored with release at
+ * every release; the producer reads it only when it finds the ring full); the
+ * producer's doorbell is checked once per release batch and whenever
+ * shmrun_ring_peek() finds the ring empty.
  */
 static inline void shmrun_ring_release(struct shmrun_ring *r, const struct shmrun_frame *frame);
 /* The out-of-line part of shmrun_ring_release(): the doorbell check once per
@@ -335,11 +374,22 @@ int shmrun_ring_wait_writable(struct shmrun_ring *r, uint32_t len, enum shmrun_i
 
 /**
  * shmrun_ring_set_wake_bell() - the bell this side rings after it publishes
- * (producer: new frames; consumer: new room). Default: the ring's own data bell
- * for a producer and room bell for a consumer, which shmrun_ring_wait_*()
- * sleep on. A runtime whose peer thread sleeps on a bell of its own (one per
- * thread, serving many rings) points this at that bell; the peer's
- * shmrun_ring_wait_*() then wake only by their liveness period.
+ * (producer: new frames; consumer: new room).
+ * @r:    either handle.
+ * @bell: the bell to ring, or NULL.
+ *
+ * Default: the ring's own data bell for a producer and room bell for a
+ * consumer, which shmrun_ring_wait_*() sleep on. A runtime whose peer thread
+ * sleeps on a bell of its own (one per thread, serving many rings) points this
+ * at that bell; the peer's shmrun_ring_wait_*() then wake only by their
+ * liveness period.
+ *
+ * NULL means that nobody sleeps on the other side separately: both ends of the
+ * ring are served by one thread of one process (a channel between two tasks of
+ * the same worker), which never waits on this ring while it could make the
+ * progress itself. Publishing then costs neither the seq_cst fence nor the
+ * bell's load (shmrun_bell_ring()); a shmrun_ring_wait_*() on the other side
+ * would wake only by its liveness period or timeout, so do not call it there.
  */
 void shmrun_ring_set_wake_bell(struct shmrun_ring *r, struct shmrun_bell *bell);
 
@@ -382,14 +432,29 @@ bool shmrun_ring_peer_alive(struct shmrun_ring *r);
 
 static inline uint64_t shmrun_ring_frame_bytes_(uint32_t len)
 {
-	return ((uint64_t)SHMRUN_FRAME_HEADER + len + (SHMRUN_FRAME_ALIGN - 1)) &
+	return ((uint64_t)SHMRUN_FRAME_COMMIT + SHMRUN_FRAME_HEADER + len +
+		(SHMRUN_FRAME_ALIGN - 1)) &
 	       ~(uint64_t)(SHMRUN_FRAME_ALIGN - 1);
+}
+
+/* The commit word of the frame position @pos & mask (the first 8 bytes there). */
+static inline _Atomic uint64_t *shmrun_ring_word_(const struct shmrun_ring *r, uint64_t pos)
+{
+	return (_Atomic uint64_t *)(void *)(r->data + (pos & r->mask));
+}
+
+/* Bits 32..63 of the commit word of a frame (@bit: SHMRUN_RING_COMMIT_FRAME or
+ * _SKIP) at free-running index @pos. */
+static inline uint32_t shmrun_ring_tag_(const struct shmrun_ring *r, uint64_t pos, uint32_t bit)
+{
+	return bit | ((uint32_t)(pos >> r->lap_shift) & SHMRUN_RING_COMMIT_LAP_MASK);
 }
 
 /* Open the reservation of a @len-byte frame at the tail (room checked). */
 static inline struct shmrun_frame *shmrun_ring_open_frame_(struct shmrun_ring *r, uint32_t len)
 {
-	struct shmrun_frame *f = (struct shmrun_frame *)(r->data + (r->tail & r->mask));
+	struct shmrun_frame *f =
+	    (struct shmrun_frame *)(r->data + (r->tail & r->mask) + SHMRUN_FRAME_COMMIT);
 
 	f->len = len;
 	f->kind = 0;
@@ -397,6 +462,23 @@ static inline struct shmrun_frame *shmrun_ring_open_frame_(struct shmrun_ring *r
 	r->reserved_len = len;
 	r->reserving = true;
 	return f;
+}
+
+/*
+ * Store commit word @w for the frame (or skip marker) at the tail. The first
+ * frame of a batch (tail == tail_pub) is held back until shmrun_ring_flush():
+ * the consumer cannot step past it, so the later frames of the batch, whose
+ * words are stored at once, stay invisible until then too.
+ */
+static inline void shmrun_ring_put_word_(struct shmrun_ring *r, uint64_t w)
+{
+	if (r->tail == r->tail_pub)
+		r->pend_word = w;
+	else
+		/* release: pairs with the consumer's acquire load of this word in
+		 * shmrun_ring_peek(); makes the frame's bytes visible. (The consumer
+		 * reaches it only after the batch's first word, published later.) */
+		atomic_store_explicit(shmrun_ring_word_(r, r->tail), w, memory_order_release);
 }
 
 static inline int shmrun_ring_reserve(struct shmrun_ring *r, uint32_t len,
@@ -415,12 +497,22 @@ static inline int shmrun_ring_reserve(struct shmrun_ring *r, uint32_t len,
 
 static inline int shmrun_ring_commit(struct shmrun_ring *r, struct shmrun_frame *frame)
 {
+	uint64_t step, next;
+
+	/* The word where the next frame will start is zeroed at publication
+	 * (shmrun_ring_flush()), not here: inside a batch the next commit
+	 * overwrites it before anyone may look. */
 	if (__builtin_expect(!r->reserving ||
-				     (unsigned char *)frame != r->data + (r->tail & r->mask) ||
+				     (unsigned char *)frame !=
+					 r->data + (r->tail & r->mask) + SHMRUN_FRAME_COMMIT ||
 				     frame->len > r->reserved_len,
 			     0))
 		return -EINVAL;
-	r->tail += shmrun_ring_frame_bytes_(frame->len);
+	step = shmrun_ring_frame_bytes_(frame->len);
+	next = r->tail + step;
+	shmrun_ring_put_word_(
+	    r, step | (uint64_t)shmrun_ring_tag_(r, r->tail, SHMRUN_RING_COMMIT_FRAME) << 32);
+	r->tail = next;
 	r->reserving = false;
 	if (r->tail - r->tail_pub >= r->batch_bytes)
 		shmrun_ring_flush(r);
@@ -429,14 +521,21 @@ static inline int shmrun_ring_commit(struct shmrun_ring *r, struct shmrun_frame 
 
 static inline int shmrun_ring_peek(struct shmrun_ring *r, const struct shmrun_frame **frame)
 {
-	if (__builtin_expect(r->head != r->tail_cache, 1)) {
-		uint64_t pos = r->head & r->mask;
-		const struct shmrun_frame *f = (const struct shmrun_frame *)(r->data + pos);
-		uint64_t need = shmrun_ring_frame_bytes_(f->len);
+	uint64_t pos = r->head & r->mask;
+	/* acquire: pairs with the release store of this commit word in
+	 * shmrun_ring_put_word_() or shmrun_ring_flush(); the frame's bytes
+	 * are visible. */
+	uint64_t w = atomic_load_explicit(shmrun_ring_word_(r, r->head), memory_order_acquire);
 
-		/* tail_cache was validated by the slow path that loaded it */
+	if (__builtin_expect(
+		    (uint32_t)(w >> 32) == shmrun_ring_tag_(r, r->head, SHMRUN_RING_COMMIT_FRAME),
+		    1)) {
+		const struct shmrun_frame *f =
+		    (const struct shmrun_frame *)(r->data + pos + SHMRUN_FRAME_COMMIT);
+
 		if (f->kind >= SHMRUN_FRAME_DATA && f->kind <= SHMRUN_FRAME_END &&
-		    need <= r->tail_cache - r->head && need <= r->capacity - pos) {
+		    shmrun_ring_frame_bytes_(f->len) == (uint32_t)w &&
+		    (uint32_t)w <= r->capacity - pos) {
 			*frame = f;
 			return 0;
 		}

@@ -527,7 +527,7 @@ static uint32_t read_channel(struct shmrun_task *t, struct chan_in *in)
 			break;
 		}
 		n++;
-		bytes += SHMRUN_FRAME_HEADER + f->len;
+		bytes += SHMRUN_FRAME_HEADER + f->len; /* (plus the ring's commit word: a budget) */
 		if (f->kind == SHMRUN_FRAME_DATA) {
 			if (deliver_frame(t, f) == -EBADMSG)
 				break;
@@ -881,8 +881,13 @@ static int attach_rings(struct shmrun_worker *w)
 			err = chan_batch_init(o);
 			if (err)
 				return err;
+			/* a channel between two tasks of this worker: nobody sleeps on
+			 * its other side separately, so publishing rings no bell and
+			 * pays no fence (shmrun_ring_set_wake_bell()) */
 			shmrun_ring_set_wake_bell(
-				&o->ring, &w->all_stats[p->tasks[ch->dst_task].worker].bell);
+				&o->ring, p->tasks[ch->dst_task].worker == w->index
+						  ? NULL
+						  : &w->all_stats[p->tasks[ch->dst_task].worker].bell);
 		}
 		if (p->tasks[ch->dst_task].worker == w->index) {
 			struct chan_in *in = &w->ins[w->nins++];
@@ -891,7 +896,9 @@ static int attach_rings(struct shmrun_worker *w)
 			if (err)
 				return err;
 			shmrun_ring_set_wake_bell(
-				&in->ring, &w->all_stats[p->tasks[ch->src_task].worker].bell);
+				&in->ring, p->tasks[ch->src_task].worker == w->index
+						   ? NULL
+						   : &w->all_stats[p->tasks[ch->src_task].worker].bell);
 		}
 	}
 	return 0;

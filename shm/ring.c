@@ -125,6 +125,12 @@
 
 #include "layout.h"
 
+#if defined(__has_feature)
+#define __has_feature_thread_sanitizer __has_feature(thread_sanitizer)
+#else
+#define __has_feature_thread_sanitizer 0
+#endif
+
 #define ALIGN_UP(x, a) (((x) + ((a) - 1)) & ~((uint64_t)(a) - 1))
 
 /* Ring bytes of a frame of @len payload bytes: commit word, header, payload,
@@ -304,6 +310,22 @@ static void futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t timeou
 }
 
 /*
+ * full_fence() - a seq_cst fence. On x86-64 a locked add to the stack (what
+ * Linux's smp_mb() emits) orders every earlier store before every later load
+ * as mfence does, at a fraction of its cost (mfence also waits for the
+ * write-combining buffers this protocol never uses). Elsewhere, and under
+ * ThreadSanitizer (which only understands C11 fences), the C11 fence.
+ */
+static inline void full_fence(void)
+{
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && !__has_feature_thread_sanitizer
+	__asm__ __volatile__("lock; addl $0,-4(%%rsp)" ::: "memory", "cc");
+#else
+	atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
+/*
  * The waker's half of the Dekker protocol: called right after a release store
  * of an index. The seq_cst fence orders that store before the load of the
  * waiting flag; pairs with the fence in shmrun_bell_sleep().
@@ -312,7 +334,7 @@ void shmrun_bell_ring(struct shmrun_bell *b)
 {
 	if (!b)
 		return; /* nobody sleeps separately (shmrun_ring_set_wake_bell()) */
-	atomic_thread_fence(memory_order_seq_cst);
+	full_fence();
 	if (atomic_load_explicit(&b->waiting, memory_order_relaxed)) {
 		/* release: the sleeper's acquire load of seq in shmrun_bell_sleep()
 		 * then sees the index store that came before. */
@@ -592,7 +614,7 @@ void shmrun_bell_sleep(struct shmrun_bell *b, bool (*ready)(void *arg), void *ar
 	atomic_store_explicit(&b->waiting, 1, memory_order_relaxed);
 	/* seq_cst: orders the flag store before the index re-check in ready();
 	 * pairs with the fence in shmrun_bell_ring(). */
-	atomic_thread_fence(memory_order_seq_cst);
+	full_fence();
 	if (!ready(arg))
 		futex_wait(&b->seq, seen, max_ns);
 	atomic_store_explicit(&b->waiting, 0, memory_order_relaxed);

@@ -218,6 +218,14 @@ int bench_shmrun_copy(const char *exe, const char *dir, char *buf, size_t len);
 /* mkdtemp() of @parent/shmrun-bench-@tag.XXXXXX into @buf. Return: 0 or -1 (printed). */
 int bench_make_workdir(const char *parent, const char *tag, char *buf, size_t len);
 
+/*
+ * bench_open_workdir() - the directory a subcommand works in, into @buf:
+ * @keep (created if missing, kept afterwards) when given, else a new
+ * $TMPDIR (or /tmp)/shmrun-bench-@tag.XXXXXX, for which *@made is set (the
+ * caller removes it). Return: 0 or -1 (printed).
+ */
+int bench_open_workdir(const char *keep, const char *tag, char *buf, size_t len, bool *made);
+
 /* snprintf() into a path buffer. Return: 0, or -1 after printing that the
  * path would be too long. */
 int bench_pathf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

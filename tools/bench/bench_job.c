@@ -422,3 +422,21 @@ int bench_job_wait(struct bench_job *job, double timeout_s, int fd, void (*on_fd
 		print_tail(log_path, 20);
 	return -1;
 }
+
+int bench_open_workdir(const char *keep, const char *tag, char *buf, size_t len, bool *made)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	*made = false;
+	if (keep) {
+		if (mkdir(keep, 0777) && errno != EEXIST) {
+			fprintf(stderr, "shmrun-bench: --keep %s: %s\n", keep, strerror(errno));
+			return -1;
+		}
+		return bench_pathf(buf, len, "%s", keep) ? -1 : 0;
+	}
+	if (bench_make_workdir(tmp && *tmp ? tmp : "/tmp", tag, buf, len))
+		return -1;
+	*made = true;
+	return 0;
+}

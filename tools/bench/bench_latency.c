@@ -307,20 +307,8 @@ int bench_latency_main(int argc, char **argv)
 	rc = BENCH_EXIT_FAIL;
 	bench_ts_init();
 	bench_catch_signals();
-	if (keep) {
-		if (mkdir(keep, 0777) && errno != EEXIST) {
-			fprintf(stderr, "shmrun-bench: --keep %s: %s\n", keep, strerror(errno));
-			return BENCH_EXIT_FAIL;
-		}
-		if (bench_pathf(dir, sizeof(dir), "%s", keep))
-			return BENCH_EXIT_FAIL;
-	} else {
-		const char *tmp = getenv("TMPDIR");
-
-		if (bench_make_workdir(tmp && *tmp ? tmp : "/tmp", "latency", dir, sizeof(dir)))
-			return BENCH_EXIT_FAIL;
-		made_dir = true;
-	}
+	if (bench_open_workdir(keep, "latency", dir, sizeof(dir), &made_dir))
+		return BENCH_EXIT_FAIL;
 	if (bench_shmrun_copy(built, dir, shmrun, sizeof(shmrun)))
 		goto out;
 	bench_print_loadavg("at start");

@@ -1036,20 +1036,8 @@ int bench_wordcount_main(int argc, char **argv)
 	for (int n = 0; n <= 16; n++)
 		for (int i = 0; i < 16; i++)
 			wc_mask[n][i] = i < n ? 0xff : 0;
-	if (keep) {
-		if (mkdir(keep, 0777) && errno != EEXIST) {
-			fprintf(stderr, "shmrun-bench: --keep %s: %s\n", keep, strerror(errno));
-			return BENCH_EXIT_FAIL;
-		}
-		if (bench_pathf(dir, sizeof(dir), "%s", keep))
-			return BENCH_EXIT_FAIL;
-	} else {
-		const char *tmp = getenv("TMPDIR");
-
-		if (bench_make_workdir(tmp && *tmp ? tmp : "/tmp", "wc", dir, sizeof(dir)))
-			return BENCH_EXIT_FAIL;
-		made_dir = true;
-	}
+	if (bench_open_workdir(keep, "wc", dir, sizeof(dir), &made_dir))
+		return BENCH_EXIT_FAIL;
 	if (bench_pathf(input, sizeof(input), "%s/input.txt", dir) ||
 	    bench_shmrun_copy(built, dir, shmrun, sizeof(shmrun)))
 		goto out;

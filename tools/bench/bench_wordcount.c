@@ -795,22 +795,6 @@ struct wc_config {
 	double bytes_per_key; /* from the launcher's log, -1 if not found */
 };
 
-static int write_text_file(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), err;
-
-	if (fd < 0) {
-		fprintf(stderr, "shmrun-bench: cannot create %s: %s\n", path, strerror(errno));
-		return -1;
-	}
-	err = bench_write_all(fd, text, strlen(text));
-	if (close(fd) && !err)
-		err = -errno;
-	if (err)
-		fprintf(stderr, "shmrun-bench: writing %s: %s\n", path, strerror(-err));
-	return err ? -1 : 0;
-}
-
 static int wc_write_conf(const char *dir, const struct wc_config *c)
 {
 	char path[PATH_MAX], text[1024];
@@ -826,7 +810,7 @@ static int wc_write_conf(const char *dir, const struct wc_config *c)
 		 c->widths[3]);
 	if (bench_pathf(path, sizeof(path), "%s/%s.conf", dir, c->name))
 		return -1;
-	return write_text_file(path, text);
+	return bench_write_text(path, text);
 }
 
 /* "... (X per key beyond the key)" in a launcher log; -1 if absent. */

@@ -95,9 +95,12 @@ int chan_put(struct chan_out *c, uint16_t kind, const struct pieces *pc)
 
 int chan_batch_init(struct chan_out *c)
 {
-	uint32_t max = shmrun_ring_max_payload(&c->ring);
+	/* an eighth of the ring at most: a small ring then holds several
+	 * batches, and a full one is rare (it overflowed on 63% of frames with
+	 * half-ring batches on 4 KiB rings) */
+	uint64_t eighth = c->ring.capacity / 8;
 
-	c->batch_cap = max < BATCH_BYTES ? max : BATCH_BYTES;
+	c->batch_cap = eighth < BATCH_BYTES ? (uint32_t)eighth : BATCH_BYTES;
 	c->batch_len = 0;
 	c->batch = malloc((size_t)c->batch_cap + BATCH_SLACK);
 	return c->batch ? 0 : -ENOMEM;

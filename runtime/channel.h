@@ -70,7 +70,7 @@
 #define REC_HDR 16u       /* record header bytes before the optional time */
 #define REC_TIMED 0x1u    /* frame flag: an 8-byte event time follows each header */
 #define REC_COMBINED 0x2u /* frame flag: the records are partials (struct shmrun_combiner) */
-#define BATCH_BYTES 16384u /* a batch frame's payload, at most (less for small rings) */
+#define BATCH_BYTES 16384u /* a batch frame's payload, at most (an eighth of a small ring) */
 #define BATCH_SLACK 16u   /* bytes past batch_cap a short copy may touch */
 
 struct shmrun_task;
@@ -84,7 +84,7 @@ struct chan_out {
 	size_t ovf_off, ovf_len, ovf_cap;
 	unsigned char *batch; /* the open batch: batch_cap + BATCH_SLACK bytes, owned */
 	uint32_t batch_len;   /* bytes of records in it */
-	uint32_t batch_cap;   /* min(BATCH_BYTES, the ring's largest payload) */
+	uint32_t batch_cap;   /* min(BATCH_BYTES, an eighth of the ring) */
 	uint16_t batch_flags; /* REC_* flags of the records in it */
 	uint64_t frames;      /* frames put on this channel */
 	uint64_t ovf_frames;  /* of which went through the overflow queue */

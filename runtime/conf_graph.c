@@ -431,6 +431,21 @@ int load_graph(struct loader *ld)
 	if (ld->ops_ok && !ld->edges_missing)
 		check_flow(ld, reached, has_out, on_cycle, queue);
 
+	/* combine = true needs an input it can work on: a `by key` edge */
+	for (uint32_t i = 0; i < n && !ld->edges_missing; i++) {
+		const struct shmrun_stage *st = &job->stages[i];
+		bool keyed = false;
+
+		for (uint32_t e = 0; e < job->nedges; e++)
+			keyed |= job->edges[e].to == i && job->edges[e].by_key;
+		if (st->combine == 1 && !keyed)
+			errorf(ld, st->combine_line,
+			       "combine = true in stage '%s', but none of its inputs is 'by key': "
+			       "a combiner works on the edges that send each key to one instance; "
+			       "write 'STAGE by key' in its input or remove the key",
+			       st->name);
+	}
+
 	/* path, done with, holds the in-degrees (n + 1 words) */
 	if (ld->errs.n == 0 && topo_order(ld, path, reached))
 		goto out;

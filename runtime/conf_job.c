@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "conf_internal.h"
+#include "task.h"
 
 /* The CPUs that are online, and those this process may run on. */
 void probe_cpus(struct loader *ld)
@@ -520,6 +521,7 @@ int load_stage(struct loader *ld, uint32_t idx)
 				       s->name, st->op->name);
 			else if (r == 0)
 				st->combine = v ? 1 : 0;
+			st->combine_line = cb->line;
 		}
 	}
 	check_unknown_keys(ld, s, what, stage_keys, st->op->params);
@@ -531,5 +533,12 @@ int load_stage(struct loader *ld, uint32_t idx)
 	st->nparams = nparams;
 	if (!nparams)
 		return 0;
-	return load_params(ld, s, what, st->op->name, st->op->params, st->params);
+	r = load_params(ld, s, what, st->op->name, st->op->params, st->params);
+	if (r == 0 && st->combine == 1 && !shmrun_stage_combines(st))
+		errorf(ld, st->combine_line,
+		       "combine = true in stage '%s', but operator '%s' cannot combine with this "
+		       "stage's other settings (count combines only with emit = final: with emit "
+		       "= update every record's new count is the output); remove the key",
+		       s->name, st->op->name);
+	return r;
 }

@@ -129,13 +129,6 @@ int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, ch
 	memset(&stats, 0, sizeof(stats));
 	shmrun_task_quiet_error_reset();
 	err = t.op->prepare ? t.op->prepare(&t) : 0;
-	if (!err && t.stage->combine == 1 && !shmrun_stage_combines(t.stage)) {
-		shmrun_task_error(&t, "combine = true, but operator '%s' cannot combine with this "
-				      "stage's other settings (docs/operators.md says when it can); "
-				      "remove the combine key",
-				  t.op->name);
-		err = -EINVAL;
-	}
 	if (!err)
 		err = prepare_restore_check(plan, stage, &t);
 	if (err) /* too long for @msg: its middle goes, never its end */

@@ -147,7 +147,16 @@ sed -i 's/^input = read$/input = read\ncombine = true/' "$tmp/bad1.conf"
 refuse bad1 "bad1.conf:[0-9]*: .*combine = true in stage 'words', but operator 'tokenize' has no combiner"
 conf bad2 1 1 true
 sed -i 's/^input = words by key$/input = words by key\nemit = update/' "$tmp/bad2.conf"
-refuse bad2 "combine = true, but operator 'count' cannot combine"
+refuse bad2 "bad2.conf:$(grep -n '^combine = true' "$tmp/bad2.conf" | cut -d: -f1): combine = true in stage 'count', but operator 'count' cannot combine"
+# combine = true where no input is `by key`: it could never take effect
+conf bad4 2 3 true
+sed -i 's/^input = words by key$/input = words/' "$tmp/bad4.conf"
+refuse bad4 "bad4.conf:$(grep -n '^combine = true' "$tmp/bad4.conf" | cut -d: -f1): combine = true in stage 'count', but none of its inputs is 'by key'"
+# reported with the file's other errors, at once
+conf bad5 1 1 true
+sed -i 's/^input = words by key$/input = words by key\nemit = update\nwidht = 1/' "$tmp/bad5.conf"
+refuse bad5 "cannot combine"
+grep -q "widht" "$tmp/log" || fail "bad5: the other error is not reported with it"
 conf bad3 1 1 maybe
 refuse bad3 "bad3.conf:[0-9]*: .*combine"
 # emit = update without the key: no combining, one update per record

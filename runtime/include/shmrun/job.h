@@ -57,6 +57,7 @@ struct shmrun_stage {
 	const struct shmrun_operator *op;  /**< from the built-in registry */
 	uint32_t width;                    /**< parallelism, 1..vnodes */
 	int combine;                       /**< `combine =`: 1 true, 0 false, -1 not set */
+	int combine_line;                  /**< line of the `combine` key, 0 if not set */
 	struct shmrun_param *params;       /**< one per op->params entry, same order */
 	uint32_t nparams;
 };

@@ -27,6 +27,14 @@
 #include "task.h"
 #include "shmrun/placement.h"
 
+/* ", combined (…)" when edge @ed carries partials of its receiver's combiner, else "". */
+static const char *combined_note(const struct shmrun_edge *ed, const struct shmrun_stage *to)
+{
+	return ed->by_key && shmrun_stage_combines(to)
+		       ? ", combined (partials of the receiver's combiner)"
+		       : "";
+}
+
 static const char *edge_kind_name(enum shmrun_edge_kind k)
 {
 	switch (k) {
@@ -192,18 +200,12 @@ void shmrun_plan_print(const struct shmrun_plan *p, FILE *out)
 
 		if (ed->kind == SHMRUN_EDGE_FORWARD) {
 			fprintf(out, "  %s -> %s: forward, local (in-process call) x%u%s\n", a->name,
-				b->name, a->width,
-				ed->by_key && shmrun_stage_combines(b)
-					? ", combined (partials of the receiver's combiner)"
-					: "");
+				b->name, a->width, combined_note(ed, b));
 			continue;
 		}
 		fprintf(out, "  %s -> %s: %s, %u channel%s%s\n", a->name, b->name,
 			edge_kind_name(ed->kind), a->width * b->width,
-			a->width * b->width == 1 ? "" : "s",
-			ed->kind == SHMRUN_EDGE_SHUFFLE && shmrun_stage_combines(b)
-				? ", combined (partials of the receiver's combiner)"
-				: "");
+			a->width * b->width == 1 ? "" : "s", combined_note(ed, b));
 		for (uint32_t i = 0; i < a->width; i++)
 			for (uint32_t j = 0; j < b->width; j++) {
 				uint32_t c = shmrun_plan_channel_of(p, e, i, j);

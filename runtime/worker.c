@@ -122,6 +122,16 @@ static int task_checkpoint(struct shmrun_task *t, uint64_t e);
 static void task_unhold(struct shmrun_task *t);
 static int deliver_barrier(struct shmrun_task *t, uint64_t e, bool forward);
 
+/* @what ("process", "merge of a partial") of @t returned @err: say so once, keep the errno. */
+static int callback_failed(struct shmrun_task *t, const char *what, int err)
+{
+	if (err && !t->w->failed)
+		shmrun_task_error(t, "%s failed: %s", what, strerror(-err));
+	if (err && t->w->stats)
+		note_fail_errno(t->w, err);
+	return err;
+}
+
 static int deliver(struct shmrun_task *t, const struct shmrun_record *rec, uint64_t hash,
 		   bool hashed)
 {
@@ -134,11 +144,7 @@ static int deliver(struct shmrun_task *t, const struct shmrun_record *rec, uint6
 	t->cur_hash = hash;
 	err = t->op->process(t, t->state, rec);
 	t->cur_key = NULL;
-	if (err && !t->w->failed)
-		shmrun_task_error(t, "process failed: %s", strerror(-err));
-	if (err && t->w->stats)
-		note_fail_errno(t->w, err);
-	return err;
+	return callback_failed(t, "process", err);
 }
 
 /*
@@ -166,11 +172,7 @@ static int deliver_batch(struct shmrun_task *t, const struct shmrun_record *recs
 	}
 	err = t->op->process_batch(t, t->state, recs, n);
 	t->cur_n = 0;
-	if (err && !t->w->failed)
-		shmrun_task_error(t, "process failed: %s", strerror(-err));
-	if (err && t->w->stats)
-		note_fail_errno(t->w, err);
-	return err;
+	return callback_failed(t, "process", err);
 }
 
 /* A combined record (a partial of @t's combiner) off a ring, to merge(). */
@@ -190,11 +192,7 @@ static int deliver_partial(struct shmrun_task *t, const struct shmrun_record *re
 	t->cur_hash = hash;
 	err = t->op->combiner->merge(t, t->state, rec);
 	t->cur_key = NULL;
-	if (err && !t->w->failed)
-		shmrun_task_error(t, "merge of a partial failed: %s", strerror(-err));
-	if (err && t->w->stats)
-		note_fail_errno(t->w, err);
-	return err;
+	return callback_failed(t, "merge of a partial", err);
 }
 
 static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec);
@@ -269,18 +267,11 @@ int shmrun_emit_batch(struct shmrun_task *t, const struct shmrun_record *recs, u
 	/* the common chain: one forward edge, one call for the whole batch */
 	if (t->nouts == 1 && t->outs[0].kind == SHMRUN_EDGE_FORWARD && !t->outs[0].combining)
 		return deliver_batch(t->outs[0].forward, recs, NULL, n);
-	if (t->nouts == 1 && t->outs[0].combining) {
-		struct out_edge *e = &t->outs[0];
-
-		for (uint32_t i = 0; i < n && !err; i++)
-			err = recs[i].key_len <= COMB_MAX_KEY ? combine_rec(t, e, &recs[i])
-							     : emit_edges(t, &recs[i]);
-		return err;
-	}
-	if (t->nouts == 1 && t->outs[0].kind == SHMRUN_EDGE_SHUFFLE)
+	if (t->nouts == 1 && t->outs[0].kind == SHMRUN_EDGE_SHUFFLE && !t->outs[0].combining)
 		return emit_shuffle_batch(t, &t->outs[0], recs, n);
+	/* a combining edge folds each record in shmrun_emit()'s fast path */
 	for (uint32_t i = 0; i < n && !err; i++)
-		err = emit_edges(t, &recs[i]);
+		err = shmrun_emit(t, &recs[i]);
 	return err;
 }
 
@@ -770,16 +761,17 @@ static int wire_task(struct shmrun_worker *w, struct shmrun_task *t, const uint3
 			continue;
 		oe = &t->outs[t->nouts++];
 		oe->kind = ed->kind;
+		/* a `by key` edge (a shuffle, or a direct call between width-1
+		 * stages) into a stage that combines */
+		if (ed->by_key && shmrun_stage_combines(to)) {
+			int err = comb_init(&oe->comb, to->op->combiner);
+
+			if (err)
+				return err;
+			oe->combining = true;
+		}
 		if (ed->kind == SHMRUN_EDGE_FORWARD) {
 			oe->forward = &w->tasks[task_slot[p->stage_task0[ed->to] + t->instance]];
-			/* `by key` between width-1 stages: a direct call, still combined */
-			if (ed->by_key && shmrun_stage_combines(to)) {
-				int err = comb_init(&oe->comb, to->op->combiner);
-
-				if (err)
-					return err;
-				oe->combining = true;
-			}
 			continue;
 		}
 		oe->nchans = to->width;
@@ -796,13 +788,6 @@ static int wire_task(struct shmrun_worker *w, struct shmrun_task *t, const uint3
 			for (uint32_t v = 0; v < job->vnodes; v++)
 				oe->instance_of_vnode[v] =
 					shmrun_placement_instance_of_vnode(v, to->width, job->vnodes);
-			if (shmrun_stage_combines(to)) {
-				int err = comb_init(&oe->comb, to->op->combiner);
-
-				if (err)
-					return err;
-				oe->combining = true;
-			}
 		}
 	}
 	return 0;

@@ -55,6 +55,20 @@ const struct shmrun_operator *shmrun_operator_find(const char *name);
 /** shmrun_operators() - the built-in operators, NULL-terminated. */
 const struct shmrun_operator *const *shmrun_operators(void);
 
+/** A loaded plugin (runtime/plugin.c). */
+struct shmrun_plugin_info {
+	const char *path;    /**< canonical path of the shared object */
+	const char *name;    /**< its struct shmrun_plugin's name */
+	const char *version; /**< and version */
+};
+
+/**
+ * shmrun_operator_plugin() - the plugin that provided @op (as
+ * shmrun_operator_find() returned it): NULL for a built-in operator. Valid
+ * until the process ends.
+ */
+const struct shmrun_plugin_info *shmrun_operator_plugin(const struct shmrun_operator *op);
+
 /**
  * shmrun_parse_size() - "64", "4K", "1M", "2G" (powers of 1024) into bytes.
  * Return: 0; -EINVAL for anything else (signs, spaces inside, other units,

@@ -137,6 +137,7 @@ static const struct shmrun_param_def params[] = {
 };
 
 const struct shmrun_operator shmrun_op_count = {
+	.size = sizeof(struct shmrun_operator),
 	.name = "count",
 	.summary = "counts records per key (key-bound state); value = decimal count",
 	.params = params,

@@ -1000,6 +1000,7 @@ static const struct shmrun_param_def params[] = {
 };
 
 const struct shmrun_operator shmrun_op_file_source = {
+	.size = sizeof(struct shmrun_operator),
 	.name = "file_source",
 	.summary = "reads lines of files: one record per line, value = the line without \\n",
 	.flags = SHMRUN_OP_SOURCE,

@@ -317,6 +317,7 @@ static const struct shmrun_param_def params[] = {
 };
 
 const struct shmrun_operator shmrun_op_latency_sink = {
+    .size = sizeof(struct shmrun_operator),
     .name = "latency_sink",
     .summary = "histogram of now - event time per record; p50..p99.9 and max in ns to a file",
     .flags = SHMRUN_OP_SINK,

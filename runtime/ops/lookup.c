@@ -510,6 +510,7 @@ static const struct shmrun_param_def params[] = {
 };
 
 const struct shmrun_operator shmrun_op_lookup = {
+	.size = sizeof(struct shmrun_operator),
 	.name = "lookup",
 	.summary = "appends TAB and the table's value to records whose key is in a key<TAB>value "
 		   "file (per-worker state, rule union)",

@@ -27,3 +27,9 @@ const struct shmrun_operator *shmrun_operator_find(const char *name)
 			return *op;
 	return NULL;
 }
+
+const struct shmrun_plugin_info *shmrun_operator_plugin(const struct shmrun_operator *op)
+{
+	(void)op;
+	return NULL; /* TODO(issue 11): plugins */
+}

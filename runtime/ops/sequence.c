@@ -249,6 +249,7 @@ static const struct shmrun_param_def params[] = {
 };
 
 const struct shmrun_operator shmrun_op_sequence = {
+	.size = sizeof(struct shmrun_operator),
 	.name = "sequence",
 	.summary = "generates records: key k<i mod keys>, value i in decimal",
 	.flags = SHMRUN_OP_SOURCE,

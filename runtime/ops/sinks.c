@@ -791,6 +791,7 @@ static const struct shmrun_param_def stdout_params[] = {
 static const struct shmrun_param_def no_params[] = {{0}};
 
 const struct shmrun_operator shmrun_op_file_sink = {
+	.size = sizeof(struct shmrun_operator),
 	.name = "file_sink",
 	.summary = "writes key<TAB>value lines (value alone when the key is empty)",
 	.flags = SHMRUN_OP_SINK,
@@ -812,6 +813,7 @@ const struct shmrun_operator shmrun_op_file_sink = {
 };
 
 const struct shmrun_operator shmrun_op_stdout_sink = {
+	.size = sizeof(struct shmrun_operator),
 	.name = "stdout_sink",
 	.summary = "writes key<TAB>value lines to standard output",
 	.flags = SHMRUN_OP_SINK,
@@ -826,6 +828,7 @@ const struct shmrun_operator shmrun_op_stdout_sink = {
 };
 
 const struct shmrun_operator shmrun_op_null_sink = {
+	.size = sizeof(struct shmrun_operator),
 	.name = "null_sink",
 	.summary = "discards records (counts them)",
 	.flags = SHMRUN_OP_SINK,

@@ -183,6 +183,7 @@ static const struct shmrun_param_def params[] = {
 };
 
 const struct shmrun_operator shmrun_op_tokenize = {
+	.size = sizeof(struct shmrun_operator),
 	.name = "tokenize",
 	.summary = "emits each maximal run of ASCII letters and digits as a key, value empty",
 	.params = params,

@@ -29,6 +29,17 @@
 extern "C" {
 #endif
 
+/**
+ * The operator ABI this header describes (docs/operators.md, "Stability"). A
+ * plugin records the version it was compiled against in its struct
+ * shmrun_plugin; the runtime loads it when the majors are equal and the
+ * plugin's minor is not newer than the runtime's. A minor version only adds
+ * (a field at the end of struct shmrun_operator, a function); a major version
+ * may change or remove anything.
+ */
+#define SHMRUN_ABI_MAJOR 1
+#define SHMRUN_ABI_MINOR 0
+
 /** A record. Borrowed: valid only during the callback that receives it. */
 struct shmrun_record {
 	const void *key;       /**< key bytes (may be NULL when key_len is 0) */
@@ -78,6 +89,8 @@ struct shmrun_param_def {
 	const char *doc;     /**< one line for docs and `shmrun check` messages */
 	bool tuning;         /**< changes speed, not state (e.g. rate): left out of the fingerprint */
 	enum shmrun_param_io io; /**< PATH/PATHS: input, output or neither (default) */
+	uint64_t reserved[2];    /**< zero; room for fields in a minor version (a table's
+				      stride cannot change within a major one) */
 };
 
 struct shmrun_task; /* opaque: the runtime's view of one instance of one stage */
@@ -139,6 +152,14 @@ enum shmrun_pw_rule {
 #define SHMRUN_OP_SINK 0x2u   /**< emits nothing; a graph needs at least one */
 
 struct shmrun_operator {
+	/**
+	 * sizeof(struct shmrun_operator) as the operator was compiled: the
+	 * runtime reads only the fields that fit in it, and treats the ones
+	 * after it (added by a later minor version) as absent (NULL, 0). A
+	 * plugin operator with size 0 or smaller than ABI 1.0's struct is
+	 * refused. Always write `.size = sizeof(struct shmrun_operator)`.
+	 */
+	uint32_t size;
 	const char *name;                      /**< the `op =` value */
 	const char *summary;                   /**< one line for --help and docs */
 	unsigned flags;                        /**< SHMRUN_OP_* */
@@ -293,7 +314,67 @@ struct shmrun_operator {
 	 * Return: 0, or a negative errno after shmrun_task_error().
 	 */
 	int (*check_restore)(struct shmrun_task *task, const void *entry, uint32_t len);
+
+	/**
+	 * Optional, plugins: the version of this operator's state format (its
+	 * key-bound values and per-worker entries), e.g. "1". It goes into the
+	 * topology fingerprint in place of the plugin's version, so a new
+	 * release of a plugin that keeps the format can restore the previous
+	 * release's checkpoints; change it whenever the format changes. NULL:
+	 * the plugin's version stands for it (every release refuses the last
+	 * one's checkpoints). Ignored for built-in operators.
+	 */
+	const char *state_version;
 };
+
+/**
+ * What a plugin (a shared object named by `[job] plugins =` or `--plugin`)
+ * exports, under the name SHMRUN_PLUGIN_SYMBOL; SHMRUN_PLUGIN() defines it.
+ * The runtime refuses a plugin whose abi_major differs from
+ * SHMRUN_ABI_MAJOR or whose abi_minor is newer than SHMRUN_ABI_MINOR, one
+ * without a name, version or operators, and one whose operator lacks a name,
+ * its callbacks (produce() for a source, process() otherwise) or a valid
+ * size, or has the name of another operator (built-in or from a plugin).
+ * Everything it points to must stay valid while the plugin is loaded (it
+ * is never unloaded before the process ends).
+ */
+struct shmrun_plugin {
+	uint32_t abi_major;  /**< SHMRUN_ABI_MAJOR as the plugin was compiled */
+	uint32_t abi_minor;  /**< SHMRUN_ABI_MINOR as the plugin was compiled */
+	const char *name;    /**< e.g. "dpkg"; for messages and `shmrun ops` */
+	const char *version; /**< the plugin's release, e.g. "1.2.0"; goes into the fingerprint */
+	/** The operators, ending with NULL; at least one. */
+	const struct shmrun_operator *const *operators;
+};
+
+/* A plugin's descriptor is exported also when it is built with -fvisibility=hidden. */
+#if defined(__GNUC__)
+#define SHMRUN_PLUGIN_VISIBLE __attribute__((visibility("default")))
+#else
+#define SHMRUN_PLUGIN_VISIBLE
+#endif
+
+/** The name of the struct shmrun_plugin a plugin exports. */
+#define SHMRUN_PLUGIN_SYMBOL "shmrun_plugin"
+
+/**
+ * SHMRUN_PLUGIN() - define the plugin's exported descriptor, in one source
+ * file of the plugin, at file scope:
+ *
+ *     SHMRUN_PLUGIN("dpkg", "1.0.0", &dpkg_parse);
+ *
+ * @name_, @version_: string literals; then one or more pointers to
+ * struct shmrun_operator. Works in C11 and C++.
+ */
+#define SHMRUN_PLUGIN(name_, version_, ...)                                                    \
+	static const struct shmrun_operator *const shmrun_plugin_operators_[] = {__VA_ARGS__,  \
+										  NULL};        \
+	const struct shmrun_plugin shmrun_plugin = {                                          \
+		SHMRUN_ABI_MAJOR, SHMRUN_ABI_MINOR, (name_), (version_), shmrun_plugin_operators_}
+
+/* Declared here so that, in C++ too, SHMRUN_PLUGIN()'s definition has external
+ * linkage with C names. The runtime never defines it. */
+extern SHMRUN_PLUGIN_VISIBLE const struct shmrun_plugin shmrun_plugin;
 
 /**
  * shmrun_emit() - send a record downstream on every output edge.

@@ -34,17 +34,47 @@ function Header(h)
   return h
 end
 
-function Link(l)
+-- A link to another document of docs/: its man page ("topology.conf(5)") when
+-- its text is the file's name, else its text; nil for a URL or an anchor.
+local function local_link(l)
   local target = l.target
   if target:match("^%a[%w+.-]*:") or target:match("^#") then
-    return nil -- a URL, or an anchor: pandoc prints it as it is
+    return nil
   end
   local file = target:gsub("#.*$", ""):gsub("^.*/", "")
   local text = pandoc.utils.stringify(l.content)
   if man_of[file] and (text == file or text == target) then
-    return pandoc.Str(man_of[file])
+    return {pandoc.Str(man_of[file])}, man_of[file]
   end
-  return l.content
+  return l.content, nil
+end
+
+-- Links in a list of inlines; "[topology.md](topology.md) (topology.conf(5))"
+-- gives "topology.conf(5)" once.
+function Inlines(inlines)
+  local out = pandoc.List()
+  local i = 1
+  while i <= #inlines do
+    local x = inlines[i]
+    local repl, ref = nil, nil
+    if x.t == "Link" then
+      repl, ref = local_link(x)
+    end
+    if not repl then
+      out:insert(x)
+    else
+      out:extend(repl)
+      local s = inlines[i + 2]
+      if ref and inlines[i + 1] and inlines[i + 1].t == "Space" and s and s.t == "Str" and
+          s.text:sub(1, #ref + 2) == "(" .. ref .. ")" then
+        local rest = s.text:sub(#ref + 3)
+        if rest ~= "" then out:insert(pandoc.Str(rest)) end
+        i = i + 2
+      end
+    end
+    i = i + 1
+  end
+  return out
 end
 
 -- Pandoc's man writer makes a column of relative width w "lw(w*70n)"; the

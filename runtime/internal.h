@@ -49,10 +49,14 @@ const struct shmrun_param_def *shmrun_job_keys(void);
 /** shmrun_stage_keys() - the keys every stage accepts (op, width, input); as above. */
 const struct shmrun_param_def *shmrun_stage_keys(void);
 
-/** shmrun_operator_find() - a built-in operator by name, or NULL. */
+/** shmrun_operator_find() - an operator (built-in or from a loaded plugin) by name, or NULL. */
 const struct shmrun_operator *shmrun_operator_find(const char *name);
 
-/** shmrun_operators() - the built-in operators, NULL-terminated. */
+/**
+ * shmrun_operators() - every operator a stage may name: the built-ins, then
+ * those of each loaded plugin in load order; NULL-terminated. Valid until the
+ * next shmrun_plugin_load().
+ */
 const struct shmrun_operator *const *shmrun_operators(void);
 
 /** A loaded plugin (runtime/plugin.c). */
@@ -68,6 +72,23 @@ struct shmrun_plugin_info {
  * until the process ends.
  */
 const struct shmrun_plugin_info *shmrun_operator_plugin(const struct shmrun_operator *op);
+
+/**
+ * shmrun_plugin_load() - load the operator plugin @path (runtime/plugin.c):
+ * dlopen() it, check its struct shmrun_plugin and every operator in it, and
+ * register them for shmrun_operator_find(). All or nothing. The same file
+ * (device and inode) a second time is a no-op. Never unloaded.
+ * @path: the shared object (relative: to the current directory).
+ * @err:  on failure, a malloc'd message naming @path and what to do (caller
+ *        frees; NULL on success and on -ENOMEM).
+ * Return: 0; -ENOENT (no such file); -EINVAL (refused: not a regular file,
+ * dlopen() failed (its message verbatim in @err), no SHMRUN_PLUGIN_SYMBOL,
+ * another ABI major or a newer minor, a descriptor without name, version or
+ * operators, an operator with a bad size, name, flags, callbacks, combiner or
+ * key table, or a name already taken, both origins named); -ENOMEM; -errno
+ * of stat() or realpath().
+ */
+int shmrun_plugin_load(const char *path, char **err);
 
 /**
  * shmrun_parse_size() - "64", "4K", "1M", "2G" (powers of 1024) into bytes.

@@ -1,6 +1,6 @@
 /*
  * runtime/internal.h: what the files of shmrun_rt share with each other and
- * with the shmrun CLI (tools/shmrun.c), beyond the public headers (private to
+ * with the shmrun CLI (runtime/cli.c), beyond the public headers (private to
  * runtime/, never installed).
  *
  * The public headers in include/shmrun/ hold what a user needs: operator.h to
@@ -16,8 +16,8 @@
  *   - `shmrun ckpt list` and `shmrun ckpt verify` (ckpt/manifest.c);
  *   - two logging helpers (log.c).
  * plan.h includes this header, so every file that works on a plan sees it;
- * tools/shmrun.c includes it by name (tools/CMakeLists.txt adds runtime/ to
- * its include path, and only to its own).
+ * the CLI (runtime/cli.c) is part of shmrun_rt, so includes it by name; the
+ * shared library libshmrun.so does not export what it declares.
  *
  * Rejected: keeping these in job.h and runtime.h — every program embedding the
  * runtime would see, and come to depend on, the CLI's internals (issue 9);

@@ -91,6 +91,28 @@ const struct shmrun_plugin_info *shmrun_operator_plugin(const struct shmrun_oper
 int shmrun_plugin_load(const char *path, char **err);
 
 /**
+ * shmrun_param_describe() - how key @d is written, for `shmrun ops`: @type
+ * the type's word ("size", "path list"), @form how a value looks ("bytes as
+ * an unsigned integer with an optional K, M, G or T suffix ..."), and @range
+ * its bounds as a conf file writes them ("1 to 1T"; empty when unbounded).
+ * @type and @form are static strings; @range is @len bytes.
+ */
+void shmrun_param_describe(const struct shmrun_param_def *d, const char **type,
+			   const char **form, char *range, size_t len);
+
+/**
+ * shmrun_ops_print() - `shmrun ops [NAME]`: every operator a stage may name
+ * (built-in, then from loaded plugins), one line each, or with @name the
+ * whole of one: what it does, its kind, its callbacks of note, its
+ * per-worker state rule and every key with type, default, range and doc.
+ * @markdown: the same as the reference section of docs/operators.md (whose
+ * built-in part a test compares with this output, so the two cannot drift).
+ * Return: exit status: 0; 2 if @name is no operator (message on stderr,
+ * with the nearest name).
+ */
+int shmrun_ops_print(FILE *out, const char *name, bool markdown);
+
+/**
  * shmrun_parse_size() - "64", "4K", "1M", "2G" (powers of 1024) into bytes.
  * Return: 0; -EINVAL for anything else (signs, spaces inside, other units,
  * empty); -ERANGE on overflow.

@@ -486,3 +486,24 @@ int shmrun_fingerprint_diff(const char *old_text, const char *new_text, char **m
 	*msg = o.p;
 	return o.p ? 0 : -ENOMEM;
 }
+
+int shmrun_fingerprint_plugin_state(const char *text, const char *stage, char *buf, size_t len)
+{
+	size_t n = strlen(stage);
+
+	buf[0] = '\0';
+	for (const char *l = text; l && *l;) {
+		const char *nl = strchr(l, '\n');
+
+		if (strncmp(l, "plugin ", 7) == 0 && strncmp(l + 7, stage, n) == 0 && l[7 + n] == ' ') {
+			const char *v = l + 8 + n, *end = strstr(v, " path=");
+
+			if (!end || (nl && end > nl))
+				return 0;
+			snprintf(buf, len, "%.*s", (int)(end - v), v);
+			return 1;
+		}
+		l = nl ? nl + 1 : NULL;
+	}
+	return 0;
+}

@@ -156,6 +156,14 @@ uint64_t shmrun_fingerprint(const struct shmrun_job *job);
  */
 int shmrun_fingerprint_diff(const char *old_text, const char *new_text, char **msg);
 
+/**
+ * shmrun_fingerprint_plugin_state() - in canonical encoding @text, the state
+ * format of stage @stage's plugin operator: "version=V" (the plugin's
+ * version) or "state=S" (the operator's state_version), into @buf of @len.
+ * Return: 1 if the stage's operator came from a plugin; 0 if not (@buf empty).
+ */
+int shmrun_fingerprint_plugin_state(const char *text, const char *stage, char *buf, size_t len);
+
 /** shmrun_pw_rule_name() - "split", "union" or "none", as MANIFEST and fingerprint write it. */
 const char *shmrun_pw_rule_name(enum shmrun_pw_rule rule);
 

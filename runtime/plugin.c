@@ -194,6 +194,10 @@ static int check_operator(const char *path, const struct shmrun_operator *op, ui
 			      "plugin %s: operator #%u of its table has no name; set .name (the "
 			      "`op =` value of a stage)",
 			      path, idx + 1);
+	if (strlen(op->name) > 32)
+		return refuse(err,
+			      "plugin %s: operator name '%.40s...' is longer than 32 characters",
+			      path, op->name);
 	for (const char *c = op->name; *c; c++)
 		if (!(*c == '_' || *c == '-' || (*c >= 'a' && *c <= 'z') ||
 		      (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')))

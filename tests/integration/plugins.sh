@@ -14,8 +14,8 @@
 #   plugins defining one operator (both origins named).
 # - The same plugin named twice (and through a symlink) loads once.
 # - The fingerprint: a new plugin version refuses a restore with the usual
-#   message naming the versions; a new version whose operators keep their
-#   .state_version restores.
+#   message naming the versions, and so does --rescale; a new version whose
+#   operators keep their .state_version restores.
 set -euo pipefail
 shmrun=${1:?usage: plugins.sh path/to/shmrun PLUGIN_DIR}
 pdir=${2:?usage: plugins.sh path/to/shmrun PLUGIN_DIR}
@@ -135,6 +135,14 @@ restore_case() { # NAME V1 V2 EXPECT(ok|refused)
 	else
 		[ $rc = 2 ] || fail "$1: $2 -> $3 should refuse the restore: exit $rc"
 		grep -q "stage t: plugin version=1.0.0 → version=2.0.0" "$tmp/log" || fail "$1: the refusal does not name the versions"
+		# an authorised rescale cannot carry state across formats either
+		set +e
+		"$shmrun" check --rescale "$tmp/$1.conf" > "$tmp/log" 2>&1
+		rc=$?
+		set -e
+		[ $rc = 2 ] || fail "$1: check --rescale across plugin versions: exit $rc, not 2"
+		grep -q "$1.conf:[0-9]*: stage t: plugin version=1.0.0 → version=2.0.0 (its state format may have changed" "$tmp/log" ||
+			fail "$1: the rescale refusal does not name the versions"
 	fi
 }
 restore_case ver good good_v2 refused

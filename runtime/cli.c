@@ -47,6 +47,7 @@ static void usage(FILE *out)
 		"       shmrun plan [--rescale-from CKPT_DIR] [options] topology.conf\n"
 		"       shmrun check [--rescale] [options] topology.conf\n"
 		"       shmrun ckpt list DIR | shmrun ckpt verify DIR\n"
+		"       shmrun ops [--plugin PATH]... [--markdown] [NAME]\n"
 		"\n"
 		"Runs a stream-processing job on this host: worker processes ([job] workers,\n"
 		"default 1; or one per CPU listed in cpus), each pinned to a CPU, connected\n"
@@ -62,6 +63,9 @@ static void usage(FILE *out)
 		"                   size, status and state size per stage\n"
 		"  ckpt verify DIR  verify every checkpoint and say which one a restore would\n"
 		"                   use; exit 0 if one would and none is damaged\n"
+		"  ops [NAME]       the operators a stage may name (built-in and from\n"
+		"                   plugins); with NAME its keys, types, defaults, ranges\n"
+		"                   and per-worker state rule (--markdown: as docs/operators.md)\n"
 		"\n"
 		"options:\n"
 		"  --log-level LEVEL  error, warn, info (default) or debug\n"
@@ -73,6 +77,8 @@ static void usage(FILE *out)
 		"  --drop-state=STAGE with --rescale (or plan --rescale-from): a removed stage\n"
 		"                     whose state may be dropped\n"
 		"  --rescale-from DIR with plan: print what a rescale from DIR would move\n"
+		"  --plugin PATH      load an operator plugin (a shared object) before the\n"
+		"                     topology, as [job] plugins does; repeatable\n"
 		"  -h, --help         this text\n"
 		"  -V, --version      print the version\n"
 		"\n"
@@ -82,7 +88,8 @@ static void usage(FILE *out)
 		"See docs/topology.md for the topology.conf reference.\n");
 }
 
-static const char *const commands[] = {"run", "plan", "check", "ckpt"};
+static const char *const commands[] = {"run", "plan", "check", "ckpt", "ops"};
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 /*
  * Stop signals are blocked from the first instruction of shmrun_main() so
@@ -171,10 +178,15 @@ static int unknown_command(const char *what, const char *w, const char *const *w
 
 	if (near)
 		return usage_error("unknown %s '%s'; did you mean '%s'?", what, w, near);
-	return usage_error("unknown %s '%s' (%s: %s%s%s%s%s%s%s)", what, w,
-			   n > 2 ? "commands" : "one of", words[0], n > 1 ? ", " : "",
-			   n > 1 ? words[1] : "", n > 2 ? ", " : "", n > 2 ? words[2] : "",
-			   n > 3 ? ", " : "", n > 3 ? words[3] : "");
+	{
+		char list[256] = "";
+
+		for (size_t i = 0; i < n; i++)
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+				 i ? ", " : "", words[i]);
+		return usage_error("unknown %s '%s' (%s: %s)", what, w,
+				   n > 2 ? "commands" : "one of", list);
+	}
 }
 
 /*
@@ -185,7 +197,7 @@ static int unknown_command(const char *what, const char *w, const char *const *w
 static bool looks_like_command(const char *arg, bool near)
 {
 	return strcmp(arg, "-") != 0 && !strchr(arg, '.') && !strchr(arg, '/') &&
-	       access(arg, F_OK) != 0 && (!near || nearest(arg, commands, 4));
+	       access(arg, F_OK) != 0 && (!near || nearest(arg, commands, NCOMMANDS));
 }
 
 static int load(const char *path, struct shmrun_job *job)
@@ -217,13 +229,15 @@ int shmrun_main(int argc, char **argv)
 		{"rescale", no_argument, NULL, 'r'},
 		{"drop-state", required_argument, NULL, 'd'},
 		{"rescale-from", required_argument, NULL, 'f'},
+		{"plugin", required_argument, NULL, 'p'},
+		{"markdown", no_argument, NULL, 'm'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{0},
 	};
-	const char *cmd = "run", *rescale_from = NULL, *drop[64];
-	uint32_t ndrop = 0;
-	bool rescale = false;
+	const char *cmd = "run", *rescale_from = NULL, *drop[64], *plugin[64];
+	uint32_t ndrop = 0, nplugin = 0;
+	bool rescale = false, markdown = false;
 	int info = 0; /* -h or -V: answered once every argument is read */
 	struct shmrun_job job;
 	int c, rc;
@@ -248,7 +262,7 @@ int shmrun_main(int argc, char **argv)
 				   "| shmrun ckpt verify DIR");
 	}
 	if (argc > 1 && (strcmp(argv[1], "plan") == 0 || strcmp(argv[1], "check") == 0 ||
-			 strcmp(argv[1], "run") == 0)) {
+			 strcmp(argv[1], "run") == 0 || strcmp(argv[1], "ops") == 0)) {
 		cmd = argv[1];
 		argv[1] = argv[0];
 		argv++;
@@ -280,6 +294,15 @@ int shmrun_main(int argc, char **argv)
 						   "at most %d): %s",
 						   strlen(optarg), SHMRUN_CKPT_DIR_MAX, optarg);
 			rescale_from = optarg;
+			break;
+		case 'p':
+			if (nplugin == sizeof(plugin) / sizeof(plugin[0]))
+				return usage_error("too many --plugin options (at most 64; list "
+						   "more in [job] plugins)");
+			plugin[nplugin++] = optarg;
+			break;
+		case 'm':
+			markdown = true;
 			break;
 		case 'h':
 		case 'V':
@@ -313,10 +336,33 @@ int shmrun_main(int argc, char **argv)
 	    (strcmp(argv[optind], "plan") == 0 || strcmp(argv[optind], "check") == 0 ||
 	     strcmp(argv[optind], "run") == 0))
 		cmd = argv[optind++];
+	if (markdown && strcmp(cmd, "ops") != 0)
+		return usage_error("--markdown goes with `shmrun ops`");
+	if (strcmp(cmd, "ops") == 0 && (rescale || rescale_from || ndrop))
+		return usage_error("`shmrun ops` takes --plugin and --markdown only");
+	if (strcmp(cmd, "ops") == 0 && argc - optind > 1)
+		return usage_error("`shmrun ops` takes at most one operator name, got %d arguments",
+				   argc - optind);
+	/* plugins first: the topology names their operators (and so may ops) */
+	for (uint32_t i = 0; i < nplugin; i++) {
+		char *err = NULL;
+		int r = shmrun_plugin_load(plugin[i], &err);
+
+		if (r) {
+			stop_signals(SIG_UNBLOCK);
+			fprintf(stderr, "shmrun: --plugin: %s\n", err ? err : strerror(-r));
+			free(err);
+			return 2;
+		}
+	}
+	if (strcmp(cmd, "ops") == 0) {
+		stop_signals(SIG_UNBLOCK);
+		return shmrun_ops_print(stdout, optind < argc ? argv[optind] : NULL, markdown);
+	}
 	/* a first word that is no command, before a topology.conf: a mistyped command */
 	if (strcmp(cmd, "run") == 0 && argc - optind >= 1 &&
 	    looks_like_command(argv[optind], argc - optind == 1))
-		return unknown_command("command", argv[optind], commands, 4);
+		return unknown_command("command", argv[optind], commands, NCOMMANDS);
 	if (optind != argc - 1)
 		return usage_error(optind == argc ? "missing topology.conf"
 						  : "expected one topology.conf, got %d arguments",

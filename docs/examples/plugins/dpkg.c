@@ -64,26 +64,26 @@
 
 #include <shmrun/operator.h>
 
-#define MAX_FIELDS 6 /* fields kept: as many as any line we emit has */
-#define MAX_SHOWN 5  /* malformed lines shown per instance */
-#define BATCH_OUT 64 /* records gathered per shmrun_emit_batch() */
+#define MAX_FIELDS 6  /* fields kept: as many as any line we emit has */
+#define MAX_SHOWN  5  /* malformed lines shown per instance */
+#define BATCH_OUT  64 /* records gathered per shmrun_emit_batch() */
 
 /* The words in the third field; bit i of an action mask is actions[i]. */
-static const char *const actions[] = {"install",  "upgrade", "configure", "trigproc",
-				      "disappear", "remove", "purge",     "status"};
-#define NACTIONS (sizeof(actions) / sizeof(actions[0]))
+static const char *const actions[] = {"install",   "upgrade", "configure", "trigproc",
+				      "disappear", "remove",  "purge",	   "status"};
+#define NACTIONS      (sizeof(actions) / sizeof(actions[0]))
 #define ACTION_STATUS (NACTIONS - 1)
-#define ALL_ACTIONS ((1u << NACTIONS) - 1)
+#define ALL_ACTIONS   ((1u << NACTIONS) - 1)
 
 struct dpkg_state {
-	bool key_action;       /* key = action: key and value swapped */
-	uint32_t mask;         /* actions kept (the `actions` key) */
-	uint64_t lines;        /* lines seen */
-	uint64_t records;      /* records emitted */
-	uint64_t skipped;      /* startup and conffile lines, and actions filtered out */
-	uint64_t malformed;    /* lines not in the format above */
-	char stamp[19];        /* the last timestamp converted, "YYYY-MM-DD HH:MM:SS" */
-	int64_t stamp_ns;      /* ... and its value */
+	bool key_action;    /* key = action: key and value swapped */
+	uint32_t mask;	    /* actions kept (the `actions` key) */
+	uint64_t lines;	    /* lines seen */
+	uint64_t records;   /* records emitted */
+	uint64_t skipped;   /* startup and conffile lines, and actions filtered out */
+	uint64_t malformed; /* lines not in the format above */
+	char stamp[19];	    /* the last timestamp converted, "YYYY-MM-DD HH:MM:SS" */
+	int64_t stamp_ns;   /* ... and its value */
 	bool stamp_valid;
 };
 
@@ -253,11 +253,13 @@ static int parse(struct shmrun_task *task, struct dpkg_state *st, const struct s
 		st->skipped++;
 		return 0;
 	}
-	if ((unsigned)a == ACTION_STATUS) { /* status STATE PKG VERSION */
+	if ((unsigned)a == ACTION_STATUS) {
+		/* status STATE PKG VERSION: what = "status STATE", one span of the line */
 		pkg = f[4];
 		what.p = f[2].p;
-		what.len = (uint32_t)(f[3].p + f[3].len - f[2].p); /* "status STATE" */
-	} else { /* ACTION PKG OLD NEW */
+		what.len = (uint32_t)(f[3].p + f[3].len - f[2].p);
+	} else {
+		/* ACTION PKG OLD NEW */
 		pkg = f[3];
 		what = f[2];
 	}
@@ -330,14 +332,16 @@ static int dpkg_end(struct shmrun_task *task, void *state)
 {
 	struct dpkg_state *st = state;
 
-	shmrun_task_log(task, "%" PRIu64 " lines: %" PRIu64 " records, %" PRIu64 " skipped, %" PRIu64
-			      " malformed",
+	shmrun_task_log(task,
+			"%" PRIu64 " lines: %" PRIu64 " records, %" PRIu64 " skipped, %" PRIu64
+			" malformed",
 			st->lines, st->records, st->skipped, st->malformed);
 	if (st->malformed)
-		shmrun_task_warn(task,
-				 "%" PRIu64 " lines not in dpkg.log format were skipped (the first %"
-				 PRIu64 " are shown above)",
-				 st->malformed, st->malformed < MAX_SHOWN ? st->malformed : MAX_SHOWN);
+		shmrun_task_warn(
+		    task,
+		    "%" PRIu64 " lines not in dpkg.log format were skipped (the first %" PRIu64
+		    " are shown above)",
+		    st->malformed, st->malformed < MAX_SHOWN ? st->malformed : MAX_SHOWN);
 	return 0;
 }
 
@@ -348,27 +352,31 @@ static void dpkg_close(struct shmrun_task *task, void *state)
 }
 
 static const struct shmrun_param_def dpkg_params[] = {
-	{.key = "key", .type = SHMRUN_PARAM_ENUM, .def = "package", .choices = "package action",
-	 .doc = "package: key = package, value = action; action: key = action, value = package"},
-	{.key = "actions", .type = SHMRUN_PARAM_STRING,
-	 .doc = "keep only these actions (blank-separated: install upgrade configure trigproc "
-		"disappear remove purge status); default all"},
-	{0},
+    {.key = "key",
+     .type = SHMRUN_PARAM_ENUM,
+     .def = "package",
+     .choices = "package action",
+     .doc = "package: key = package, value = action; action: key = action, value = package"},
+    {.key = "actions",
+     .type = SHMRUN_PARAM_STRING,
+     .doc = "keep only these actions (blank-separated: install upgrade configure trigproc "
+	    "disappear remove purge status); default all"},
+    {0},
 };
 
 static const struct shmrun_operator dpkg_parse = {
-	.size = sizeof(struct shmrun_operator),
-	.name = "dpkg_parse",
-	.summary = "parses /var/log/dpkg.log lines: key = package, value = action, event time = "
-		   "the line's timestamp",
-	.params = dpkg_params,
-	.prepare = dpkg_prepare,
-	.open = dpkg_open,
-	.process = dpkg_process,
-	.process_batch = dpkg_process_batch,
-	.end_of_input = dpkg_end,
-	.close = dpkg_close,
-	.state_version = "1",
+    .size = sizeof(struct shmrun_operator),
+    .name = "dpkg_parse",
+    .summary = "parses /var/log/dpkg.log lines: key = package, value = action, event time = "
+	       "the line's timestamp",
+    .params = dpkg_params,
+    .prepare = dpkg_prepare,
+    .open = dpkg_open,
+    .process = dpkg_process,
+    .process_batch = dpkg_process_batch,
+    .end_of_input = dpkg_end,
+    .close = dpkg_close,
+    .state_version = "1",
 };
 
 SHMRUN_PLUGIN("dpkg", "1.0.0", &dpkg_parse);

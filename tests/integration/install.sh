@@ -12,7 +12,8 @@
 # Checks: every file the installation promises exists (README.md "Installing"),
 # and no private header is installed; P/bin/shmrun runs with nothing on
 # LD_LIBRARY_PATH, loads P's libshmrun.so.0 through RUNPATH $ORIGIN/../LIBDIR,
-# and still does after P is moved; pkg-config gives exactly -IP/include
+# and still does after P is moved; P/bin/shmrun-bench runs it (from a copy);
+# pkg-config gives exactly -IP/include
 # -LP/LIBDIR -lshmrun; a plugin builds against P with those flags alone (and
 # -Wl,--no-undefined: every function it calls is in the installed library);
 # each man page renders with `man -l` at 80 columns without a warning.
@@ -75,6 +76,10 @@ check_runs "$p"
 mv "$p" "$tmp/moved"
 check_runs "$tmp/moved"
 mv "$tmp/moved" "$p"
+# bin/shmrun-bench runs bin/shmrun from a copy in a temporary directory, with
+# a copy of the prefix's library (tools/bench/bench_job.c)
+out=$(cd / && "$p/bin/shmrun-bench" shuffle --quick 2>&1) || fail "$p/bin/shmrun-bench shuffle --quick: $out"
+grep -q '^shuffle workers=2 mrec_s=' <<< "$out" || fail "shmrun-bench shuffle printed no result: $out"
 # a subcommand that reads the installed example (check validates only)
 out=$("$p/bin/shmrun" check "$p/share/shmrun/examples/wordcount.conf" 2>&1) ||
 	fail "shmrun check of the installed example: $out"

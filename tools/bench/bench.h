@@ -211,7 +211,9 @@ int bench_shmrun_path(char *buf, size_t len);
  * bench_shmrun_copy() - copy the executable @exe into @dir (same name, mode
  * 0755) and put the copy's path into @buf: every run of a benchmark then runs
  * the same binary even if the build directory is rebuilt meanwhile (it is
- * shared). Return: 0, or -1 after printing why.
+ * shared). The libshmrun.so.0 it links is copied into @dir too, and
+ * LD_LIBRARY_PATH set to @dir for every child (an installed shmrun's RUNPATH,
+ * $ORIGIN/../lib, means nothing from @dir). Return: 0, or -1 after printing why.
  */
 int bench_shmrun_copy(const char *exe, const char *dir, char *buf, size_t len);
 

@@ -134,7 +134,8 @@ int bench_shmrun_path(char *buf, size_t len)
 	return 0;
 }
 
-int bench_shmrun_copy(const char *exe, const char *dir, char *buf, size_t len)
+/* Copy the file @exe into @dir, same name, mode 0755; its path into @buf. */
+static int copy_into(const char *exe, const char *dir, char *buf, size_t len)
 {
 	const char *base = strrchr(exe, '/');
 	char tmp[PATH_MAX];
@@ -172,6 +173,53 @@ out:
 	if (rc)
 		unlink(tmp);
 	return rc;
+}
+
+/*
+ * The libshmrun.so.0 the shmrun next to this executable loads: installed,
+ * SHMRUN_BENCH_LIB_REL from the executable's directory (its RUNPATH
+ * $ORIGIN/...); in the build tree, SHMRUN_BENCH_LIB_BUILD
+ * (tools/CMakeLists.txt sets both). Return: 0, or -1 if neither exists.
+ */
+static int shmrun_lib_path(const char *exe, char *buf, size_t len)
+{
+#if defined(SHMRUN_BENCH_LIB_REL) && defined(SHMRUN_BENCH_LIB_BUILD)
+	const char *slash = strrchr(exe, '/');
+	int dirlen = slash ? (int)(slash - exe) : 1;
+
+	int rc = SHMRUN_BENCH_LIB_REL[0] == '/' /* an absolute libdir */
+			 ? bench_pathf(buf, len, "%s/libshmrun.so.0", SHMRUN_BENCH_LIB_REL)
+			 : bench_pathf(buf, len, "%.*s/%s/libshmrun.so.0", dirlen,
+				       slash ? exe : ".", SHMRUN_BENCH_LIB_REL);
+
+	if (!rc && access(buf, R_OK) == 0)
+		return 0;
+	if (!bench_pathf(buf, len, "%s/libshmrun.so.0", SHMRUN_BENCH_LIB_BUILD) &&
+	    access(buf, R_OK) == 0)
+		return 0;
+#endif
+	(void)exe, (void)buf, (void)len;
+	return -1;
+}
+
+int bench_shmrun_copy(const char *exe, const char *dir, char *buf, size_t len)
+{
+	char lib[PATH_MAX], copy[PATH_MAX];
+
+	if (copy_into(exe, dir, buf, len))
+		return -1;
+	/* shmrun links libshmrun.so.0: the copy runs with a copy of it too, found
+	 * first through LD_LIBRARY_PATH (before the RUNPATH, which from @dir
+	 * would lead nowhere for an installed shmrun) */
+	if (shmrun_lib_path(exe, lib, sizeof(lib)))
+		return 0; /* a shmrun linked statically */
+	if (copy_into(lib, dir, copy, sizeof(copy)))
+		return -1;
+	if (setenv("LD_LIBRARY_PATH", dir, 1)) {
+		fprintf(stderr, "shmrun-bench: setenv LD_LIBRARY_PATH: %s\n", strerror(errno));
+		return -1;
+	}
+	return 0;
 }
 
 int bench_make_workdir(const char *parent, const char *tag, char *buf, size_t len)

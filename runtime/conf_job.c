@@ -100,6 +100,7 @@ enum {
 	JK_RESTART_ATTEMPTS,
 	JK_UNION_LIMIT,
 	JK_PW_WARN,
+	JK_OP_TIMEOUT,
 	JK_COUNT,
 };
 
@@ -139,6 +140,10 @@ static const struct shmrun_param_def job_keys[] = {
 	[JK_PW_WARN] = {.key = "per_worker_state_warn", .type = SHMRUN_PARAM_SIZE, .def = "1M",
 			.min = 1, .max = 1ull << 40,
 			.doc = "warn when an instance's per-worker state passes this size"},
+	[JK_OP_TIMEOUT] = {.key = "operator_timeout", .type = SHMRUN_PARAM_DURATION,
+			   .min = 1000000, .max = MAX_DURATION_NS,
+			   .doc = "report an operator callback that has not returned within it "
+				  "(default: off)"},
 	[JK_COUNT] = {0},
 };
 
@@ -388,6 +393,7 @@ int load_job(struct loader *ld)
 	    p[JK_RESTART_ATTEMPTS].value ? (uint32_t)p[JK_RESTART_ATTEMPTS].u64 : 10;
 	job->union_state_limit = p[JK_UNION_LIMIT].value ? p[JK_UNION_LIMIT].u64 : 64ull << 20;
 	job->per_worker_state_warn = p[JK_PW_WARN].value ? p[JK_PW_WARN].u64 : 1ull << 20;
+	job->operator_timeout_ns = p[JK_OP_TIMEOUT].value ? p[JK_OP_TIMEOUT].u64 : 0;
 	r = load_cpus(ld, p);
 
 out:

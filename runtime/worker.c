@@ -97,6 +97,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "callback.h"
 #include "channel.h"
 #include "ckpt/ckpt_io.h"
 #include "ckpt/coordinator.h"
@@ -135,6 +136,7 @@ static int callback_failed(struct shmrun_task *t, const char *what, int err)
 static int deliver(struct shmrun_task *t, const struct shmrun_record *rec, uint64_t hash,
 		   bool hashed)
 {
+	uint64_t where;
 	int err;
 
 	if (t->w->failed)
@@ -142,7 +144,9 @@ static int deliver(struct shmrun_task *t, const struct shmrun_record *rec, uint6
 	t->cur_key = hashed ? rec->key : NULL;
 	t->cur_key_len = rec->key_len;
 	t->cur_hash = hash;
+	where = cb_enter(t, SHMRUN_CB_PROCESS);
 	err = t->op->process(t, t->state, rec);
+	cb_leave(t, where);
 	t->cur_key = NULL;
 	return callback_failed(t, "process", err);
 }
@@ -155,6 +159,7 @@ static int deliver(struct shmrun_task *t, const struct shmrun_record *rec, uint6
 static int deliver_batch(struct shmrun_task *t, const struct shmrun_record *recs,
 			 const uint64_t *hashes, uint32_t n)
 {
+	uint64_t where;
 	int err = 0;
 
 	if (t->w->failed)
@@ -170,7 +175,9 @@ static int deliver_batch(struct shmrun_task *t, const struct shmrun_record *recs
 		t->cur_n = n;
 		t->cur_i = 0;
 	}
+	where = cb_enter(t, SHMRUN_CB_PROCESS_BATCH);
 	err = t->op->process_batch(t, t->state, recs, n);
+	cb_leave(t, where);
 	t->cur_n = 0;
 	return callback_failed(t, "process", err);
 }
@@ -178,6 +185,7 @@ static int deliver_batch(struct shmrun_task *t, const struct shmrun_record *recs
 /* A combined record (a partial of @t's combiner) off a ring, to merge(). */
 static int deliver_partial(struct shmrun_task *t, const struct shmrun_record *rec, uint64_t hash)
 {
+	uint64_t where;
 	int err;
 
 	if (t->w->failed)
@@ -190,7 +198,9 @@ static int deliver_partial(struct shmrun_task *t, const struct shmrun_record *re
 	t->cur_key = rec->key;
 	t->cur_key_len = rec->key_len;
 	t->cur_hash = hash;
+	where = cb_enter(t, SHMRUN_CB_MERGE);
 	err = t->op->combiner->merge(t, t->state, rec);
+	cb_leave(t, where);
 	t->cur_key = NULL;
 	return callback_failed(t, "merge of a partial", err);
 }
@@ -199,16 +209,34 @@ static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec);
 
 static int comb_flush_edge(struct shmrun_task *t, struct out_edge *e);
 
+/*
+ * comb_add() of @rec into @e's combiner, marked as the combiner's add() in
+ * cb_where (callback.h): two stores, no entry counted, as it runs inside the
+ * emitting task's callback, whose entry the launcher's watch counts from.
+ */
+static inline int comb_add_marked(struct shmrun_task *t, struct out_edge *e,
+				  const struct shmrun_record *rec)
+{
+	struct shmrun_worker *w = t->w;
+	int err;
+
+	/* release: pairs with the acquire load in shmrun_cb_watch() (C13) */
+	atomic_store_explicit(&w->stats->cb_where, e->add_where, memory_order_release);
+	err = comb_add(&e->comb, rec);
+	atomic_store_explicit(&w->stats->cb_where, w->cb_where, memory_order_release);
+	return err;
+}
+
 /* Fold @rec into @e's combiner (flushing it when full). */
 static inline int combine_rec(struct shmrun_task *t, struct out_edge *e,
 			      const struct shmrun_record *rec)
 {
-	int err = comb_add(&e->comb, rec);
+	int err = comb_add_marked(t, e, rec);
 
 	if (__builtin_expect(err == -ENOSPC, 0)) {
 		err = comb_flush_edge(t, e);
 		if (!err)
-			err = comb_add(&e->comb, rec);
+			err = comb_add_marked(t, e, rec);
 	}
 	return err;
 }
@@ -425,10 +453,14 @@ static int task_end(struct shmrun_task *t, uint64_t e, bool stop)
 		uint32_t stop, pad;
 	} end = {e, stop, 0};
 	struct pieces pc = {.p = {&end}, .n = {sizeof(end)}, .total = sizeof(end)};
+	uint64_t where;
 	int err = 0;
 
-	if (t->op->end_of_input && !stop)
+	if (t->op->end_of_input && !stop) {
+		where = cb_enter(t, SHMRUN_CB_END_OF_INPUT);
 		err = t->op->end_of_input(t, t->state);
+		cb_leave(t, where);
+	}
 	if (err) {
 		if (!t->w->failed)
 			shmrun_task_error(t, "end of input failed: %s", strerror(-err));
@@ -674,8 +706,14 @@ static uint32_t commit_epochs(struct shmrun_worker *w)
 	w->committed_epoch = done;
 	for (uint32_t x = 0; x < w->ntasks; x++) {
 		struct shmrun_task *t = &w->tasks[x];
+		uint64_t where;
+		int err = 0;
 
-		int err = t->op->commit && t->opened ? t->op->commit(t, t->state, done) : 0;
+		if (t->op->commit && t->opened) {
+			where = cb_enter(t, SHMRUN_CB_COMMIT);
+			err = t->op->commit(t, t->state, done);
+			cb_leave(t, where);
+		}
 
 		if (err && !w->failed)
 			shmrun_task_error(t, "commit of epoch %" PRIu64 " failed", done);
@@ -769,6 +807,7 @@ static int wire_task(struct shmrun_worker *w, struct shmrun_task *t, const uint3
 			if (err)
 				return err;
 			oe->combining = true;
+			oe->add_where = shmrun_cb_where(t->id, SHMRUN_CB_ADD, ed->to + 1);
 		}
 		if (ed->kind == SHMRUN_EDGE_FORWARD) {
 			oe->forward = &w->tasks[task_slot[p->stage_task0[ed->to] + t->instance]];
@@ -926,8 +965,12 @@ static void teardown(struct shmrun_worker *w)
 	for (uint32_t x = 0; x < w->ntasks; x++) {
 		struct shmrun_task *t = &w->tasks[x];
 
-		if (t->opened && t->op->close)
+		if (t->opened && t->op->close) {
+			uint64_t where = cb_enter(t, SHMRUN_CB_CLOSE);
+
 			t->op->close(t, t->state);
+			cb_leave(t, where);
+		}
 		for (uint32_t o = 0; o < t->nouts && t->outs; o++) {
 			free(t->outs[o].chans);
 			free(t->outs[o].instance_of_vnode);
@@ -1002,7 +1045,7 @@ static uint32_t step(struct shmrun_worker *w)
 		if (t->ended || task_parked(t))
 			continue;
 		if (t->op->flags & SHMRUN_OP_SOURCE) {
-			uint64_t before = t->records_in;
+			uint64_t before = t->records_in, where;
 			int r, budget;
 
 			if (w->checkpointing) {
@@ -1015,7 +1058,9 @@ static uint32_t step(struct shmrun_worker *w)
 			budget = t->rate ? source_budget(t, shmrun_now_ns()) : (int)PRODUCE_BUDGET;
 			if (budget == 0)
 				continue; /* paced: not yet */
+			where = cb_enter(t, SHMRUN_CB_PRODUCE);
 			r = t->op->produce(t, t->state, (uint32_t)budget);
+			cb_leave(t, where);
 			rate_return(t, (uint64_t)budget, t->records_in - before);
 			/* busy: it had more than a whole budget to give (a paced source is
 			 * held back by its pace, not by work in hand: its partials go
@@ -1154,8 +1199,14 @@ static void open_tasks(struct shmrun_worker *w)
 
 	for (uint32_t x = 0; x < w->ntasks && !w->failed; x++) {
 		struct shmrun_task *t = &w->tasks[x];
+		uint64_t where;
 
-		err = t->op->open ? t->op->open(t, &t->state) : 0;
+		err = 0;
+		if (t->op->open) {
+			where = cb_enter(t, SHMRUN_CB_OPEN);
+			err = t->op->open(t, &t->state);
+			cb_leave(t, where);
+		}
 		if (err) {
 			if (!w->failed)
 				shmrun_task_error(t, "open failed: %s", strerror(-err));

@@ -116,8 +116,6 @@ bool shmrun_cb_describe(const struct shmrun_plan *plan, uint64_t where, char *bu
 
 /* ---- operator_timeout --------------------------------------------------------- */
 
-enum { WATCHING, TOLD, QUIET }; /* cw->state: per worker, for the call at cw->seq */
-
 int shmrun_cb_watch_init(struct cb_watch *cw, uint32_t workers)
 {
 	*cw = (struct cb_watch){.n = workers};
@@ -192,22 +190,22 @@ void shmrun_cb_watch(struct cb_watch *cw, const struct shmrun_plan *plan,
 		if (pids[w] <= 0)
 			continue;
 		if (seq != cw->seq[w]) { /* a new call since the last sample */
-			if (cw->state[w] == TOLD)
+			if (cw->state[w] == CB_TOLD)
 				say(plan, w, pids[w], cw->where[w], now - cw->since_ns[w], true);
 			cw->seq[w] = seq;
 			cw->since_ns[w] = now;
-			cw->state[w] = WATCHING;
+			cw->state[w] = CB_WATCHING;
 			continue;
 		}
-		if (cw->state[w] == TOLD && where != cw->where[w]) {
+		if (cw->state[w] == CB_TOLD && where != cw->where[w]) {
 			/* back in its caller (or idle): that call returned */
 			say(plan, w, pids[w], cw->where[w], now - cw->since_ns[w], true);
-			cw->state[w] = QUIET;
-		} else if (cw->state[w] == WATCHING && where &&
+			cw->state[w] = CB_QUIET;
+		} else if (cw->state[w] == CB_WATCHING && where &&
 			   now - cw->since_ns[w] >= (int64_t)timeout) {
 			say(plan, w, pids[w], where, now - cw->since_ns[w], false);
 			cw->where[w] = where;
-			cw->state[w] = TOLD;
+			cw->state[w] = CB_TOLD;
 		}
 	}
 }

@@ -145,13 +145,20 @@ bool shmrun_cb_describe(const struct shmrun_plan *plan, uint64_t where, char *bu
  */
 void shmrun_cb_origin(const struct shmrun_operator *op, char *buf, size_t len);
 
+/* What the watch knows of a worker's call at cb_watch.seq (cb_watch.state). */
+enum cb_watch_state {
+	CB_WATCHING = 0, /* not reported (yet) */
+	CB_TOLD,         /* reported as not returned within operator_timeout */
+	CB_QUIET,        /* reported, then returned: not reported again */
+};
+
 /* The launcher's memory of each worker's callbacks, for operator_timeout. */
 struct cb_watch {
 	int64_t next_ns;   /* next sample, CLOCK_MONOTONIC ns */
 	uint64_t *seq;     /* per worker: cb_seq at the last change seen */
 	uint64_t *where;   /* per worker: cb_where then */
 	int64_t *since_ns; /* per worker: when that change was first seen */
-	uint8_t *state;    /* per worker: watching, told (reported), quiet (returned) */
+	uint8_t *state;    /* per worker: enum cb_watch_state */
 	uint32_t n;        /* workers */
 };
 

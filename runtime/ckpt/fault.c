@@ -277,15 +277,17 @@ void shmrun_fault_callback(const char *op, const char *cb)
 
 	if (!cbf.parsed)
 		callback_parse();
-	if (!cbf.n || cbf.fired || strcmp(op, cbf.op) || strcmp(cb, cbf.cb) || ++cbf.seen != cbf.n)
+	if (!cbf.n || cbf.fired || strcmp(op, cbf.op) || strcmp(cb, cbf.cb))
 		return;
-	cbf.fired = true;
+	if (++cbf.seen < cbf.n || (!cbf.file && cbf.seen > cbf.n))
+		return;
 	if (cbf.file) {
 		fd = open(cbf.file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		if (fd < 0)
-			return; /* fired already, in this job */
+			return; /* it exists: fired already in this job, or not armed yet */
 		close(fd);
 	}
+	cbf.fired = true;
 	if (!strcmp(cbf.action, "segv"))
 		*(volatile int *)null_addr = 1;
 	else if (!strcmp(cbf.action, "abort"))

@@ -105,9 +105,11 @@ void shmrun_fault_slow_judge(void);
  *     bus, fpe, ill   raise(SIGBUS), raise(SIGFPE), raise(SIGILL)
  *     hang=<ms>       sleep ms milliseconds, then return as usual
  *
- * e.g. count.process_batch:segv:40. With <file> the rule fires only if it
- * can create that file (O_EXCL): once per job whatever the restarts and
- * workers (a restarted worker counts from 1 again), so the job can recover.
+ * e.g. count.process_batch:segv:40. With <file>, every entry from the n-th
+ * on tries to create that file (O_EXCL) and fires when it can: once per job
+ * whatever the restarts and workers (a restarted worker counts from 1
+ * again), so the job can recover; and a test that created the file before
+ * the start arms the rule by removing it (after a checkpoint, say).
  */
 void shmrun_fault_callback(const char *op, const char *cb);
 

@@ -61,27 +61,17 @@ const char *shmrun_cb_name(unsigned cb)
 	return cb < SHMRUN_CB_COUNT ? cb_names[cb] : "?()";
 }
 
-/*
- * Until runtime/plugin.c (the lead engineer's) lands: every operator is
- * built-in. A weak definition, so plugin.c's own takes its place without a
- * change here; remove this once it has landed.
- */
-__attribute__((weak)) const struct shmrun_plugin_info *
-shmrun_operator_plugin(const struct shmrun_operator *op)
-{
-	(void)op;
-	return NULL;
-}
-
-void shmrun_cb_origin(const struct shmrun_operator *op, char *buf, size_t len)
+void shmrun_cb_operator(const struct shmrun_operator *op, char *buf, size_t len)
 {
 	const struct shmrun_plugin_info *pi = op ? shmrun_operator_plugin(op) : NULL;
+	const char *name = op && op->name ? op->name : "?";
 
 	if (!pi)
-		snprintf(buf, len, "built-in");
-	else
-		snprintf(buf, len, "plugin %s, %s %s", pi->path ? pi->path : "?",
-			 pi->name ? pi->name : "?", pi->version ? pi->version : "?");
+		snprintf(buf, len, "operator %s (built-in)", name);
+	else /* as `shmrun ops` writes a plugin's origin */
+		snprintf(buf, len, "operator %s of plugin %s %s (%s)", name,
+			 pi->name ? pi->name : "?", pi->version ? pi->version : "?",
+			 pi->path ? pi->path : "?");
 }
 
 bool shmrun_cb_describe(const struct shmrun_plan *plan, uint64_t where, char *buf, size_t len)
@@ -91,7 +81,7 @@ bool shmrun_cb_describe(const struct shmrun_plan *plan, uint64_t where, char *bu
 	uint32_t aux = (uint32_t)(where >> 40);
 	const struct shmrun_plan_task *pt;
 	const struct shmrun_stage *st;
-	char origin[PATH_MAX + 128];
+	char opname[PATH_MAX + 256];
 
 	buf[0] = '\0';
 	if (!where || task >= plan->ntasks)
@@ -101,16 +91,16 @@ bool shmrun_cb_describe(const struct shmrun_plan *plan, uint64_t where, char *bu
 	if (cb == SHMRUN_CB_ADD && aux >= 1 && aux <= job->nstages) {
 		const struct shmrun_stage *to = &job->stages[aux - 1];
 
-		shmrun_cb_origin(to->op, origin, sizeof(origin));
+		shmrun_cb_operator(to->op, opname, sizeof(opname));
 		snprintf(buf, len,
-			 "add() of the combiner of stage %s (operator %s, %s), on the sending side "
-			 "in stage %s, instance %u",
-			 to->name, to->op ? to->op->name : "?", origin, st->name, pt->instance);
+			 "add() of the combiner of stage %s, %s, on the sending side in stage %s, "
+			 "instance %u",
+			 to->name, opname, st->name, pt->instance);
 		return true;
 	}
-	shmrun_cb_origin(st->op, origin, sizeof(origin));
-	snprintf(buf, len, "%s of stage %s, instance %u, operator %s (%s)", shmrun_cb_name(cb),
-		 st->name, pt->instance, st->op ? st->op->name : "?", origin);
+	shmrun_cb_operator(st->op, opname, sizeof(opname));
+	snprintf(buf, len, "%s of stage %s, instance %u, %s", shmrun_cb_name(cb), st->name,
+		 pt->instance, opname);
 	return true;
 }
 
@@ -148,17 +138,25 @@ int64_t shmrun_cb_watch_tick_ns(uint64_t timeout_ns, int64_t max_ns)
 	return q < 1000000 ? 1000000 : q;
 }
 
-/* One call of worker @w seen running for @ns (@told: reported, @ret: it returned). */
+enum say { SAY_STUCK, SAY_RETURNED, SAY_ENDED };
+
+/*
+ * Call @where of worker @w (@pid) seen running for @ns: SAY_STUCK, past
+ * operator_timeout; SAY_RETURNED, back in its caller or a new call;
+ * SAY_ENDED, the worker exited after it returned (within @ns).
+ */
 static void say(const struct shmrun_plan *plan, uint32_t w, pid_t pid, uint64_t where, int64_t ns,
-		bool ret)
+		enum say what_now)
 {
 	const struct shmrun_job *job = plan->job;
 	char what[PATH_MAX + 512];
 
 	shmrun_cb_describe(plan, where, what, sizeof(what));
-	if (ret) {
-		shmrun_log(SHMRUN_LOG_INFO, "worker %u (pid %d): %s returned after about %.2f s", w,
-			   (int)pid, what, (double)ns / 1e9);
+	if (what_now != SAY_STUCK) {
+		shmrun_log(SHMRUN_LOG_INFO, "worker %u (pid %d): %s returned %s %.2f s%s", w,
+			   (int)pid, what, what_now == SAY_RETURNED ? "after about" : "within",
+			   (double)ns / 1e9,
+			   what_now == SAY_RETURNED ? "" : " (seen when the worker ended)");
 		return;
 	}
 	shmrun_log(SHMRUN_LOG_WARN,
@@ -191,7 +189,7 @@ void shmrun_cb_watch(struct cb_watch *cw, const struct shmrun_plan *plan,
 			continue;
 		if (seq != cw->seq[w]) { /* a new call since the last sample */
 			if (cw->state[w] == CB_TOLD)
-				say(plan, w, pids[w], cw->where[w], now - cw->since_ns[w], true);
+				say(plan, w, pids[w], cw->where[w], now - cw->since_ns[w], SAY_RETURNED);
 			cw->seq[w] = seq;
 			cw->since_ns[w] = now;
 			cw->state[w] = CB_WATCHING;
@@ -199,11 +197,11 @@ void shmrun_cb_watch(struct cb_watch *cw, const struct shmrun_plan *plan,
 		}
 		if (cw->state[w] == CB_TOLD && where != cw->where[w]) {
 			/* back in its caller (or idle): that call returned */
-			say(plan, w, pids[w], cw->where[w], now - cw->since_ns[w], true);
+			say(plan, w, pids[w], cw->where[w], now - cw->since_ns[w], SAY_RETURNED);
 			cw->state[w] = CB_QUIET;
 		} else if (cw->state[w] == CB_WATCHING && where &&
 			   now - cw->since_ns[w] >= (int64_t)timeout) {
-			say(plan, w, pids[w], where, now - cw->since_ns[w], false);
+			say(plan, w, pids[w], where, now - cw->since_ns[w], SAY_STUCK);
 			cw->where[w] = where;
 			cw->state[w] = CB_TOLD;
 		}
@@ -273,16 +271,16 @@ void shmrun_cb_guard_begin(const struct shmrun_job *job, uint32_t stage, uint32_
 			   enum shmrun_cb cb)
 {
 	const struct shmrun_stage *st = &job->stages[stage];
-	char origin[PATH_MAX + 128];
+	char opname[PATH_MAX + 256];
 	struct sigaction sa;
 	stack_t ss;
 
 	if (guard.on)
 		return;
-	shmrun_cb_origin(st->op, origin, sizeof(origin));
+	shmrun_cb_operator(st->op, opname, sizeof(opname));
 	snprintf(guard.head, sizeof(guard.head),
-		 "ERROR launcher: %s of stage %s, instance %u, operator %s (%s) crashed with ",
-		 shmrun_cb_name(cb), st->name, instance, st->op ? st->op->name : "?", origin);
+		 "ERROR launcher: %s of stage %s, instance %u, %s crashed with ", shmrun_cb_name(cb),
+		 st->name, instance, opname);
 	snprintf(guard.tail, sizeof(guard.tail),
 		 " in the launcher, before any worker started; nothing was started\n");
 	if (!guard.stack)
@@ -309,4 +307,19 @@ void shmrun_cb_guard_end(void)
 	if (guard.stack)
 		sigaltstack(&guard.old_stack, NULL);
 	guard.on = false;
+}
+
+void shmrun_cb_watch_ended(struct cb_watch *cw, const struct shmrun_plan *plan,
+			   struct shmrun_control *ctl, uint32_t w, pid_t pid, int64_t now)
+{
+	uint64_t where, seq;
+
+	if (!cw->seq || w >= cw->n || cw->state[w] != CB_TOLD)
+		return;
+	/* after waitpid: the dead worker's last stores are final (relaxed) */
+	where = atomic_load_explicit(&shmrun_control_stats(ctl)[w].cb_where, memory_order_relaxed);
+	seq = atomic_load_explicit(&shmrun_control_stats(ctl)[w].cb_seq, memory_order_relaxed);
+	if (where != cw->where[w] || seq != cw->seq[w]) /* else it died in that call */
+		say(plan, w, pid, cw->where[w], now - cw->since_ns[w], SAY_ENDED);
+	cw->state[w] = CB_QUIET;
 }

@@ -132,18 +132,20 @@ static inline void cb_leave(struct shmrun_task *t, uint64_t prev)
  * shmrun_cb_describe() - @where (a cb_where word of @plan's run) in the
  * user's terms, into @buf (@len bytes, cut short if longer):
  * "process_batch() of stage count, instance 0, operator count (built-in)",
- * "add() of the combiner of stage count (operator count, built-in), on the
+ * "add() of the combiner of stage count, operator count (built-in), on the
  * sending side in stage words, instance 1", a plugin's operator as
- * "operator dpkg_parse (plugin /usr/lib/x/dpkg.so, dpkg 1.0.0)".
+ * shmrun_cb_operator() writes it.
  * Return: false (and "" in @buf) when @where is 0 or names no task of @plan.
  */
 bool shmrun_cb_describe(const struct shmrun_plan *plan, uint64_t where, char *buf, size_t len);
 
 /*
- * shmrun_cb_origin() - the origin of @op into @buf: "built-in", or "plugin
- * PATH, NAME VERSION" (shmrun_operator_plugin()).
+ * shmrun_cb_operator() - @op and its origin into @buf (@len bytes, cut short
+ * if longer): "operator count (built-in)", or, from a plugin
+ * (shmrun_operator_plugin()), "operator dpkg_parse of plugin dpkg 1.0.0
+ * (/usr/lib/x/dpkg.so)", the origin as `shmrun ops` writes it.
  */
-void shmrun_cb_origin(const struct shmrun_operator *op, char *buf, size_t len);
+void shmrun_cb_operator(const struct shmrun_operator *op, char *buf, size_t len);
 
 /* What the watch knows of a worker's call at cb_watch.seq (cb_watch.state). */
 enum cb_watch_state {
@@ -189,6 +191,15 @@ int64_t shmrun_cb_watch_tick_ns(uint64_t timeout_ns, int64_t max_ns);
  */
 void shmrun_cb_watch(struct cb_watch *cw, const struct shmrun_plan *plan,
 		     struct shmrun_control *ctl, const pid_t *pids, int64_t now);
+
+/*
+ * shmrun_cb_watch_ended() - worker @w (@pid) was reaped (@now, CLOCK_MONOTONIC
+ * ns): if a call of it was reported and has returned since (its final words
+ * say so), one INFO line says it returned within the time since it was first
+ * seen; nothing if it died in that call (the crash names it).
+ */
+void shmrun_cb_watch_ended(struct cb_watch *cw, const struct shmrun_plan *plan,
+			   struct shmrun_control *ctl, uint32_t w, pid_t pid, int64_t now);
 
 /*
  * shmrun_cb_guard_begin() - the launcher is about to call callback @cb

@@ -120,6 +120,7 @@ struct loader {
 	const struct kv **input;    /* each stage's `input` key, or NULL */
 	bool vnodes_ok;		    /* job->vnodes was given correctly or defaulted */
 	bool ops_ok;		    /* every stage names a known operator */
+	int plugins_failed_line;    /* line of [job] plugins if one of them was refused, else 0 */
 	bool *width_ok;		    /* per stage */
 	bool edges_missing;	    /* an `input` entry was wrong: the edge set is incomplete */
 	uint64_t online[CPU_WORDS], allowed[CPU_WORDS];

@@ -100,6 +100,7 @@ enum {
 	JK_RESTART_ATTEMPTS,
 	JK_UNION_LIMIT,
 	JK_PW_WARN,
+	JK_PLUGINS,
 	JK_OP_TIMEOUT,
 	JK_COUNT,
 };
@@ -140,6 +141,8 @@ static const struct shmrun_param_def job_keys[] = {
 	[JK_PW_WARN] = {.key = "per_worker_state_warn", .type = SHMRUN_PARAM_SIZE, .def = "1M",
 			.min = 1, .max = 1ull << 40,
 			.doc = "warn when an instance's per-worker state passes this size"},
+	[JK_PLUGINS] = {.key = "plugins", .type = SHMRUN_PARAM_PATHS,
+			.doc = "operator plugins to load: shared objects (docs/operators.md)"},
 	[JK_OP_TIMEOUT] = {.key = "operator_timeout", .type = SHMRUN_PARAM_DURATION,
 			   .min = 1000000, .max = MAX_DURATION_NS,
 			   .doc = "report an operator callback that has not returned within it "
@@ -341,6 +344,35 @@ static void load_ckpt_dir(struct loader *ld, struct shmrun_param *p)
 	}
 }
 
+/* [job] plugins = PATHS (@p: resolved, one per line): each loaded before any
+ * stage names its operators; a refusal is an error at the key's line.
+ * Return: 0 (refusals are reported) or -ENOMEM. */
+static int load_plugins(struct loader *ld, const struct shmrun_param *p)
+{
+	const char *s = p->value;
+
+	while (s && *s) {
+		size_t n = strcspn(s, "\n");
+		char *path = strndup(s, n), *err = NULL;
+		int r;
+
+		if (!path)
+			return -ENOMEM;
+		r = shmrun_plugin_load(path, &err);
+		free(path);
+		if (r == -ENOMEM && !err)
+			return r;
+		if (r)
+			{
+			errorf(ld, p->line, "%s", err ? err : strerror(-r));
+			ld->plugins_failed_line = p->line;
+		}
+		free(err);
+		s += n + (s[n] == '\n');
+	}
+	return 0;
+}
+
 int load_job(struct loader *ld)
 {
 	static const struct section empty = {.name = (char *)"job", .line = 1};
@@ -384,6 +416,9 @@ int load_job(struct loader *ld)
 		job->idle = SHMRUN_IDLE_SLEEP;
 
 	load_ckpt_dir(ld, p);
+	r = load_plugins(ld, &p[JK_PLUGINS]);
+	if (r)
+		goto out;
 	job->checkpoint_interval_ns =
 	    p[JK_CKPT_INTERVAL].value ? p[JK_CKPT_INTERVAL].u64 : 500000000ull;
 	job->checkpoint_timeout_ns =
@@ -438,14 +473,19 @@ static void load_op(struct loader *ld, struct shmrun_stage *st, const struct sec
 	} else {
 		st->op = shmrun_operator_find(op->value);
 		if (!st->op) {
-			const char *names[32], *near;
+			const char *names[64], *near;
 			uint32_t n = 0;
-			char list[512];
+			char list[1024];
 
-			for (; n < 32 && all[n]; n++)
+			for (; n < 64 && all[n]; n++)
 				names[n] = all[n]->name;
 			near = nearest(op->value, names, n);
-			if (near)
+			if (ld->plugins_failed_line)
+				errorf(ld, op->line,
+				       "unknown operator '%s' in stage '%s'; a plugin of [job] "
+				       "plugins (line %d) was refused, see above",
+				       op->value, s->name, ld->plugins_failed_line);
+			else if (near)
 				errorf(ld, op->line,
 				       "unknown operator '%s' in stage '%s'; did you mean '%s'?",
 				       op->value, s->name, near);

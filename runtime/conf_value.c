@@ -672,3 +672,15 @@ void params_free(struct shmrun_param *p, uint32_t n)
 		free(p[i].value);
 	free(p);
 }
+
+void shmrun_param_describe(const struct shmrun_param_def *d, const char **type,
+			   const char **form, char *range, size_t len)
+{
+	*type = type_word(d->type);
+	*form = type_form(d->type);
+	range[0] = '\0';
+	if ((d->type == SHMRUN_PARAM_COUNT || d->type == SHMRUN_PARAM_SIZE ||
+	     d->type == SHMRUN_PARAM_RATE || d->type == SHMRUN_PARAM_DURATION) &&
+	    (d->min || d->max))
+		fmt_range(d->type, d->min, d->max, NULL, range, len);
+}

@@ -71,6 +71,7 @@
  *     of the runtime already links.
  */
 #include <errno.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,8 +181,19 @@ int shmrun_fingerprint_text(const struct shmrun_job *job, char **text, size_t *l
 	for (uint32_t x = 0; x < job->nstages; x++) {
 		const struct shmrun_stage *st = &job->stages[order[x]];
 
+		const struct shmrun_plugin_info *pi = shmrun_operator_plugin(st->op);
+
 		shmrun_text_printf(&o, "stage %s op=%s width=%u rule=%s\n", st->name, st->op->name, st->width,
 		    shmrun_pw_rule_name(st->op->pw_rule));
+		/* a plugin's operator: its file, and the format of its state (the
+		 * operator's state_version, else the plugin's version); the path
+		 * last, as it may hold blanks */
+		if (pi && st->op->state_version)
+			shmrun_text_printf(&o, "plugin %s state=%s path=%s\n", st->name,
+			    st->op->state_version, pi->path);
+		else if (pi)
+			shmrun_text_printf(&o, "plugin %s version=%s path=%s\n", st->name, pi->version,
+			    pi->path);
 		for (uint32_t i = 0; i < st->nparams; i++) {
 			const struct shmrun_param *p = &st->params[i];
 
@@ -306,6 +318,46 @@ static void add(struct shmrun_text *o, const char *what)
 	shmrun_text_printf(o, "%s%s", o->len ? "; " : "", what);
 }
 
+/* The "plugin STAGE (version|state)=V path=P" line @line of one topology
+ * against @y, the other (@pass 0: @line is the old one). A stage whose
+ * operator became or stopped being a plugin's is an op change, reported with
+ * the stage lines. */
+static void plugin_diff(struct shmrun_text *o, const char *line, const struct topo *y,
+			const char *stage, int pass)
+{
+	char prefix[100], s2[100], buf[PATH_MAX * 2 + 200];
+	const char *other, *path_a, *path_b, *va, *vb;
+	size_t la, lb;
+
+	snprintf(prefix, sizeof(prefix), "plugin %s", stage);
+	snprintf(s2, sizeof(s2), "stage %s", stage);
+	other = find(y, prefix);
+	if (pass || !other || !find(y, s2) || strcmp(other, line) == 0)
+		return;
+	path_a = strstr(line, " path=");
+	path_b = strstr(other, " path=");
+	va = line + strlen(prefix) + 1;
+	vb = other + strlen(prefix) + 1;
+	if (!path_a || !path_b)
+		return;
+	la = (size_t)(path_a - va);
+	lb = (size_t)(path_b - vb);
+	if (strcmp(path_a, path_b)) {
+		snprintf(buf, sizeof(buf), "stage %s: plugin %s → %s", stage, path_a + 6, path_b + 6);
+		add(o, buf);
+	}
+	if (la != lb || memcmp(va, vb, la)) {
+		/* "version=1.0.0" or "state=s1": the plugin's version, or its
+		 * operator's state format */
+		snprintf(buf, sizeof(buf),
+			 "stage %s: plugin %.*s → %.*s (a plugin's version or state_version "
+			 "changed: its state format may have; restore with the old plugin, or "
+			 "STREAM_RESET_STATE=1 to start afresh)",
+			 stage, (int)la, va, (int)lb, vb);
+		add(o, buf);
+	}
+}
+
 int shmrun_fingerprint_diff(const char *old_text, const char *new_text, char **msg)
 {
 	struct topo a, b;
@@ -404,6 +456,10 @@ int shmrun_fingerprint_diff(const char *old_text, const char *new_text, char **m
 				}
 				continue;
 			}
+			if (sscanf(x->lines[i], "plugin %79s", s1) == 1) {
+				plugin_diff(&o, x->lines[i], y, s1, pass);
+				continue;
+			}
 			if (sscanf(x->lines[i], "edge %79s %79s", s1, s2) == 2) {
 				snprintf(prefix, sizeof(prefix), "edge %s %s", s1, s2);
 				other = find(y, prefix);
@@ -429,4 +485,25 @@ int shmrun_fingerprint_diff(const char *old_text, const char *new_text, char **m
 		o.p = strdup("the topologies differ");
 	*msg = o.p;
 	return o.p ? 0 : -ENOMEM;
+}
+
+int shmrun_fingerprint_plugin_state(const char *text, const char *stage, char *buf, size_t len)
+{
+	size_t n = strlen(stage);
+
+	buf[0] = '\0';
+	for (const char *l = text; l && *l;) {
+		const char *nl = strchr(l, '\n');
+
+		if (strncmp(l, "plugin ", 7) == 0 && strncmp(l + 7, stage, n) == 0 && l[7 + n] == ' ') {
+			const char *v = l + 8 + n, *end = strstr(v, " path=");
+
+			if (!end || (nl && end > nl))
+				return 0;
+			snprintf(buf, len, "%.*s", (int)(end - v), v);
+			return 1;
+		}
+		l = nl ? nl + 1 : NULL;
+	}
+	return 0;
 }

@@ -1,6 +1,6 @@
 /*
  * runtime/internal.h: what the files of shmrun_rt share with each other and
- * with the shmrun CLI (tools/shmrun.c), beyond the public headers (private to
+ * with the shmrun CLI (runtime/cli.c), beyond the public headers (private to
  * runtime/, never installed).
  *
  * The public headers in include/shmrun/ hold what a user needs: operator.h to
@@ -16,8 +16,8 @@
  *   - `shmrun ckpt list` and `shmrun ckpt verify` (ckpt/manifest.c);
  *   - two logging helpers (log.c).
  * plan.h includes this header, so every file that works on a plan sees it;
- * tools/shmrun.c includes it by name (tools/CMakeLists.txt adds runtime/ to
- * its include path, and only to its own).
+ * the CLI (runtime/cli.c) is part of shmrun_rt, so includes it by name; the
+ * shared library libshmrun.so does not export what it declares.
  *
  * Rejected: keeping these in job.h and runtime.h — every program embedding the
  * runtime would see, and come to depend on, the CLI's internals (issue 9);
@@ -49,10 +49,14 @@ const struct shmrun_param_def *shmrun_job_keys(void);
 /** shmrun_stage_keys() - the keys every stage accepts (op, width, input); as above. */
 const struct shmrun_param_def *shmrun_stage_keys(void);
 
-/** shmrun_operator_find() - a built-in operator by name, or NULL. */
+/** shmrun_operator_find() - an operator (built-in or from a loaded plugin) by name, or NULL. */
 const struct shmrun_operator *shmrun_operator_find(const char *name);
 
-/** shmrun_operators() - the built-in operators, NULL-terminated. */
+/**
+ * shmrun_operators() - every operator a stage may name: the built-ins, then
+ * those of each loaded plugin in load order; NULL-terminated. Valid until the
+ * next shmrun_plugin_load().
+ */
 const struct shmrun_operator *const *shmrun_operators(void);
 
 /** A loaded plugin (runtime/plugin.c). */
@@ -68,6 +72,45 @@ struct shmrun_plugin_info {
  * until the process ends.
  */
 const struct shmrun_plugin_info *shmrun_operator_plugin(const struct shmrun_operator *op);
+
+/**
+ * shmrun_plugin_load() - load the operator plugin @path (runtime/plugin.c):
+ * dlopen() it, check its struct shmrun_plugin and every operator in it, and
+ * register them for shmrun_operator_find(). All or nothing. The same file
+ * (device and inode) a second time is a no-op. Never unloaded.
+ * @path: the shared object (relative: to the current directory).
+ * @err:  on failure, a malloc'd message naming @path and what to do (caller
+ *        frees; NULL on success and on -ENOMEM).
+ * Return: 0; -ENOENT (no such file); -EINVAL (refused: not a regular file,
+ * dlopen() failed (its message verbatim in @err), no SHMRUN_PLUGIN_SYMBOL,
+ * another ABI major or a newer minor, a descriptor without name, version or
+ * operators, an operator with a bad size, name, flags, callbacks, combiner or
+ * key table, or a name already taken, both origins named); -ENOMEM; -errno
+ * of stat() or realpath().
+ */
+int shmrun_plugin_load(const char *path, char **err);
+
+/**
+ * shmrun_param_describe() - how key @d is written, for `shmrun ops`: @type
+ * the type's word ("size", "path list"), @form how a value looks ("bytes as
+ * an unsigned integer with an optional K, M, G or T suffix ..."), and @range
+ * its bounds as a conf file writes them ("1 to 1T"; empty when unbounded).
+ * @type and @form are static strings; @range is @len bytes.
+ */
+void shmrun_param_describe(const struct shmrun_param_def *d, const char **type,
+			   const char **form, char *range, size_t len);
+
+/**
+ * shmrun_ops_print() - `shmrun ops [NAME]`: every operator a stage may name
+ * (built-in, then from loaded plugins), one line each, or with @name the
+ * whole of one: what it does, its kind, its callbacks of note, its
+ * per-worker state rule and every key with type, default, range and doc.
+ * @markdown: the same as the reference section of docs/operators.md (whose
+ * built-in part a test compares with this output, so the two cannot drift).
+ * Return: exit status: 0; 2 if @name is no operator (message on stderr,
+ * with the nearest name).
+ */
+int shmrun_ops_print(FILE *out, const char *name, bool markdown);
 
 /**
  * shmrun_parse_size() - "64", "4K", "1M", "2G" (powers of 1024) into bytes.
@@ -112,6 +155,14 @@ uint64_t shmrun_fingerprint(const struct shmrun_job *job);
  * Return: 0; -ENOMEM.
  */
 int shmrun_fingerprint_diff(const char *old_text, const char *new_text, char **msg);
+
+/**
+ * shmrun_fingerprint_plugin_state() - in canonical encoding @text, the state
+ * format of stage @stage's plugin operator: "version=V" (the plugin's
+ * version) or "state=S" (the operator's state_version), into @buf of @len.
+ * Return: 1 if the stage's operator came from a plugin; 0 if not (@buf empty).
+ */
+int shmrun_fingerprint_plugin_state(const char *text, const char *stage, char *buf, size_t len);
 
 /** shmrun_pw_rule_name() - "split", "union" or "none", as MANIFEST and fingerprint write it. */
 const char *shmrun_pw_rule_name(enum shmrun_pw_rule rule);

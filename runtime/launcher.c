@@ -540,6 +540,7 @@ static enum run_end reap_exits(struct run *r)
 
 		if (r->pids[w] <= 0 || waitpid(r->pids[w], &status, WNOHANG) != r->pids[w])
 			continue;
+		shmrun_cb_watch_ended(&r->cw, r->plan, r->ctl, w, r->pids[w], shmrun_now_ns());
 		r->pids[w] = 0;
 		r->running--;
 		if (WIFEXITED(status) && WEXITSTATUS(status) == 0)

@@ -185,6 +185,17 @@ void shmrun_plan_print(const struct shmrun_plan *p, FILE *out)
 		job->name, job->workers, job->workers == 1 ? "" : "s", job->nstages,
 		job->nstages == 1 ? "" : "s", p->ntasks, p->ntasks == 1 ? "" : "s", job->vnodes,
 		job->vnodes == 1 ? "" : "s", p->nchannels, p->nchannels == 1 ? "" : "s");
+	for (uint32_t s = 0, first = 1; s < job->nstages; s++) {
+		const struct shmrun_plugin_info *pi = shmrun_operator_plugin(job->stages[s].op);
+
+		if (!pi)
+			continue;
+		if (first)
+			fprintf(out, "\noperators from plugins\n");
+		first = 0;
+		fprintf(out, "  stage %s: %s, from plugin %s %s (%s)\n", job->stages[s].name,
+			job->stages[s].op->name, pi->name, pi->version, pi->path);
+	}
 	fprintf(out, "\n%-6s %-16s %-8s %-6s %-4s %s\n", "task", "stage", "instance", "worker",
 		"cpu", "vnodes");
 	for (uint32_t t = 0; t < p->ntasks; t++) {

@@ -241,7 +241,7 @@ usage_error() { # want-regex args...
 usage_error "^shmrun: unknown command 'chekc'; did you mean 'check'\?$" chekc "$tmp/good.conf"
 usage_error "^shmrun: unknown command 'chekc'; did you mean 'check'\?$" chekc
 usage_error "^shmrun: unknown command 'paln'; did you mean 'plan'\?$" paln "$tmp/good.conf"
-usage_error "^shmrun: unknown command 'frobnicate' \(commands: run, plan, check, ckpt\)$" frobnicate "$tmp/good.conf"
+usage_error "^shmrun: unknown command 'frobnicate' \(commands: run, plan, check, ckpt, ops\)$" frobnicate "$tmp/good.conf"
 usage_error "^shmrun: unknown ckpt command 'lsit'; did you mean 'list'\?$" ckpt lsit "$tmp"
 usage_error "^shmrun: ckpt takes a command and one directory" ckpt
 usage_error "^shmrun: expected one topology.conf, got 2 arguments$" "$tmp/good.conf" "$tmp/good.conf"

@@ -97,8 +97,8 @@ START_TEST(describe_names_stage_instance_operator_callback)
 	ck_assert(shmrun_cb_describe(
 	    plan, shmrun_cb_where(plan->stage_task0[gen] + 1, SHMRUN_CB_ADD, count + 1), buf,
 	    sizeof(buf)));
-	ck_assert_str_eq(buf, "add() of the combiner of stage count (operator count, built-in), on "
-			      "the sending side in stage gen, instance 1");
+	ck_assert_str_eq(buf, "add() of the combiner of stage count, operator count (built-in), "
+			      "on the sending side in stage gen, instance 1");
 	/* nothing running, or a word naming no task of the plan: false and "" */
 	ck_assert(!shmrun_cb_describe(plan, 0, buf, sizeof(buf)));
 	ck_assert_str_eq(buf, "");
@@ -190,9 +190,24 @@ START_TEST(watch_reports_a_call_once_then_its_return)
 	atomic_store(&st[0].cb_where, wh);
 	shmrun_cb_watch(&cw, plan, ctl, pids, t0 + 1000 * ms);
 	ck_assert_int_eq(cw.state[0], CB_WATCHING);
+	/* reaped while told: returned since (its final where differs) or died in it */
+	shmrun_cb_watch(&cw, plan, ctl, pids, t0 + 1300 * ms);
+	ck_assert_int_eq(cw.state[0], CB_TOLD);
+	shmrun_cb_watch_ended(&cw, plan, ctl, 0, pids[0], t0 + 1350 * ms); /* died in it */
+	ck_assert_int_eq(cw.state[0], CB_QUIET);
+	cw.state[0] = CB_TOLD;
+	atomic_store(&st[0].cb_where, 0);
+	shmrun_cb_watch_ended(&cw, plan, ctl, 0, pids[0], t0 + 1350 * ms); /* "returned within" */
+	ck_assert_int_eq(cw.state[0], CB_QUIET);
+	shmrun_cb_watch_ended(&cw, plan, ctl, 1, pids[1], t0 + 1350 * ms); /* never told: nothing */
+	ck_assert_int_eq(cw.state[1], CB_WATCHING);
+	atomic_store(&st[0].cb_seq, 3);
+	atomic_store(&st[0].cb_where, wh);
+	shmrun_cb_watch(&cw, plan, ctl, pids, t0 + 1400 * ms);
+	ck_assert_int_eq(cw.state[0], CB_WATCHING);
 	/* a reaped worker (pid 0) is not looked at */
 	pids[0] = 0;
-	shmrun_cb_watch(&cw, plan, ctl, pids, t0 + 2000 * ms);
+	shmrun_cb_watch(&cw, plan, ctl, pids, t0 + 3000 * ms);
 	ck_assert_int_eq(cw.state[0], CB_WATCHING);
 	ck_assert_int_eq(cw.state[1], CB_WATCHING);
 	shmrun_cb_watch_free(&cw);

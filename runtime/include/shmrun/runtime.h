@@ -145,6 +145,26 @@ __attribute__((noreturn)) void shmrun_die_by_signal(int sig);
  */
 int shmrun_run(const struct shmrun_job *job);
 
+/**
+ * shmrun_main() - the shmrun(1) command line as a function, so a program can
+ * embed it: `shmrun [run|plan|check] [options] topology.conf` and `shmrun ckpt
+ * list|verify DIR`, exactly as docs/shmrun.1.md describes (the shmrun
+ * executable is main() calling it).
+ * @argc: the number of words in @argv.
+ * @argv: the words, @argv[0] the program's name (replaced by "shmrun", for
+ *        getopt_long's messages); @argc >= 1. The words may be permuted by
+ *        getopt_long(3); they are borrowed, and must outlive the call.
+ * Call it once per process, from the main thread: it blocks SIGTERM, SIGINT
+ * and SIGHUP first (a run serves them as stop requests), uses getopt_long's
+ * global state (optind), sets the log level, and may fork workers. Messages go
+ * to stdout and stderr.
+ * Return: the exit status: 0 done (or stopped after a final checkpoint);
+ * 1 the job failed; 2 bad usage or a bad topology, nothing started. A run
+ * stopped by signal N without a final checkpoint does not return: the process
+ * ends by signal N (shmrun_die_by_signal()).
+ */
+int shmrun_main(int argc, char **argv);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,436 @@
+/*
+ * runtime/cli.c: the shmrun command, as the function shmrun_main() (declared
+ * in shmrun/runtime.h), so that a program can embed the command line and the
+ * shmrun executable (tools/shmrun.c) is one call. It lives in the runtime
+ * library, not in tools/, because it uses runtime/internal.h (rescale,
+ * restore check, ckpt list/verify), which libshmrun.so does not export: the
+ * shared library exports the public API only.
+ *
+ *     shmrun [options] topology.conf         run the job
+ *     shmrun plan [options] topology.conf    print where every task runs
+ *     shmrun check [options] topology.conf   validate only
+ *
+ * topology.conf may be `-`: the topology is read from standard input, and its
+ * relative paths resolve against the current directory.
+ *
+ * A usage error prints one line saying what is wrong and "Try 'shmrun
+ * --help'", never the whole help, and exits 2; a mistyped command is named
+ * with the nearest command (edit distance).
+ *
+ * Exit status: 0 success (also a stop that completed its final checkpoint);
+ * 1 the job failed (a worker died or an operator failed); 2 bad usage or a
+ * bad topology (nothing was started). Stopped by signal N without a final
+ * checkpoint, it dies by signal N (a shell reports 128+N).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h" /* runtime/: rescale, restore check, ckpt list/verify */
+#include "shmrun/job.h"
+#include "shmrun/runtime.h"
+
+#ifndef SHMRUN_VERSION /* runtime/CMakeLists.txt sets it from project(VERSION) */
+#define SHMRUN_VERSION "0.1.0"
+#endif
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: shmrun [options] topology.conf\n"
+		"       shmrun plan [--rescale-from CKPT_DIR] [options] topology.conf\n"
+		"       shmrun check [--rescale] [options] topology.conf\n"
+		"       shmrun ckpt list DIR | shmrun ckpt verify DIR\n"
+		"       shmrun ops [--plugin PATH]... [--markdown] [NAME]\n"
+		"\n"
+		"Runs a stream-processing job on this host: worker processes ([job] workers,\n"
+		"default 1; or one per CPU listed in cpus), each pinned to a CPU, connected\n"
+		"by shared-memory rings. topology.conf '-' reads the topology from standard\n"
+		"input (relative paths in it resolve against the current directory).\n"
+		"\n"
+		"commands:\n"
+		"  (none)   run the job described by topology.conf\n"
+		"  plan     print the placement: every task's worker, CPU and vnode range,\n"
+		"           and every edge as local or ring\n"
+		"  check    validate topology.conf and exit\n"
+		"  ckpt list DIR    the checkpoints in checkpoint_dir DIR: epoch, time,\n"
+		"                   size, status and state size per stage\n"
+		"  ckpt verify DIR  verify every checkpoint and say which one a restore would\n"
+		"                   use; exit 0 if one would and none is damaged\n"
+		"  ops [NAME]       the operators a stage may name (built-in and from\n"
+		"                   plugins); with NAME its keys, types, defaults, ranges\n"
+		"                   and per-worker state rule (--markdown: as docs/operators.md)\n"
+		"\n"
+		"options:\n"
+		"  --log-level LEVEL  error, warn, info (default) or debug\n"
+		"  --rescale          restore the newest checkpoint into a changed topology\n"
+		"                     (new widths, worker count, new stages): key-bound state\n"
+		"                     moves whole vnodes to their new owners, per-worker state\n"
+		"                     is re-dealt by each operator's rule; see docs/state.md\n"
+		"                     (with check: plan the rescale, write nothing)\n"
+		"  --drop-state=STAGE with --rescale (or plan --rescale-from): a removed stage\n"
+		"                     whose state may be dropped\n"
+		"  --rescale-from DIR with plan: print what a rescale from DIR would move\n"
+		"  --plugin PATH      load an operator plugin (a shared object) before the\n"
+		"                     topology, as [job] plugins does; repeatable\n"
+		"  -h, --help         this text\n"
+		"  -V, --version      print the version\n"
+		"\n"
+		"exit status: 0 done, or stopped after a final checkpoint; 1 the job failed;\n"
+		"2 bad usage or topology (nothing started). Stopped by signal N without\n"
+		"checkpoint_dir, it dies by signal N (a shell shows status 128+N).\n"
+		"See docs/topology.md for the topology.conf reference.\n");
+}
+
+static const char *const commands[] = {"run", "plan", "check", "ckpt", "ops"};
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+/*
+ * Stop signals are blocked from the first instruction of shmrun_main() so
+ * that one arriving while a run loads its conf, checks and locks (before the
+ * launcher takes signals) stays pending and is served as a stop request once
+ * the run loop starts, not as a kill. Commands that start no job (check, plan, ckpt,
+ * usage errors, --help) unblock them at once: a pending signal then acts by
+ * default. A signal during exec, before main(), still kills the process.
+ */
+static void stop_signals(int how)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigprocmask(how, &set, NULL);
+}
+
+/* A usage error: one line, then where help is. Return: 2. */
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	stop_signals(SIG_UNBLOCK); /* nothing will run: a pending stop acts now */
+	fputs("shmrun: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\nTry 'shmrun --help' for more information.\n", stderr);
+	return 2;
+}
+
+/* Levenshtein distance of @a and @b (short words), capped at 99. */
+static unsigned distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	unsigned row[32];
+
+	if (la >= 31 || lb >= 31)
+		return 99;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = (unsigned)j;
+	for (size_t i = 1; i <= la; i++) {
+		unsigned diag = row[0], up;
+
+		row[0] = (unsigned)i;
+		for (size_t j = 1; j <= lb; j++) {
+			unsigned best = diag + (a[i - 1] != b[j - 1]);
+
+			up = row[j];
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	return row[lb];
+}
+
+/* The word of @words nearest to @w, if it is a plausible typo of it; else NULL. */
+static const char *nearest(const char *w, const char *const *words, size_t n)
+{
+	const char *best = NULL;
+	unsigned bd = 3;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned d = distance(w, words[i]);
+
+		if (d < bd || (d == bd && !best && d <= 2)) {
+			bd = d;
+			best = words[i];
+		}
+	}
+	return bd <= 2 ? best : NULL;
+}
+
+/* "unknown command 'chekc'; did you mean 'check'?" Return: 2. */
+static int unknown_command(const char *what, const char *w, const char *const *words, size_t n)
+{
+	const char *near = nearest(w, words, n);
+
+	if (near)
+		return usage_error("unknown %s '%s'; did you mean '%s'?", what, w, near);
+	{
+		char list[256] = "";
+
+		for (size_t i = 0; i < n; i++)
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+				 i ? ", " : "", words[i]);
+		return usage_error("unknown %s '%s' (%s: %s)", what, w,
+				   n > 2 ? "commands" : "one of", list);
+	}
+}
+
+/*
+ * Whether @arg, given where topology.conf goes, is rather a mistyped command:
+ * no such file, no '.' or '/', and (@near: when it is the only argument)
+ * close to a command name.
+ */
+static bool looks_like_command(const char *arg, bool near)
+{
+	return strcmp(arg, "-") != 0 && !strchr(arg, '.') && !strchr(arg, '/') &&
+	       access(arg, F_OK) != 0 && (!near || nearest(arg, commands, NCOMMANDS));
+}
+
+static int load(const char *path, struct shmrun_job *job)
+{
+	struct shmrun_job_errors errs = {0};
+	int err = shmrun_job_load(path, job, &errs);
+
+	if (err) {
+		for (uint32_t i = 0; i < errs.n && i < 50; i++)
+			fprintf(stderr, "%s\n", errs.msgs[i]);
+		if (errs.n > 50)
+			fprintf(stderr, "... and %u more error%s\n", errs.n - 50,
+				errs.n - 50 == 1 ? "" : "s");
+		if (errs.n == 0)
+			fprintf(stderr, "%s: %s\n", path, strerror(-err));
+		fprintf(stderr, "shmrun: %u error%s in %s; nothing was started\n",
+			errs.n ? errs.n : 1, errs.n == 1 ? "" : "s",
+			strcmp(path, "-") == 0 ? SHMRUN_STDIN_NAME : path);
+		shmrun_job_errors_free(&errs);
+		return 2;
+	}
+	return 0;
+}
+
+int shmrun_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"log-level", required_argument, NULL, 'l'},
+		{"rescale", no_argument, NULL, 'r'},
+		{"drop-state", required_argument, NULL, 'd'},
+		{"rescale-from", required_argument, NULL, 'f'},
+		{"plugin", required_argument, NULL, 'p'},
+		{"markdown", no_argument, NULL, 'm'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{0},
+	};
+	const char *cmd = "run", *rescale_from = NULL, *drop[64], *plugin[64];
+	uint32_t ndrop = 0, nplugin = 0;
+	bool rescale = false, markdown = false;
+	int info = 0; /* -h or -V: answered once every argument is read */
+	struct shmrun_job job;
+	int c, rc;
+
+	stop_signals(SIG_BLOCK); /* first: see stop_signals() */
+	argv[0] = (char *)"shmrun"; /* getopt_long's messages say "shmrun: ..." */
+	if (argc > 1 && strcmp(argv[1], "ckpt") == 0) {
+		static const char *const sub[] = {"list", "verify"};
+
+		stop_signals(SIG_UNBLOCK);
+
+		if (argc == 4 && strlen(argv[3]) > SHMRUN_CKPT_DIR_MAX)
+			return usage_error("checkpoint directory too long (%zu bytes; at most %d): %s",
+					   strlen(argv[3]), SHMRUN_CKPT_DIR_MAX, argv[3]);
+		if (argc == 4 && strcmp(argv[2], "list") == 0)
+			return shmrun_ckpt_print_list(argv[3], stdout);
+		if (argc == 4 && strcmp(argv[2], "verify") == 0)
+			return shmrun_ckpt_print_verify(argv[3], stdout);
+		if (argc > 2 && strcmp(argv[2], "list") != 0 && strcmp(argv[2], "verify") != 0)
+			return unknown_command("ckpt command", argv[2], sub, 2);
+		return usage_error("ckpt takes a command and one directory: shmrun ckpt list DIR "
+				   "| shmrun ckpt verify DIR");
+	}
+	if (argc > 1 && (strcmp(argv[1], "plan") == 0 || strcmp(argv[1], "check") == 0 ||
+			 strcmp(argv[1], "run") == 0 || strcmp(argv[1], "ops") == 0)) {
+		cmd = argv[1];
+		argv[1] = argv[0];
+		argv++;
+		argc--;
+	}
+	while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l': {
+			int level = shmrun_log_parse_level(optarg);
+
+			if (level < 0)
+				return usage_error("--log-level must be error, warn, info or debug, "
+						   "not '%s'",
+						   optarg);
+			shmrun_log_set_level(level);
+			break;
+		}
+		case 'r':
+			rescale = true;
+			break;
+		case 'd':
+			if (ndrop == sizeof(drop) / sizeof(drop[0]))
+				return usage_error("too many --drop-state options (at most 64)");
+			drop[ndrop++] = optarg;
+			break;
+		case 'f':
+			if (strlen(optarg) > SHMRUN_CKPT_DIR_MAX)
+				return usage_error("--rescale-from: directory too long (%zu bytes; "
+						   "at most %d): %s",
+						   strlen(optarg), SHMRUN_CKPT_DIR_MAX, optarg);
+			rescale_from = optarg;
+			break;
+		case 'p':
+			if (nplugin == sizeof(plugin) / sizeof(plugin[0]))
+				return usage_error("too many --plugin options (at most 64; list "
+						   "more in [job] plugins)");
+			plugin[nplugin++] = optarg;
+			break;
+		case 'm':
+			markdown = true;
+			break;
+		case 'h':
+		case 'V':
+			if (!info)
+				info = c;
+			break;
+		default: /* getopt_long printed what is wrong */
+			fputs("Try 'shmrun --help' for more information.\n", stderr);
+			return 2;
+		}
+	}
+	/* --help, --version: no other argument, wherever they stand */
+	if (info && optind < argc)
+		return usage_error("%s takes no arguments", info == 'h' ? "--help" : "--version");
+	if (info) {
+		stop_signals(SIG_UNBLOCK);
+		if (info == 'h')
+			usage(stdout);
+		else
+			printf("shmrun %s\n", SHMRUN_VERSION);
+#ifdef SHMRUN_FAULT_INJECTION
+		/* a test build (-DSHMRUN_FAULT_INJECTION=ON): the shell tests that
+		 * need the fault switches look for this line (tests/integration/lib.sh) */
+		if (info == 'V')
+			printf("fault injection: on\n");
+#endif
+		return 0;
+	}
+	/* the subcommand may also follow options: shmrun --log-level debug check x.conf */
+	if (argc - optind == 2 && strcmp(cmd, "run") == 0 &&
+	    (strcmp(argv[optind], "plan") == 0 || strcmp(argv[optind], "check") == 0 ||
+	     strcmp(argv[optind], "run") == 0))
+		cmd = argv[optind++];
+	if (markdown && strcmp(cmd, "ops") != 0)
+		return usage_error("--markdown goes with `shmrun ops`");
+	if (strcmp(cmd, "ops") == 0 && (rescale || rescale_from || ndrop))
+		return usage_error("`shmrun ops` takes --plugin and --markdown only");
+	if (strcmp(cmd, "ops") == 0 && argc - optind > 1)
+		return usage_error("`shmrun ops` takes at most one operator name, got %d arguments",
+				   argc - optind);
+	/* plugins first: the topology names their operators (and so may ops) */
+	for (uint32_t i = 0; i < nplugin; i++) {
+		char *err = NULL;
+		int r = shmrun_plugin_load(plugin[i], &err);
+
+		if (r) {
+			stop_signals(SIG_UNBLOCK);
+			fprintf(stderr, "shmrun: --plugin: %s\n", err ? err : strerror(-r));
+			free(err);
+			return 2;
+		}
+	}
+	if (strcmp(cmd, "ops") == 0) {
+		stop_signals(SIG_UNBLOCK);
+		return shmrun_ops_print(stdout, optind < argc ? argv[optind] : NULL, markdown);
+	}
+	/* a first word that is no command, before a topology.conf: a mistyped command */
+	if (strcmp(cmd, "run") == 0 && argc - optind >= 1 &&
+	    looks_like_command(argv[optind], argc - optind == 1))
+		return unknown_command("command", argv[optind], commands, NCOMMANDS);
+	if (optind != argc - 1)
+		return usage_error(optind == argc ? "missing topology.conf"
+						  : "expected one topology.conf, got %d arguments",
+				   argc - optind);
+	if (rescale_from && strcmp(cmd, "plan") != 0)
+		return usage_error("--rescale-from goes with `shmrun plan`");
+	if (rescale && strcmp(cmd, "run") != 0 && strcmp(cmd, "check") != 0)
+		return usage_error("--rescale goes with a run or check");
+	if (ndrop && !rescale && !rescale_from)
+		return usage_error("--drop-state needs --rescale (or plan --rescale-from)");
+	if (strcmp(cmd, "run") != 0)
+		stop_signals(SIG_UNBLOCK); /* check, plan: default behaviour */
+	rc = load(argv[optind], &job);
+	if (rc)
+		return rc;
+	if (rescale && !job.checkpoint_dir) { /* the run and check alike */
+		fprintf(stderr, "shmrun: --rescale needs checkpoint_dir in [job] of %s\n",
+			argv[optind]);
+		rc = 2;
+	} else if (strcmp(cmd, "check") == 0) {
+		struct shmrun_plan *plan;
+
+		for (uint32_t i = 0; i < job.nwarnings; i++)
+			fprintf(stderr, "warning: %s\n", job.warnings[i]);
+		/* what a run checks before it starts: the plan fits, inputs exist */
+		rc = shmrun_plan_build(&job, &plan) ? 2 : 0;
+		if (!rc) {
+			rc = shmrun_prepare(&job, plan) || shmrun_preflight(&job) ? 2 : 0;
+			shmrun_plan_free(plan);
+		}
+		/* and the restore: the checkpoint a run would restore fits */
+		if (!rc && shmrun_check_restore(&job, rescale, drop, ndrop))
+			rc = 2;
+		if (!rc)
+			printf("%s: ok (%u stage%s, %u worker%s)\n", job.conf_path, job.nstages,
+			       job.nstages == 1 ? "" : "s", job.workers, job.workers == 1 ? "" : "s");
+	} else if (strcmp(cmd, "plan") == 0) {
+		struct shmrun_plan *plan;
+
+		rc = shmrun_plan_build(&job, &plan) ? 2 : 0;
+		if (!rc) {
+			shmrun_plan_print(plan, stdout);
+			shmrun_plan_free(plan);
+		}
+		/* a refused rescale is refused as a run and check refuse it: exit 2 */
+		if (!rc && rescale_from) {
+			fputc('\n', stdout);
+			rc = shmrun_rescale(&job, rescale_from, drop, ndrop, stdout, NULL) ? 2 : 0;
+		}
+	} else {
+		/* a rescale rewrites checkpoint_dir: refuse what `check --rescale`
+		 * refuses before creating anything, then exclude other runs */
+		rc = rescale && (shmrun_preflight(&job) || shmrun_rescale_dry_run(&job, drop, ndrop) ||
+				 shmrun_lock_job(&job))
+			 ? 2
+			 : 0;
+		/* a refused or failed rescale started nothing: exit 2, as check --rescale */
+		if (!rc && rescale &&
+		    shmrun_rescale(&job, job.checkpoint_dir, drop, ndrop, NULL, NULL))
+			rc = 2;
+		if (!rc)
+			rc = shmrun_run(&job);
+		shmrun_unlock_job();
+		if (rc > 128) {
+			shmrun_job_free(&job);
+			shmrun_die_by_signal(rc - 128); /* like the signal's default action */
+		}
+	}
+	shmrun_job_free(&job);
+	return rc;
+}

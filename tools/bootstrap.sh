@@ -24,6 +24,8 @@ packages=(
 	coreutils findutils gawk   # the word-count reference in the tests
 	procps      # pgrep, in the process tests
 	tmux        # a real terminal for the Ctrl-C test (tests/integration/signals.sh)
+	pandoc      # the man pages, from docs/*.md at build time (docs/CMakeLists.txt)
+	man-db groff-base  # man -l: tests/integration/install.sh renders each page
 )
 if [ "${SHMRUN_WITH_CLANG:-0}" = 1 ]; then
 	packages+=(clang)

@@ -569,6 +569,39 @@ START_TEST(test_diff_several)
 }
 END_TEST
 
+/* A plugin's operator: its file and its state format (the plugin's version or
+ * the operator's state_version), each named when it changes; paths with blanks. */
+START_TEST(test_diff_plugin)
+{
+	static const char head[] = "shmrun-topology 1\nvnodes 256\nstage p op=parse width=1 "
+				   "rule=none\n";
+	static const char tail[] = "stage q op=count width=1 rule=none\n";
+	char a[512], b[512], buf[64], *msg;
+
+	snprintf(a, sizeof(a), "%splugin p version=1.0.0 path=/x/my plug.so\n%s", head, tail);
+	snprintf(b, sizeof(b), "%splugin p version=1.1.0 path=/x/my plug.so\n%s", head, tail);
+	ck_assert_int_eq(shmrun_fingerprint_diff(a, b, &msg), 0);
+	ck_assert_str_eq(msg, "stage p: plugin version=1.0.0 → version=1.1.0 (a plugin's version "
+			      "or state_version changed: its state format may have; restore with "
+			      "the old plugin, or STREAM_RESET_STATE=1 to start afresh)");
+	free(msg);
+	snprintf(b, sizeof(b), "%splugin p version=1.0.0 path=/y/p.so\n%s", head, tail);
+	ck_assert_int_eq(shmrun_fingerprint_diff(a, b, &msg), 0);
+	ck_assert_str_eq(msg, "stage p: plugin /x/my plug.so → /y/p.so");
+	free(msg);
+
+	ck_assert_int_eq(shmrun_fingerprint_plugin_state(a, "p", buf, sizeof(buf)), 1);
+	ck_assert_str_eq(buf, "version=1.0.0");
+	snprintf(b, sizeof(b), "%splugin p state=s2 path=/y/p.so\n%s", head, tail);
+	ck_assert_int_eq(shmrun_fingerprint_plugin_state(b, "p", buf, sizeof(buf)), 1);
+	ck_assert_str_eq(buf, "state=s2");
+	ck_assert_int_eq(shmrun_fingerprint_plugin_state(b, "q", buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "");
+	/* a stage whose name is a prefix of another's is not confused with it */
+	ck_assert_int_eq(shmrun_fingerprint_plugin_state(b, "", buf, sizeof(buf)), 0);
+}
+END_TEST
+
 /* Identical topologies: the fallback text, never an empty message. */
 START_TEST(test_diff_none)
 {
@@ -603,6 +636,7 @@ static Suite *fingerprint_suite(void)
 	tcase_add_test(tc, test_diff_new_and_removed_stage);
 	tcase_add_test(tc, test_diff_several);
 	tcase_add_test(tc, test_diff_none);
+	tcase_add_test(tc, test_diff_plugin);
 	suite_add_tcase(s, tc);
 	return s;
 }

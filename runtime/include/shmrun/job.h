@@ -23,6 +23,10 @@
 extern "C" {
 #endif
 
+/* Exported by libshmrun.so.0, which is built with -fvisibility=hidden: see
+ * runtime/libshmrun.map. Also keeps these default in a plugin built hidden. */
+#pragma GCC visibility push(default)
+
 /** How an edge routes records from the upstream stage's instances. */
 enum shmrun_edge_kind {
 	SHMRUN_EDGE_FORWARD,   /**< instance i -> instance i; equal widths; in-process */
@@ -126,6 +130,8 @@ void shmrun_job_free(struct shmrun_job *job);
 
 /** shmrun_job_errors_free() - release collected errors. */
 void shmrun_job_errors_free(struct shmrun_job_errors *errs);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

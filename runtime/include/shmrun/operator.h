@@ -29,6 +29,10 @@
 extern "C" {
 #endif
 
+/* Exported by libshmrun.so.0, which is built with -fvisibility=hidden: see
+ * runtime/libshmrun.map. Also keeps these default in a plugin built hidden. */
+#pragma GCC visibility push(default)
+
 /**
  * The operator ABI this header describes (docs/operators.md, "Stability"). A
  * plugin records the version it was compiled against in its struct
@@ -529,6 +533,8 @@ enum shmrun_counter {
 
 /** shmrun_task_count() - add @n to one of the job's counters. */
 void shmrun_task_count(struct shmrun_task *task, enum shmrun_counter counter, uint64_t n);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

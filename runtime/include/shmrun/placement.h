@@ -17,6 +17,10 @@
 extern "C" {
 #endif
 
+/* Exported by libshmrun.so.0, which is built with -fvisibility=hidden: see
+ * runtime/libshmrun.map. Also keeps these default in a plugin built hidden. */
+#pragma GCC visibility push(default)
+
 /**
  * The sorted, de-duplicated set of a run's workers, plus this process's own
  * index. Worker ids are opaque (CPU numbers, or 0..n-1); a worker's index in
@@ -93,6 +97,8 @@ static inline uint32_t shmrun_placement_vnode_of_hash(uint64_t hash, uint32_t vn
  */
 uint32_t shmrun_placement_assign(const uint32_t *widths, uint32_t nstages, uint32_t workers,
 				 uint32_t *out);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

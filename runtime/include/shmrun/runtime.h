@@ -18,6 +18,10 @@
 extern "C" {
 #endif
 
+/* Exported by libshmrun.so.0, which is built with -fvisibility=hidden: see
+ * runtime/libshmrun.map. Also keeps these default in a plugin built hidden. */
+#pragma GCC visibility push(default)
+
 /** Log levels, most severe first. */
 enum shmrun_log_level {
 	SHMRUN_LOG_ERROR = 0,
@@ -164,6 +168,8 @@ int shmrun_run(const struct shmrun_job *job);
  * ends by signal N (shmrun_die_by_signal()).
  */
 int shmrun_main(int argc, char **argv);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

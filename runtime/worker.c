@@ -210,34 +210,41 @@ static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec);
 static int comb_flush_edge(struct shmrun_task *t, struct out_edge *e);
 
 /*
- * comb_add() of @rec into @e's combiner, marked as the combiner's add() in
- * cb_where (callback.h): two stores, no entry counted, as it runs inside the
- * emitting task's callback, whose entry the launcher's watch counts from.
+ * Mark the worker as in the combiner's add() (@where: an edge's add_where),
+ * or back in the emitting callback (w->cb_where): callback.h. add() runs
+ * inside the emitting task's callback, so no entry is counted; a batch is
+ * marked once (shmrun_emit_batch()), not per record.
  */
-static inline int comb_add_marked(struct shmrun_task *t, struct out_edge *e,
-				  const struct shmrun_record *rec)
+static inline void add_mark(struct shmrun_worker *w, uint64_t where)
 {
-	struct shmrun_worker *w = t->w;
-	int err;
-
 	/* release: pairs with the acquire load in shmrun_cb_watch() (C13) */
-	atomic_store_explicit(&w->stats->cb_where, e->add_where, memory_order_release);
-	err = comb_add(&e->comb, rec);
-	atomic_store_explicit(&w->stats->cb_where, w->cb_where, memory_order_release);
-	return err;
+	atomic_store_explicit(&w->stats->cb_where, where, memory_order_release);
 }
 
-/* Fold @rec into @e's combiner (flushing it when full). */
+/* Fold @rec into @e's combiner (flushing it when full); the caller marked add(). */
 static inline int combine_rec(struct shmrun_task *t, struct out_edge *e,
 			      const struct shmrun_record *rec)
 {
-	int err = comb_add_marked(t, e, rec);
+	int err = comb_add(&e->comb, rec);
 
 	if (__builtin_expect(err == -ENOSPC, 0)) {
-		err = comb_flush_edge(t, e);
+		err = comb_flush_edge(t, e); /* may call merge(), which leaves its own mark */
+		add_mark(t->w, e->add_where);
 		if (!err)
-			err = comb_add_marked(t, e, rec);
+			err = comb_add(&e->comb, rec);
 	}
+	return err;
+}
+
+/* combine_rec() of one record, marked as add() around it. */
+static inline int combine_one(struct shmrun_task *t, struct out_edge *e,
+			      const struct shmrun_record *rec)
+{
+	int err;
+
+	add_mark(t->w, e->add_where);
+	err = combine_rec(t, e, rec);
+	add_mark(t->w, t->w->cb_where);
 	return err;
 }
 
@@ -248,7 +255,7 @@ int shmrun_emit(struct shmrun_task *t, const struct shmrun_record *rec)
 
 		/* one combining edge: folded here, hashed and sent at flush */
 		if (e->combining && rec->key_len <= COMB_MAX_KEY)
-			return combine_rec(t, e, rec);
+			return combine_one(t, e, rec);
 		/* the common chain: one forward edge, a direct call */
 		if (e->kind == SHMRUN_EDGE_FORWARD)
 			return deliver(e->forward, rec, 0, false);
@@ -297,7 +304,17 @@ int shmrun_emit_batch(struct shmrun_task *t, const struct shmrun_record *recs, u
 		return deliver_batch(t->outs[0].forward, recs, NULL, n);
 	if (t->nouts == 1 && t->outs[0].kind == SHMRUN_EDGE_SHUFFLE && !t->outs[0].combining)
 		return emit_shuffle_batch(t, &t->outs[0], recs, n);
-	/* a combining edge folds each record in shmrun_emit()'s fast path */
+	if (t->nouts == 1 && t->outs[0].combining) {
+		/* one combining edge: each record folded, marked as add() once */
+		struct out_edge *e = &t->outs[0];
+
+		add_mark(t->w, e->add_where);
+		for (uint32_t i = 0; i < n && !err; i++)
+			err = recs[i].key_len <= COMB_MAX_KEY ? combine_rec(t, e, &recs[i])
+							      : emit_edges(t, &recs[i]);
+		add_mark(t->w, t->w->cb_where);
+		return err;
+	}
 	for (uint32_t i = 0; i < n && !err; i++)
 		err = shmrun_emit(t, &recs[i]);
 	return err;
@@ -399,7 +416,7 @@ static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)
 
 		if (e->combining && rec->key_len <= COMB_MAX_KEY) {
 			/* folded; the partial is hashed and routed at flush */
-			err = combine_rec(t, e, rec);
+			err = combine_one(t, e, rec);
 			continue;
 		}
 		if (e->kind == SHMRUN_EDGE_FORWARD) {

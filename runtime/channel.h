@@ -106,6 +106,7 @@ struct out_edge {
 	uint32_t max_payload;        /* largest frame payload of these rings */
 	bool combining;              /* SHUFFLE into a stage that combines: comb is set up */
 	struct combiner comb;        /* the sending side of that stage's combiner */
+	uint64_t add_where;          /* combining: cb_where of its add() (callback.h) */
 };
 
 /* A frame's payload in up to four pieces (record header, time, key, value). */

@@ -101,6 +101,7 @@ enum {
 	JK_UNION_LIMIT,
 	JK_PW_WARN,
 	JK_PLUGINS,
+	JK_OP_TIMEOUT,
 	JK_COUNT,
 };
 
@@ -142,6 +143,10 @@ static const struct shmrun_param_def job_keys[] = {
 			.doc = "warn when an instance's per-worker state passes this size"},
 	[JK_PLUGINS] = {.key = "plugins", .type = SHMRUN_PARAM_PATHS,
 			.doc = "operator plugins to load: shared objects (docs/operators.md)"},
+	[JK_OP_TIMEOUT] = {.key = "operator_timeout", .type = SHMRUN_PARAM_DURATION,
+			   .min = 1000000, .max = MAX_DURATION_NS,
+			   .doc = "report an operator callback that has not returned within it "
+				  "(default: off)"},
 	[JK_COUNT] = {0},
 };
 
@@ -423,6 +428,7 @@ int load_job(struct loader *ld)
 	    p[JK_RESTART_ATTEMPTS].value ? (uint32_t)p[JK_RESTART_ATTEMPTS].u64 : 10;
 	job->union_state_limit = p[JK_UNION_LIMIT].value ? p[JK_UNION_LIMIT].u64 : 64ull << 20;
 	job->per_worker_state_warn = p[JK_PW_WARN].value ? p[JK_PW_WARN].u64 : 1ull << 20;
+	job->operator_timeout_ns = p[JK_OP_TIMEOUT].value ? p[JK_OP_TIMEOUT].u64 : 0;
 	r = load_cpus(ld, p);
 
 out:

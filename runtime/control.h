@@ -39,7 +39,7 @@
 
 /* "SHMRUNCT" as a little-endian 64-bit word. */
 #define SHMRUN_CONTROL_MAGIC 0x54434e55524d4853ull
-#define SHMRUN_CONTROL_LAYOUT_VERSION 2u
+#define SHMRUN_CONTROL_LAYOUT_VERSION 3u
 
 /*
  * The largest counts shmrun_control_memsize() lays out. Far above any job
@@ -100,6 +100,17 @@ struct shmrun_worker_stats {
 	_Atomic int32_t fail_errno;   /* the errno an operator's failure returned (positive), 0 */
 	_Atomic uint64_t frames;      /* frames this worker put on channels, at exit */
 	_Atomic uint64_t overflow_frames; /* of which went through an overflow queue */
+	/*
+	 * The operator callback the worker is in (runtime/callback.h): read by
+	 * the launcher after waitpid (a crash names the callback it died in)
+	 * and every operator_timeout/4 while it runs (a callback that does not
+	 * return). cb_seq is stored (relaxed) before cb_where at every entry;
+	 * cb_where is stored with release at entry and exit, and the launcher
+	 * loads it with acquire and then cb_seq: a where it sees comes with the
+	 * seq of its entry or a later one (callback.h, pair C13).
+	 */
+	_Atomic uint64_t cb_where;    /* shmrun_cb_where() of the innermost callback, 0 outside */
+	_Atomic uint64_t cb_seq;      /* callback entries so far */
 } __attribute__((aligned(64)));
 
 /*
@@ -198,6 +209,8 @@ static_assert(offsetof(struct shmrun_worker_stats, heartbeat) == 520, "stats lay
 static_assert(offsetof(struct shmrun_worker_stats, fail_errno) == 528, "stats layout");
 static_assert(offsetof(struct shmrun_worker_stats, frames) == 536, "stats layout");
 static_assert(offsetof(struct shmrun_worker_stats, overflow_frames) == 544, "stats layout");
+static_assert(offsetof(struct shmrun_worker_stats, cb_where) == 552, "stats layout");
+static_assert(offsetof(struct shmrun_worker_stats, cb_seq) == 560, "stats layout");
 static_assert(sizeof(struct shmrun_worker_stats) == 576, "stats layout");
 static_assert(alignof(struct shmrun_worker_stats) == 64, "stats alignment");
 

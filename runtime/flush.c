@@ -21,6 +21,7 @@
  */
 #include <string.h>
 
+#include "callback.h"
 #include "util.h"
 #include "flush.h"
 #include "task.h"
@@ -34,13 +35,16 @@
  */
 void flush_task(struct shmrun_task *t, int64_t now)
 {
+	uint64_t where;
 	int err;
 
 	if (now)
 		t->flush_due_ns = now + t->flush_every_ns;
 	if (!t->op->flush || !t->opened || t->ended || t->w->failed)
 		return;
+	where = cb_enter(t, SHMRUN_CB_FLUSH);
 	err = t->op->flush(t, t->state);
+	cb_leave(t, where);
 	if (err && !t->w->failed)
 		shmrun_task_error(t, "flush failed: %s", strerror(-err));
 	if (err)

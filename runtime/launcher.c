@@ -113,6 +113,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "callback.h"
 #include "control.h"
 #include "ckpt/ckpt_io.h"
 #include "ckpt/manifest.h"
@@ -326,6 +327,7 @@ struct run {
 	pid_t *pids;       /* per worker: its pid, 0 once reaped */
 	uint32_t running;  /* workers not reaped yet */
 	struct watch wt;
+	struct cb_watch cw; /* operator_timeout (callback.c) */
 	bool stopping;     /* a stop request is being served */
 };
 
@@ -500,11 +502,17 @@ static void note_exit_cause(struct run *r, uint32_t w, int status, const char *t
 				 "used up the CPU time limit (RLIMIT_CPU, `ulimit -t`); "
 				 "raise or remove the limit",
 				 w, job->cpus[w], tasks);
-	} else if (WIFSIGNALED(status))
+	} else if (WIFSIGNALED(status)) {
+		/* the callback it died in, if any: its words are final after waitpid */
+		uint64_t where = atomic_load_explicit(&stats[w].cb_where, memory_order_relaxed);
+		char in[PATH_MAX + 512];
+
+		shmrun_cb_describe(r->plan, where, in, sizeof(in));
 		snprintf(r->cause, sizeof(r->cause),
-			 "worker %u (CPU %d, tasks %s) was killed by signal %d (%s)", w,
-			 job->cpus[w], tasks, WTERMSIG(status),
-			 strsignal(WTERMSIG(status)));
+			 "worker %u (CPU %d, tasks %s) was killed by signal %d (%s, %s)%s%.600s", w,
+			 job->cpus[w], tasks, WTERMSIG(status), shmrun_signal_name(WTERMSIG(status)),
+			 strsignal(WTERMSIG(status)), in[0] ? " while in " : "", in);
+	}
 	else if (WEXITSTATUS(status) == 3)
 		snprintf(r->cause, sizeof(r->cause),
 			 "worker %u (CPU %d, tasks %s) was stopped by a SIGTERM sent to "
@@ -532,6 +540,7 @@ static enum run_end reap_exits(struct run *r)
 
 		if (r->pids[w] <= 0 || waitpid(r->pids[w], &status, WNOHANG) != r->pids[w])
 			continue;
+		shmrun_cb_watch_ended(&r->cw, r->plan, r->ctl, w, r->pids[w], shmrun_now_ns());
 		r->pids[w] = 0;
 		r->running--;
 		if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
@@ -570,16 +579,22 @@ static enum run_end supervise(struct run *r)
 	const struct shmrun_job *job = r->job;
 	enum run_end end = RUN_DONE;
 
+	/* 100 ms, or operator_timeout/4 when that is shorter */
+	int64_t tick_ns = shmrun_cb_watch_tick_ns(job->operator_timeout_ns, 100000000);
+
 	r->wt.stopped_ns = calloc(job->workers, sizeof(*r->wt.stopped_ns));
 	r->wt.told = calloc(job->workers, sizeof(*r->wt.told));
+	if (job->operator_timeout_ns && shmrun_cb_watch_init(&r->cw, job->workers))
+		shmrun_log(SHMRUN_LOG_WARN, "out of memory: operator_timeout is not watched");
 	while (r->running) {
-		struct timespec tick = {0, 100000000};
+		struct timespec tick = {tick_ns / 1000000000, tick_ns % 1000000000};
 		siginfo_t info;
 		int sig = sigtimedwait(&r->set, &info, &tick);
 		bool forwarded = sig > 0 && info.si_code == SI_QUEUE &&
 				 info.si_value.sival_int == STOP_FORWARDED;
 
 		watch_workers(&r->wt, r->plan, r->pids, shmrun_now_ns());
+		shmrun_cb_watch(&r->cw, r->plan, r->ctl, r->pids, shmrun_now_ns());
 		if (final_epoch_overdue(r)) {
 			end = RUN_SIGNALED;
 			break;
@@ -608,6 +623,7 @@ static enum run_end finish_start(struct run *r, enum run_end end)
 	}
 	free(r->wt.stopped_ns);
 	free(r->wt.told);
+	shmrun_cb_watch_free(&r->cw);
 	free(r->pids);
 	shmrun_segment_close(&r->seg);
 	return end;

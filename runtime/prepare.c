@@ -35,6 +35,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "callback.h"
 #include "ckpt/ckpt_io.h"
 #include "ckpt/manifest.h"
 #include "ckpt/recovery.h"
@@ -91,8 +92,14 @@ static int prepare_restore_check(const struct shmrun_plan *plan, uint32_t stage,
 			const void *entry;
 			uint32_t el;
 
-			while (!err && shmrun_state_pw_next(&p, end, &entry, &el) == 1)
+			shmrun_cb_guard_begin(job, stage, i, SHMRUN_CB_CHECK_RESTORE);
+			while (!err && shmrun_state_pw_next(&p, end, &entry, &el) == 1) {
+				uint64_t where = cb_enter(t, SHMRUN_CB_CHECK_RESTORE);
+
 				err = t->op->check_restore(t, entry, el);
+				cb_leave(t, where);
+			}
+			shmrun_cb_guard_end();
 		}
 		shmrun_state_view_free(&view);
 		free(data);
@@ -128,7 +135,16 @@ int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, ch
 
 	memset(&stats, 0, sizeof(stats));
 	shmrun_task_quiet_error_reset();
-	err = t.op->prepare ? t.op->prepare(&t) : 0;
+	err = 0;
+	if (t.op->prepare) {
+		uint64_t where;
+
+		shmrun_cb_guard_begin(job, stage, 0, SHMRUN_CB_PREPARE);
+		where = cb_enter(&t, SHMRUN_CB_PREPARE);
+		err = t.op->prepare(&t);
+		cb_leave(&t, where);
+		shmrun_cb_guard_end();
+	}
 	if (!err)
 		err = prepare_restore_check(plan, stage, &t);
 	if (err) /* too long for @msg: its middle goes, never its end */

@@ -97,6 +97,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "callback.h"
 #include "channel.h"
 #include "ckpt/ckpt_io.h"
 #include "ckpt/coordinator.h"
@@ -135,6 +136,7 @@ static int callback_failed(struct shmrun_task *t, const char *what, int err)
 static int deliver(struct shmrun_task *t, const struct shmrun_record *rec, uint64_t hash,
 		   bool hashed)
 {
+	uint64_t where;
 	int err;
 
 	if (t->w->failed)
@@ -142,7 +144,9 @@ static int deliver(struct shmrun_task *t, const struct shmrun_record *rec, uint6
 	t->cur_key = hashed ? rec->key : NULL;
 	t->cur_key_len = rec->key_len;
 	t->cur_hash = hash;
+	where = cb_enter(t, SHMRUN_CB_PROCESS);
 	err = t->op->process(t, t->state, rec);
+	cb_leave(t, where);
 	t->cur_key = NULL;
 	return callback_failed(t, "process", err);
 }
@@ -155,6 +159,7 @@ static int deliver(struct shmrun_task *t, const struct shmrun_record *rec, uint6
 static int deliver_batch(struct shmrun_task *t, const struct shmrun_record *recs,
 			 const uint64_t *hashes, uint32_t n)
 {
+	uint64_t where;
 	int err = 0;
 
 	if (t->w->failed)
@@ -170,7 +175,9 @@ static int deliver_batch(struct shmrun_task *t, const struct shmrun_record *recs
 		t->cur_n = n;
 		t->cur_i = 0;
 	}
+	where = cb_enter(t, SHMRUN_CB_PROCESS_BATCH);
 	err = t->op->process_batch(t, t->state, recs, n);
+	cb_leave(t, where);
 	t->cur_n = 0;
 	return callback_failed(t, "process", err);
 }
@@ -178,6 +185,7 @@ static int deliver_batch(struct shmrun_task *t, const struct shmrun_record *recs
 /* A combined record (a partial of @t's combiner) off a ring, to merge(). */
 static int deliver_partial(struct shmrun_task *t, const struct shmrun_record *rec, uint64_t hash)
 {
+	uint64_t where;
 	int err;
 
 	if (t->w->failed)
@@ -190,7 +198,9 @@ static int deliver_partial(struct shmrun_task *t, const struct shmrun_record *re
 	t->cur_key = rec->key;
 	t->cur_key_len = rec->key_len;
 	t->cur_hash = hash;
+	where = cb_enter(t, SHMRUN_CB_MERGE);
 	err = t->op->combiner->merge(t, t->state, rec);
+	cb_leave(t, where);
 	t->cur_key = NULL;
 	return callback_failed(t, "merge of a partial", err);
 }
@@ -199,17 +209,42 @@ static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec);
 
 static int comb_flush_edge(struct shmrun_task *t, struct out_edge *e);
 
-/* Fold @rec into @e's combiner (flushing it when full). */
+/*
+ * Mark the worker as in the combiner's add() (@where: an edge's add_where),
+ * or back in the emitting callback (w->cb_where): callback.h. add() runs
+ * inside the emitting task's callback, so no entry is counted; a batch is
+ * marked once (shmrun_emit_batch()), not per record.
+ */
+static inline void add_mark(struct shmrun_worker *w, uint64_t where)
+{
+	/* release: pairs with the acquire load in shmrun_cb_watch() (C13) */
+	atomic_store_explicit(&w->stats->cb_where, where, memory_order_release);
+}
+
+/* Fold @rec into @e's combiner (flushing it when full); the caller marked add(). */
 static inline int combine_rec(struct shmrun_task *t, struct out_edge *e,
 			      const struct shmrun_record *rec)
 {
 	int err = comb_add(&e->comb, rec);
 
 	if (__builtin_expect(err == -ENOSPC, 0)) {
-		err = comb_flush_edge(t, e);
+		err = comb_flush_edge(t, e); /* may call merge(), which leaves its own mark */
+		add_mark(t->w, e->add_where);
 		if (!err)
 			err = comb_add(&e->comb, rec);
 	}
+	return err;
+}
+
+/* combine_rec() of one record, marked as add() around it. */
+static inline int combine_one(struct shmrun_task *t, struct out_edge *e,
+			      const struct shmrun_record *rec)
+{
+	int err;
+
+	add_mark(t->w, e->add_where);
+	err = combine_rec(t, e, rec);
+	add_mark(t->w, t->w->cb_where);
 	return err;
 }
 
@@ -220,7 +255,7 @@ int shmrun_emit(struct shmrun_task *t, const struct shmrun_record *rec)
 
 		/* one combining edge: folded here, hashed and sent at flush */
 		if (e->combining && rec->key_len <= COMB_MAX_KEY)
-			return combine_rec(t, e, rec);
+			return combine_one(t, e, rec);
 		/* the common chain: one forward edge, a direct call */
 		if (e->kind == SHMRUN_EDGE_FORWARD)
 			return deliver(e->forward, rec, 0, false);
@@ -269,7 +304,17 @@ int shmrun_emit_batch(struct shmrun_task *t, const struct shmrun_record *recs, u
 		return deliver_batch(t->outs[0].forward, recs, NULL, n);
 	if (t->nouts == 1 && t->outs[0].kind == SHMRUN_EDGE_SHUFFLE && !t->outs[0].combining)
 		return emit_shuffle_batch(t, &t->outs[0], recs, n);
-	/* a combining edge folds each record in shmrun_emit()'s fast path */
+	if (t->nouts == 1 && t->outs[0].combining) {
+		/* one combining edge: each record folded, marked as add() once */
+		struct out_edge *e = &t->outs[0];
+
+		add_mark(t->w, e->add_where);
+		for (uint32_t i = 0; i < n && !err; i++)
+			err = recs[i].key_len <= COMB_MAX_KEY ? combine_rec(t, e, &recs[i])
+							      : emit_edges(t, &recs[i]);
+		add_mark(t->w, t->w->cb_where);
+		return err;
+	}
 	for (uint32_t i = 0; i < n && !err; i++)
 		err = shmrun_emit(t, &recs[i]);
 	return err;
@@ -371,7 +416,7 @@ static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)
 
 		if (e->combining && rec->key_len <= COMB_MAX_KEY) {
 			/* folded; the partial is hashed and routed at flush */
-			err = combine_rec(t, e, rec);
+			err = combine_one(t, e, rec);
 			continue;
 		}
 		if (e->kind == SHMRUN_EDGE_FORWARD) {
@@ -425,10 +470,14 @@ static int task_end(struct shmrun_task *t, uint64_t e, bool stop)
 		uint32_t stop, pad;
 	} end = {e, stop, 0};
 	struct pieces pc = {.p = {&end}, .n = {sizeof(end)}, .total = sizeof(end)};
+	uint64_t where;
 	int err = 0;
 
-	if (t->op->end_of_input && !stop)
+	if (t->op->end_of_input && !stop) {
+		where = cb_enter(t, SHMRUN_CB_END_OF_INPUT);
 		err = t->op->end_of_input(t, t->state);
+		cb_leave(t, where);
+	}
 	if (err) {
 		if (!t->w->failed)
 			shmrun_task_error(t, "end of input failed: %s", strerror(-err));
@@ -674,8 +723,14 @@ static uint32_t commit_epochs(struct shmrun_worker *w)
 	w->committed_epoch = done;
 	for (uint32_t x = 0; x < w->ntasks; x++) {
 		struct shmrun_task *t = &w->tasks[x];
+		uint64_t where;
+		int err = 0;
 
-		int err = t->op->commit && t->opened ? t->op->commit(t, t->state, done) : 0;
+		if (t->op->commit && t->opened) {
+			where = cb_enter(t, SHMRUN_CB_COMMIT);
+			err = t->op->commit(t, t->state, done);
+			cb_leave(t, where);
+		}
 
 		if (err && !w->failed)
 			shmrun_task_error(t, "commit of epoch %" PRIu64 " failed", done);
@@ -769,6 +824,7 @@ static int wire_task(struct shmrun_worker *w, struct shmrun_task *t, const uint3
 			if (err)
 				return err;
 			oe->combining = true;
+			oe->add_where = shmrun_cb_where(t->id, SHMRUN_CB_ADD, ed->to + 1);
 		}
 		if (ed->kind == SHMRUN_EDGE_FORWARD) {
 			oe->forward = &w->tasks[task_slot[p->stage_task0[ed->to] + t->instance]];
@@ -926,8 +982,12 @@ static void teardown(struct shmrun_worker *w)
 	for (uint32_t x = 0; x < w->ntasks; x++) {
 		struct shmrun_task *t = &w->tasks[x];
 
-		if (t->opened && t->op->close)
+		if (t->opened && t->op->close) {
+			uint64_t where = cb_enter(t, SHMRUN_CB_CLOSE);
+
 			t->op->close(t, t->state);
+			cb_leave(t, where);
+		}
 		for (uint32_t o = 0; o < t->nouts && t->outs; o++) {
 			free(t->outs[o].chans);
 			free(t->outs[o].instance_of_vnode);
@@ -1002,7 +1062,7 @@ static uint32_t step(struct shmrun_worker *w)
 		if (t->ended || task_parked(t))
 			continue;
 		if (t->op->flags & SHMRUN_OP_SOURCE) {
-			uint64_t before = t->records_in;
+			uint64_t before = t->records_in, where;
 			int r, budget;
 
 			if (w->checkpointing) {
@@ -1015,7 +1075,9 @@ static uint32_t step(struct shmrun_worker *w)
 			budget = t->rate ? source_budget(t, shmrun_now_ns()) : (int)PRODUCE_BUDGET;
 			if (budget == 0)
 				continue; /* paced: not yet */
+			where = cb_enter(t, SHMRUN_CB_PRODUCE);
 			r = t->op->produce(t, t->state, (uint32_t)budget);
+			cb_leave(t, where);
 			rate_return(t, (uint64_t)budget, t->records_in - before);
 			/* busy: it had more than a whole budget to give (a paced source is
 			 * held back by its pace, not by work in hand: its partials go
@@ -1154,8 +1216,14 @@ static void open_tasks(struct shmrun_worker *w)
 
 	for (uint32_t x = 0; x < w->ntasks && !w->failed; x++) {
 		struct shmrun_task *t = &w->tasks[x];
+		uint64_t where;
 
-		err = t->op->open ? t->op->open(t, &t->state) : 0;
+		err = 0;
+		if (t->op->open) {
+			where = cb_enter(t, SHMRUN_CB_OPEN);
+			err = t->op->open(t, &t->state);
+			cb_leave(t, where);
+		}
 		if (err) {
 			if (!w->failed)
 				shmrun_task_error(t, "open failed: %s", strerror(-err));

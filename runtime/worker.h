@@ -56,6 +56,8 @@ struct shmrun_worker {
 	bool quiet; /* errors are recorded in stats->error, not logged (prepare) */
 	uint32_t nflush;      /* tasks with op->flush */
 	uint32_t flush_turns; /* loop turns, to look at the clock every 64 */
+	uint64_t cb_where;    /* the callback running now, as stats->cb_where (callback.h) */
+	uint64_t cb_seq;      /* callback entries so far, as stats->cb_seq */
 	struct shmrun_record rbuf[BATCH_RECORDS]; /* records of a frame for process_batch() */
 	uint64_t rhash[BATCH_RECORDS];            /* their key hashes */
 };

@@ -7,6 +7,8 @@
  *   SHMRUN_TEST_SLOW_SNAPSHOT=e:ms     writers of epoch e are late
  *   SHMRUN_TEST_FAIL_EPOCH=e           every write of epoch e fails with EIO
  *   SHMRUN_TEST_KILL_SNAPSHOT_EPOCH=e  the writers of epoch e die unreported
+ *   SHMRUN_TEST_CALLBACK=op.cb:action:n[:file]  an operator callback crashes
+ *                                      or hangs (fault.h)
  *
  * Invariant: with the option off no code path of the product depends on the
  * environment here; with it on, an unset variable changes nothing.
@@ -19,10 +21,12 @@
 #ifdef SHMRUN_FAULT_INJECTION
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fault.h"
@@ -230,6 +234,76 @@ void shmrun_fault_slow_judge(void)
 
 	if (v && *v)
 		usleep((useconds_t)(strtoul(v, NULL, 10) * 1000));
+}
+
+/* ---- operator callbacks ---------------------------------------------------------- */
+
+/* SHMRUN_TEST_CALLBACK, parsed once per process (a forked worker inherits it). */
+static struct {
+	bool parsed, fired;
+	char op[64], cb[64], action[16];
+	unsigned long n, seen, hang_ms;
+	const char *file; /* in the environment string, or NULL */
+} cbf;
+
+static void callback_parse(void)
+{
+	const char *v = getenv("SHMRUN_TEST_CALLBACK"), *dot, *c1, *c2, *c3;
+	size_t lo, lc, la;
+
+	cbf.parsed = true;
+	if (!v || !(dot = strchr(v, '.')) || !(c1 = strchr(dot, ':')) || !(c2 = strchr(c1 + 1, ':')))
+		return;
+	lo = (size_t)(dot - v);
+	lc = (size_t)(c1 - dot - 1);
+	la = (size_t)(c2 - c1 - 1);
+	if (lo >= sizeof(cbf.op) || lc + 2 >= sizeof(cbf.cb) || la >= sizeof(cbf.action))
+		return;
+	memcpy(cbf.op, v, lo);
+	memcpy(cbf.cb, dot + 1, lc);
+	memcpy(cbf.cb + lc, "()", 3); /* as shmrun_cb_name() writes it */
+	memcpy(cbf.action, c1 + 1, la);
+	cbf.n = strtoul(c2 + 1, NULL, 10);
+	c3 = strchr(c2 + 1, ':');
+	cbf.file = c3 && c3[1] ? c3 + 1 : NULL;
+	if (!strncmp(cbf.action, "hang=", 5))
+		cbf.hang_ms = strtoul(cbf.action + 5, NULL, 10);
+}
+
+void shmrun_fault_callback(const char *op, const char *cb)
+{
+	static volatile uintptr_t null_addr; /* 0, unknown to the compiler */
+	int fd;
+
+	if (!cbf.parsed)
+		callback_parse();
+	if (!cbf.n || cbf.fired || strcmp(op, cbf.op) || strcmp(cb, cbf.cb))
+		return;
+	if (++cbf.seen < cbf.n || (!cbf.file && cbf.seen > cbf.n))
+		return;
+	if (cbf.file) {
+		fd = open(cbf.file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return; /* it exists: fired already in this job, or not armed yet */
+		close(fd);
+	}
+	cbf.fired = true;
+	if (!strcmp(cbf.action, "segv"))
+		*(volatile int *)null_addr = 1;
+	else if (!strcmp(cbf.action, "abort"))
+		abort();
+	else if (!strcmp(cbf.action, "bus"))
+		raise(SIGBUS);
+	else if (!strcmp(cbf.action, "fpe"))
+		raise(SIGFPE);
+	else if (!strcmp(cbf.action, "ill"))
+		raise(SIGILL);
+	else if (cbf.hang_ms) {
+		struct timespec ts = {(time_t)(cbf.hang_ms / 1000), (long)(cbf.hang_ms % 1000) * 1000000};
+
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+	}
 }
 
 #else

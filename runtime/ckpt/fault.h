@@ -94,6 +94,25 @@ bool shmrun_fault_state_enomem(void);
  */
 void shmrun_fault_slow_judge(void);
 
+/*
+ * shmrun_fault_callback() - (TEST-ONLY) the worker (or the launcher) enters
+ * callback @cb ("process_batch()") of operator @op: SHMRUN_TEST_CALLBACK =
+ * <op>.<callback>:<action>:<n>[:<file>] makes the n-th such entry counted
+ * in this process (from 1) crash or hang, as if inside the callback:
+ *
+ *     segv  a store through a NULL pointer (a real SIGSEGV)
+ *     abort abort() (SIGABRT)
+ *     bus, fpe, ill   raise(SIGBUS), raise(SIGFPE), raise(SIGILL)
+ *     hang=<ms>       sleep ms milliseconds, then return as usual
+ *
+ * e.g. count.process_batch:segv:40. With <file>, every entry from the n-th
+ * on tries to create that file (O_EXCL) and fires when it can: once per job
+ * whatever the restarts and workers (a restarted worker counts from 1
+ * again), so the job can recover; and a test that created the file before
+ * the start arms the rule by removing it (after a checkpoint, say).
+ */
+void shmrun_fault_callback(const char *op, const char *cb);
+
 #else /* !SHMRUN_FAULT_INJECTION: no hooks */
 
 static inline bool shmrun_fault_injection(void)
@@ -145,6 +164,12 @@ static inline bool shmrun_fault_state_enomem(void)
 
 static inline void shmrun_fault_slow_judge(void)
 {
+}
+
+static inline void shmrun_fault_callback(const char *op, const char *cb)
+{
+	(void)op;
+	(void)cb;
 }
 
 #endif /* SHMRUN_FAULT_INJECTION */

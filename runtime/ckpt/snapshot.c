@@ -49,6 +49,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "callback.h"
 #include "ckpt_io.h"
 #include "fault.h"
 #include "manifest.h"
@@ -172,8 +173,12 @@ int shmrun_snapshot_take(struct shmrun_task *t, uint64_t e)
 	t->pw_n = 0;
 	t->nsync = 0;
 	t->in_snapshot = true;
-	if (t->op->snapshot)
+	if (t->op->snapshot) {
+		uint64_t where = cb_enter(t, SHMRUN_CB_SNAPSHOT);
+
 		err = t->op->snapshot(t, t->state, e);
+		cb_leave(t, where);
+	}
 	t->in_snapshot = false;
 	if (err) {
 		if (!w->failed)
@@ -354,8 +359,12 @@ int shmrun_snapshot_restore_entries(struct shmrun_task *t)
 			shmrun_task_error(t, "restored per-worker state is truncated");
 			return -EBADMSG;
 		}
-		if (t->op->restore)
+		if (t->op->restore) {
+			uint64_t where = cb_enter(t, SHMRUN_CB_RESTORE);
+
 			err = t->op->restore(t, t->state, entry, len);
+			cb_leave(t, where);
+		}
 	}
 	free(t->restore_pw);
 	t->restore_pw = NULL;

@@ -1518,6 +1518,8 @@ static uint64_t limit_value(const struct shmrun_job *job, const struct limit_key
 			return job->union_state_limit;
 		if (!strcmp(key, "per_worker_state_warn"))
 			return job->per_worker_state_warn;
+		if (!strcmp(key, "operator_timeout"))
+			return job->operator_timeout_ns;
 		ck_abort_msg("[job] key %s: add it to limit_value()", key);
 	}
 	for (uint32_t s = 0; s < job->nstages; s++) {

@@ -152,3 +152,10 @@ shmrun_check_test(check_tokenize
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 180)
+# Which operator callback a worker crashed or hangs in (runtime/callback.h):
+# the launcher's words for it, the control-area words, operator_timeout's watch.
+shmrun_check_test(check_callback
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_callback.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)

@@ -84,6 +84,7 @@ struct shmrun_job {
 	uint32_t restart_attempts;       /**< restarts after a crash before giving up, default 10 */
 	uint64_t union_state_limit;      /**< bytes: largest union pool a rescale deals, default 64M */
 	uint64_t per_worker_state_warn;  /**< bytes: warn past this per-worker state per instance, default 1M */
+	uint64_t operator_timeout_ns;    /**< report an operator callback running longer, 0 = off (default) */
 	struct shmrun_stage *stages;
 	uint32_t nstages;          /**< in file order */
 	struct shmrun_edge *edges;

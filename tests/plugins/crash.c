@@ -1,0 +1,116 @@
+/*
+ * tests/plugins/crash.c: a plugin whose operator misbehaves on request, for
+ * tests/integration/plugin_crash.sh (crash containment, issue 11 §5).
+ *
+ * Operator `crash`: passes every record on unchanged, and at the n-th record
+ * an instance processes (counted from 1 since its open()):
+ *
+ *     segv_at = n    process() stores through a NULL pointer (SIGSEGV)
+ *     abort_at = n   process() calls abort() (SIGABRT)
+ *     sleep_at = n   process() sleeps `sleep` (a duration), then goes on
+ *     once = PATH    any of these happens only if PATH can be created
+ *                    (O_EXCL): once per job, whatever the restarts and
+ *                    instances, so a checkpointed job can recover
+ *
+ * Built as a CMake MODULE library, crash.so (tests/plugins/CMakeLists.txt).
+ * Nothing of the runtime is used but the public API, as a user's plugin.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <shmrun/operator.h>
+
+struct crash_state {
+	uint64_t seen;                      /* records processed by this instance */
+	uint64_t segv_at, abort_at, sleep_at;
+	uint64_t sleep_ns;
+	const char *once;                   /* NULL: every time */
+};
+
+static int crash_open(struct shmrun_task *task, void **state)
+{
+	struct crash_state *s = calloc(1, sizeof(*s));
+
+	if (!s) {
+		shmrun_task_error(task, "out of memory");
+		return -ENOMEM;
+	}
+	s->segv_at = shmrun_task_param_u64(task, "segv_at", 0);
+	s->abort_at = shmrun_task_param_u64(task, "abort_at", 0);
+	s->sleep_at = shmrun_task_param_u64(task, "sleep_at", 0);
+	s->sleep_ns = shmrun_task_param_u64(task, "sleep", 0);
+	s->once = shmrun_task_param(task, "once");
+	*state = s;
+	return 0;
+}
+
+/* Whether a fault due now may happen: always, or once per job (s->once). */
+static int may_fire(const struct crash_state *s)
+{
+	int fd;
+
+	if (!s->once)
+		return 1;
+	fd = open(s->once, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return 0;
+	close(fd);
+	return 1;
+}
+
+static int crash_process(struct shmrun_task *task, void *state, const struct shmrun_record *rec)
+{
+	static volatile uintptr_t null_addr; /* 0, unknown to the compiler */
+	struct crash_state *s = state;
+
+	s->seen++;
+	if (s->seen == s->segv_at && may_fire(s))
+		*(volatile int *)null_addr = 1; /* the bug this plugin has */
+	if (s->seen == s->abort_at && may_fire(s))
+		abort();
+	if (s->seen == s->sleep_at && may_fire(s)) {
+		struct timespec ts = {(time_t)(s->sleep_ns / 1000000000),
+				      (long)(s->sleep_ns % 1000000000)};
+
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+	}
+	return shmrun_emit(task, rec);
+}
+
+static void crash_close(struct shmrun_task *task, void *state)
+{
+	(void)task;
+	free(state);
+}
+
+static const struct shmrun_param_def crash_params[] = {
+	{.key = "segv_at", .type = SHMRUN_PARAM_COUNT, .def = "0", .max = 1000000000,
+	 .doc = "dereference NULL at this record of an instance (0: never)"},
+	{.key = "abort_at", .type = SHMRUN_PARAM_COUNT, .def = "0", .max = 1000000000,
+	 .doc = "abort() at this record of an instance (0: never)"},
+	{.key = "sleep_at", .type = SHMRUN_PARAM_COUNT, .def = "0", .max = 1000000000,
+	 .doc = "sleep `sleep` at this record of an instance (0: never)"},
+	{.key = "sleep", .type = SHMRUN_PARAM_DURATION, .def = "1s", .min = 1000000,
+	 .max = 60000000000ull, .doc = "how long sleep_at sleeps"},
+	{.key = "once", .type = SHMRUN_PARAM_PATH,
+	 .doc = "a file the fault creates: it happens once per job (absent: every time)"},
+	{.key = NULL},
+};
+
+static const struct shmrun_operator crash_op = {
+	.size = sizeof(struct shmrun_operator),
+	.name = "crash",
+	.summary = "passes records on; crashes or sleeps at a given record (test plugin)",
+	.params = crash_params,
+	.open = crash_open,
+	.process = crash_process,
+	.close = crash_close,
+	.pw_rule = SHMRUN_PW_NONE,
+};
+
+SHMRUN_PLUGIN("crash", "1.0.0", &crash_op);

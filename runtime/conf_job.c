@@ -473,13 +473,12 @@ static void load_op(struct loader *ld, struct shmrun_stage *st, const struct sec
 	} else {
 		st->op = shmrun_operator_find(op->value);
 		if (!st->op) {
-			const char *names[64], *near;
+			const char *names[64], *near = shmrun_operator_nearest(op->value);
 			uint32_t n = 0;
 			char list[1024];
 
 			for (; n < 64 && all[n]; n++)
 				names[n] = all[n]->name;
-			near = nearest(op->value, names, n);
 			if (ld->plugins_failed_line)
 				errorf(ld, op->line,
 				       "unknown operator '%s' in stage '%s'; a plugin of [job] "

@@ -188,12 +188,10 @@ int shmrun_fingerprint_text(const struct shmrun_job *job, char **text, size_t *l
 		/* a plugin's operator: its file, and the format of its state (the
 		 * operator's state_version, else the plugin's version); the path
 		 * last, as it may hold blanks */
-		if (pi && st->op->state_version)
-			shmrun_text_printf(&o, "plugin %s state=%s path=%s\n", st->name,
-			    st->op->state_version, pi->path);
-		else if (pi)
-			shmrun_text_printf(&o, "plugin %s version=%s path=%s\n", st->name, pi->version,
-			    pi->path);
+		char fmt[200];
+
+		if (shmrun_stage_plugin_state(st, fmt, sizeof(fmt)))
+			shmrun_text_printf(&o, "plugin %s %s path=%s\n", st->name, fmt, pi->path);
 		for (uint32_t i = 0; i < st->nparams; i++) {
 			const struct shmrun_param *p = &st->params[i];
 
@@ -506,4 +504,18 @@ int shmrun_fingerprint_plugin_state(const char *text, const char *stage, char *b
 		l = nl ? nl + 1 : NULL;
 	}
 	return 0;
+}
+
+int shmrun_stage_plugin_state(const struct shmrun_stage *st, char *buf, size_t len)
+{
+	const struct shmrun_plugin_info *pi = shmrun_operator_plugin(st->op);
+
+	buf[0] = '\0';
+	if (!pi)
+		return 0;
+	if (st->op->state_version)
+		snprintf(buf, len, "state=%s", st->op->state_version);
+	else
+		snprintf(buf, len, "version=%s", pi->version);
+	return 1;
 }

@@ -59,6 +59,9 @@ const struct shmrun_operator *shmrun_operator_find(const char *name);
  */
 const struct shmrun_operator *const *shmrun_operators(void);
 
+/** shmrun_operator_nearest() - the operator name nearest to @name, if it is a plausible typo of it; else NULL. */
+const char *shmrun_operator_nearest(const char *name);
+
 /** A loaded plugin (runtime/plugin.c). */
 struct shmrun_plugin_info {
 	const char *path;    /**< canonical path of the shared object */
@@ -163,6 +166,14 @@ int shmrun_fingerprint_diff(const char *old_text, const char *new_text, char **m
  * Return: 1 if the stage's operator came from a plugin; 0 if not (@buf empty).
  */
 int shmrun_fingerprint_plugin_state(const char *text, const char *stage, char *buf, size_t len);
+
+/**
+ * shmrun_stage_plugin_state() - the same for a loaded stage @st: "state=S"
+ * (its operator's state_version) or "version=V" (its plugin's version) into
+ * @buf of @len, as the fingerprint writes it. Return: 1 if @st's operator
+ * came from a plugin; 0 if not (@buf empty).
+ */
+int shmrun_stage_plugin_state(const struct shmrun_stage *st, char *buf, size_t len);
 
 /** shmrun_pw_rule_name() - "split", "union" or "none", as MANIFEST and fingerprint write it. */
 const char *shmrun_pw_rule_name(enum shmrun_pw_rule rule);

@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "conf_internal.h"
 #include "internal.h"
 
 /* What an operator is, in a word (@cap: capitalised, to start a sentence). */
@@ -170,12 +169,8 @@ int shmrun_ops_print(FILE *out, const char *name, bool markdown)
 		const struct shmrun_operator *op = shmrun_operator_find(name);
 
 		if (!op) {
-			const char *names[64], *near;
-			uint32_t n = 0;
+			const char *near = shmrun_operator_nearest(name);
 
-			for (; n < 64 && all[n]; n++)
-				names[n] = all[n]->name;
-			near = nearest(name, names, n);
 			if (near)
 				fprintf(stderr, "shmrun: no operator '%s'; did you mean '%s'? "
 					"(`shmrun ops` lists them)\n", name, near);

@@ -44,6 +44,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "conf_internal.h"
 #include "internal.h"
 #include "ops/ops.h"
 
@@ -84,6 +85,17 @@ const struct shmrun_operator *shmrun_operator_find(const char *name)
 		if (strcmp((*op)->name, name) == 0)
 			return *op;
 	return NULL;
+}
+
+const char *shmrun_operator_nearest(const char *name)
+{
+	const struct shmrun_operator *const *all_ops = shmrun_operators();
+	const char *names[128];
+	uint32_t n = 0;
+
+	for (; n < 128 && all_ops[n]; n++)
+		names[n] = all_ops[n]->name;
+	return nearest(name, names, n);
 }
 
 const struct shmrun_plugin_info *shmrun_operator_plugin(const struct shmrun_operator *op)

@@ -217,20 +217,17 @@ static int check(struct rescale *rs, const char *const *drop, uint32_t ndrop)
 		if (rs->m.topology) {
 			/* a plugin's operator: the same state format (its version, or
 			 * its state_version); a moved plugin file is no refusal here */
-			char *now = NULL, was[200], is[200];
-			size_t len;
+			char was[200], is[200];
 
-			if (shmrun_fingerprint_text(job, &now, &len) == 0 &&
-			    shmrun_fingerprint_plugin_state(rs->m.topology, st->name, was,
+			if (shmrun_fingerprint_plugin_state(rs->m.topology, st->name, was,
 							    sizeof(was)) +
-				    shmrun_fingerprint_plugin_state(now, st->name, is, sizeof(is)) &&
+				    shmrun_stage_plugin_state(st, is, sizeof(is)) &&
 			    strcmp(was, is) != 0)
 				REFUSE("%s:%d: stage %s: plugin %s → %s (its state format may have "
 				       "changed, and state cannot move between formats): restore with "
 				       "the old plugin, or rename the stage and pass --drop-state=%s",
 				       job->conf_path, st->line, st->name, was[0] ? was : "(built-in)",
 				       is[0] ? is : "(built-in)", st->name);
-			free(now);
 		}
 		for (uint32_t i = 0; i < rs->nfiles; i++)
 			if (strcmp(rs->files[i].mf->stage, st->name) == 0)

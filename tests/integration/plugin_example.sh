@@ -11,10 +11,6 @@
 # still equal the oracle's; and `shmrun check` refusing a bad key of the
 # plugin with file:line.
 #
-# While the build installs no shmrun.pc (issue 11 §3 not in this build), the
-# example is built with the same Makefile against a shmrun.pc naming the
-# source tree's headers, and SHMRUN itself runs it: everything but the
-# install is tested, and a note says so.
 set -euo pipefail
 shmrun=${1:?usage: plugin_example.sh path/to/shmrun}
 export LC_ALL=C
@@ -33,41 +29,27 @@ prefix=$tmp/prefix
 cmake --install "$build" --prefix "$prefix" > "$tmp/install.log" 2>&1 ||
 	{ cat "$tmp/install.log" >&2; fail "cmake --install $build --prefix $prefix failed"; }
 pc=$(find "$prefix/lib" "$prefix/lib64" -path '*/pkgconfig/shmrun.pc' 2> /dev/null | head -1 || true)
-if [ -n "$pc" ]; then
-	pcdir=$(dirname "$pc")
-	libdir=$(dirname "$pcdir")
-	bin=$prefix/bin/shmrun
-	[ -x "$bin" ] || fail "installed $pc but no $bin"
-	ex=$prefix/share/shmrun/examples/plugins
-	for f in dpkg.c dpkg.conf Makefile README.md dpkg.log.sample; do
-		[ -f "$ex/$f" ] || fail "the install lacks $ex/$f"
-	done
-	# pkg-config must point into the prefix, not at another copy of the headers.
-	export PKG_CONFIG_PATH=$pcdir
-	inc=$(pkg-config --variable=includedir shmrun)
-	[ -f "$inc/shmrun/operator.h" ] || fail "shmrun.pc: includedir $inc holds no shmrun/operator.h"
-	case $(cd "$inc" && pwd -P) in
-	"$(cd "$prefix" && pwd -P)"/*) ;;
-	*) fail "shmrun.pc: includedir $inc is outside the prefix $prefix" ;;
-	esac
-	# The installed shmrun finds its libshmrun.so.0 in the prefix, not the build tree.
-	export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-else
-	echo "note: cmake --install puts no shmrun.pc under $prefix/lib (install rules not in" \
-		"this build): the example is built against the source tree and run by $shmrun"
-	bin=$shmrun
-	ex=$src/docs/examples/plugins
-	mkdir -p "$tmp/pc"
-	# no Libs: this shmrun exports the API itself (ENABLE_EXPORTS) until libshmrun.so
-	cat > "$tmp/pc/shmrun.pc" <<PC
-Name: shmrun
-Description: shmrun's source tree (this build installs no shmrun.pc)
-Version: 0
-Cflags: -I$src/runtime/include
-Libs:
-PC
-	export PKG_CONFIG_PATH=$tmp/pc
-fi
+[ -n "$pc" ] || fail "cmake --install put no shmrun.pc under $prefix/lib"
+pcdir=$(dirname "$pc")
+libdir=$(dirname "$pcdir")
+bin=$prefix/bin/shmrun
+[ -x "$bin" ] || fail "installed $pc but no $bin"
+ex=$prefix/share/shmrun/examples/plugins
+for f in dpkg.c dpkg.conf Makefile README.md dpkg.log.sample; do
+	[ -f "$ex/$f" ] || fail "the install lacks $ex/$f"
+done
+# pkg-config must point into the prefix, not at another copy of the headers.
+export PKG_CONFIG_PATH=$pcdir
+inc=$(pkg-config --variable=includedir shmrun)
+[ -f "$inc/shmrun/operator.h" ] || fail "shmrun.pc: includedir $inc holds no shmrun/operator.h"
+case $(cd "$inc" && pwd -P) in
+"$(cd "$prefix" && pwd -P)"/*) ;;
+*) fail "shmrun.pc: includedir $inc is outside the prefix $prefix" ;;
+esac
+# The installed shmrun finds its libshmrun.so.0 through its RUNPATH
+# ($ORIGIN/../lib), and dpkg.so resolves against that copy: no LD_LIBRARY_PATH.
+unset LD_LIBRARY_PATH
+[ -f "$libdir/libshmrun.so.0" ] || fail "no $libdir/libshmrun.so.0"
 
 # The user's copy, built out of tree with the example's own Makefile.
 cp -r "$ex" "$tmp/ex"

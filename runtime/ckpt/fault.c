@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -246,6 +247,20 @@ static struct {
 	const char *file; /* in the environment string, or NULL */
 } cbf;
 
+/*
+ * A real segmentation fault: a store to a page mapped PROT_NONE. Unlike a store
+ * through a null pointer it is not undefined behaviour, so UBSan (built with
+ * -fno-sanitize-recover) does not stop the process first with exit status 1.
+ */
+static void fault_segv(void)
+{
+	void *p = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p != MAP_FAILED)
+		*(volatile int *)p = 1;
+	raise(SIGSEGV); /* no mapping to fault on: the same signal */
+}
+
 static void callback_parse(void)
 {
 	const char *v = getenv("SHMRUN_TEST_CALLBACK"), *dot, *c1, *c2, *c3;
@@ -272,7 +287,6 @@ static void callback_parse(void)
 
 void shmrun_fault_callback(const char *op, const char *cb)
 {
-	static volatile uintptr_t null_addr; /* 0, unknown to the compiler */
 	int fd;
 
 	if (!cbf.parsed)
@@ -289,7 +303,7 @@ void shmrun_fault_callback(const char *op, const char *cb)
 	}
 	cbf.fired = true;
 	if (!strcmp(cbf.action, "segv"))
-		*(volatile int *)null_addr = 1;
+		fault_segv();
 	else if (!strcmp(cbf.action, "abort"))
 		abort();
 	else if (!strcmp(cbf.action, "bus"))

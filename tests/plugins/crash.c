@@ -17,8 +17,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +32,20 @@ struct crash_state {
 	uint64_t sleep_ns;
 	const char *once;                   /* NULL: every time */
 };
+
+/*
+ * A real segmentation fault: a store to a page mapped PROT_NONE. Unlike a store
+ * through a null pointer it is not undefined behaviour, so UBSan (built with
+ * -fno-sanitize-recover) does not stop the process first with exit status 1.
+ */
+static void crash_segv(void)
+{
+	void *p = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p != MAP_FAILED)
+		*(volatile int *)p = 1;
+	raise(SIGSEGV); /* no mapping to fault on: the same signal */
+}
 
 static int crash_open(struct shmrun_task *task, void **state)
 {
@@ -64,12 +80,11 @@ static int may_fire(const struct crash_state *s)
 
 static int crash_process(struct shmrun_task *task, void *state, const struct shmrun_record *rec)
 {
-	static volatile uintptr_t null_addr; /* 0, unknown to the compiler */
 	struct crash_state *s = state;
 
 	s->seen++;
 	if (s->seen == s->segv_at && may_fire(s))
-		*(volatile int *)null_addr = 1; /* the bug this plugin has */
+		crash_segv(); /* the bug this plugin has */
 	if (s->seen == s->abort_at && may_fire(s))
 		abort();
 	if (s->seen == s->sleep_at && may_fire(s)) {

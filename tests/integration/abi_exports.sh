@@ -40,9 +40,10 @@ grep -E '^/\* [^ ]*/include/shmrun/[a-z]+\.h:[0-9]+:NC \*/ extern ' "$tmp/aux.tx
 grep -vqE '^shmrun_[a-z0-9_]+$' "$tmp/declared" &&
 	fail "unexpected names in the headers' declarations: $(grep -vE '^shmrun_[a-z0-9_]+$' "$tmp/declared" | tr '\n' ' ')"
 
-# 2. what the version script exports: the names between "global:" and "local:"
+# 2. what the version script exports: the names between "global:" and "local:" or
+#    the end of a version node (SHMRUN_0.1, SHMRUN_0.2, ...)
 sed 's#/\*.*\*/##; /\/\*/,/\*\//d' "$map" |
-	awk '/global:/ {g = 1; next} /local:/ {g = 0} g' | tr -d ' \t;' | grep -v '^$' |
+	awk '/global:/ {g = 1; next} /local:|}/ {g = 0} g' | tr -d ' \t;' | grep -v '^$' |
 	sort -u > "$tmp/map"
 
 # 3. what the library exports

@@ -42,7 +42,22 @@ extern "C" {
  * may change or remove anything.
  */
 #define SHMRUN_ABI_MAJOR 1
-#define SHMRUN_ABI_MINOR 0
+#define SHMRUN_ABI_MINOR 1 /* 1.1: event time (watermarks, timers, namespaced and deletable key-bound state) */
+
+/**
+ * Event time (docs/event-time.md). A watermark W says "no more records with
+ * event_time_ns <= W will come" (Flink's model). SHMRUN_WATERMARK_MIN: none yet;
+ * SHMRUN_WATERMARK_MAX: end of input (a task's watermark reaches it when all
+ * its inputs ended). Since ABI 1.1.
+ */
+#define SHMRUN_WATERMARK_MIN INT64_MIN
+#define SHMRUN_WATERMARK_MAX INT64_MAX
+
+/** The clock a timer follows. Since ABI 1.1. */
+enum shmrun_time_domain {
+	SHMRUN_TIME_EVENT = 0,      /**< fires when the task's watermark reaches its time */
+	SHMRUN_TIME_PROCESSING = 1, /**< fires when CLOCK_REALTIME (ns since the epoch) reaches it */
+};
 
 /** A record. Borrowed: valid only during the callback that receives it. */
 struct shmrun_record {
@@ -329,6 +344,36 @@ struct shmrun_operator {
 	 * one's checkpoints). Ignored for built-in operators.
 	 */
 	const char *state_version;
+
+	/* ---- ABI 1.1: event time ------------------------------------------------ */
+
+	/**
+	 * on_timer() - optional (required by an operator that sets timers): a
+	 * timer this task set with shmrun_timer_set() fired. An event-time timer
+	 * fires when the task's watermark becomes >= @time_ns, before that
+	 * watermark reaches on_watermark() and goes downstream; a processing-time
+	 * timer fires when the clock reaches @time_ns (checked by the worker
+	 * between records, at least every millisecond while it runs). Due timers
+	 * fire in @time_ns order (equal times: an unspecified but deterministic
+	 * order). The timer is deleted before the call: set it again to repeat.
+	 * @key: the key the timer was set for (borrowed; valid during the call).
+	 * The callback may emit, read and write the key's state (any key's),
+	 * and set or delete timers; a timer set at or before the watermark being
+	 * processed fires in the same pass.
+	 * Return: 0, or a negative errno after shmrun_task_error().
+	 */
+	int (*on_timer)(struct shmrun_task *task, void *state, const void *key, uint32_t key_len,
+			int64_t time_ns, enum shmrun_time_domain domain);
+
+	/**
+	 * on_watermark() - optional: the task's watermark advanced to
+	 * @watermark_ns (the minimum over its inputs; SHMRUN_WATERMARK_MAX once
+	 * every input ended, before end_of_input()). Called after the event-time
+	 * timers it made due have fired and before the watermark is forwarded
+	 * downstream. May emit.
+	 * Return: 0, or a negative errno after shmrun_task_error().
+	 */
+	int (*on_watermark)(struct shmrun_task *task, void *state, int64_t watermark_ns);
 };
 
 /**
@@ -467,8 +512,69 @@ int shmrun_keyed_state_foreach(struct shmrun_task *task,
 					 void *value),
 			       void *arg);
 
+/**
+ * shmrun_keyed_state_ns() - as shmrun_keyed_state(), for the pair (@key,
+ * @ns): one value per key and namespace, e.g. per key and window start
+ * (Flink's namespaced keyed state). The pair lives in @key's vnode, so it
+ * is checkpointed and moved by a rescale with the key. Stored as the key's
+ * bytes followed by @ns (8 bytes, little-endian): shmrun_keyed_state_foreach()
+ * shows it so (key_len + 8 bytes). An operator uses either this or
+ * shmrun_keyed_state(), not both. Since ABI 1.1.
+ * @key_len: bytes, at most UINT32_MAX - 8.
+ * Return: as shmrun_keyed_state().
+ */
+void *shmrun_keyed_state_ns(struct shmrun_task *task, const void *key, uint32_t key_len,
+			    uint64_t ns, uint32_t value_bytes, bool create);
+
+/**
+ * shmrun_keyed_state_delete() - remove @key's value (from shmrun_keyed_state())
+ * or, with @namespaced, the pair (@key, @ns)'s (from shmrun_keyed_state_ns()),
+ * so that state stays bounded as windows close: its memory is reused by
+ * later inserts and it is not in the next checkpoint. Pointers to the
+ * deleted value are invalid afterwards; others stay valid. Must not be
+ * called from inside shmrun_keyed_state_foreach(). Since ABI 1.1.
+ * Return: 0; -ENOENT if absent.
+ */
+int shmrun_keyed_state_delete(struct shmrun_task *task, const void *key, uint32_t key_len,
+			      bool namespaced, uint64_t ns);
+
 /** shmrun_keyed_state_keys() - distinct keys in this task's key-bound state. */
 uint64_t shmrun_keyed_state_keys(const struct shmrun_task *task);
+
+/**
+ * shmrun_timer_set() - register a timer for @key at @time_ns in @domain
+ * (Flink's keyed timers). It lives in the key's vnode: it is part of the
+ * checkpoint and moves with the vnode on a rescale, so a pending timer is
+ * neither lost nor fired twice. One timer per (domain, key, time): setting
+ * it again is a no-op. An event-time timer at or before the current
+ * watermark fires at the next watermark step (at the latest at end of input).
+ * The operator must have on_timer(). Since ABI 1.1.
+ * @key: borrowed, copied. @time_ns: ns since the epoch.
+ * Return: 0; -ENOMEM (the task fails with a message); -EINVAL without on_timer().
+ */
+int shmrun_timer_set(struct shmrun_task *task, enum shmrun_time_domain domain, const void *key,
+		     uint32_t key_len, int64_t time_ns);
+
+/**
+ * shmrun_timer_delete() - remove the timer (@domain, @key, @time_ns).
+ * Return: 0; -ENOENT if there is none. Since ABI 1.1.
+ */
+int shmrun_timer_delete(struct shmrun_task *task, enum shmrun_time_domain domain,
+			const void *key, uint32_t key_len, int64_t time_ns);
+
+/** shmrun_task_timers() - this task's pending timers, both domains. Since ABI 1.1. */
+uint64_t shmrun_task_timers(const struct shmrun_task *task);
+
+/**
+ * shmrun_task_watermark() - this task's current event-time watermark: the
+ * minimum over its inputs of the newest watermark each delivered (an input
+ * that ended counts as SHMRUN_WATERMARK_MAX; one idle for the job's
+ * idle_timeout is left out), never decreasing; for a task that generates
+ * watermarks (its stage sets watermark_delay), the watermark it generated.
+ * After a restore it starts at the checkpoint's. SHMRUN_WATERMARK_MIN
+ * before any. A record with event_time_ns <= it is late. Since ABI 1.1.
+ */
+int64_t shmrun_task_watermark(const struct shmrun_task *task);
 
 /**
  * shmrun_pw_add() - add one per-worker state entry (copied) during snapshot().

@@ -883,6 +883,7 @@ static int place_tasks(struct shmrun_worker *w, uint32_t *task_slot)
 			t->vnode_lo = pt->vnode_lo;
 			t->vnode_hi = pt->vnode_hi;
 			t->w = w;
+			t->wm = SHMRUN_WATERMARK_MIN; /* a restore sets the checkpoint's */
 			/* looked up once: source_budget() runs every loop turn */
 			t->rate = t->op->pacing_param
 					  ? shmrun_task_param_u64(t, t->op->pacing_param, 0)

@@ -116,6 +116,7 @@
 #include "callback.h"
 #include "control.h"
 #include "ckpt/ckpt_io.h"
+#include "ckpt/fault.h"
 #include "ckpt/manifest.h"
 #include "ckpt/recovery.h"
 #include "plan.h"
@@ -928,19 +929,28 @@ static int restart_loop(struct run *r)
 	return rc;
 }
 
-/* After the last start: pending stop signals taken, the mask the run began with restored. */
+/*
+ * After the last start: pending signals taken, the mask the run began with
+ * restored except that the stop signals stay blocked, as shmrun's main()
+ * blocked them. The run is over and its outcome decided: a stop signal that
+ * comes now (a late copy passed on by a worker or a group's, or a new one
+ * while the process exits, which under a leak checker takes long) must not
+ * kill a job that ended with exit status 0. A run ended by a signal dies by it
+ * through shmrun_die_by_signal(), which unblocks it.
+ */
 static void unblock_signals(struct run *r)
 {
-	{
-		/* the run is over: a late copy of the stop signal (passed on by a
-		 * worker, or a group's) must not kill us when unblocked */
-		struct timespec zero = {0, 0};
-		siginfo_t info;
+	struct timespec zero = {0, 0};
+	sigset_t mask = r->oldmask;
+	siginfo_t info;
 
-		while (sigtimedwait(&r->set, &info, &zero) > 0)
-			;
-	}
-	sigprocmask(SIG_SETMASK, &r->oldmask, NULL);
+	while (sigtimedwait(&r->set, &info, &zero) > 0)
+		;
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_SETMASK, &mask, NULL);
+	shmrun_fault_slow_exit();
 }
 
 int shmrun_run(const struct shmrun_job *job)

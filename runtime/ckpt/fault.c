@@ -237,6 +237,15 @@ void shmrun_fault_slow_judge(void)
 		usleep((useconds_t)(strtoul(v, NULL, 10) * 1000));
 }
 
+/* SHMRUN_TEST_SLOW_EXIT=ms: a pause between the end of a run and the launcher's exit. */
+void shmrun_fault_slow_exit(void)
+{
+	const char *v = getenv("SHMRUN_TEST_SLOW_EXIT");
+
+	if (v && *v)
+		usleep((useconds_t)(strtoul(v, NULL, 10) * 1000));
+}
+
 /* ---- operator callbacks ---------------------------------------------------------- */
 
 /* SHMRUN_TEST_CALLBACK, parsed once per process (a forked worker inherits it). */

@@ -95,6 +95,13 @@ bool shmrun_fault_state_enomem(void);
 void shmrun_fault_slow_judge(void);
 
 /*
+ * shmrun_fault_slow_exit() - (TEST-ONLY) SHMRUN_TEST_SLOW_EXIT=ms: the
+ * launcher sleeps ms milliseconds after its run ended and before it exits
+ * (a slow exit, as under a leak checker), so a test can signal it then.
+ */
+void shmrun_fault_slow_exit(void);
+
+/*
  * shmrun_fault_callback() - (TEST-ONLY) the worker (or the launcher) enters
  * callback @cb ("process_batch()") of operator @op: SHMRUN_TEST_CALLBACK =
  * <op>.<callback>:<action>:<n>[:<file>] makes the n-th such entry counted
@@ -163,6 +170,10 @@ static inline bool shmrun_fault_state_enomem(void)
 }
 
 static inline void shmrun_fault_slow_judge(void)
+{
+}
+
+static inline void shmrun_fault_slow_exit(void)
 {
 }
 

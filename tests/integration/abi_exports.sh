@@ -67,6 +67,6 @@ diff_sets "nm -D of $lib" "$tmp/exported" "the public headers" "$tmp/declared" |
 # every export is a function (T), versioned SHMRUN_*
 bad=$(awk '$2 != "A" && ($2 != "T" || $3 !~ /@@SHMRUN_/)' "$tmp/nm")
 [ -z "$bad" ] || fail "exports that are not versioned functions: $bad"
-readelf -d "$lib" | grep -q 'Library soname: \[libshmrun\.so\.0\]' ||
+readelf -d "$lib" | qgrep 'Library soname: \[libshmrun\.so\.0\]' ||
 	fail "SONAME is not libshmrun.so.0: $(readelf -d "$lib" | grep -i soname)"
 echo "ok: $(wc -l < "$tmp/exported") functions exported, as declared in ${#headers[@]} headers"

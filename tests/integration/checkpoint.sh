@@ -54,7 +54,7 @@ run() { # dir [env...]: run to completion, log in $tmp/log
 check_output() { # dir name
 	sort "$1/out/result.tsv" > "$1/got"
 	cmp -s "$tmp/expected" "$1/got" || { diff "$tmp/expected" "$1/got" | head -5 >&2; fail "$2: output differs"; }
-	ls -a "$1/out" | grep -q '\.staged$' && fail "$2: staging files left"
+	ls -a "$1/out" | qgrep '\.staged$' && fail "$2: staging files left"
 	return 0
 }
 
@@ -65,7 +65,7 @@ sort "$tmp/ref/out/result.tsv" > "$tmp/expected"
 [ "$(wc -l < "$tmp/expected")" -eq 400000 ] || fail "reference: wrong line count"
 "$shmrun" ckpt verify "$tmp/ref/ckpt" > "$tmp/verify" || fail "ckpt verify of a clean run"
 grep -q "ok" "$tmp/verify" || fail "ckpt verify prints no ok"
-"$shmrun" ckpt list "$tmp/ref/ckpt" | grep -q "count(w2): key-bound" || fail "ckpt list: no per-stage sizes"
+"$shmrun" ckpt list "$tmp/ref/ckpt" | qgrep "count(w2): key-bound" || fail "ckpt list: no per-stage sizes"
 
 # 1. SIGTERM, then resume.
 conf "$tmp/stop" 200000

@@ -154,8 +154,8 @@ while kill -0 $launcher 2> /dev/null && [ $checks -lt 40 ]; do
 	set -e
 	kill -0 $launcher 2> /dev/null || break
 	[ $rc -eq 0 ] || fail "ckpt verify on a running job: exit $rc: $out"
-	echo "$out" | grep -q "damaged" && fail "ckpt verify reports damage on a running job: $out"
-	echo "$out" | grep -q "a live run (pid $launcher) holds" && live=$((live + 1))
+	echo "$out" | qgrep "damaged" && fail "ckpt verify reports damage on a running job: $out"
+	echo "$out" | qgrep "a live run (pid $launcher) holds" && live=$((live + 1))
 	checks=$((checks + 1))
 done
 [ $checks -ge 5 ] || fail "only $checks checks ran while the job ran: the test is void"
@@ -248,7 +248,7 @@ input = g
 width = 2
 path = w.tsv
 CONF
-"$shmrun" plan "$tmp/w.conf" | grep -q " 2  *[0-9]*  *\[" && fail "worker 2 has a task: the test is void"
+"$shmrun" plan "$tmp/w.conf" | qgrep " 2  *[0-9]*  *\[" && fail "worker 2 has a task: the test is void"
 (cd "$tmp" && exec "$shmrun" w.conf) 2> "$tmp/log" > /dev/null &
 launcher=$!
 wait_manifest "$tmp/idle" 300 || true
@@ -264,8 +264,8 @@ done
 kill -CONT $w1 $w2
 stopped=
 line=$(grep -m1 "aborted: not complete within checkpoint_timeout" "$tmp/log") || fail "no epoch timed out"
-echo "$line" | grep -q "worker 1 (pid $w1, " || fail "the stopped worker 1 is not named: $line"
-echo "$line" | grep -q "worker 2 (" && fail "the idle worker 2 (no tasks) is named: $line"
+echo "$line" | qgrep "worker 1 (pid $w1, " || fail "the stopped worker 1 is not named: $line"
+echo "$line" | qgrep "worker 2 (" && fail "the idle worker 2 (no tasks) is named: $line"
 kill -TERM $launcher
 wait $launcher || fail "stop after SIGCONT: exit $?"
 launcher=

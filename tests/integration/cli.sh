@@ -7,7 +7,7 @@ set -euo pipefail
 shmrun=${1:?usage: cli.sh path/to/shmrun}
 . "$(dirname "$0")/lib.sh"
 
-"$shmrun" --help | grep -q "usage: shmrun" || fail "--help"
+"$shmrun" --help | qgrep "usage: shmrun" || fail "--help"
 "$shmrun" --version | grep -Eq "^shmrun [0-9]+\.[0-9]+" || fail "--version"
 set +e
 "$shmrun" > /dev/null 2>&1; [ $? -eq 2 ] || fail "no argument: exit status"
@@ -34,7 +34,7 @@ op = file_sink
 input = count
 path = out/good.tsv'
 printf '%s\n' "$good" > "$tmp/good.conf"
-"$shmrun" check "$tmp/good.conf" | grep -q "ok" || fail "check of a good conf"
+"$shmrun" check "$tmp/good.conf" | qgrep "ok" || fail "check of a good conf"
 "$shmrun" plan "$tmp/good.conf" > "$tmp/plan"
 grep -q "read -> count: shuffle by key, 6 channels" "$tmp/plan" || fail "plan: edges"
 grep -Eq "^[0-9]+ +count +2 +[01] +[0-9]+ +\[170, 256\)" "$tmp/plan" || fail "plan: task rows"
@@ -259,7 +259,7 @@ usage_error "^shmrun: --rescale-from: directory too long \(3900 bytes; at most 3
 # the current directory; messages name it <stdin>.
 mkdir -p "$tmp/cwd"
 printf '[g]\nop = sequence\ncount = 3\n[o]\nop = file_sink\ninput = g\npath = sub/o.txt\n' > "$tmp/stdin.conf"
-(cd "$tmp/cwd" && "$shmrun" check - < "$tmp/stdin.conf") | grep -qx "<stdin>: ok (2 stages, 1 worker)" ||
+(cd "$tmp/cwd" && "$shmrun" check - < "$tmp/stdin.conf") | qgrep -x "<stdin>: ok (2 stages, 1 worker)" ||
 	fail "check - : not ok"
 (cd "$tmp/cwd" && "$shmrun" --log-level error - < "$tmp/stdin.conf") || fail "run - : failed"
 [ "$(cat "$tmp/cwd/sub/o.txt")" = "$(printf 'k0\t0\nk0\t1\nk0\t2')" ] ||
@@ -272,7 +272,7 @@ printf '[g]\nop = sequence\ncount = 3\n[o]\nop = null_sink\ninput = g\n' > "$tmp
 # bounded memory (400 MB of address space), except under a sanitizer, whose
 # shadow memory needs terabytes of address space
 vlimit=400000
-ldd "$shmrun" 2> /dev/null | grep -q 'libasan\|libtsan' && vlimit=unlimited
+ldd "$shmrun" 2> /dev/null | qgrep 'libasan\|libtsan' && vlimit=unlimited
 # standard input has the file's 16 MiB cap: /dev/zero (no '\n', endless) is
 # refused quickly, in bounded memory; a NUL byte is refused as in a file
 set +e

@@ -100,7 +100,7 @@ for second in same reset other-ckpt no-ckpt hardlink fresh; do
 		fail "$second: the refusal does not name the first run's pid $first"
 	grep -q "job.conf:[0-9]*: .*nothing was started" "$tmp/log" || fail "$second: no conf:line"
 	[ "$before" = "$after" ] || fail "$second: the refused run changed the first run's files"
-	ls "$d/ckpt" | grep -q '^reset-' && fail "$second: the live run's checkpoints were moved aside"
+	ls "$d/ckpt" | qgrep '^reset-' && fail "$second: the live run's checkpoints were moved aside"
 	[ ! -s "$tmp/out" ] || fail "$second: the refused run wrote to stdout"
 	[ ! -e "$tmp/f/new" ] && [ ! -e "$tmp/f/newout" ] ||
 		fail "$second: the refused run created its checkpoint_dir or output directory"
@@ -123,7 +123,7 @@ conf "$d" 10000
 launcher=$!
 wait_ckpt "$d"
 for w in $(pgrep -P $launcher); do
-	ls -l /proc/$w/fd 2> /dev/null | grep -q '\.lock' && fail "worker $w holds a lock file"
+	ls -l /proc/$w/fd 2> /dev/null | qgrep '\.lock' && fail "worker $w holds a lock file"
 done
 kill -9 "$(pgrep -P $launcher | head -1)"
 for _ in $(seq 300); do grep -q "restart 1 of" "$tmp/log" && break; sleep 0.1; done

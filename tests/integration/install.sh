@@ -62,7 +62,7 @@ done < "$tmp/want_examples"
 # 2. bin/shmrun finds the installed library, from anywhere
 runpath=$(readelf -d "$p/bin/shmrun" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
 [ "$runpath" = "\$ORIGIN/../$libdir" ] || fail "RUNPATH of bin/shmrun is '$runpath', not \$ORIGIN/../$libdir"
-readelf -d "$p/$libdir/libshmrun.so.$version" | grep -q 'Library soname: \[libshmrun\.so\.0\]' ||
+readelf -d "$p/$libdir/libshmrun.so.$version" | qgrep 'Library soname: \[libshmrun\.so\.0\]' ||
 	fail "the installed library's SONAME is not libshmrun.so.0"
 check_runs() { # PREFIX
 	local out loaded
@@ -95,7 +95,7 @@ flags=$(echo $flags) # pkg-config ends the line with a blank
 cc -std=c11 -Wall -Wextra -Werror -shared -fPIC -Wl,--no-undefined -o "$tmp/plugin.so" \
 	"$src/tests/abi/c_plugin.c" $(pkg-config --cflags --libs shmrun) > "$tmp/log" 2>&1 ||
 	fail "a plugin does not build against the prefix with pkg-config's flags"
-nm -D --defined-only "$tmp/plugin.so" | grep -q ' D shmrun_plugin$' || fail "plugin.so does not export shmrun_plugin"
+nm -D --defined-only "$tmp/plugin.so" | qgrep ' D shmrun_plugin$' || fail "plugin.so does not export shmrun_plugin"
 
 # 4. the man pages render without a warning
 if [ "$man" != 1 ]; then

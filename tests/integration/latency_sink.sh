@@ -48,7 +48,7 @@ total=0
 for i in 0 1; do
 	f=$d/out/lat.txt.$i
 	[ -s "$f" ] || fail "no summary $f"
-	head -1 "$f" | grep -q "^# latency_sink lat.$i: " || fail "$f: header: $(head -1 "$f")"
+	head -1 "$f" | qgrep "^# latency_sink lat.$i: " || fail "$f: header: $(head -1 "$f")"
 	c=$(field "$f" count)
 	[ "$c" -gt 0 ] || fail "$f: count $c (keys 64 over 2 instances: both get records)"
 	[ "$(field "$f" unstamped)" = 0 ] || fail "$f: unstamped records"

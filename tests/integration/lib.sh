@@ -9,6 +9,12 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
+# qgrep ARGS...: `grep -q` that reads all of its input. In a pipe under
+# `set -o pipefail`, `cmd | grep -q x` fails at random: grep exits at the first
+# match and cmd, still writing, dies of SIGPIPE. Use `cmd | qgrep x` instead.
+qgrep() {
+	grep "$@" > /dev/null
+}
 fail() {
 	echo "FAIL: $*" >&2
 	[ -f "$tmp/log" ] && tail -30 "$tmp/log" | sed 's/^/  log: /' >&2
@@ -19,7 +25,7 @@ fail() {
 # tools/bootstrap.sh builds it): SHMRUN_FAULT and SHMRUN_TEST_* do nothing
 # without them (runtime/ckpt/fault.h).
 need_fault_injection() {
-	if ! "$1" --version | grep -qx "fault injection: on"; then
+	if ! "$1" --version | qgrep -x "fault injection: on"; then
 		echo "skipped: $1 is built without -DSHMRUN_FAULT_INJECTION=ON" >&2
 		exit 77
 	fi

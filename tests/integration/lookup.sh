@@ -68,7 +68,7 @@ CONF
 check_output() { # dir expected-file what
 	sort "$1/out/result.tsv" > "$1/got"
 	cmp -s "$2" "$1/got" || { diff "$2" "$1/got" | head -5 >&2; fail "$3: output differs"; }
-	ls -a "$1/out" | grep -q '\.staged$' && fail "$3: staging files left"
+	ls -a "$1/out" | qgrep '\.staged$' && fail "$3: staging files left"
 	return 0
 }
 
@@ -240,7 +240,7 @@ echo "ok --rescale adding a lookup stage: it reads the table file; $L lines befo
 # bounded memory (400 MB of address space), except under a sanitizer, whose
 # shadow memory needs terabytes of address space
 vlimit=400000
-ldd "$shmrun" 2> /dev/null | grep -q 'libasan\|libtsan' && vlimit=unlimited
+ldd "$shmrun" 2> /dev/null | qgrep 'libasan\|libtsan' && vlimit=unlimited
 # Tables that are not regular files, or whose size is not their content's, are
 # refused by `check` (prepare) at once: a FIFO would block, /dev/zero never end.
 d=$tmp/special

@@ -97,7 +97,7 @@ grep -Eq "was killed by signal 6 \(SIGABRT, Aborted\) while in commit\(\) of sta
 	fail "abort: no message naming SIGABRT and commit() of stage out"
 grep -q "restart 1 of" "$tmp/log" || fail "abort: not restarted"
 same_output "$tmp/abort" abort
-ls -a "$tmp/abort/out" | grep -q '\.staged$' && fail "abort: staging files left behind"
+ls -a "$tmp/abort/out" | qgrep '\.staged$' && fail "abort: staging files left behind"
 echo "ok abort() in file_sink's commit(): named, restarted, same output"
 
 # --- SIGFPE, SIGILL, SIGBUS without checkpoints: named, exit 1, no restart -----------

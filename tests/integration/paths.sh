@@ -187,7 +187,7 @@ for total in 4089 4090 4095; do
 		"long.conf:7: stage 'out' path: the path is too long for its lock file (.<name>.lock needs 6 bytes more" \
 		"choose a shorter path; nothing was started: .*….*nnnn$"
 	awk 'length > 1000 { exit 1 }' "$tmp/log" || fail "a $total-byte output path: the message is not shortened"
-	ls -a "$deep" | grep -q '^\.n*\.lock$' && fail "a $total-byte output path: a lock file was created"
+	ls -a "$deep" | qgrep '^\.n*\.lock$' && fail "a $total-byte output path: a lock file was created"
 done
 echo "ok a path too long for its lock file is refused by check and run, the message whole"
 

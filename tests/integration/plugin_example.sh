@@ -58,7 +58,7 @@ rm -rf "$tmp/ex/dpkg.so" "$tmp/ex/out"
 make -C "$tmp/ex" CFLAGS="-O2 -Wall -Wextra -Werror" > "$tmp/make.log" 2>&1 ||
 	{ cat "$tmp/make.log" >&2; fail "make of the installed example failed"; }
 [ -f "$tmp/ex/dpkg.so" ] || fail "make built no dpkg.so"
-nm -D --defined-only "$tmp/ex/dpkg.so" | grep -qw shmrun_plugin ||
+nm -D --defined-only "$tmp/ex/dpkg.so" | qgrep -w shmrun_plugin ||
 	fail "dpkg.so does not export shmrun_plugin"
 
 # oracle LOG KEEP: what dpkg.conf must write, computed in awk from the format

@@ -141,6 +141,33 @@ for sig in TERM INT; do
 	echo "ok group SIG$sig without checkpoints: killed by SIG$sig, the calling shell stops"
 done
 
+# --- a stop signal after the job ended: exit 0, not killed by it ------------------
+# A job that reached end of input has its outcome: a SIGTERM while the launcher
+# exits (slow under a leak checker; SHMRUN_TEST_SLOW_EXIT widens the window in
+# a test build) must not turn it into "killed by SIGTERM" (CI once saw a
+# rescale test's run end so, under ASan).
+if "$shmrun" --version | grep -x "fault injection: on" > /dev/null; then
+	for ck in yes no; do
+		d="$tmp/late-$ck"
+		conf "$d" $ck
+		sed -i 's/^rate = .*/rate = 100000000/; s/^count = .*/count = 20000/' "$d/job.conf"
+		start_session "$d" "$d/status" env SHMRUN_TEST_SLOW_EXIT=1500 "$shmrun" job.conf
+		for _ in $(seq 600); do grep -q "launcher: job .* done in" "$d/log" && break; sleep 0.05; done
+		grep -q "launcher: job .* done in" "$d/log" || fail "late-$ck: the job did not end"
+		kill -TERM -- -"$pid"
+		wait_file "$d/status" 60 || fail "late-$ck: the launcher did not exit"
+		wait "$helper" 2> /dev/null || true
+		launcher=
+		cp "$d/log" "$tmp/log"
+		[ "$(cat "$d/status")" -eq 0 ] ||
+			fail "late-$ck: status $(cat "$d/status") for a SIGTERM after the job ended, expected 0"
+		[ "$(cat "$d"/out/result.tsv.* | wc -l)" -eq 20000 ] || fail "late-$ck: output incomplete"
+		echo "ok SIGTERM after the job ended (checkpoints $ck): exit 0"
+	done
+else
+	echo "skipped: a stop signal after the job ended (no fault injection in this build)"
+fi
+
 # --- Ctrl-C in a real terminal -----------------------------------------------------
 if ! command -v tmux > /dev/null 2>&1; then
 	echo "skipped: Ctrl-C in a terminal (tmux is not installed; tools/bootstrap.sh installs it)"

@@ -200,7 +200,7 @@ CONF
 	else
 		cut -f2 "$out" | sort -n > "$d/vals"
 		seq 1 3000 | cmp -s - "$d/vals" || fail "file_sink: not each value exactly once after stop, resume and kill -9"
-		ls -a "$d" | grep -q '\.staged$' && fail "file_sink: staging files left"
+		ls -a "$d" | qgrep '\.staged$' && fail "file_sink: staging files left"
 	fi
 	echo "ok $op under stop, resume and kill -9"
 done

@@ -227,7 +227,7 @@ CONF
 	wait_started
 	# a checkpoint past the first (ckpt-2 lives only ~100 ms: any later one)
 	for _ in $(seq 1 400); do
-		ls "$d"/ck/ckpt-*/MANIFEST 2> /dev/null | grep -qv '/ckpt-1/' && break
+		ls "$d"/ck/ckpt-*/MANIFEST 2> /dev/null | qgrep -v '/ckpt-1/' && break
 		sleep 0.02
 	done
 	kill -TERM $launcher
@@ -440,12 +440,12 @@ CONF
 # one piece at width 2: instance 1 has nothing; the stage still runs at 1000/s
 rate_conf "$tmp/rate1" 1 2 1000000
 timed "$tmp/rate1"
-echo "$elapsed >= 3.5 && $elapsed < 6.5" | bc | grep -q 1 ||
+echo "$elapsed >= 3.5 && $elapsed < 6.5" | bc | qgrep 1 ||
 	fail "rate 1000, width 2, one piece: 4000 records took $elapsed s, expected ~4 s"
 # two instances on two workers share the stage's rate (not 1000/s each)
 rate_conf "$tmp/rate2" 2 2 2000
 timed "$tmp/rate2"
-echo "$elapsed >= 3.5 && $elapsed < 6.5" | bc | grep -q 1 ||
+echo "$elapsed >= 3.5 && $elapsed < 6.5" | bc | qgrep 1 ||
 	fail "rate 1000 on 2 workers: 4000 records took $elapsed s, expected ~4 s"
 echo "ok rate holds for the stage (one piece at width 2; two workers)"
 
@@ -465,7 +465,7 @@ CONF
 TIMEFORMAT='%U %S'
 cpu=$({ time run "$d" > /dev/null; } 2>&1 | tail -1)
 cpu=$(echo "$cpu" | awk '{print $1 + $2}')
-echo "$cpu < 0.4" | bc | grep -q 1 ||
+echo "$cpu < 0.4" | bc | qgrep 1 ||
 	fail "a worker waiting 4 s for a rate-limited source used $cpu s of CPU"
 echo "ok a rate-limited source's worker sleeps until its next record ($cpu s CPU in 4 s)"
 echo "sources: all ok"

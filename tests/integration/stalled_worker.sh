@@ -60,10 +60,10 @@ done
 kill -CONT "$w1"
 stopped=
 line=$(grep -m1 "aborted: not complete within checkpoint_timeout" "$tmp/log") || fail "no epoch timed out while worker 1 was stopped"
-echo "$line" | grep -q "not reported by .*\[1\] (worker 1)" || fail "the message does not name the tasks of worker 1: $line"
-echo "$line" | grep -q "worker 1 (pid $w1, CPU [0-9]*, tasks gen\[1\], count\[1\]) has made no progress for [0-9.]* s (process is stopped: SIGSTOP?)" ||
+echo "$line" | qgrep "not reported by .*\[1\] (worker 1)" || fail "the message does not name the tasks of worker 1: $line"
+echo "$line" | qgrep "worker 1 (pid $w1, CPU [0-9]*, tasks gen\[1\], count\[1\]) has made no progress for [0-9.]* s (process is stopped: SIGSTOP?)" ||
 	fail "the message does not name the stopped worker: $line"
-echo "$line" | grep -q "worker 0 (pid" && fail "the running worker 0 is named as stuck: $line"
+echo "$line" | qgrep "worker 0 (pid" && fail "the running worker 0 is named as stuck: $line"
 echo "ok SIGSTOP: $line" | cut -c1-300
 # after SIGCONT it goes on: a later checkpoint completes, then a clean stop
 before=$(grep -c "aborted" "$tmp/log" || true)
@@ -111,7 +111,7 @@ done
 kill -CONT "$w0"
 stopped=
 line=$(grep -m1 "has been stopped for" "$tmp/log") || fail "the launcher did not name the stopped worker 0"
-echo "$line" | grep -q "worker 0 (pid $w0, CPU [0-9]*, tasks gen\[0\], out\[0\]) has been stopped for [0-9]* s (SIGSTOP or job control); .*kill -CONT $w0" ||
+echo "$line" | qgrep "worker 0 (pid $w0, CPU [0-9]*, tasks gen\[0\], out\[0\]) has been stopped for [0-9]* s (SIGSTOP or job control); .*kill -CONT $w0" ||
 	fail "the watchdog's message is not right: $line"
 wait $launcher || fail "exit $? after SIGCONT of worker 0"
 launcher=

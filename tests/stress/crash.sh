@@ -105,7 +105,7 @@ trial() { # kind n
 			cp "$tmp/log" "${TMPDIR:-/tmp}/shmrun-crash-failed-$kind-$n/shmrun.log" || true
 		fail "$kind trial $n: committed output differs from the failure-free output"
 	fi
-	ls -a "$d/out" | grep -q '\.staged$' && fail "$kind trial $n: staging files left behind"
+	ls -a "$d/out" | qgrep '\.staged$' && fail "$kind trial $n: staging files left behind"
 	echo "ok $kind trial $n ($kills kill(s), $(grep -c 'restart .* of' "$tmp/log") restart(s))"
 }
 

@@ -125,7 +125,7 @@ for kind in seq file; do
 			cp -r "$d" "${TMPDIR:-/tmp}/shmrun-stop-resume-failed-$kind-$width" 2>/dev/null || true
 			fail "$name: output after $stops stops differs from the run without stops (SEED=$seed)"
 		fi
-		ls -a "$d/out" | grep -q '\.staged$' && fail "$name: staging files left behind"
+		ls -a "$d/out" | qgrep '\.staged$' && fail "$name: staging files left behind"
 		total_stops=$((total_stops + stops))
 		echo "ok $name: $stops stops, output exact"
 	done

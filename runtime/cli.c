@@ -176,6 +176,8 @@ static int unknown_command(const char *what, const char *w, const char *const *w
 {
 	const char *near = nearest(w, words, n);
 
+	if (near && strcmp(near, w) == 0) /* shmrun --log-level debug ckpt list DIR */
+		return usage_error("'%s' must be the first argument: shmrun %s ...", w, w);
 	if (near)
 		return usage_error("unknown %s '%s'; did you mean '%s'?", what, w, near);
 	{
@@ -331,10 +333,14 @@ int shmrun_main(int argc, char **argv)
 #endif
 		return 0;
 	}
-	/* the subcommand may also follow options: shmrun --log-level debug check x.conf */
+	/* the subcommand may also follow options: shmrun --log-level debug check
+	 * x.conf, shmrun --plugin ./my.so ops [NAME] */
 	if (argc - optind == 2 && strcmp(cmd, "run") == 0 &&
 	    (strcmp(argv[optind], "plan") == 0 || strcmp(argv[optind], "check") == 0 ||
 	     strcmp(argv[optind], "run") == 0))
+		cmd = argv[optind++];
+	else if (argc - optind >= 1 && strcmp(cmd, "run") == 0 &&
+		 strcmp(argv[optind], "ops") == 0)
 		cmd = argv[optind++];
 	if (markdown && strcmp(cmd, "ops") != 0)
 		return usage_error("--markdown goes with `shmrun ops`");

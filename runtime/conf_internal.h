@@ -217,6 +217,18 @@ int check_value(struct loader *ld, const char *what, const struct shmrun_param_d
 		const char *value, int line, char **text, uint64_t *u64);
 
 /*
+ * Whether @value is a valid value of key @d, judged as check_value() judges a
+ * value written in a conf file (type, choices, range) but without a loader:
+ * for values no conf file holds, such as a plugin key table's defaults
+ * (runtime/plugin.c). PATH, PATHS and STRING values are not checked beyond
+ * being non-empty. On a problem, @why (@len bytes) says what is wrong ("not a
+ * valid count; expected ...", "out of range; expected 1 to 100").
+ * Return: 0; -EINVAL (not of its type, not a choice, empty); -ERANGE.
+ */
+int param_value_problem(const struct shmrun_param_def *d, const char *value, char *why,
+			size_t len);
+
+/*
  * Whether key @d, given as @kv in section @what ("[job]", "stage 'x'"), was
  * extended by an indented continuation line though it takes one value (not a
  * list key): then that is reported at the continuation's line, naming the key

@@ -673,6 +673,57 @@ void params_free(struct shmrun_param *p, uint32_t n)
 	free(p);
 }
 
+int param_value_problem(const struct shmrun_param_def *d, const char *value, char *why,
+			size_t len)
+{
+	char range[128];
+	uint64_t v = 0;
+	int r = 0;
+
+	if (!*value) {
+		snprintf(why, len, "empty; expected %s", type_form(d->type));
+		return -EINVAL;
+	}
+	switch (d->type) {
+	case SHMRUN_PARAM_COUNT:
+	case SHMRUN_PARAM_RATE:
+		r = shmrun_parse_count(value, &v);
+		break;
+	case SHMRUN_PARAM_SIZE:
+		r = shmrun_parse_size(value, &v);
+		break;
+	case SHMRUN_PARAM_DURATION:
+		r = shmrun_parse_duration(value, &v);
+		break;
+	case SHMRUN_PARAM_BOOL:
+		r = parse_bool(value, &v);
+		break;
+	case SHMRUN_PARAM_ENUM:
+		if (enum_index(d->choices, value) < 0) {
+			snprintf(why, len, "not one of its choices (%s)",
+				 d->choices ? d->choices : "none");
+			return -EINVAL;
+		}
+		return 0;
+	case SHMRUN_PARAM_PATH:
+	case SHMRUN_PARAM_PATHS:
+	case SHMRUN_PARAM_STRING:
+		return 0;
+	}
+	if (r == -EINVAL) {
+		snprintf(why, len, "not a valid %s; expected %s", type_word(d->type),
+			 type_form(d->type));
+		return -EINVAL;
+	}
+	if (r == -ERANGE || v < d->min || (d->max && v > d->max) ||
+	    (d->type == SHMRUN_PARAM_RATE && !v)) {
+		snprintf(why, len, "out of range; expected %s",
+			 fmt_range(d->type, d->min, d->max, value, range, sizeof(range)));
+		return -ERANGE;
+	}
+	return 0;
+}
+
 void shmrun_param_describe(const struct shmrun_param_def *d, const char **type,
 			   const char **form, char *range, size_t len)
 {

@@ -187,11 +187,20 @@ int shmrun_fingerprint_text(const struct shmrun_job *job, char **text, size_t *l
 		    shmrun_pw_rule_name(st->op->pw_rule));
 		/* a plugin's operator: its file, and the format of its state (the
 		 * operator's state_version, else the plugin's version); the path
-		 * last, as it may hold blanks */
+		 * last, as it may hold blanks. A plugin inside the conf file's
+		 * directory is written relative to it, as put_value() writes paths,
+		 * so a job directory moved or copied with its plugin still resumes. */
 		char fmt[200];
 
-		if (shmrun_stage_plugin_state(st, fmt, sizeof(fmt)))
-			shmrun_text_printf(&o, "plugin %s %s path=%s\n", st->name, fmt, pi->path);
+		if (shmrun_stage_plugin_state(st, fmt, sizeof(fmt))) {
+			size_t dl = job->conf_dir ? strlen(job->conf_dir) : 0;
+			const char *path = pi->path;
+
+			if (dl && strlen(path) > dl + 1 && strncmp(path, job->conf_dir, dl) == 0 &&
+			    path[dl] == '/')
+				path += dl + 1;
+			shmrun_text_printf(&o, "plugin %s %s path=%s\n", st->name, fmt, path);
+		}
 		for (uint32_t i = 0; i < st->nparams; i++) {
 			const struct shmrun_param *p = &st->params[i];
 

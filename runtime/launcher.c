@@ -31,7 +31,8 @@
  *     the worker checks its parent is still the launcher (closing the race of
  *     a launcher that died between fork and prctl).
  *   - End of input on every worker -> exit 0 and a summary. A worker that dies
- *     or fails -> the others are killed, the cause (worker, CPU, tasks, signal
+ *     or fails, or exits from inside an operator callback (exit() in a
+ *     plugin, whatever the status) -> the others are killed, the cause (worker, CPU, tasks, signal
  *     or exit status, the worker's own error) is logged; with checkpoint_dir
  *     the whole job restarts from the newest complete checkpoint, after a
  *     backoff doubling from 0.1 s to 3.2 s, at most restart_attempts times;
@@ -477,7 +478,7 @@ static bool serve_stop(struct run *r, int sig, bool forwarded)
 
 /*
  * Supervise phase, why worker @w (tasks @tasks) ended with @status other
- * than exit 0, into r->cause (and r->fatal_signal when a restart cannot
+ * than exit 0 (or with exit 0 from inside an operator callback), into r->cause (and r->fatal_signal when a restart cannot
  * cure it).
  */
 static void note_exit_cause(struct run *r, uint32_t w, int status, const char *tasks)
@@ -519,11 +520,38 @@ static void note_exit_cause(struct run *r, uint32_t w, int status, const char *t
 			 "worker %u (CPU %d, tasks %s) was stopped by a SIGTERM sent to "
 			 "it (not to the launcher)",
 			 w, job->cpus[w], tasks);
-	else
-		snprintf(r->cause, sizeof(r->cause),
-			 "worker %u (CPU %d, tasks %s) failed with exit status %d%s%s",
-			 w, job->cpus[w], tasks, WEXITSTATUS(status),
-			 stats[w].error[0] ? ": " : "", stats[w].error);
+	else {
+		/* exit() called by operator code: the worker's own exits are
+		 * outside every callback (cb_where 0) */
+		uint64_t where = atomic_load_explicit(&stats[w].cb_where, memory_order_relaxed);
+		char in[PATH_MAX + 512];
+
+		if (shmrun_cb_describe(r->plan, where, in, sizeof(in)))
+			snprintf(r->cause, sizeof(r->cause),
+				 "worker %u (CPU %d, tasks %s) exited with exit status %d while "
+				 "in %.560s: an operator must not call exit(); it returns a "
+				 "negative errno after shmrun_task_error()",
+				 w, job->cpus[w], tasks, WEXITSTATUS(status), in);
+		else
+			snprintf(r->cause, sizeof(r->cause),
+				 "worker %u (CPU %d, tasks %s) failed with exit status %d%s%s", w,
+				 job->cpus[w], tasks, WEXITSTATUS(status),
+				 stats[w].error[0] ? ": " : "", stats[w].error);
+	}
+}
+
+/*
+ * Whether worker @w ended well: exit status 0 outside every operator
+ * callback. Exit 0 from inside one is operator code calling exit(): the
+ * worker's tasks never finished (a sink's output may be short), so it is a
+ * failure like a crash, never a job done.
+ */
+static bool exited_well(struct run *r, uint32_t w, int status)
+{
+	struct shmrun_worker_stats *stats = shmrun_control_stats(r->ctl);
+
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
+	       !atomic_load_explicit(&stats[w].cb_where, memory_order_relaxed);
 }
 
 /*
@@ -544,7 +572,7 @@ static enum run_end reap_exits(struct run *r)
 		shmrun_cb_watch_ended(&r->cw, r->plan, r->ctl, w, r->pids[w], shmrun_now_ns());
 		r->pids[w] = 0;
 		r->running--;
-		if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		if (exited_well(r, w, status))
 			continue;
 		describe_tasks(r->plan, w, tasks, sizeof(tasks));
 		if (WIFSIGNALED(status) && WTERMSIG(status) == SIGPIPE) {

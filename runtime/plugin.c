@@ -146,6 +146,7 @@ static bool has_param(const struct shmrun_param_def *params, const char *key,
 static int check_params(const char *path, const struct shmrun_operator *op, char **err)
 {
 	const struct shmrun_param_def *stage = shmrun_stage_keys();
+	char why[200];
 
 	for (const struct shmrun_param_def *d = op->params; d && d->key; d++) {
 		if (!*d->key)
@@ -166,6 +167,12 @@ static int check_params(const char *path, const struct shmrun_operator *op, char
 				      "plugin %s: operator '%s', key '%s': .io is for PATH keys "
 				      "(OUTPUT) and PATH/PATHS keys (INPUT) only",
 				      path, op->name, d->key);
+		if (d->def && param_value_problem(d, d->def, why, sizeof(why)))
+			return refuse(err,
+				      "plugin %s: operator '%s', key '%s': its default '%s' is %s; "
+				      "fix .def in the operator's key table (every stage that "
+				      "leaves the key out would get it)",
+				      path, op->name, d->key, d->def, why);
 		if (d->reserved[0] || d->reserved[1])
 			return refuse(err,
 				      "plugin %s: operator '%s', key '%s': .reserved must be zero",
@@ -345,9 +352,18 @@ int shmrun_plugin_load(const char *path, char **err)
 	if (stat(path, &st) != 0) {
 		int e = errno;
 
-		refuse(err, "plugin %s %s; build it (docs/operators.md, \"Building\") or fix the path",
-		       path, e == ENOENT ? "does not exist" : strerror(e));
-		return e == ENOENT ? -ENOENT : -e;
+		if (e == ENOENT || e == ENOTDIR)
+			refuse(err,
+			       "plugin %s does not exist; fix the path, or build the plugin "
+			       "(cc -shared -fPIC ... $(pkg-config --cflags --libs shmrun); "
+			       "shmrun-operator(3), \"Loading plugins\")",
+			       path);
+		else
+			refuse(err,
+			       "plugin %s cannot be read: %s; give this user access to it (and "
+			       "to the directories above it) or fix the path",
+			       path, strerror(e));
+		return -e;
 	}
 	if (!S_ISREG(st.st_mode))
 		return refuse(err, "plugin %s is not a regular file; name the plugin's .so file",

@@ -10,7 +10,8 @@
 #              the others pass
 #
 # Checks: every file the installation promises exists (README.md "Installing"),
-# and no private header is installed; P/bin/shmrun runs with nothing on
+# no private header is installed, and the examples are installed without what
+# running them in place leaves (outputs, lock files, checkpoints, a built .so); P/bin/shmrun runs with nothing on
 # LD_LIBRARY_PATH, loads P's libshmrun.so.0 through RUNPATH $ORIGIN/../LIBDIR,
 # and still does after P is moved; P/bin/shmrun-bench runs it (from a copy);
 # pkg-config gives exactly -IP/include
@@ -25,7 +26,32 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 p=$tmp/prefix
 unset LD_LIBRARY_PATH
 
-"$cmake" --install "$build" --prefix "$p" > "$tmp/log" 2>&1 || fail "cmake --install failed"
+# What running the examples in place leaves (docs/examples/out/, lock files,
+# checkpoint directories, a plugin built with the example's Makefile) must not
+# be installed: plant one of each beside the examples for this install, when
+# the source tree is writable, and remove exactly what was planted.
+ex=$src/docs/examples
+planted=()
+unplant() {
+	local f
+	for f in "${planted[@]}"; do
+		rm -rf "$f"
+	done
+	[ -z "${made_out:-}" ] || rmdir "$ex/out" 2> /dev/null || true
+	planted=()
+	made_out=
+}
+if [ -w "$ex" ] && [ -w "$ex/plugins" ]; then
+	[ -d "$ex/out" ] || { mkdir "$ex/out" && made_out=1; }
+	planted+=("$ex/out/install-test-$$.tsv" "$ex/out/.install-test-$$.tsv.lock"
+		  "$ex/install-test-$$.ckpt" "$ex/plugins/install-test-$$.so")
+	trap 'unplant; cleanup' EXIT
+	touch "$ex/out/install-test-$$.tsv" "$ex/out/.install-test-$$.tsv.lock" \
+		"$ex/plugins/install-test-$$.so"
+	mkdir "$ex/install-test-$$.ckpt" && touch "$ex/install-test-$$.ckpt/MANIFEST"
+fi
+"$cmake" --install "$build" --prefix "$p" > "$tmp/log" 2>&1 || { unplant; fail "cmake --install failed"; }
+unplant
 
 # 1. the files
 version=$(sed -n 's/^project(shmrun VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
@@ -50,8 +76,10 @@ done
 got=$(cd "$p/include" && find . -type f | sort | tr '\n' ' ')
 [ "$got" = "./shmrun/idle.h ./shmrun/job.h ./shmrun/operator.h ./shmrun/placement.h ./shmrun/runtime.h " ] ||
 	fail "include/ holds: $got"
-# the examples, recursively, as they are in docs/examples/
-(cd "$src/docs/examples" && find . -type f | sort) > "$tmp/want_examples"
+# the examples, recursively, as they are in docs/examples/, without what
+# running them leaves
+(cd "$src/docs/examples" && find . \( -name out -o -name '*.ckpt' \) -prune -o -type f \
+	! -name '.*.lock' ! -name '*.so' -print | sort) > "$tmp/want_examples"
 (cd "$p/share/shmrun/examples" && find . -type f | sort) > "$tmp/got_examples" ||
 	fail "share/shmrun/examples/ not installed"
 diff "$tmp/want_examples" "$tmp/got_examples" > "$tmp/log" || fail "examples differ from docs/examples/"

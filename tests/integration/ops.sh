@@ -3,7 +3,8 @@
 #
 # - The list names every built-in operator with its kind, and with --plugin
 #   the plugin's operators with their origin; `ops NAME` shows a plugin
-#   operator's keys with type, default and choices.
+#   operator's keys with type, default and choices; options may also come
+#   before `ops` (shmrun --plugin X ops NAME).
 # - The reference section of docs/operators.md is exactly what
 #   `shmrun ops --markdown` prints for the built-ins: the docs cannot drift
 #   from the tables `shmrun check` enforces.
@@ -31,6 +32,12 @@ grep -q "^tag_numbers *source .*\[plugin test 1.0.0 ($pdir/good.so)\]$" "$tmp/li
 grep -q "^  origin: *plugin test 1.0.0 ($pdir/good.so)$" "$tmp/one" || fail "ops tag: no origin"
 grep -q "^    tag  *text; required$" "$tmp/one" || fail "ops tag: key 'tag' not shown as required text"
 grep -q "^    mode  *choice; default plain; one of: plain fancy$" "$tmp/one" || fail "ops tag: key 'mode' wrong"
+# options before the command, as `shmrun --plugin X check` takes them
+"$shmrun" --plugin "$pdir/good.so" ops tag > "$tmp/one2" 2> "$tmp/log" ||
+	fail "shmrun --plugin X ops tag failed: $(cat "$tmp/log")"
+cmp -s "$tmp/one" "$tmp/one2" || fail "shmrun --plugin X ops tag differs from shmrun ops --plugin X tag"
+"$shmrun" --plugin "$pdir/good.so" ops > "$tmp/list2" 2> "$tmp/log" || fail "shmrun --plugin X ops failed"
+cmp -s "$tmp/list" "$tmp/list2" || fail "shmrun --plugin X ops differs from shmrun ops --plugin X"
 "$shmrun" ops count > "$tmp/one" || fail "ops count failed"
 grep -q "^    emit  *choice; default final; one of: final update$" "$tmp/one" || fail "ops count: emit wrong"
 grep -q "a combiner" "$tmp/one" || fail "ops count: no combiner"
@@ -62,4 +69,5 @@ bad "no operator 'tag'; .*needs --plugin PATH" ops tag
 bad "plugin $tmp/none.so does not exist" ops --plugin "$tmp/none.so"
 bad "\-\-markdown goes with .shmrun ops." check --markdown "$tmp/x.conf"
 bad "at most one operator name" ops count tokenize
+bad "at most one operator name" --plugin "$pdir/good.so" ops count tokenize
 echo "ops: ok"

@@ -7,6 +7,8 @@
 #   - the same once, with checkpoints: restarted from the last checkpoint,
 #     output equal to a run without the crash;
 #   - abort() (abort_at): SIGABRT, named the same way;
+#   - exit(0) in process() (exit_at): a failure, not a job done, named the
+#     same way, exit 1; once, with checkpoints: restarted, same output;
 #   - a process() that sleeps 1 s with operator_timeout = 200ms: one warning
 #     naming the plugin's file, then its return; the job completes with the
 #     same output.
@@ -89,6 +91,25 @@ rc=0
 grep -Eq "was killed by signal 6 \(SIGABRT, Aborted\) while in process\(\) of stage boom, instance [01], $re_op$" "$tmp/log" ||
 	fail "abort: no message naming SIGABRT and the plugin"
 echo "ok a plugin's abort(): named"
+
+# --- exit(0) in process(): a failure, never "done" ------------------------------------
+conf "$tmp/exit" "exit_at = 3000"
+rc=0
+(cd "$tmp/exit" && timeout 60 "$shmrun" job.conf) 2> "$tmp/log" || rc=$?
+[ $rc -eq 1 ] || fail "exit(0): exit $rc, expected 1"
+grep -Eq "ERROR launcher: worker [01] \(CPU [0-9]+, tasks [^)]*\) exited with exit status 0 while in process\(\) of stage boom, instance [01], $re_op: an operator must not call exit\(\)" "$tmp/log" ||
+	fail "exit(0): no message naming exit status 0, process() and the plugin"
+grep -q "job .* done" "$tmp/log" && fail "exit(0): the job was reported done"
+conf "$tmp/exit-ck" "exit_at = 60000
+once = fired" "${ckpt[@]}"
+rc=0
+(cd "$tmp/exit-ck" && timeout 120 "$shmrun" job.conf) 2> "$tmp/log" || rc=$?
+[ $rc -eq 0 ] || fail "exit(0) with checkpoints: exit $rc, expected 0"
+[ -e "$tmp/exit-ck/fired" ] || fail "exit(0) with checkpoints: never exited"
+grep -Eq "restart 1 of 10 in 0\.1 s after: worker .*exit status 0 while in process\(\) of stage boom" "$tmp/log" ||
+	fail "exit(0) with checkpoints: not restarted"
+same_output "$tmp/exit-ck" "exit(0) with checkpoints"
+echo "ok a plugin's exit(0) in process(): a failure naming the plugin; with checkpoints restarted, same output"
 
 # --- a process() sleeping 1 s past operator_timeout = 200ms -------------------------------
 conf "$tmp/hang" "sleep_at = 20000

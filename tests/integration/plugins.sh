@@ -10,12 +10,14 @@
 #   file, a file that is not a shared object (dlopen's message verbatim), a
 #   missing symbol, another ABI major, a newer ABI minor, an operator without
 #   a name, without process(), with .size 0, a descriptor without operators, a
+#   key whose default is not a valid value of it (not a choice, out of range), a
 #   symbol no library defines, an operator named like a built-in, and two
 #   plugins defining one operator (both origins named).
 # - The same plugin named twice (and through a symlink) loads once.
 # - The fingerprint: a new plugin version refuses a restore with the usual
 #   message naming the versions, and so does --rescale; a new version whose
-#   operators keep their .state_version restores.
+#   operators keep their .state_version restores; a job directory moved with
+#   its plugin inside resumes, a plugin at another path is refused.
 set -euo pipefail
 shmrun=${1:?usage: plugins.sh path/to/shmrun PLUGIN_DIR}
 pdir=${2:?usage: plugins.sh path/to/shmrun PLUGIN_DIR}
@@ -103,6 +105,9 @@ refused noname "$pdir/no_name.so" "operator #1 of its table has no name"
 refused noproc "$pdir/no_process.so" "operator 'tag' has no process()"
 refused size "$pdir/bad_size.so" "operator #2 (tag_numbers) has .size = 0; set .size = sizeof(struct shmrun_operator)"
 refused noops "$pdir/no_ops.so" "has no operators"
+# a default the key's own type refuses is the plugin's fault, not the conf's
+refused baddef "$pdir/bad_default.so" "operator 'tag', key 'mode': its default 'weird' is not one of its choices (plain fancy); fix .def"
+refused badrange "$pdir/bad_range.so" "operator 'tag_numbers', key 'count': its default '0' is out of range; expected 1 to 1000000000; fix .def"
 refused unres "$pdir/unresolved.so" "cannot be loaded: .*shmrun_test_no_such_function"
 refused builtin "$pdir/dup_builtin.so" "operator 'count' is already defined by the built-in operators"
 cp "$pdir/good.so" "$tmp/copy.so"
@@ -147,4 +152,35 @@ restore_case() { # NAME V1 V2 EXPECT(ok|refused)
 }
 restore_case ver good good_v2 refused
 restore_case state state_v1 state_v2 ok
+
+# a job directory moved with its plugin inside still resumes (the plugin's path
+# is in the fingerprint relative to the conf's directory, as every path is)
+mkdir "$tmp/jobdir"
+conf moved "good.so" "tag = T" "ck"
+sed -i 's/count = 5000/count = 100000000/' "$tmp/moved.conf"
+mv "$tmp/moved.conf" "$tmp/jobdir/"
+cp "$pdir/good.so" "$tmp/jobdir/good.so"
+"$shmrun" "$tmp/jobdir/moved.conf" > "$tmp/log" 2>&1 &
+launcher=$!
+wait_started || fail "moved: the run did not start"
+wait_manifest "$tmp/jobdir/ck" || fail "moved: no checkpoint"
+kill -TERM "$launcher"
+set +e
+wait "$launcher"
+rc=$?
+set -e
+launcher=
+[ $rc = 0 ] || fail "moved: stop with a final checkpoint: exit $rc"
+mv "$tmp/jobdir" "$tmp/jobdir2"
+"$shmrun" check "$tmp/jobdir2/moved.conf" > "$tmp/log" 2>&1 ||
+	fail "moved: a job directory moved with its plugin does not resume: $(cat "$tmp/log")"
+# a plugin outside the job directory keeps its absolute path: another file refuses
+cp "$pdir/good.so" "$tmp/elsewhere.so"
+sed -i "s|^plugins = .*|plugins = $tmp/elsewhere.so|" "$tmp/jobdir2/moved.conf"
+set +e
+"$shmrun" check "$tmp/jobdir2/moved.conf" > "$tmp/log" 2>&1
+rc=$?
+set -e
+[ $rc = 2 ] || fail "moved: a plugin at another path restored: exit $rc"
+grep -q "stage t: plugin good.so → $(realpath "$tmp")/elsewhere.so" "$tmp/log" || fail "moved: the refusal does not name both paths: $(cat "$tmp/log")"
 echo "plugins: ok"

@@ -8,6 +8,7 @@
  *     segv_at = n    process() stores through a NULL pointer (SIGSEGV)
  *     abort_at = n   process() calls abort() (SIGABRT)
  *     sleep_at = n   process() sleeps `sleep` (a duration), then goes on
+ *     exit_at = n    process() calls exit(0), which an operator must not
  *     once = PATH    any of these happens only if PATH can be created
  *                    (O_EXCL): once per job, whatever the restarts and
  *                    instances, so a checkpointed job can recover
@@ -28,7 +29,7 @@
 
 struct crash_state {
 	uint64_t seen;                      /* records processed by this instance */
-	uint64_t segv_at, abort_at, sleep_at;
+	uint64_t segv_at, abort_at, sleep_at, exit_at;
 	uint64_t sleep_ns;
 	const char *once;                   /* NULL: every time */
 };
@@ -58,6 +59,7 @@ static int crash_open(struct shmrun_task *task, void **state)
 	s->segv_at = shmrun_task_param_u64(task, "segv_at", 0);
 	s->abort_at = shmrun_task_param_u64(task, "abort_at", 0);
 	s->sleep_at = shmrun_task_param_u64(task, "sleep_at", 0);
+	s->exit_at = shmrun_task_param_u64(task, "exit_at", 0);
 	s->sleep_ns = shmrun_task_param_u64(task, "sleep", 0);
 	s->once = shmrun_task_param(task, "once");
 	*state = s;
@@ -87,6 +89,8 @@ static int crash_process(struct shmrun_task *task, void *state, const struct shm
 		crash_segv(); /* the bug this plugin has */
 	if (s->seen == s->abort_at && may_fire(s))
 		abort();
+	if (s->seen == s->exit_at && may_fire(s))
+		exit(0);
 	if (s->seen == s->sleep_at && may_fire(s)) {
 		struct timespec ts = {(time_t)(s->sleep_ns / 1000000000),
 				      (long)(s->sleep_ns % 1000000000)};
@@ -108,6 +112,8 @@ static const struct shmrun_param_def crash_params[] = {
 	 .doc = "dereference NULL at this record of an instance (0: never)"},
 	{.key = "abort_at", .type = SHMRUN_PARAM_COUNT, .def = "0", .max = 1000000000,
 	 .doc = "abort() at this record of an instance (0: never)"},
+	{.key = "exit_at", .type = SHMRUN_PARAM_COUNT, .def = "0", .max = 1000000000,
+	 .doc = "exit(0) at this record of an instance (0: never)"},
 	{.key = "sleep_at", .type = SHMRUN_PARAM_COUNT, .def = "0", .max = 1000000000,
 	 .doc = "sleep `sleep` at this record of an instance (0: never)"},
 	{.key = "sleep", .type = SHMRUN_PARAM_DURATION, .def = "1s", .min = 1000000,

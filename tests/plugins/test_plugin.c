@@ -16,6 +16,8 @@
  *   bad_size     an operator with .size = 0
  *   unresolved   needs a function no library defines (dlopen fails)
  *   no_ops       a descriptor without operators
+ *   bad_default  `tag`'s key `mode` defaults to a word that is not a choice
+ *   bad_range    `tag_numbers`' key `count` defaults to 0, below its minimum
  *
  * PLUGIN_VERSION and PLUGIN_STATE_VERSION (optional) set the plugin's version
  * and `tag`'s state_version, for the fingerprint tests.
@@ -102,7 +104,11 @@ static void tag_close(struct shmrun_task *task, void *state)
 
 static const struct shmrun_param_def tag_params[] = {
 	{.key = "tag", .type = SHMRUN_PARAM_STRING, .required = true, .doc = "text put before each value"},
+#if defined(PLUGIN_BAD_DEFAULT)
+	{.key = "mode", .type = SHMRUN_PARAM_ENUM, .def = "weird", .choices = "plain fancy",
+#else
 	{.key = "mode", .type = SHMRUN_PARAM_ENUM, .def = "plain", .choices = "plain fancy",
+#endif
 	 .doc = "a choice, to test validation"},
 	{.key = NULL},
 };
@@ -191,7 +197,11 @@ static void num_close(struct shmrun_task *task, void *state)
 }
 
 static const struct shmrun_param_def num_params[] = {
+#if defined(PLUGIN_BAD_RANGE)
+	{.key = "count", .type = SHMRUN_PARAM_COUNT, .def = "0", .min = 1, .max = 1000000000,
+#else
 	{.key = "count", .type = SHMRUN_PARAM_COUNT, .def = "1000", .min = 1, .max = 1000000000,
+#endif
 	 .doc = "lines to produce"},
 	{.key = NULL},
 };

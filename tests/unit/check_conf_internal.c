@@ -10,7 +10,8 @@
  *                and case, the typo limit, no candidates, truncation
  *   check_value  one key's text against its table entry: the value kept, and
  *                the message of a wrong one (the bound in the unit the user
- *                wrote, the nearest choice)
+ *                wrote, the nearest choice); param_value_problem(), the same
+ *                judgement without a loader, and every built-in default
  *
  * check_conf.c tests the same code through shmrun_job_load(); this file pins
  * the pieces the passes lend each other, so a change to one of them fails
@@ -260,6 +261,52 @@ START_TEST(value_wrong)
 }
 END_TEST
 
+/*
+ * param_value_problem(): a value judged without a loader, as a plugin's
+ * defaults are (runtime/plugin.c), with the reason; and every built-in
+ * operator's and stage key's default passes it.
+ */
+START_TEST(value_problem)
+{
+	const struct shmrun_param_def n = {.key = "n", .type = SHMRUN_PARAM_COUNT, .min = 1,
+					   .max = 100};
+	const struct shmrun_param_def e = {.key = "m", .type = SHMRUN_PARAM_ENUM,
+					   .choices = "plain fancy"};
+	const struct shmrun_param_def d = {.key = "t", .type = SHMRUN_PARAM_DURATION};
+	const struct shmrun_param_def r = {.key = "r", .type = SHMRUN_PARAM_RATE};
+	char why[200];
+	uint32_t defaults = 0;
+
+	ck_assert_int_eq(param_value_problem(&n, "7", why, sizeof(why)), 0);
+	ck_assert_int_eq(param_value_problem(&n, "abc", why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "not a valid count; expected an unsigned decimal integer, e.g. 4");
+	ck_assert_int_eq(param_value_problem(&n, "0", why, sizeof(why)), -ERANGE);
+	ck_assert_str_eq(why, "out of range; expected 1 to 100");
+	ck_assert_int_eq(param_value_problem(&n, "101", why, sizeof(why)), -ERANGE);
+	ck_assert_int_eq(param_value_problem(&n, "", why, sizeof(why)), -EINVAL);
+	ck_assert_int_eq(param_value_problem(&e, "fancy", why, sizeof(why)), 0);
+	ck_assert_int_eq(param_value_problem(&e, "fanc", why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "not one of its choices (plain fancy)");
+	ck_assert_int_eq(param_value_problem(&d, "500ms", why, sizeof(why)), 0);
+	ck_assert_int_eq(param_value_problem(&d, "500", why, sizeof(why)), -EINVAL);
+	ck_assert_int_eq(param_value_problem(&r, "0", why, sizeof(why)), -ERANGE);
+	for (const struct shmrun_operator *const *op = shmrun_operators(); *op; op++)
+		for (const struct shmrun_param_def *p = (*op)->params; p && p->key; p++) {
+			if (!p->def)
+				continue;
+			ck_assert_msg(param_value_problem(p, p->def, why, sizeof(why)) == 0,
+				      "%s: default %s = '%s' is %s", (*op)->name, p->key, p->def,
+				      why);
+			defaults++;
+		}
+	for (const struct shmrun_param_def *p = shmrun_stage_keys(); p->key; p++)
+		if (p->def)
+			ck_assert_msg(param_value_problem(p, p->def, why, sizeof(why)) == 0,
+				      "stage key %s = '%s' is %s", p->key, p->def, why);
+	ck_assert_uint_ge(defaults, 10); /* the built-ins have defaults to check */
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("conf_internal");
@@ -280,6 +327,7 @@ int main(void)
 	suite_add_tcase(s, sug);
 	tcase_add_test(val, value_kept);
 	tcase_add_test(val, value_wrong);
+	tcase_add_test(val, value_problem);
 	suite_add_tcase(s, val);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -34,6 +34,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <glob.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -344,30 +345,63 @@ static void load_ckpt_dir(struct loader *ld, struct shmrun_param *p)
 	}
 }
 
-/* [job] plugins = PATHS (@p: resolved, one per line): each loaded before any
- * stage names its operators; a refusal is an error at the key's line.
- * Return: 0 (refusals are reported) or -ENOMEM. */
+/* Load one plugin file for [job] plugins at @line; a refusal is an error there. */
+static int load_plugin_at(struct loader *ld, const char *path, int line)
+{
+	char *err = NULL;
+	int r = shmrun_plugin_load(path, &err);
+
+	if (r == -ENOMEM && !err)
+		return r;
+	if (r) {
+		errorf(ld, line, "%s", err ? err : strerror(-r));
+		ld->plugins_failed_line = line;
+	}
+	free(err);
+	return 0;
+}
+
+/*
+ * [job] plugins = PATHS (@p: resolved, one per line): each loaded before any
+ * stage names its operators; a refusal is an error at the key's line. A path
+ * with a wildcard (* ? [) is a glob(3) pattern, as in file_source's path: its
+ * matches load in sorted order, and one that matches nothing is an error.
+ * Return: 0 (refusals are reported) or -ENOMEM.
+ */
 static int load_plugins(struct loader *ld, const struct shmrun_param *p)
 {
 	const char *s = p->value;
 
 	while (s && *s) {
 		size_t n = strcspn(s, "\n");
-		char *path = strndup(s, n), *err = NULL;
-		int r;
+		char *path = strndup(s, n);
+		int r = 0;
 
 		if (!path)
 			return -ENOMEM;
-		r = shmrun_plugin_load(path, &err);
-		free(path);
-		if (r == -ENOMEM && !err)
-			return r;
-		if (r)
-			{
-			errorf(ld, p->line, "%s", err ? err : strerror(-r));
-			ld->plugins_failed_line = p->line;
+		if (strpbrk(path, "*?[")) {
+			glob_t g;
+			int gr = glob(path, 0, NULL, &g);
+
+			if (gr == GLOB_NOSPACE) {
+				r = -ENOMEM;
+			} else if (gr) {
+				errorf(ld, p->line,
+				       "plugin pattern %s matches no file; name the shared objects "
+				       "to load (build them first)",
+				       path);
+				ld->plugins_failed_line = p->line;
+			} else {
+				for (size_t i = 0; i < g.gl_pathc && !r; i++)
+					r = load_plugin_at(ld, g.gl_pathv[i], p->line);
+			}
+			globfree(&g); /* glob() set it up, also when it failed */
+		} else {
+			r = load_plugin_at(ld, path, p->line);
 		}
-		free(err);
+		free(path);
+		if (r)
+			return r;
 		s += n + (s[n] == '\n');
 	}
 	return 0;

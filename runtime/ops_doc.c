@@ -19,6 +19,10 @@
 
 #include "internal.h"
 
+/* What a plugin left out (struct shmrun_operator.summary, shmrun_param.doc are optional). */
+#define NO_SUMMARY "(no summary: its plugin gives none)"
+#define NO_DOC "(not documented by its plugin)"
+
 /* What an operator is, in a word (@cap: capitalised, to start a sentence). */
 static const char *kind_of(const struct shmrun_operator *op, bool cap)
 {
@@ -85,7 +89,7 @@ static void put_key(FILE *out, const struct shmrun_param_def *d, bool md)
 	if (d->tuning)
 		fputs("; tuning: not part of the fingerprint", out);
 	fputs(md ? "): " : "\n        ", out);
-	put_text(out, d->doc, md);
+	put_text(out, d->doc ? d->doc : NO_DOC, md);
 	fputc('\n', out);
 }
 
@@ -134,7 +138,7 @@ static void put_one(FILE *out, const struct shmrun_operator *op, bool md)
 
 	if (md) {
 		fprintf(out, "### %s\n\n", op->name);
-		put_text(out, op->summary, md);
+		put_text(out, op->summary ? op->summary : NO_SUMMARY, md);
 		fprintf(out, "\n\n%s; per-worker state: %s; features: ", kind_of(op, true),
 			pw_of(op));
 		put_features(out, op);
@@ -149,7 +153,7 @@ static void put_one(FILE *out, const struct shmrun_operator *op, bool md)
 			fputc('\n', out);
 		return;
 	}
-	fprintf(out, "%s: %s\n", op->name, op->summary ? op->summary : "");
+	fprintf(out, "%s: %s\n", op->name, op->summary ? op->summary : NO_SUMMARY);
 	fprintf(out, "  kind:             %s\n  origin:           ", kind_of(op, false));
 	put_origin(out, op);
 	fprintf(out, "\n  per-worker state: %s\n  features:         ", pw_of(op));
@@ -188,7 +192,7 @@ int shmrun_ops_print(FILE *out, const char *name, bool markdown)
 			continue;
 		}
 		fprintf(out, "%-14s %-9s %s", (*all)->name, kind_of(*all, false),
-			(*all)->summary ? (*all)->summary : "");
+			(*all)->summary ? (*all)->summary : NO_SUMMARY);
 		if (shmrun_operator_plugin(*all)) {
 			fputs(" [", out);
 			put_origin(out, *all);

@@ -7,18 +7,19 @@
 --   - a link to another document of docs/ shows as its man page
 --     ("topology.conf(5)"), or as its text for a document without one, since a
 --     relative path means nothing to a reader of the installed page;
---   - a table gets column widths from its text (each column at least its
---     longest word, the rest shared by how much text a column holds) that fit
---     a page of 80 columns, and its cells are set ragged-right, so that tbl
---     and troff have nothing to warn about (pandoc gives every column of a
---     pipe table the same width, from the dashes of its separator line); a
---     table whose longest words alone do not fit (topology.md's key tables:
---     key, type, default, range, meaning) becomes a tagged list instead, as
---     man pages present options: the first cell the tag, then
---     "type: ...; default: ...", then the last cell;
+--   - every table becomes a tagged list, as man pages present options: the
+--     first cell the tag, then "header: cell; ..." for the middle cells, then
+--     the last cell. A tbl table warns ("table text block will not fit on one
+--     page", "table wider than line width") at some terminal widths and not
+--     at others, depending on where it falls on a page: a list reads the same
+--     at every width and leaves troff nothing to warn about;
+--   - the page is set ragged-right (.ad l), so that narrow terminals get no
+--     "cannot adjust line" warnings;
 --   - in the NAME section an em dash becomes "-", the separator whatis(1) and
 --     lexgrog(1) recognise ("shmrun \- run a job").
--- Rejected: a sed over pandoc's output (it would have to know roff escapes).
+-- Rejected: a sed over pandoc's output (it would have to know roff escapes);
+-- tbl tables with column widths fitted to 80 columns (they warned at 60, 90
+-- and 120).
 
 local man_of = {
   ["shmrun.1.md"] = "shmrun(1)",
@@ -77,25 +78,6 @@ function Inlines(inlines)
   return out
 end
 
--- Pandoc's man writer makes a column of relative width w "lw(w*70n)"; the
--- body of a section is indented 7n, and tbl puts 3n between columns: at
--- MANWIDTH=80 (a 78n line) the columns hold 71n - 3n per gap.
-local man_line = 71
-local man_scale = 70
-
-local function cells_of(tbl)
-  local rows = {}
-  for _, r in ipairs(tbl.head.rows) do table.insert(rows, r) end
-  for _, b in ipairs(tbl.bodies) do
-    for _, r in ipairs(b.body) do table.insert(rows, r) end
-  end
-  return rows
-end
-
-local function len(text)
-  return utf8.len(text) or #text
-end
-
 -- The rows of @tbl as a definition list: each body row's first cell is the
 -- term; "header: cell" for the middle cells, then the last cell.
 local function as_list(tbl)
@@ -136,38 +118,7 @@ local function as_list(tbl)
 end
 
 function Table(tbl)
-  local k = #tbl.colspecs
-  local longest, amount = {}, {}
-  for i = 1, k do longest[i], amount[i] = 1, 1 end
-  for _, row in ipairs(cells_of(tbl)) do
-    for i, cell in ipairs(row.cells) do
-      local text = pandoc.utils.stringify(cell.contents)
-      amount[i] = math.max(amount[i], len(text))
-      for word in text:gmatch("%S+") do
-        longest[i] = math.max(longest[i], len(word) + 1)
-      end
-    end
-  end
-  local avail = man_line - 3 * (k - 1) - 1
-  local need, extra = 0, 0
-  for i = 1, k do
-    need = need + longest[i]
-    extra = extra + math.max(amount[i] - longest[i], 0)
-  end
-  if need > avail then
-    return as_list(tbl)
-  end
-  local width = {}
-  for i = 1, k do
-    if extra == 0 then
-      width[i] = longest[i]
-    else
-      local share = math.max(amount[i] - longest[i], 0) / extra
-      width[i] = math.min(longest[i] + (avail - need) * share, amount[i] + 1)
-    end
-    tbl.colspecs[i] = {tbl.colspecs[i][1], math.floor(width[i] * 10) / 10 / man_scale}
-  end
-  return {pandoc.RawBlock("man", ".ad l"), tbl, pandoc.RawBlock("man", ".ad b")}
+  return as_list(tbl)
 end
 
 function Pandoc(doc)
@@ -185,5 +136,8 @@ function Pandoc(doc)
       }).content
     end
   end
+  -- ragged-right throughout: long words (paths, key names) leave justified
+  -- lines of a narrow terminal nothing to stretch ("cannot adjust line")
+  doc.blocks:insert(1, pandoc.RawBlock("man", ".ad l"))
   return doc
 end

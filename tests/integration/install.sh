@@ -131,11 +131,15 @@ if [ "$man" != 1 ]; then
 	exit 77
 fi
 command -v man > /dev/null || fail "man not found (man-db; tools/bootstrap.sh installs it)"
+# at every usual terminal width: tbl tables once warned at 60, 90 and 120 only
 for page in "$p"/share/man/man*/*; do
-	warnings=$(MANWIDTH=80 man --warnings -l "$page" 2>&1 > "$tmp/page") || fail "man -l $page failed: $warnings"
-	[ -z "$warnings" ] || fail "man -l $(basename "$page") warns:
+	for width in 60 80 90 120 200; do
+		warnings=$(MANWIDTH=$width man --warnings -l "$page" 2>&1 > "$tmp/page") ||
+			fail "man -l $page failed: $warnings"
+		[ -z "$warnings" ] || fail "MANWIDTH=$width man -l $(basename "$page") warns:
 $warnings"
+	done
 	grep -q '^NAME' "$tmp/page" && grep -q '^SYNOPSIS' "$tmp/page" ||
 		fail "$(basename "$page") has no NAME or SYNOPSIS section"
 done
-echo "ok: installed into a prefix, shmrun runs from it (also moved), pkg-config and a plugin build, $(ls "$p"/share/man/man*/* | wc -l) man pages render cleanly"
+echo "ok: installed into a prefix, shmrun runs from it (also moved), pkg-config and a plugin build, $(ls "$p"/share/man/man*/* | wc -l) man pages render cleanly at widths 60 to 200"

@@ -32,6 +32,11 @@ grep -q "^tag_numbers *source .*\[plugin test 1.0.0 ($pdir/good.so)\]$" "$tmp/li
 grep -q "^  origin: *plugin test 1.0.0 ($pdir/good.so)$" "$tmp/one" || fail "ops tag: no origin"
 grep -q "^    tag  *text; required$" "$tmp/one" || fail "ops tag: key 'tag' not shown as required text"
 grep -q "^    mode  *choice; default plain; one of: plain fancy$" "$tmp/one" || fail "ops tag: key 'mode' wrong"
+# a plugin that gives no summary and no key docs: said so, not blank
+"$shmrun" ops --plugin "$pdir/bare.so" tag > "$tmp/bare" 2> "$tmp/log" || fail "ops tag of bare.so failed"
+grep -q "^tag: (no summary: its plugin gives none)$" "$tmp/bare" || fail "ops tag (bare): summary line: $(head -1 "$tmp/bare")"
+grep -q "(not documented by its plugin)" "$tmp/bare" || fail "ops tag (bare): no word on the undocumented key"
+"$shmrun" ops --plugin "$pdir/bare.so" | qgrep "^tag  *operator *(no summary" || fail "ops list (bare): summary not said"
 # options before the command, as `shmrun --plugin X check` takes them
 "$shmrun" --plugin "$pdir/good.so" ops tag > "$tmp/one2" 2> "$tmp/log" ||
 	fail "shmrun --plugin X ops tag failed: $(cat "$tmp/log")"

@@ -63,6 +63,20 @@ ln -s "$pdir/good.so" "$tmp/link.so"
 conf twice "$pdir/good.so $tmp/link.so $pdir/good.so"
 "$shmrun" check "$tmp/twice.conf" > "$tmp/log" 2>&1 || fail "the same plugin twice was refused"
 
+# a wildcard loads what it matches (as file_source's path does); one that
+# matches nothing is refused at the key's line
+mkdir "$tmp/g"
+cp "$pdir/good.so" "$tmp/g/good.so"
+conf glob "$tmp/g/*.so"
+"$shmrun" check "$tmp/glob.conf" > "$tmp/log" 2>&1 || fail "plugins = dir/*.so was refused"
+conf noglob "$tmp/g/*.none"
+set +e
+"$shmrun" check "$tmp/noglob.conf" > "$tmp/log" 2>&1
+rc=$?
+set -e
+[ $rc = 2 ] && grep -q "noglob.conf:2: plugin pattern .*\*.none matches no file" "$tmp/log" ||
+	fail "a plugin pattern matching nothing: exit $rc, $(cat "$tmp/log")"
+
 # a plugin operator's keys are validated with file:line, as a built-in's
 conf nokey "$pdir/good.so" "mode = plain"
 set +e

@@ -18,6 +18,7 @@
  *   no_ops       a descriptor without operators
  *   bad_default  `tag`'s key `mode` defaults to a word that is not a choice
  *   bad_range    `tag_numbers`' key `count` defaults to 0, below its minimum
+ *   bare         `tag` without a summary and its keys without docs (optional)
  *
  * PLUGIN_VERSION and PLUGIN_STATE_VERSION (optional) set the plugin's version
  * and `tag`'s state_version, for the fingerprint tests.
@@ -103,7 +104,11 @@ static void tag_close(struct shmrun_task *task, void *state)
 }
 
 static const struct shmrun_param_def tag_params[] = {
+#if defined(PLUGIN_BARE)
+	{.key = "tag", .type = SHMRUN_PARAM_STRING, .required = true},
+#else
 	{.key = "tag", .type = SHMRUN_PARAM_STRING, .required = true, .doc = "text put before each value"},
+#endif
 #if defined(PLUGIN_BAD_DEFAULT)
 	{.key = "mode", .type = SHMRUN_PARAM_ENUM, .def = "weird", .choices = "plain fancy",
 #else
@@ -122,7 +127,9 @@ static const struct shmrun_operator tag_op = {
 #else
 	.name = "tag",
 #endif
+#if !defined(PLUGIN_BARE)
 	.summary = "value = the tag, a TAB and the value (test plugin)",
+#endif
 	.params = tag_params,
 	.open = tag_open,
 #if !defined(PLUGIN_NO_PROCESS)

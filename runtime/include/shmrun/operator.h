@@ -202,8 +202,9 @@ struct shmrun_operator {
 	const char *flush_param;
 
 	/**
-	 * open() - set up one instance. @state receives the instance's private
-	 * state (owned by the operator until close()).
+	 * open() - optional (NULL: the instance's state is NULL): set up one
+	 * instance. @state receives the instance's private state (owned by the
+	 * operator until close()).
 	 *
 	 * When shmrun_task_restoring() is true, open() must NOT compute the
 	 * instance's per-worker state (read positions, ranges, a table): that
@@ -251,7 +252,7 @@ struct shmrun_operator {
 	 */
 	int (*end_of_input)(struct shmrun_task *task, void *state);
 
-	/** close() - free @state. Called once, also after an error. */
+	/** close() - optional: free @state. Called once, also after an error. */
 	void (*close)(struct shmrun_task *task, void *state);
 
 	/**

@@ -99,7 +99,9 @@ grep -q "older $older damaged" "$tmp/verify" || fail "verify does not name the d
 launcher=$!
 wait_started
 sleep 0.3
-kill -TERM $launcher
+# the restored run may have ended by now (what is left of the input is short):
+# the restore and the cleanup are what this checks, not the stop
+kill -TERM $launcher 2> /dev/null || true
 wait $launcher || fail "restart: exit $?"
 launcher=
 grep -q "restoring epoch $n" "$tmp/log" || fail "restart did not restore $good"

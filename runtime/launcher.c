@@ -743,12 +743,13 @@ void shmrun_die_by_signal(int sig)
 int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
 {
 	char msg[2 * PATH_MAX + 1024]; /* room for two paths: a message is never cut short */
-	int failed = 0;
+	int failed = 0, line;
 
 	for (uint32_t s = 0; s < job->nstages; s++)
-		if (shmrun_task_prepare_stage(plan, s, msg, sizeof(msg))) {
+		if (shmrun_task_prepare_stage(plan, s, msg, sizeof(msg), &line)) {
 			shmrun_log(SHMRUN_LOG_ERROR, "%s:%d: %s; nothing was started",
-				   job->conf_path, shmrun_prepare_line(&job->stages[s]), msg);
+				   job->conf_path, line ? line : shmrun_prepare_line(&job->stages[s]),
+				   msg);
 			failed = -EINVAL;
 		}
 	return failed;

@@ -116,7 +116,7 @@ out:
 }
 
 int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, char *msg,
-			      size_t msglen)
+			      size_t msglen, int *line)
 {
 	const struct shmrun_job *job = plan->job;
 	struct shmrun_worker_stats stats;
@@ -135,6 +135,7 @@ int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, ch
 
 	memset(&stats, 0, sizeof(stats));
 	shmrun_task_quiet_error_reset();
+	*line = 0;
 	err = 0;
 	if (t.op->prepare) {
 		uint64_t where;
@@ -151,6 +152,8 @@ int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, ch
 		shmrun_fit_middle(msg, msglen,
 				  shmrun_task_quiet_error() ? shmrun_task_quiet_error()
 				  : stats.error[0] ? stats.error : strerror(-err));
+	if (err)
+		*line = shmrun_task_quiet_error_line();
 	shmrun_task_quiet_error_reset();
 	return err;
 }

@@ -78,6 +78,7 @@ struct shmrun_task {
 	uint32_t cur_n, cur_i;                /* how many; the next one expected */
 	bool busy;            /* this loop turn: used its whole input budget (combiners wait) */
 	uint64_t records_in, records_out;
+	uint64_t late_records; /* SHMRUN_COUNT_LATE_RECORDS */
 	uint64_t rate;           /* source: its op->pacing_param, records/s, 0 = unlimited */
 	int64_t flush_every_ns;  /* op->flush: the stage's flush_interval */
 	int64_t flush_due_ns;    /* op->flush: next flush by the clock */
@@ -128,7 +129,15 @@ void note_fail_errno(struct shmrun_worker *w, int err);
  */
 const char *shmrun_task_quiet_error(void);
 
-/* shmrun_task_quiet_error_reset() - forget (and free) the quiet error. */
+/*
+ * shmrun_task_quiet_error_line() - the conf line of the key the quiet error
+ * is about, when a built-in operator reported it with
+ * shmrun_task_param_error() (ops/ops.h) and the key was written in the
+ * file; 0 otherwise (the caller picks the stage's line).
+ */
+int shmrun_task_quiet_error_line(void);
+
+/* shmrun_task_quiet_error_reset() - forget (and free) the quiet error and its line. */
 void shmrun_task_quiet_error_reset(void);
 
 /*

@@ -159,3 +159,12 @@ shmrun_check_test(check_callback
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)
+# op = window (runtime/ops/window.c) linked alone with a model of the event-time
+# contract of shmrun/operator.h (timers, namespaced state, watermark): its logic,
+# with hand-computed results, whatever the runtime's timer store.
+shmrun_check_test(check_window
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_window.c ${PROJECT_SOURCE_DIR}/runtime/ops/window.c
+		${PROJECT_SOURCE_DIR}/runtime/util.c
+	LABELS runtime
+	TIMEOUT 60)
+target_include_directories(check_window PRIVATE ${PROJECT_SOURCE_DIR}/runtime/include)

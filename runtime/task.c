@@ -117,7 +117,7 @@ void note_fail_errno(struct shmrun_worker *w, int err)
 
 /* The whole first error of a quiet task (prepare, in the launcher): stats->error may cut it. */
 static char *quiet_error;
-/* The conf line of the key that error is about (shmrun_task_param_error()), 0 if none. */
+/* The conf line of the key that error is about (shmrun_task_error_at()), 0 if none. */
 static int quiet_line;
 
 const char *shmrun_task_quiet_error(void)
@@ -199,9 +199,9 @@ void shmrun_task_error(struct shmrun_task *t, const char *fmt, ...)
 	va_end(ap);
 }
 
-void shmrun_task_param_error(struct shmrun_task *t, const char *key, const char *fmt, ...)
+void shmrun_task_error_at(struct shmrun_task *t, const char *key, const char *fmt, ...)
 {
-	const struct shmrun_param *p = find_param(t, key);
+	const struct shmrun_param *p = key ? find_param(t, key) : NULL;
 	bool first = t->w && t->w->quiet && !quiet_error;
 	va_list ap;
 

@@ -132,7 +132,7 @@ const char *shmrun_task_quiet_error(void);
 /*
  * shmrun_task_quiet_error_line() - the conf line of the key the quiet error
  * is about, when a built-in operator reported it with
- * shmrun_task_param_error() (ops/ops.h) and the key was written in the
+ * shmrun_task_error_at() (ops/ops.h) and the key was written in the
  * file; 0 otherwise (the caller picks the stage's line).
  */
 int shmrun_task_quiet_error_line(void);

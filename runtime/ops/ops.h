@@ -21,13 +21,13 @@ extern const struct shmrun_operator shmrun_op_latency_sink;
 extern const struct shmrun_operator shmrun_op_window;
 
 /*
- * shmrun_task_param_error() - shmrun_task_error() about the stage's key @key
- * (one of the operator's params): from prepare(), in the launcher, the
- * message is reported at the line of @key in topology.conf when the file
- * sets it, instead of the section's line (runtime/task.c). Built-ins only:
- * not part of the operator ABI.
+ * shmrun_task_error_at() - shmrun_task_error() about the value of the
+ * stage's key @key (NULL: the stage): when the error stops the job before
+ * anything starts (prepare(), in the launcher), its message names the
+ * file:line of that key rather than of the stage. Implemented in task.c.
+ * Not (yet) in the public API: a plugin's prepare() errors name the stage.
  */
-void shmrun_task_param_error(struct shmrun_task *task, const char *key, const char *fmt, ...)
+void shmrun_task_error_at(struct shmrun_task *task, const char *key, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 #endif /* SHMRUN_OPS_H */

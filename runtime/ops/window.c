@@ -160,42 +160,42 @@ static int window_prepare(struct shmrun_task *task)
 	uint64_t slide = shmrun_task_param_u64(task, "slide", 0);
 
 	if (k != SESSION && !has_size) {
-		shmrun_task_param_error(task, "kind",
+		shmrun_task_error_at(task, "kind",
 					"kind = %s needs size (e.g. size = 60s); add it", kind);
 		return -EINVAL;
 	}
 	if (k == SESSION && !has_gap) {
-		shmrun_task_param_error(task, "kind",
+		shmrun_task_error_at(task, "kind",
 					"kind = session needs gap (the inactivity that ends a "
 					"session, e.g. gap = 30s); add it");
 		return -EINVAL;
 	}
 	if (k == SESSION && has_size) {
-		shmrun_task_param_error(task, "size",
+		shmrun_task_error_at(task, "size",
 					"size is not used by kind = session (a session lasts "
 					"while records come less than gap apart); remove it");
 		return -EINVAL;
 	}
 	if (k != SESSION && has_gap) {
-		shmrun_task_param_error(task, "gap",
+		shmrun_task_error_at(task, "gap",
 					"gap is only for kind = session, not %s; remove it",
 					kind);
 		return -EINVAL;
 	}
 	if (k == TUMBLING && has_slide) {
-		shmrun_task_param_error(task, "slide",
+		shmrun_task_error_at(task, "slide",
 					"slide is only for kind = sliding (a tumbling window "
 					"slides by its size); remove it or use kind = sliding");
 		return -EINVAL;
 	}
 	if (k == SLIDING && !has_slide) {
-		shmrun_task_param_error(task, "kind",
+		shmrun_task_error_at(task, "kind",
 					"kind = sliding needs slide (how often a window starts, "
 					"e.g. slide = 10s); add it");
 		return -EINVAL;
 	}
 	if (k == SLIDING && (slide > size || size % slide)) {
-		shmrun_task_param_error(task, "slide",
+		shmrun_task_error_at(task, "slide",
 					"slide (%" PRIu64 " ms) must divide size (%" PRIu64
 					" ms) so that every record is in size/slide windows; "
 					"choose a slide that does",
@@ -203,7 +203,7 @@ static int window_prepare(struct shmrun_task *task)
 		return -EINVAL;
 	}
 	if (k == SLIDING && size / slide > MAX_WINDOWS_PER_RECORD) {
-		shmrun_task_param_error(task, "slide",
+		shmrun_task_error_at(task, "slide",
 					"size/slide = %" PRIu64 " windows per record is more than "
 					"%d; choose a larger slide",
 					size / slide, MAX_WINDOWS_PER_RECORD);

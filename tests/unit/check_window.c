@@ -80,7 +80,7 @@ void shmrun_task_error(struct shmrun_task *t, const char *fmt, ...)
 	t->errors++;
 }
 
-void shmrun_task_param_error(struct shmrun_task *t, const char *key, const char *fmt, ...)
+void shmrun_task_error_at(struct shmrun_task *t, const char *key, const char *fmt, ...)
 {
 	(void)key;
 	(void)fmt;

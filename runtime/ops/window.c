@@ -623,8 +623,9 @@ static int window_end(struct shmrun_task *task, void *state)
 	return 0;
 }
 
-/* Durations: at most 100 years (3153600000s, < 2^62 ns), so window arithmetic cannot overflow. */
-#define MAX_DURATION 3153600000000000000ull
+/* Durations: at most 365 days, as the job's (conf_internal.h's MAX_DURATION_NS),
+ * so window arithmetic on real event times stays far from overflow. */
+#define MAX_DURATION (365ull * 86400 * 1000000000)
 
 static const struct shmrun_param_def params[] = {
 	{.key = "kind", .type = SHMRUN_PARAM_ENUM, .required = true,

@@ -1443,6 +1443,9 @@ static void required_keys(const struct shmrun_operator *op, const struct shmrun_
 		else if (is_numeric(d))
 			off += (size_t)snprintf(buf + off, len - off, "%s = %llu\n", d->key,
 						(unsigned long long)(d->min ? d->min : 1));
+		else if (d->type == SHMRUN_PARAM_ENUM) /* its first choice (window's kind) */
+			off += (size_t)snprintf(buf + off, len - off, "%s = %.*s\n", d->key,
+						(int)strcspn(d->choices, " "), d->choices);
 		else
 			off += (size_t)snprintf(buf + off, len - off, "%s = x\n", d->key);
 	}

@@ -39,7 +39,7 @@
 
 /* "SHMRUNCT" as a little-endian 64-bit word. */
 #define SHMRUN_CONTROL_MAGIC 0x54434e55524d4853ull
-#define SHMRUN_CONTROL_LAYOUT_VERSION 3u
+#define SHMRUN_CONTROL_LAYOUT_VERSION 4u
 
 /*
  * The largest counts shmrun_control_memsize() lays out. Far above any job
@@ -111,6 +111,7 @@ struct shmrun_worker_stats {
 	 */
 	_Atomic uint64_t cb_where;    /* shmrun_cb_where() of the innermost callback, 0 outside */
 	_Atomic uint64_t cb_seq;      /* callback entries so far */
+	_Atomic uint64_t records_bad; /* records operators dropped as malformed, at exit */
 } __attribute__((aligned(64)));
 
 /*
@@ -211,6 +212,7 @@ static_assert(offsetof(struct shmrun_worker_stats, frames) == 536, "stats layout
 static_assert(offsetof(struct shmrun_worker_stats, overflow_frames) == 544, "stats layout");
 static_assert(offsetof(struct shmrun_worker_stats, cb_where) == 552, "stats layout");
 static_assert(offsetof(struct shmrun_worker_stats, cb_seq) == 560, "stats layout");
+static_assert(offsetof(struct shmrun_worker_stats, records_bad) == 568, "stats layout");
 static_assert(sizeof(struct shmrun_worker_stats) == 576, "stats layout");
 static_assert(alignof(struct shmrun_worker_stats) == 64, "stats alignment");
 

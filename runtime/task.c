@@ -38,6 +38,7 @@
 #include "ckpt/state_file.h"
 #include "shmrun/placement.h"
 #include "task.h"
+#include "ops/ops.h" /* shmrun_task_error_at() */
 #include "util.h"
 #include "worker.h"
 
@@ -116,16 +117,24 @@ void note_fail_errno(struct shmrun_worker *w, int err)
 
 /* The whole first error of a quiet task (prepare, in the launcher): stats->error may cut it. */
 static char *quiet_error;
+/* the conf line of the key it is about (shmrun_task_error_at()), 0 if none */
+static int quiet_error_line;
 
 const char *shmrun_task_quiet_error(void)
 {
 	return quiet_error;
 }
 
+int shmrun_task_quiet_error_line(void)
+{
+	return quiet_error ? quiet_error_line : 0;
+}
+
 void shmrun_task_quiet_error_reset(void)
 {
 	free(quiet_error);
 	quiet_error = NULL;
+	quiet_error_line = 0;
 }
 
 static void task_verror(struct shmrun_task *t, const char *fmt, va_list ap)
@@ -190,6 +199,18 @@ void shmrun_task_error(struct shmrun_task *t, const char *fmt, ...)
 	va_end(ap);
 }
 
+void shmrun_task_error_at(struct shmrun_task *t, const char *key, const char *fmt, ...)
+{
+	const struct shmrun_param *p = key ? find_param(t, key) : NULL;
+	va_list ap;
+
+	if (t->w && t->w->quiet && !quiet_error)
+		quiet_error_line = p && p->line > 0 ? p->line : 0;
+	va_start(ap, fmt);
+	task_verror(t, fmt, ap);
+	va_end(ap);
+}
+
 void shmrun_task_log(struct shmrun_task *t, const char *fmt, ...)
 {
 	va_list ap;
@@ -219,6 +240,8 @@ void shmrun_task_count(struct shmrun_task *t, enum shmrun_counter counter, uint6
 		t->records_in += n;
 	else if (counter == SHMRUN_COUNT_RECORDS_OUT)
 		t->records_out += n;
+	else if (counter == SHMRUN_COUNT_RECORDS_BAD)
+		t->records_bad += n;
 }
 
 void *shmrun_keyed_state(struct shmrun_task *t, const void *key, uint32_t key_len,

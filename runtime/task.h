@@ -77,7 +77,7 @@ struct shmrun_task {
 	const uint64_t *cur_hashes;           /* their key hashes */
 	uint32_t cur_n, cur_i;                /* how many; the next one expected */
 	bool busy;            /* this loop turn: used its whole input budget (combiners wait) */
-	uint64_t records_in, records_out;
+	uint64_t records_in, records_out, records_bad;
 	uint64_t rate;           /* source: its op->pacing_param, records/s, 0 = unlimited */
 	int64_t flush_every_ns;  /* op->flush: the stage's flush_interval */
 	int64_t flush_due_ns;    /* op->flush: next flush by the clock */
@@ -127,6 +127,13 @@ void note_fail_errno(struct shmrun_worker *w, int err);
  * next reset.
  */
 const char *shmrun_task_quiet_error(void);
+
+/*
+ * shmrun_task_quiet_error_line() - the conf line of the key the quiet error
+ * is about (it came from shmrun_task_error_at() with a key set in the
+ * file), or 0.
+ */
+int shmrun_task_quiet_error_line(void);
 
 /* shmrun_task_quiet_error_reset() - forget (and free) the quiet error. */
 void shmrun_task_quiet_error_reset(void);

@@ -83,10 +83,12 @@ void note_fail_errno(struct shmrun_worker *w, int err);
 /*
  * shmrun_task_prepare_stage() - run a stage's prepare() callback in the
  * launcher. Return: 0, or a negative errno with the reason in @msg (whole, or
- * without its middle if longer than @msglen: its end says what to do).
+ * without its middle if longer than @msglen: its end says what to do) and in
+ * *@line the conf line to name: the key's the operator blamed
+ * (shmrun_task_error_at()), else shmrun_prepare_line().
  */
 int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, char *msg,
-			      size_t msglen);
+			      size_t msglen, int *line);
 
 /*
  * shmrun_prepare_line() - the conf line what prepare() says about @st is

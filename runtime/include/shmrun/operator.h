@@ -635,6 +635,8 @@ void shmrun_task_warn(struct shmrun_task *task, const char *fmt, ...)
 enum shmrun_counter {
 	SHMRUN_COUNT_RECORDS_IN = 0,  /**< records a source read */
 	SHMRUN_COUNT_RECORDS_OUT = 1, /**< records a sink wrote */
+	/** records an operator dropped as malformed (extract's bad lines); since ABI 1.1 */
+	SHMRUN_COUNT_RECORDS_BAD = 2,
 };
 
 /** shmrun_task_count() - add @n to one of the job's counters. */

@@ -135,7 +135,6 @@ int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, ch
 
 	memset(&stats, 0, sizeof(stats));
 	shmrun_task_quiet_error_reset();
-	*line = 0;
 	err = 0;
 	if (t.op->prepare) {
 		uint64_t where;
@@ -148,12 +147,12 @@ int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, ch
 	}
 	if (!err)
 		err = prepare_restore_check(plan, stage, &t);
+	*line = shmrun_task_quiet_error_line() ? shmrun_task_quiet_error_line()
+					       : shmrun_prepare_line(&job->stages[stage]);
 	if (err) /* too long for @msg: its middle goes, never its end */
 		shmrun_fit_middle(msg, msglen,
 				  shmrun_task_quiet_error() ? shmrun_task_quiet_error()
 				  : stats.error[0] ? stats.error : strerror(-err));
-	if (err)
-		*line = shmrun_task_quiet_error_line();
 	shmrun_task_quiet_error_reset();
 	return err;
 }

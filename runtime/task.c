@@ -37,8 +37,8 @@
 
 #include "ckpt/state_file.h"
 #include "shmrun/placement.h"
-#include "ops/ops.h"
 #include "task.h"
+#include "ops/ops.h" /* shmrun_task_error_at() */
 #include "util.h"
 #include "worker.h"
 
@@ -117,8 +117,8 @@ void note_fail_errno(struct shmrun_worker *w, int err)
 
 /* The whole first error of a quiet task (prepare, in the launcher): stats->error may cut it. */
 static char *quiet_error;
-/* The conf line of the key that error is about (shmrun_task_error_at()), 0 if none. */
-static int quiet_line;
+/* the conf line of the key it is about (shmrun_task_error_at()), 0 if none */
+static int quiet_error_line;
 
 const char *shmrun_task_quiet_error(void)
 {
@@ -127,14 +127,14 @@ const char *shmrun_task_quiet_error(void)
 
 int shmrun_task_quiet_error_line(void)
 {
-	return quiet_line;
+	return quiet_error ? quiet_error_line : 0;
 }
 
 void shmrun_task_quiet_error_reset(void)
 {
 	free(quiet_error);
 	quiet_error = NULL;
-	quiet_line = 0;
+	quiet_error_line = 0;
 }
 
 static void task_verror(struct shmrun_task *t, const char *fmt, va_list ap)
@@ -202,14 +202,13 @@ void shmrun_task_error(struct shmrun_task *t, const char *fmt, ...)
 void shmrun_task_error_at(struct shmrun_task *t, const char *key, const char *fmt, ...)
 {
 	const struct shmrun_param *p = key ? find_param(t, key) : NULL;
-	bool first = t->w && t->w->quiet && !quiet_error;
 	va_list ap;
 
+	if (t->w && t->w->quiet && !quiet_error)
+		quiet_error_line = p && p->line > 0 ? p->line : 0;
 	va_start(ap, fmt);
 	task_verror(t, fmt, ap);
 	va_end(ap);
-	if (first && quiet_error && p && p->line > 0)
-		quiet_line = p->line;
 }
 
 void shmrun_task_log(struct shmrun_task *t, const char *fmt, ...)
@@ -241,8 +240,10 @@ void shmrun_task_count(struct shmrun_task *t, enum shmrun_counter counter, uint6
 		t->records_in += n;
 	else if (counter == SHMRUN_COUNT_RECORDS_OUT)
 		t->records_out += n;
+	else if (counter == SHMRUN_COUNT_RECORDS_BAD)
+		t->records_bad += n;
 	else if (counter == SHMRUN_COUNT_LATE_RECORDS)
-		t->late_records += n;
+		t->records_late += n;
 }
 
 void *shmrun_keyed_state(struct shmrun_task *t, const void *key, uint32_t key_len,

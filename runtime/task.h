@@ -77,8 +77,7 @@ struct shmrun_task {
 	const uint64_t *cur_hashes;           /* their key hashes */
 	uint32_t cur_n, cur_i;                /* how many; the next one expected */
 	bool busy;            /* this loop turn: used its whole input budget (combiners wait) */
-	uint64_t records_in, records_out;
-	uint64_t late_records; /* SHMRUN_COUNT_LATE_RECORDS */
+	uint64_t records_in, records_out, records_bad, records_late;
 	uint64_t rate;           /* source: its op->pacing_param, records/s, 0 = unlimited */
 	int64_t flush_every_ns;  /* op->flush: the stage's flush_interval */
 	int64_t flush_due_ns;    /* op->flush: next flush by the clock */
@@ -131,13 +130,12 @@ const char *shmrun_task_quiet_error(void);
 
 /*
  * shmrun_task_quiet_error_line() - the conf line of the key the quiet error
- * is about, when a built-in operator reported it with
- * shmrun_task_error_at() (ops/ops.h) and the key was written in the
- * file; 0 otherwise (the caller picks the stage's line).
+ * is about (it came from shmrun_task_error_at() with a key set in the
+ * file), or 0.
  */
 int shmrun_task_quiet_error_line(void);
 
-/* shmrun_task_quiet_error_reset() - forget (and free) the quiet error and its line. */
+/* shmrun_task_quiet_error_reset() - forget (and free) the quiet error. */
 void shmrun_task_quiet_error_reset(void);
 
 /*

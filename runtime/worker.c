@@ -1156,8 +1156,8 @@ static void publish_stats(struct shmrun_worker *w)
 
 		atomic_fetch_add_explicit(&stats->records_in, t->records_in, memory_order_relaxed);
 		atomic_fetch_add_explicit(&stats->records_out, t->records_out, memory_order_relaxed);
-		atomic_fetch_add_explicit(&stats->late_records, t->late_records,
-					  memory_order_relaxed);
+		atomic_fetch_add_explicit(&stats->records_bad, t->records_bad, memory_order_relaxed);
+		atomic_fetch_add_explicit(&stats->records_late, t->records_late, memory_order_relaxed);
 		atomic_fetch_add_explicit(&stats->keys, t->kv.keys, memory_order_relaxed);
 		atomic_fetch_add_explicit(&stats->state_bytes, t->kv.bytes, memory_order_relaxed);
 		atomic_fetch_add_explicit(&stats->key_bytes, t->kv.key_bytes, memory_order_relaxed);

@@ -84,8 +84,8 @@ void note_fail_errno(struct shmrun_worker *w, int err);
  * shmrun_task_prepare_stage() - run a stage's prepare() callback in the
  * launcher. Return: 0, or a negative errno with the reason in @msg (whole, or
  * without its middle if longer than @msglen: its end says what to do) and in
- * *@line the conf line of the key it is about, 0 if it names none (then
- * shmrun_prepare_line() is the line to report).
+ * *@line the conf line to name: the key's the operator blamed
+ * (shmrun_task_error_at()), else shmrun_prepare_line().
  */
 int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, char *msg,
 			      size_t msglen, int *line);

@@ -119,7 +119,7 @@ run "$d" || fail "late: exit $?"
 sort "$d/out.tsv" > "$tmp/got"
 printf 'a\t0\t10000\t1\na\t20000\t30000\t1\nz\t20000\t30000\t10\n' > "$tmp/want"
 cmp -s "$tmp/want" "$tmp/got" || fail "late: output differs: $(diff "$tmp/want" "$tmp/got")"
-grep -q "^late records:  1$" "$tmp/log" || fail "late: the summary does not count 1 late record"
+grep -q "^late records:  1 " "$tmp/log" || fail "late: the summary does not count 1 late record"
 echo "ok a late record dropped and counted"
 
 # --- faults: kill -9 and --rescale ----------------------------------------------

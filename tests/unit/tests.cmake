@@ -159,6 +159,14 @@ shmrun_check_test(check_callback
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)
+# The extract operator's rules (runtime/ops/extract.c, event_time.c; issue 12 item 1):
+# zones against glibc's own conversion, the skipped and repeated hours, time
+# formats, fields, separators, regex groups, and every bad conf with its key.
+shmrun_check_test(check_extract
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_extract.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 180)
 # op = window (runtime/ops/window.c) linked alone with a model of the event-time
 # contract of shmrun/operator.h (timers, namespaced state, watermark): its logic,
 # with hand-computed results, whatever the runtime's timer store.

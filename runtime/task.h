@@ -37,6 +37,7 @@
 #include "plan.h"
 #include "shmrun/operator.h"
 #include "state.h"
+#include "timer.h"
 
 struct shmrun_worker;
 
@@ -54,6 +55,9 @@ struct shmrun_task {
 	uint32_t nins;
 	uint32_t inputs_open; /* open ring channels + forward upstreams */
 	struct shmrun_kv kv;
+	struct shmrun_timers timers; /* ABI 1.1: keyed timers (timer.c) */
+	unsigned char *ns_key;	     /* shmrun_keyed_state_ns(): key || ns being built */
+	uint32_t ns_key_cap;
 	/* checkpoints */
 	uint64_t barrier_epoch;  /* newest epoch this task snapshotted and forwarded */
 	uint64_t align_epoch;    /* epoch being aligned, 0 if none */

@@ -111,6 +111,7 @@
 #include "pace.h"
 #include "shmrun/placement.h"
 #include "task.h"
+#include "timer.h"
 #include "worker.h"
 
 #define READ_BYTES 65536u /* payload bytes read from one input ring per loop turn, at most */
@@ -473,7 +474,13 @@ static int task_end(struct shmrun_task *t, uint64_t e, bool stop)
 	uint64_t where;
 	int err = 0;
 
-	if (t->op->end_of_input && !stop) {
+	/* every event-time timer fires before end_of_input(): the watermark of an
+	 * ended input is SHMRUN_WATERMARK_MAX (timer.h; harmless if the watermark
+	 * code fired them already: nothing is due the second time). A stop keeps
+	 * them pending, in the final checkpoint. */
+	if (!stop)
+		err = shmrun_timers_fire_event(t, SHMRUN_WATERMARK_MAX);
+	if (t->op->end_of_input && !stop && !err) {
 		where = cb_enter(t, SHMRUN_CB_END_OF_INPUT);
 		err = t->op->end_of_input(t, t->state);
 		cb_leave(t, where);
@@ -1000,6 +1007,8 @@ static void teardown(struct shmrun_worker *w)
 		free(t->sync_fds);
 		free(t->restore_pw);
 		shmrun_kv_free(&t->kv);
+		shmrun_timers_free(&t->timers);
+		free(t->ns_key);
 	}
 	for (uint32_t c = 0; c < w->nouts; c++) {
 		shmrun_ring_detach(&w->outs[c].ring);
@@ -1117,6 +1126,41 @@ static uint32_t step(struct shmrun_worker *w)
 			progress += shmrun_coordinate(&w->co, w->plan, w->ctl, shmrun_now_ns());
 	}
 	return progress;
+}
+
+/*
+ * Loop phase: fire the processing-time timers (timer.c) that the clock
+ * (CLOCK_REALTIME) has reached, of every open task that has not ended and is
+ * not parked (a timer may emit). A busy worker (@busy) looks at the clock
+ * every FLUSH_CLOCK_TURNS calls (@turns counts them), an idle one whenever it
+ * wakes (the idle nap bounds the delay). Pending processing-time timers of a
+ * task that reached end of input never fire. Return: timers fired.
+ */
+static uint32_t fire_processing_timers(struct shmrun_worker *w, bool busy, uint32_t *turns)
+{
+	uint64_t fired = 0;
+	int64_t now = 0;
+
+	if (busy && ++*turns % FLUSH_CLOCK_TURNS)
+		return 0;
+	for (uint32_t x = 0; x < w->ntasks && !w->failed; x++) {
+		struct shmrun_task *t = &w->tasks[x];
+		uint64_t before = shmrun_task_timers(t);
+		struct timespec ts;
+
+		if (!t->timers.heap[SHMRUN_TIME_PROCESSING].n || !t->opened || t->ended ||
+		    task_parked(t))
+			continue;
+		if (!now) {
+			clock_gettime(CLOCK_REALTIME, &ts);
+			now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+		}
+		if (shmrun_timers_next_processing(t) > now)
+			continue;
+		shmrun_timers_fire_processing(t, now); /* an error failed the worker */
+		fired += before > shmrun_task_timers(t) ? before - shmrun_task_timers(t) : 1;
+	}
+	return (uint32_t)(fired > UINT32_MAX ? UINT32_MAX : fired);
 }
 
 static bool all_done(const struct shmrun_worker *w)
@@ -1250,7 +1294,7 @@ static void run_loop(struct shmrun_worker *w)
 {
 	struct shmrun_control *ctl = w->ctl;
 	int64_t idle_since = 0;
-	uint32_t turns = 0;
+	uint32_t turns = 0, timer_turns = 0;
 	uint64_t beats = 0;
 
 	while (!w->failed && !*w->stop) {
@@ -1268,8 +1312,11 @@ static void run_loop(struct shmrun_worker *w)
 		if (step(w)) {
 			idle_since = 0;
 			flush_tasks(w, true);
+			fire_processing_timers(w, true, &timer_turns);
 			continue;
 		}
+		if (fire_processing_timers(w, false, &timer_turns))
+			continue; /* what they emitted goes out in the next turn */
 		flush_tasks(w, false); /* nothing to do: every input drained */
 		if (all_done(w))
 			break;

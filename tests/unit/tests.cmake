@@ -48,6 +48,15 @@ shmrun_check_test(check_state
 	LABELS runtime
 	TIMEOUT 120)
 
+# Keyed timers (runtime/timer.c) and namespaced, deletable key-bound state (task.c)
+# through the operator API on a fake worker's task: firing order, dedup, delete,
+# timers set while firing, flat memory over long runs, refusals.
+shmrun_check_test(check_timer
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_timer.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 120)
+
 # Checkpoint state files (docs/design.md §6, docs/checkpoints.md): block format, io_uring
 # writer and its pwrite/fsync fallback, the SHMRUN_FAULT switch, the verifying reader.
 shmrun_check_test(check_ckpt_io

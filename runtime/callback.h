@@ -88,6 +88,7 @@ enum shmrun_cb {
 	SHMRUN_CB_FLUSH,
 	SHMRUN_CB_PREPARE,       /* in the launcher */
 	SHMRUN_CB_CHECK_RESTORE, /* in the launcher */
+	SHMRUN_CB_ON_WATERMARK,
 	SHMRUN_CB_COUNT,
 };
 

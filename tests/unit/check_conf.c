@@ -1520,11 +1520,17 @@ static uint64_t limit_value(const struct shmrun_job *job, const struct limit_key
 			return job->per_worker_state_warn;
 		if (!strcmp(key, "operator_timeout"))
 			return job->operator_timeout_ns;
+		if (!strcmp(key, "idle_timeout"))
+			return job->idle_timeout_ns;
 		ck_abort_msg("[job] key %s: add it to limit_value()", key);
 	}
 	for (uint32_t s = 0; s < job->nstages; s++) {
 		const struct shmrun_stage *st = &job->stages[s];
 
+		if (!k->op && !strcmp(st->name, "gen") && !strcmp(key, "watermark_delay"))
+			return st->watermark_delay_ns;
+		if (!k->op && !strcmp(st->name, "gen") && !strcmp(key, "watermark_interval"))
+			return st->watermark_interval_ns;
 		if (!k->op && !strcmp(st->name, "gen"))
 			return st->width;
 		if (k->op && !strcmp(st->name, "s"))

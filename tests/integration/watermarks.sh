@@ -150,6 +150,12 @@ check_min() { # dir
 			print "FAIL: " f ": watermark " $2 " is not max " $3 " - 5ms"; exit 1 }' \
 			"$d/$f" || exit 1
 	done
+	# event_time = sequence: record i at event_time_start + i x 1ms, so the
+	# largest is record 999's
+	[ "$(awk '$2 == "max" { print $3 }' "$d/pearly.txt")" = 1999000000 ] ||
+		fail "early's last event time is not 1000 ms + 999 x 1 ms"
+	[ "$(awk '$2 == "max" { print $3 }' "$d/plate.txt")" = 1000999000000 ] ||
+		fail "late's last event time is not 1000000 ms + 999 x 1 ms"
 	well_formed "$d/pmin.txt" 2000
 	well_formed "$d/out.txt" 2000
 	for f in "$d"/shuf.txt.* "$d"/wide.txt.*; do

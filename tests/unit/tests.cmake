@@ -159,3 +159,11 @@ shmrun_check_test(check_callback
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)
+
+# Watermarks (runtime/watermark.c, docs/event-time.md) on one task without
+# rings: minimum over inputs, restored watermark, MAX at end, idleness, generation.
+shmrun_check_test(check_watermark
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_watermark.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)

@@ -38,6 +38,7 @@
 #include "shmrun/operator.h"
 #include "state.h"
 #include "timer.h"
+#include "watermark.h"
 
 struct shmrun_worker;
 
@@ -63,7 +64,9 @@ struct shmrun_task {
 	uint64_t align_epoch;    /* epoch being aligned, 0 if none */
 	uint32_t aligned;        /* inputs that delivered align_epoch's barrier */
 	uint32_t fwd_inputs;     /* forward inputs (direct calls from upstream tasks) */
-	bool fwd_held;           /* a forward input delivered align_epoch: upstream parks */
+	bool *fwd_slot_held;     /* per forward input (out_edge.fwd_slot): it delivered
+				    align_epoch, so its upstream parks (that one only) */
+	uint32_t fwd_nheld;      /* how many are; each counts in w->fwd_holds */
 	bool exhausted;          /* source: no more input, waiting for the final epoch */
 	bool in_snapshot;        /* inside op->snapshot(): shmrun_pw_add() allowed */
 	unsigned char *pw;       /* per-worker entries of the snapshot: [u32 len][bytes]... */
@@ -91,6 +94,14 @@ struct shmrun_task {
 	 * restore sets it before open() (the minimum over the old instances of
 	 * the stage after a rescale). */
 	int64_t wm;
+	/* watermarks (watermark.c); t->wm above is the one truth, these serve it */
+	int64_t wm_sent;          /* newest watermark sent downstream (MIN: none) */
+	bool wm_gen;              /* the stage sets watermark_delay: t generates its own */
+	int64_t wm_max_ts;        /* wm_gen: largest event time emitted (MIN: none) */
+	int64_t wm_delay_ns;      /* wm_gen: the stage's watermark_delay */
+	int64_t wm_interval_ns;   /* wm_gen: the stage's watermark_interval */
+	int64_t wm_due_ns;        /* wm_gen: next generation, CLOCK_MONOTONIC */
+	struct wm_input *fwd_wm;  /* one per forward input (out_edge.fwd_slot) */
 };
 
 /*

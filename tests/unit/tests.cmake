@@ -185,3 +185,11 @@ shmrun_check_test(check_window
 	LABELS runtime
 	TIMEOUT 60)
 target_include_directories(check_window PRIVATE ${PROJECT_SOURCE_DIR}/runtime/include)
+
+# Watermarks (runtime/watermark.c, docs/event-time.md) on one task without
+# rings: minimum over inputs, restored watermark, MAX at end, idleness, generation.
+shmrun_check_test(check_watermark
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_watermark.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)

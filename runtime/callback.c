@@ -54,6 +54,8 @@ static const char *const cb_names[SHMRUN_CB_COUNT] = {
 	[SHMRUN_CB_FLUSH] = "flush()",
 	[SHMRUN_CB_PREPARE] = "prepare()",
 	[SHMRUN_CB_CHECK_RESTORE] = "check_restore()",
+	[SHMRUN_CB_ON_TIMER] = "on_timer()",
+	[SHMRUN_CB_ON_WATERMARK] = "on_watermark()",
 };
 
 const char *shmrun_cb_name(unsigned cb)

@@ -88,6 +88,8 @@ enum shmrun_cb {
 	SHMRUN_CB_FLUSH,
 	SHMRUN_CB_PREPARE,       /* in the launcher */
 	SHMRUN_CB_CHECK_RESTORE, /* in the launcher */
+	SHMRUN_CB_ON_TIMER,      /* ABI 1.1: a timer fired (timer.c) */
+	SHMRUN_CB_ON_WATERMARK, /* ABI 1.1: the watermark advanced (watermark.c) */
 	SHMRUN_CB_COUNT,
 };
 

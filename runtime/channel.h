@@ -66,6 +66,7 @@
 #include "shmrun/job.h"
 #include "shmrun/operator.h"
 #include "shmrun/ring.h"
+#include "watermark.h"
 
 #define REC_HDR 16u       /* record header bytes before the optional time */
 #define REC_TIMED 0x1u    /* frame flag: an 8-byte event time follows each header */
@@ -94,11 +95,13 @@ struct chan_in {
 	struct shmrun_ring ring;
 	bool ended;
 	uint64_t held; /* barrier epoch this channel is held back for (aligning), 0 if none */
+	struct wm_input wmi; /* its watermark and idleness (watermark.h) */
 };
 
 struct out_edge {
 	enum shmrun_edge_kind kind;
 	struct shmrun_task *forward; /* FORWARD: the downstream task, same worker */
+	uint32_t fwd_slot;           /* FORWARD: this edge's index in forward->fwd_wm */
 	struct chan_out **chans;     /* others: one per downstream instance */
 	uint32_t nchans;
 	uint32_t rr;                 /* REBALANCE cursor */

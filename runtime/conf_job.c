@@ -103,6 +103,7 @@ enum {
 	JK_PW_WARN,
 	JK_PLUGINS,
 	JK_OP_TIMEOUT,
+	JK_IDLE_TIMEOUT,
 	JK_COUNT,
 };
 
@@ -148,10 +149,16 @@ static const struct shmrun_param_def job_keys[] = {
 			   .min = 1000000, .max = MAX_DURATION_NS,
 			   .doc = "report an operator callback that has not returned within it "
 				  "(default: off)"},
+	[JK_IDLE_TIMEOUT] = {.key = "idle_timeout", .type = SHMRUN_PARAM_DURATION,
+			     .min = 1000000, .max = MAX_DURATION_NS,
+			     .doc = "an input that delivered nothing for this long stops holding "
+				    "back the watermark of the task it feeds (default: off)"},
 	[JK_COUNT] = {0},
 };
 
-/* Stage keys every operator accepts, besides its own. */
+/* Stage keys every operator accepts, besides its own; the SK_* are the
+ * indices load_stage() reads by. */
+enum { SK_OP, SK_WIDTH, SK_INPUT, SK_COMBINE, SK_WM_DELAY, SK_WM_INTERVAL };
 static const struct shmrun_param_def stage_keys[] = {
 	{.key = "op", .type = SHMRUN_PARAM_STRING, .required = true, .doc = "the operator"},
 	{.key = "width", .type = SHMRUN_PARAM_COUNT, .def = "1", .min = 1, .max = MAX_VNODES,
@@ -160,6 +167,13 @@ static const struct shmrun_param_def stage_keys[] = {
 	{.key = "combine", .type = SHMRUN_PARAM_BOOL,
 	 .doc = "pre-aggregate on the sending side of shuffle edges into this stage (default: "
 		"on where the operator has a combiner)"},
+	[SK_WM_DELAY] = {.key = "watermark_delay", .type = SHMRUN_PARAM_DURATION,
+			 .max = MAX_DURATION_NS,
+			 .doc = "generate watermarks: the largest event time emitted so far less "
+				"this bounded out-of-orderness (default: off, none generated)"},
+	[SK_WM_INTERVAL] = {.key = "watermark_interval", .type = SHMRUN_PARAM_DURATION,
+			    .def = "200ms", .min = 1000000, .max = MAX_DURATION_NS,
+			    .doc = "how often a stage with watermark_delay generates a watermark"},
 	{0},
 };
 /* clang-format on */
@@ -463,6 +477,7 @@ int load_job(struct loader *ld)
 	job->union_state_limit = p[JK_UNION_LIMIT].value ? p[JK_UNION_LIMIT].u64 : 64ull << 20;
 	job->per_worker_state_warn = p[JK_PW_WARN].value ? p[JK_PW_WARN].u64 : 1ull << 20;
 	job->operator_timeout_ns = p[JK_OP_TIMEOUT].value ? p[JK_OP_TIMEOUT].u64 : 0;
+	job->idle_timeout_ns = p[JK_IDLE_TIMEOUT].value ? p[JK_IDLE_TIMEOUT].u64 : 0;
 	r = load_cpus(ld, p);
 
 out:
@@ -488,7 +503,7 @@ static void load_op(struct loader *ld, struct shmrun_stage *st, const struct sec
 {
 	const struct shmrun_operator *const *all = shmrun_operators();
 
-	if (op && refuse_continuation(ld, &stage_keys[0], op, what)) {
+	if (op && refuse_continuation(ld, &stage_keys[SK_OP], op, what)) {
 		ld->ops_ok = false; /* reported at the continuation line */
 	} else if (!op && find_refused(ld, s, "op")) {
 		ld->ops_ok = false; /* its line was refused */
@@ -532,6 +547,58 @@ static void load_op(struct loader *ld, struct shmrun_stage *st, const struct sec
 	}
 }
 
+/*
+ * Stage @st's `watermark_delay` and `watermark_interval` (section @s): the
+ * delay turns generation on; a sink emits nothing to generate from, so the
+ * key is refused there; an interval without a delay does nothing and says
+ * so. Return: 0 (errors are reported) or -ENOMEM.
+ */
+static int load_watermark_keys(struct loader *ld, struct shmrun_stage *st,
+			       const struct section *s, const char *what)
+{
+	const struct kv *dk = find_kv(s, "watermark_delay"), *ik = find_kv(s, "watermark_interval");
+	const struct shmrun_param_def *dd = &stage_keys[SK_WM_DELAY], *id = &stage_keys[SK_WM_INTERVAL];
+	char *text = NULL;
+	uint64_t v = 0;
+	int r;
+
+	st->watermark_interval_ns = 200000000ull;
+	if (ik && !refuse_continuation(ld, id, ik, what)) {
+		r = check_value(ld, what, id, ik->value, ik->line, &text, &v);
+		if (r < 0)
+			return r;
+		free(text);
+		if (r == 0)
+			st->watermark_interval_ns = v;
+		if (r == 0 && !dk)
+			warnf(ld, ik->line,
+			      "watermark_interval has no effect in stage '%s' without "
+			      "watermark_delay (the stage generates no watermarks)",
+			      st->name);
+	}
+	if (!dk || refuse_continuation(ld, dd, dk, what))
+		return 0;
+	r = check_value(ld, what, dd, dk->value, dk->line, &text, &v);
+	if (r < 0)
+		return r;
+	free(text);
+	if (r)
+		return 0;
+	if (st->op->flags & SHMRUN_OP_SINK) {
+		errorf(ld, dk->line,
+		       "watermark_delay in stage '%s': operator '%s' is a sink and emits no "
+		       "records, so it has no event times to generate watermarks from; set "
+		       "watermark_delay on the source (or the stage that sets event times) "
+		       "upstream instead",
+		       st->name, st->op->name);
+		return 0;
+	}
+	st->watermarks = true;
+	st->watermark_delay_ns = v;
+	st->watermark_line = dk->line;
+	return 0;
+}
+
 int load_stage(struct loader *ld, uint32_t idx)
 {
 	struct shmrun_stage *st = &ld->job->stages[idx];
@@ -551,10 +618,10 @@ int load_stage(struct loader *ld, uint32_t idx)
 
 	load_op(ld, st, s, op, what);
 
-	if (width && refuse_continuation(ld, &stage_keys[1], width, what)) {
+	if (width && refuse_continuation(ld, &stage_keys[SK_WIDTH], width, what)) {
 		ld->width_ok[idx] = false;
 	} else if (width) {
-		struct shmrun_param_def wd = stage_keys[1];
+		struct shmrun_param_def wd = stage_keys[SK_WIDTH];
 		uint32_t vmax = ld->vnodes_ok ? ld->job->vnodes : MAX_VNODES;
 		char *text;
 		uint64_t v;
@@ -586,10 +653,10 @@ int load_stage(struct loader *ld, uint32_t idx)
 		char *text = NULL;
 		uint64_t v = 0;
 
-		if (cb && refuse_continuation(ld, &stage_keys[3], cb, what)) {
+		if (cb && refuse_continuation(ld, &stage_keys[SK_COMBINE], cb, what)) {
 			/* reported */
 		} else if (cb) {
-			r = check_value(ld, what, &stage_keys[3], cb->value, cb->line, &text, &v);
+			r = check_value(ld, what, &stage_keys[SK_COMBINE], cb->value, cb->line, &text, &v);
 			if (r < 0)
 				return r;
 			free(text);
@@ -603,6 +670,9 @@ int load_stage(struct loader *ld, uint32_t idx)
 			st->combine_line = cb->line;
 		}
 	}
+	r = load_watermark_keys(ld, st, s, what);
+	if (r < 0)
+		return r;
 	check_unknown_keys(ld, s, what, stage_keys, st->op->params);
 	for (const struct shmrun_param_def *d = st->op->params; d && d->key; d++)
 		nparams++;

@@ -16,9 +16,9 @@
  *     | struct shmrun_control    |  line 0: magic, version, descriptor, counts, offsets
  *     |                          |  line 1…: epochs, stop flags, failure text
  *     +--------------------------+  stats_off = round_up(sizeof header, 64)
- *     | worker 0 stats (576 B)   |  bell | counters | error text | pid, heartbeat
+ *     | worker 0 stats (640 B)   |  bell | counters | error text | pid, heartbeat
  *     | …  worker W-1            |
- *     +--------------------------+  slots_off = stats_off + W x 576
+ *     +--------------------------+  slots_off = stats_off + W x 640
  *     | task 0 slot (128 B)      |  checkpoint words | rate tokens
  *     | …  task T-1 (at least 1) |
  *     +--------------------------+  bytes

@@ -11,7 +11,7 @@
  * checkpoint slot per task (struct shmrun_task_slot):
  *
  *     0                 struct shmrun_control      magic, version, layout descriptor, epochs
- *     stats_off         workers x struct shmrun_worker_stats    (576 bytes each)
+ *     stats_off         workers x struct shmrun_worker_stats    (640 bytes each)
  *     slots_off         max(tasks, 1) x struct shmrun_task_slot (128 bytes each)
  *     bytes             end
  *
@@ -39,7 +39,7 @@
 
 /* "SHMRUNCT" as a little-endian 64-bit word. */
 #define SHMRUN_CONTROL_MAGIC 0x54434e55524d4853ull
-#define SHMRUN_CONTROL_LAYOUT_VERSION 3u
+#define SHMRUN_CONTROL_LAYOUT_VERSION 5u
 
 /*
  * The largest counts shmrun_control_memsize() lays out. Far above any job
@@ -111,6 +111,8 @@ struct shmrun_worker_stats {
 	 */
 	_Atomic uint64_t cb_where;    /* shmrun_cb_where() of the innermost callback, 0 outside */
 	_Atomic uint64_t cb_seq;      /* callback entries so far */
+	_Atomic uint64_t records_bad; /* records operators dropped as malformed, at exit */
+	_Atomic uint64_t records_late; /* records operators dropped as late (op = window), at exit */
 } __attribute__((aligned(64)));
 
 /*
@@ -211,7 +213,9 @@ static_assert(offsetof(struct shmrun_worker_stats, frames) == 536, "stats layout
 static_assert(offsetof(struct shmrun_worker_stats, overflow_frames) == 544, "stats layout");
 static_assert(offsetof(struct shmrun_worker_stats, cb_where) == 552, "stats layout");
 static_assert(offsetof(struct shmrun_worker_stats, cb_seq) == 560, "stats layout");
-static_assert(sizeof(struct shmrun_worker_stats) == 576, "stats layout");
+static_assert(offsetof(struct shmrun_worker_stats, records_bad) == 568, "stats layout");
+static_assert(offsetof(struct shmrun_worker_stats, records_late) == 576, "stats layout");
+static_assert(sizeof(struct shmrun_worker_stats) == 640, "stats layout");
 static_assert(alignof(struct shmrun_worker_stats) == 64, "stats alignment");
 
 static_assert(offsetof(struct shmrun_control, magic) == 0, "control layout");
@@ -267,7 +271,7 @@ static inline struct shmrun_task_slot *shmrun_control_slots(struct shmrun_contro
  * shmrun_control_memsize() - bytes of a control area for @workers and @tasks.
  * @workers: worker blocks, 0 … SHMRUN_CONTROL_MAX_WORKERS.
  * @tasks:   task slots, 0 … SHMRUN_CONTROL_MAX_TASKS (0 still gets one slot).
- * Return: header rounded up to 64, plus @workers x 576, plus max(@tasks, 1) x
+ * Return: header rounded up to 64, plus @workers x 640, plus max(@tasks, 1) x
  * 128 bytes; 0 if a count is above its maximum (never an overflowed size).
  */
 uint64_t shmrun_control_memsize(uint32_t workers, uint32_t tasks);

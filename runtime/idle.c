@@ -9,7 +9,8 @@
  * (shm/: every producer into and consumer of its rings rings it after
  * publishing), re-checking with worker_ready() after announcing itself, so a
  * frame published in between is never slept through; a rate-limited source
- * bounds the sleep by its stage's next token.
+ * bounds the sleep by its stage's next token, and event time by the next
+ * generated watermark, idle input or processing-time timer (wm_sleep_ns()).
  *
  * Invariants: a worker never sleeps while any task can progress (worker_ready()
  * is the check the doorbell runs after arming); checkpoint progress rings no
@@ -25,6 +26,7 @@
 #include "idle.h"
 #include "pace.h"
 #include "util.h"
+#include "watermark.h"
 #include "worker.h"
 
 /* Whether anything would progress now: the re-check before the worker sleeps. */
@@ -113,5 +115,7 @@ void idle_wait(struct shmrun_worker *w, int64_t *idle_since)
 
 	if (w->ntasks == 0 && w->index != 0)
 		nap = 100000000;
-	shmrun_bell_sleep(&w->stats->bell, worker_ready, w, sources_sleep_ns(w, nap));
+	/* event time: a watermark due by the interval, an input about to go
+	 * idle, a processing-time timer (watermark.c) */
+	shmrun_bell_sleep(&w->stats->bell, worker_ready, w, wm_sleep_ns(w, sources_sleep_ns(w, nap)));
 }

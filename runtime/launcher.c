@@ -295,11 +295,14 @@ static bool signal_is_incurable(int sig)
  * Whether an operator's failure with @err (positive) repeats on a restart:
  * the permanent errnos (shmrun_errno_is_permanent()), a record bigger than
  * any ring (EMSGSIZE: the same input makes the same record), a file past
- * RLIMIT_FSIZE or the file system's largest size (EFBIG).
+ * RLIMIT_FSIZE or the file system's largest size (EFBIG), an input record
+ * an operator refuses as malformed (EILSEQ: extract's on_bad_record = fail;
+ * the same input holds the same record).
  */
 static bool errno_is_incurable(int err)
 {
-	return shmrun_errno_is_permanent(err) || err == EMSGSIZE || err == EFBIG;
+	return shmrun_errno_is_permanent(err) || err == EMSGSIZE || err == EFBIG ||
+	       err == EILSEQ;
 }
 
 /* How one start of the job ended. */
@@ -774,12 +777,15 @@ int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
 	char msg[2 * PATH_MAX + 1024]; /* room for two paths: a message is never cut short */
 	int failed = 0;
 
-	for (uint32_t s = 0; s < job->nstages; s++)
-		if (shmrun_task_prepare_stage(plan, s, msg, sizeof(msg))) {
+	for (uint32_t s = 0; s < job->nstages; s++) {
+		int line;
+
+		if (shmrun_task_prepare_stage(plan, s, msg, sizeof(msg), &line)) {
 			shmrun_log(SHMRUN_LOG_ERROR, "%s:%d: %s; nothing was started",
-				   job->conf_path, shmrun_prepare_line(&job->stages[s]), msg);
+				   job->conf_path, line, msg);
 			failed = -EINVAL;
 		}
+	}
 	return failed;
 }
 

@@ -116,7 +116,7 @@ out:
 }
 
 int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, char *msg,
-			      size_t msglen)
+			      size_t msglen, int *line)
 {
 	const struct shmrun_job *job = plan->job;
 	struct shmrun_worker_stats stats;
@@ -147,6 +147,8 @@ int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, ch
 	}
 	if (!err)
 		err = prepare_restore_check(plan, stage, &t);
+	*line = shmrun_task_quiet_error_line() ? shmrun_task_quiet_error_line()
+					       : shmrun_prepare_line(&job->stages[stage]);
 	if (err) /* too long for @msg: its middle goes, never its end */
 		shmrun_fit_middle(msg, msglen,
 				  shmrun_task_quiet_error() ? shmrun_task_quiet_error()

@@ -77,12 +77,15 @@ void print_summary(const struct shmrun_plan *plan, struct shmrun_worker_stats *s
 		   int64_t elapsed_ns)
 {
 	const struct shmrun_job *job = plan->job;
-	uint64_t in = 0, out = 0, keys = 0, bytes = 0, key_bytes = 0, frames = 0, ovf = 0;
+	uint64_t in = 0, out = 0, bad = 0, late = 0, keys = 0, bytes = 0, key_bytes = 0, frames = 0,
+		 ovf = 0;
 	double secs = (double)elapsed_ns / 1e9;
 
 	for (uint32_t w = 0; w < job->workers; w++) {
 		in += atomic_load_explicit(&stats[w].records_in, memory_order_relaxed);
 		out += atomic_load_explicit(&stats[w].records_out, memory_order_relaxed);
+		bad += atomic_load_explicit(&stats[w].records_bad, memory_order_relaxed);
+		late += atomic_load_explicit(&stats[w].records_late, memory_order_relaxed);
 		keys += atomic_load_explicit(&stats[w].keys, memory_order_relaxed);
 		bytes += atomic_load_explicit(&stats[w].state_bytes, memory_order_relaxed);
 		key_bytes += atomic_load_explicit(&stats[w].key_bytes, memory_order_relaxed);
@@ -101,6 +104,13 @@ void print_summary(const struct shmrun_plan *plan, struct shmrun_worker_stats *s
 		"records in:    %" PRIu64 "\nrecords out:   %" PRIu64 "\ndistinct keys: %" PRIu64
 		"\n",
 		in, out, keys);
+	if (bad) /* only when there are: the summary of a clean job does not change */
+		fprintf(stderr, "bad records:   %" PRIu64 " (dropped as malformed; see the warnings)\n",
+			bad);
+	if (late) /* likewise: only event-time operators drop records as late */
+		fprintf(stderr, "late records:  %" PRIu64 " (dropped: behind the watermark past "
+				"allowed_lateness)\n",
+			late);
 	for (uint32_t s = 0; s < job->nstages; s++) {
 		const struct shmrun_stage *st = &job->stages[s];
 

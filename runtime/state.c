@@ -19,10 +19,21 @@
  * key — is contiguous, mostly one cache line, and the value is what the caller
  * touches next anyway.
  *
- * Entries are bump-allocated from 1 MiB chunks (never freed one by one: counts
- * only grow; a checkpoint restore rebuilds the whole store) and never move, so
- * a value's address is stable until shmrun_kv_free(); growth doubles only the
- * slot array. A key costs its bytes plus 8 bytes of entry header, its value,
+ * Entries are bump-allocated from 1 MiB chunks and never move, so a value's
+ * address is stable until its key is deleted or shmrun_kv_free(); growth
+ * doubles only the slot array. A deleted entry (shmrun_kv_delete(): a closed
+ * window's state, a fired timer) goes onto a free list of its size class —
+ * the key span in 8-byte steps, up to 512 bytes; every entry of a store has
+ * the same value size — and the next insert of that class takes it before the
+ * bump pointer moves, so a long run that creates and deletes keys holds the
+ * memory of its peak, not of its history (tests/unit/check_state.c,
+ * delete_reuses_memory). An entry larger than a class (a key over 512 bytes,
+ * or one over a quarter chunk) is an allocation of its own, freed on delete.
+ * The slot freed by a delete is filled by backward shifting the entries after
+ * it in its probe run (Knuth's Algorithm R for linear probing), so there are
+ * no tombstones and a lookup's probe length is what it would be had the key
+ * never been inserted; it rehashes the entries it looks at, from their stored
+ * keys, as growth does. A key costs its bytes plus 8 bytes of entry header, its value,
  * the padding to 8 (< 8; 8 for the empty key) and one 8-byte slot at load
  * factor 3/8..3/4 (10.7..21.3 bytes a key) — 37.3 bytes beyond the key for an
  * 8-byte counter on shmrun-bench wordcount's text (kv->bytes - kv->key_bytes
@@ -86,6 +97,7 @@
  * check costs a compare on every lookup.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #define XXH_INLINE_ALL
@@ -107,6 +119,12 @@ const unsigned char shmrun_kv_zeros[8];
 struct kv_chunk {
 	struct kv_chunk *next;
 	unsigned char data[];
+};
+
+/* An entry too large for a size class: its own allocation, on a doubly linked list. */
+struct kv_big {
+	struct kv_big *prev, *next;
+	unsigned char data[]; /* 16-byte header: the entry stays 8-aligned */
 };
 
 int shmrun_state_arena_init(void)
@@ -179,6 +197,12 @@ void shmrun_kv_free(struct shmrun_kv *kv)
 		state_free(kv->chunks);
 		kv->chunks = next;
 	}
+	while (kv->bigs) {
+		struct kv_big *next = kv->bigs->next;
+
+		state_free(kv->bigs);
+		kv->bigs = next;
+	}
 	memset(kv, 0, sizeof(*kv));
 }
 
@@ -231,38 +255,87 @@ static int table_grow(struct shmrun_kv *kv, struct shmrun_kv_table *t)
 	return 0;
 }
 
-static unsigned char *entry_alloc(struct shmrun_kv *kv, size_t n)
+/* The key span of a key of @key_len bytes: zero-padded to 8, at least 8 (the
+ * lookup reads one word). */
+static inline size_t key_span_of(uint32_t key_len)
 {
+	return key_len ? ((size_t)key_len + 7) & ~(size_t)7 : 8;
+}
+
+/* The free-list class of an entry whose key spans @key_span bytes and whose
+ * whole size is @n, or -1 for a large entry (an allocation of its own). */
+static inline int size_class(size_t key_span, size_t n)
+{
+	if (n > CHUNK_BYTES / 4 || key_span > 8 * SHMRUN_KV_FREE_CLASSES)
+		return -1;
+	return (int)(key_span / 8) - 1;
+}
+
+/* Memory for an entry of @n bytes (8-aligned) whose key spans @key_span bytes:
+ * a freed one of its class, the bump pointer, or an allocation of its own. */
+static unsigned char *entry_alloc(struct shmrun_kv *kv, size_t key_span, size_t n)
+{
+	int c = size_class(key_span, n);
 	unsigned char *p;
 
-	n = (n + 7) & ~(size_t)7;
-	if (n > CHUNK_BYTES / 4) {
-		struct kv_chunk *c = state_alloc(sizeof(*c) + n);
+	if (c < 0) {
+		struct kv_big *b = state_alloc(sizeof(*b) + n);
 
-		if (!c)
+		if (!b)
 			return NULL;
-		c->next = kv->chunks ? kv->chunks->next : NULL;
-		if (kv->chunks)
-			kv->chunks->next = c;
-		else
-			kv->chunks = c;
+		b->prev = NULL;
+		b->next = kv->bigs;
+		if (kv->bigs)
+			kv->bigs->prev = b;
+		kv->bigs = b;
 		kv->bytes += n;
-		return c->data;
+		kv->reserved += sizeof(*b) + n;
+		return b->data;
+	}
+	if (kv->free_list[c]) {
+		p = kv->free_list[c];
+		memcpy(&kv->free_list[c], p, sizeof(p));
+		kv->bytes += n;
+		return p;
 	}
 	if ((size_t)(kv->bump_end - kv->bump) < n) {
-		struct kv_chunk *c = state_alloc(sizeof(*c) + CHUNK_BYTES);
+		struct kv_chunk *ch = state_alloc(sizeof(*ch) + CHUNK_BYTES);
 
-		if (!c)
+		if (!ch)
 			return NULL;
-		c->next = kv->chunks;
-		kv->chunks = c;
-		kv->bump = c->data;
-		kv->bump_end = c->data + CHUNK_BYTES;
+		ch->next = kv->chunks;
+		kv->chunks = ch;
+		kv->bump = ch->data;
+		kv->bump_end = ch->data + CHUNK_BYTES;
+		kv->reserved += sizeof(*ch) + CHUNK_BYTES;
 	}
 	p = kv->bump;
 	kv->bump += n;
 	kv->bytes += n;
 	return p;
+}
+
+/* Give back the entry @e of @n bytes whose key spans @key_span bytes. */
+static void entry_release(struct shmrun_kv *kv, unsigned char *e, size_t key_span, size_t n)
+{
+	int c = size_class(key_span, n);
+
+	kv->bytes -= n;
+	if (c < 0) {
+		struct kv_big *b = (struct kv_big *)(void *)(e - offsetof(struct kv_big, data));
+
+		if (b->prev)
+			b->prev->next = b->next;
+		else
+			kv->bigs = b->next;
+		if (b->next)
+			b->next->prev = b->prev;
+		kv->reserved -= sizeof(*b) + n;
+		state_free(b);
+		return;
+	}
+	memcpy(e, &kv->free_list[c], sizeof(kv->free_list[c]));
+	kv->free_list[c] = e;
 }
 
 void *shmrun_kv_get_miss(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash, const void *key,
@@ -274,7 +347,10 @@ void *shmrun_kv_get_miss(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash, co
 	uint64_t i;
 
 	*err = 0;
-	if (kv->value_bytes == 0 && kv->keys == 0 && create && value_bytes) {
+	/* the first insert fixes the value size (and with it every entry's size
+	 * for its key: the free lists rely on it), also a size of 0 */
+	if (kv->value_bytes == 0 && kv->keys == 0 && !kv->chunks && !kv->bigs && create &&
+	    value_bytes) {
 		kv->value_bytes = value_bytes;
 		kv->key_off = (uint32_t)(8 + value_span(value_bytes));
 	}
@@ -302,9 +378,8 @@ void *shmrun_kv_get_miss(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash, co
 	/* The key is absent (the inline probe missed it): the first empty slot. */
 	for (i = slot_index(hash, t); t->slots[i]; i = (i + 1) & t->mask)
 		;
-	/* The key zero-padded to 8 bytes, at least 8 (the lookup reads one word). */
-	key_span = key_len ? ((size_t)key_len + 7) & ~(size_t)7 : 8;
-	e = entry_alloc(kv, kv->key_off + key_span);
+	key_span = key_span_of(key_len);
+	e = entry_alloc(kv, key_span, kv->key_off + key_span);
 	if (!e) {
 		*err = -ENOMEM;
 		return NULL;
@@ -318,6 +393,50 @@ void *shmrun_kv_get_miss(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash, co
 	kv->keys++;
 	kv->key_bytes += key_len;
 	return e + 8;
+}
+
+int shmrun_kv_delete(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash, const void *key,
+		     uint32_t key_len)
+{
+	struct shmrun_kv_table *t = vnode < kv->vnodes ? kv->tables[vnode] : NULL;
+	uint64_t tag = (hash & 0xffff) << TAG_SHIFT, i, j;
+	unsigned char *e = NULL;
+	size_t key_span;
+
+	if (!t)
+		return -ENOENT;
+	for (i = slot_index(hash, t);; i = (i + 1) & t->mask) {
+		uint64_t s = t->slots[i];
+
+		if (!s)
+			return -ENOENT;
+		if ((s & ~ADDR_MASK) != tag)
+			continue;
+		e = entry_of(s);
+		if (entry_key_len(e) == key_len &&
+		    (key_len == 0 || memcmp(e + kv->key_off, key, key_len) == 0))
+			break;
+	}
+	/* Backward shift: an entry after the hole may move into it unless its
+	 * home slot k lies cyclically in (i, j] (it would then be found before
+	 * the hole no more) */
+	for (j = (i + 1) & t->mask; t->slots[j]; j = (j + 1) & t->mask) {
+		unsigned char *f = entry_of(t->slots[j]);
+		uint64_t k = slot_index(XXH3_64bits(f + kv->key_off, entry_key_len(f)), t);
+		bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+
+		if (stays)
+			continue;
+		t->slots[i] = t->slots[j];
+		i = j;
+	}
+	t->slots[i] = 0;
+	t->used--;
+	kv->keys--;
+	kv->key_bytes -= key_len;
+	key_span = key_span_of(key_len);
+	entry_release(kv, e, key_span, kv->key_off + key_span);
+	return 0;
 }
 
 uint64_t shmrun_kv_vnode_keys(const struct shmrun_kv *kv, uint32_t vnode)

@@ -6,11 +6,16 @@
  *
  * Invariants: the vnode of a key is shmrun_placement_vnode_of_hash() of its
  * XXH3-64 hash, and every caller passes that same hash (tables rehash with it
- * when they grow); a task's value size is fixed by its first insert (a size
- * of 0 included); values never move and are never freed one by one until
- * shmrun_kv_free(). The lookup, shmrun_kv_get(), is inline here so that the
- * per-record call in shmrun_keyed_state() makes no call for a hit; it reads
- * only the key's own bytes.
+ * when they grow) — a composite key (key bytes || namespace, a timer's key ||
+ * time || domain) is hashed whole for its slot while its vnode is that of the
+ * key bytes alone, so the caller passes the vnode and the slot hash
+ * separately; a task's value size is fixed by its first insert (a size of 0
+ * included); values never move: a value's address is stable until
+ * shmrun_kv_delete() of its key or shmrun_kv_free(), and a deleted entry's
+ * memory is reused by a later insert of the same size class. The lookup,
+ * shmrun_kv_get(), is inline here so that the per-record call in
+ * shmrun_keyed_state() makes no call for a hit; it reads only the key's own
+ * bytes.
  */
 #ifndef SHMRUN_RT_STATE_H
 #define SHMRUN_RT_STATE_H
@@ -33,17 +38,35 @@ struct shmrun_kv_table {
 	uint64_t used;	 /* keys in this table */
 }; /* the slot of a hash: (hash * SHMRUN_KV_PHI64) >> clz(mask), then linear probing */
 
+/* Size classes of freed entries (state.c): keys of up to 8 * this many bytes. */
+#define SHMRUN_KV_FREE_CLASSES 64
+
+/* How a task's keys are made (task.c): set by the first insert, kept in the
+ * state file (ckpt/state_file.h), so that the two APIs are never mixed. */
+enum shmrun_kv_mode {
+	SHMRUN_KV_MODE_NONE = 0,  /* no key inserted yet */
+	SHMRUN_KV_MODE_PLAIN = 1, /* shmrun_keyed_state(): the key bytes */
+	SHMRUN_KV_MODE_NS = 2,	  /* shmrun_keyed_state_ns(): key bytes || u64 ns (LE) */
+};
+
 /* All key-bound state of one task: a table per vnode, created on first use. */
 struct shmrun_kv {
 	uint32_t vnodes;		 /* V */
 	uint32_t value_bytes;		 /* fixed per task; 0 until first use */
 	struct shmrun_kv_table **tables; /* V entries, NULL until used */
 	uint64_t keys;			 /* distinct keys in all tables */
-	uint64_t bytes;			 /* bytes in use: tables, slots, entries (keys included) */
+	uint64_t bytes;			 /* bytes in use: tables, slots, live entries (keys included) */
 	uint64_t key_bytes;		 /* sum of the keys' lengths */
+	uint64_t reserved;		 /* bytes of entry memory taken from the allocator
+					    (chunks and large entries): live + free + unused bump */
 	struct kv_chunk *chunks;	 /* bump-allocation chunks for entries */
+	struct kv_big *bigs;		 /* entries too large for a size class, one allocation each */
 	unsigned char *bump, *bump_end;
 	uint32_t key_off; /* entry offset of the key: 8 + value_bytes rounded up to 8 */
+	uint32_t mode;	  /* enum shmrun_kv_mode, kept by task.c */
+	/* freed entries by key span (8 * (class + 1) bytes), linked through their
+	 * first word; reused before the bump pointer moves */
+	unsigned char *free_list[SHMRUN_KV_FREE_CLASSES];
 };
 
 /*
@@ -229,6 +252,31 @@ static inline void *shmrun_kv_get(struct shmrun_kv *kv, uint32_t vnode, uint64_t
 int shmrun_kv_foreach(struct shmrun_kv *kv,
 		      int (*fn)(void *arg, const void *key, uint32_t key_len, void *value),
 		      void *arg);
+
+/*
+ * shmrun_kv_delete() - remove @key (@key_len bytes, slot hash @hash) from
+ * vnode @vnode: its slot is emptied by backward shifting (no tombstones, so
+ * lookups stay as short as before the insert), its entry goes to its size
+ * class's free list (or back to the allocator, for a large one). Pointers to
+ * its value are invalid afterwards; every other value stays where it is.
+ * Must not be called inside shmrun_kv_foreach()/shmrun_kv_foreach_in().
+ * Return: 0; -ENOENT if absent (or @vnode out of range).
+ */
+int shmrun_kv_delete(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash, const void *key,
+		     uint32_t key_len);
+
+/*
+ * shmrun_kv_entry_key() - the stored key of the value @value (a pointer
+ * shmrun_kv_get() returned for @kv) and its length in *@key_len.
+ */
+static inline const unsigned char *shmrun_kv_entry_key(const struct shmrun_kv *kv,
+							const void *value, uint32_t *key_len)
+{
+	const unsigned char *e = (const unsigned char *)value - 8;
+
+	*key_len = *(const uint32_t *)(const void *)e;
+	return e + kv->key_off;
+}
 
 /* shmrun_kv_vnode_keys() - keys in vnode @vnode (0 for a vnode never used or out of range). */
 uint64_t shmrun_kv_vnode_keys(const struct shmrun_kv *kv, uint32_t vnode);

@@ -18,6 +18,11 @@
  * - key-bound state reuses the key hash that came with a record from a ring
  *   (cur_key/cur_hash, set by the loop around process()) instead of hashing
  *   the key again;
+ * - a task's keys are made one way, set by its first insert (kv.mode):
+ *   shmrun_keyed_state() uses the key bytes, shmrun_keyed_state_ns() the key
+ *   bytes followed by the namespace (8 bytes, little-endian), in the vnode of
+ *   the key bytes alone; mixing them would let a plain key and a pair share
+ *   bytes, so the second kind is refused with a message;
  * - shmrun_pw_add() and shmrun_task_sync_fd() work only inside snapshot()
  *   (in_snapshot), else -EINVAL.
  *
@@ -38,6 +43,7 @@
 #include "ckpt/state_file.h"
 #include "shmrun/placement.h"
 #include "task.h"
+#include "ops/ops.h" /* shmrun_task_error_at() */
 #include "util.h"
 #include "worker.h"
 
@@ -116,16 +122,24 @@ void note_fail_errno(struct shmrun_worker *w, int err)
 
 /* The whole first error of a quiet task (prepare, in the launcher): stats->error may cut it. */
 static char *quiet_error;
+/* the conf line of the key it is about (shmrun_task_error_at()), 0 if none */
+static int quiet_error_line;
 
 const char *shmrun_task_quiet_error(void)
 {
 	return quiet_error;
 }
 
+int shmrun_task_quiet_error_line(void)
+{
+	return quiet_error ? quiet_error_line : 0;
+}
+
 void shmrun_task_quiet_error_reset(void)
 {
 	free(quiet_error);
 	quiet_error = NULL;
+	quiet_error_line = 0;
 }
 
 static void task_verror(struct shmrun_task *t, const char *fmt, va_list ap)
@@ -190,6 +204,18 @@ void shmrun_task_error(struct shmrun_task *t, const char *fmt, ...)
 	va_end(ap);
 }
 
+void shmrun_task_error_at(struct shmrun_task *t, const char *key, const char *fmt, ...)
+{
+	const struct shmrun_param *p = key ? find_param(t, key) : NULL;
+	va_list ap;
+
+	if (t->w && t->w->quiet && !quiet_error)
+		quiet_error_line = p && p->line > 0 ? p->line : 0;
+	va_start(ap, fmt);
+	task_verror(t, fmt, ap);
+	va_end(ap);
+}
+
 void shmrun_task_log(struct shmrun_task *t, const char *fmt, ...)
 {
 	va_list ap;
@@ -219,6 +245,47 @@ void shmrun_task_count(struct shmrun_task *t, enum shmrun_counter counter, uint6
 		t->records_in += n;
 	else if (counter == SHMRUN_COUNT_RECORDS_OUT)
 		t->records_out += n;
+	else if (counter == SHMRUN_COUNT_RECORDS_BAD)
+		t->records_bad += n;
+	else if (counter == SHMRUN_COUNT_LATE_RECORDS)
+		t->records_late += n;
+}
+
+/*
+ * The kind of key a call of kind @mode makes is the task's, or becomes it on
+ * the first insert (@create). A lookup before any insert finds nothing (the
+ * store's value size is not fixed yet, and state.c would call a size a
+ * mismatch). Return: whether the call may go on (false: return NULL; the
+ * task failed with a message if the kinds were mixed).
+ */
+static bool keyed_mode(struct shmrun_task *t, enum shmrun_kv_mode mode, bool create)
+{
+	static const char *const api[] = {"", "shmrun_keyed_state()", "shmrun_keyed_state_ns()"};
+
+	if (t->kv.mode == mode)
+		return true;
+	if (t->kv.mode == SHMRUN_KV_MODE_NONE && t->kv.keys == 0) {
+		if (create)
+			t->kv.mode = mode;
+		return create;
+	}
+	if (t->kv.mode == SHMRUN_KV_MODE_NONE)
+		return true; /* keys restored from a file of no kind (cannot happen) */
+	shmrun_task_error(t, "%s used after %s: an operator keeps its key-bound state with one "
+			     "of them",
+			  api[mode], api[t->kv.mode]);
+	return false;
+}
+
+static void keyed_failed(struct shmrun_task *t, int err, uint32_t value_bytes)
+{
+	if (err == -ENOMEM)
+		shmrun_task_error(
+		    t, "out of memory for key-bound state (%" PRIu64 " key%s, %" PRIu64 " bytes)",
+		    t->kv.keys, t->kv.keys == 1 ? "" : "s", t->kv.bytes);
+	else if (err)
+		shmrun_task_error(t, "key-bound state used with %u-byte values after %u-byte ones",
+				  value_bytes, t->kv.value_bytes);
 }
 
 void *shmrun_keyed_state(struct shmrun_task *t, const void *key, uint32_t key_len,
@@ -227,19 +294,97 @@ void *shmrun_keyed_state(struct shmrun_task *t, const void *key, uint32_t key_le
 	uint64_t h;
 	int err;
 
+	if (__builtin_expect(t->kv.mode != SHMRUN_KV_MODE_PLAIN, 0) &&
+	    !keyed_mode(t, SHMRUN_KV_MODE_PLAIN, create))
+		return NULL;
 	if (!task_known_hash(t, key, key_len, &h))
 		h = XXH3_64bits(key, key_len);
 	void *v = shmrun_kv_get(&t->kv, shmrun_placement_vnode_of_hash(h, t->vnodes), h, key,
 				key_len, value_bytes, create, &err);
 
-	if (!v && err == -ENOMEM)
-		shmrun_task_error(
-		    t, "out of memory for key-bound state (%" PRIu64 " key%s, %" PRIu64 " bytes)",
-		    t->kv.keys, t->kv.keys == 1 ? "" : "s", t->kv.bytes);
-	else if (!v && err)
-		shmrun_task_error(t, "key-bound state used with %u-byte values after %u-byte ones",
-				  value_bytes, t->kv.value_bytes);
+	if (!v)
+		keyed_failed(t, err, value_bytes);
 	return v;
+}
+
+/*
+ * The stored key of the pair (@key, @ns) in t->ns_key, its slot hash in *@h
+ * and its vnode (that of @key) in *@vnode. Return: its length, or 0 (-ENOMEM).
+ */
+static uint32_t ns_key(struct shmrun_task *t, const void *key, uint32_t key_len, uint64_t ns,
+		       uint64_t *h, uint32_t *vnode)
+{
+	uint32_t n = key_len + 8;
+	uint64_t kh;
+
+	if (n > t->ns_key_cap) {
+		uint32_t cap = t->ns_key_cap ? t->ns_key_cap : 64;
+		unsigned char *p;
+
+		while (cap < n)
+			cap = cap > UINT32_MAX / 2 ? UINT32_MAX : cap * 2;
+		p = realloc(t->ns_key, cap);
+		if (!p)
+			return 0;
+		t->ns_key = p;
+		t->ns_key_cap = cap;
+	}
+	if (!task_known_hash(t, key, key_len, &kh))
+		kh = XXH3_64bits(key, key_len);
+	*vnode = shmrun_placement_vnode_of_hash(kh, t->vnodes);
+	if (key_len)
+		memcpy(t->ns_key, key, key_len);
+	memcpy(t->ns_key + key_len, &ns, 8); /* little-endian: state.h insists */
+	*h = XXH3_64bits(t->ns_key, n);
+	return n;
+}
+
+void *shmrun_keyed_state_ns(struct shmrun_task *t, const void *key, uint32_t key_len, uint64_t ns,
+			    uint32_t value_bytes, bool create)
+{
+	uint32_t n, vnode;
+	uint64_t h;
+	void *v;
+	int err;
+
+	if (key_len > UINT32_MAX - 8) {
+		shmrun_task_error(t, "shmrun_keyed_state_ns(): a key of %u bytes is too long",
+				  key_len);
+		return NULL;
+	}
+	if (!keyed_mode(t, SHMRUN_KV_MODE_NS, create))
+		return NULL;
+	n = ns_key(t, key, key_len, ns, &h, &vnode);
+	if (!n) {
+		keyed_failed(t, -ENOMEM, value_bytes);
+		return NULL;
+	}
+	v = shmrun_kv_get(&t->kv, vnode, h, t->ns_key, n, value_bytes, create, &err);
+	if (!v)
+		keyed_failed(t, err, value_bytes);
+	return v;
+}
+
+int shmrun_keyed_state_delete(struct shmrun_task *t, const void *key, uint32_t key_len,
+			      bool namespaced, uint64_t ns)
+{
+	uint32_t n, vnode;
+	uint64_t h;
+
+	if (t->kv.mode != (namespaced ? SHMRUN_KV_MODE_NS : SHMRUN_KV_MODE_PLAIN))
+		return -ENOENT; /* nothing of that kind was ever inserted */
+	if (!namespaced) {
+		if (!task_known_hash(t, key, key_len, &h))
+			h = XXH3_64bits(key, key_len);
+		return shmrun_kv_delete(&t->kv, shmrun_placement_vnode_of_hash(h, t->vnodes), h,
+					key, key_len);
+	}
+	if (key_len > UINT32_MAX - 8)
+		return -ENOENT;
+	n = ns_key(t, key, key_len, ns, &h, &vnode);
+	if (!n)
+		return -ENOMEM;
+	return shmrun_kv_delete(&t->kv, vnode, h, t->ns_key, n);
 }
 
 int shmrun_keyed_state_foreach(struct shmrun_task *t,

@@ -37,6 +37,8 @@
 #include "plan.h"
 #include "shmrun/operator.h"
 #include "state.h"
+#include "timer.h"
+#include "watermark.h"
 
 struct shmrun_worker;
 
@@ -54,12 +56,17 @@ struct shmrun_task {
 	uint32_t nins;
 	uint32_t inputs_open; /* open ring channels + forward upstreams */
 	struct shmrun_kv kv;
+	struct shmrun_timers timers; /* ABI 1.1: keyed timers (timer.c) */
+	unsigned char *ns_key;	     /* shmrun_keyed_state_ns(): key || ns being built */
+	uint32_t ns_key_cap;
 	/* checkpoints */
 	uint64_t barrier_epoch;  /* newest epoch this task snapshotted and forwarded */
 	uint64_t align_epoch;    /* epoch being aligned, 0 if none */
 	uint32_t aligned;        /* inputs that delivered align_epoch's barrier */
 	uint32_t fwd_inputs;     /* forward inputs (direct calls from upstream tasks) */
-	bool fwd_held;           /* a forward input delivered align_epoch: upstream parks */
+	bool *fwd_slot_held;     /* per forward input (out_edge.fwd_slot): it delivered
+				    align_epoch, so its upstream parks (that one only) */
+	uint32_t fwd_nheld;      /* how many are; each counts in w->fwd_holds */
 	bool exhausted;          /* source: no more input, waiting for the final epoch */
 	bool in_snapshot;        /* inside op->snapshot(): shmrun_pw_add() allowed */
 	unsigned char *pw;       /* per-worker entries of the snapshot: [u32 len][bytes]... */
@@ -77,7 +84,7 @@ struct shmrun_task {
 	const uint64_t *cur_hashes;           /* their key hashes */
 	uint32_t cur_n, cur_i;                /* how many; the next one expected */
 	bool busy;            /* this loop turn: used its whole input budget (combiners wait) */
-	uint64_t records_in, records_out;
+	uint64_t records_in, records_out, records_bad, records_late;
 	uint64_t rate;           /* source: its op->pacing_param, records/s, 0 = unlimited */
 	int64_t flush_every_ns;  /* op->flush: the stage's flush_interval */
 	int64_t flush_due_ns;    /* op->flush: next flush by the clock */
@@ -87,6 +94,14 @@ struct shmrun_task {
 	 * restore sets it before open() (the minimum over the old instances of
 	 * the stage after a rescale). */
 	int64_t wm;
+	/* watermarks (watermark.c); t->wm above is the one truth, these serve it */
+	int64_t wm_sent;          /* newest watermark sent downstream (MIN: none) */
+	bool wm_gen;              /* the stage sets watermark_delay: t generates its own */
+	int64_t wm_max_ts;        /* wm_gen: largest event time emitted (MIN: none) */
+	int64_t wm_delay_ns;      /* wm_gen: the stage's watermark_delay */
+	int64_t wm_interval_ns;   /* wm_gen: the stage's watermark_interval */
+	int64_t wm_due_ns;        /* wm_gen: next generation, CLOCK_MONOTONIC */
+	struct wm_input *fwd_wm;  /* one per forward input (out_edge.fwd_slot) */
 };
 
 /*
@@ -127,6 +142,13 @@ void note_fail_errno(struct shmrun_worker *w, int err);
  * next reset.
  */
 const char *shmrun_task_quiet_error(void);
+
+/*
+ * shmrun_task_quiet_error_line() - the conf line of the key the quiet error
+ * is about (it came from shmrun_task_error_at() with a key set in the
+ * file), or 0.
+ */
+int shmrun_task_quiet_error_line(void);
 
 /* shmrun_task_quiet_error_reset() - forget (and free) the quiet error. */
 void shmrun_task_quiet_error_reset(void);

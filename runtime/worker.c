@@ -49,7 +49,7 @@
  *
  * Barrier alignment (docs/design.md §6). A barrier(e) arriving on one input
  * holds that input (chan_in.held; a forward input parks its upstream through
- * fwd_held) until it has arrived on every input still open; then the task
+ * fwd_slot_held, that upstream only) until it has arrived on every input still open; then the task
  * snapshots (op->snapshot() and a forked writer of its state file) and sends
  * barrier(e) on, before any record that came after it on any input. A newer
  * epoch's barrier, or the abort of e, drops the alignment.
@@ -111,6 +111,7 @@
 #include "pace.h"
 #include "shmrun/placement.h"
 #include "task.h"
+#include "timer.h"
 #include "worker.h"
 
 #define READ_BYTES 65536u /* payload bytes read from one input ring per loop turn, at most */
@@ -121,7 +122,7 @@
 static int task_end(struct shmrun_task *t, uint64_t e, bool stop);
 static int task_checkpoint(struct shmrun_task *t, uint64_t e);
 static void task_unhold(struct shmrun_task *t);
-static int deliver_barrier(struct shmrun_task *t, uint64_t e, bool forward);
+static int deliver_barrier(struct shmrun_task *t, uint64_t e, int32_t slot);
 
 /* @what ("process", "merge of a partial") of @t returned @err: say so once, keep the errno. */
 static int callback_failed(struct shmrun_task *t, const char *what, int err)
@@ -206,6 +207,7 @@ static int deliver_partial(struct shmrun_task *t, const struct shmrun_record *re
 }
 
 static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec);
+static int comb_flush_task(struct shmrun_task *t);
 
 static int comb_flush_edge(struct shmrun_task *t, struct out_edge *e);
 
@@ -250,6 +252,10 @@ static inline int combine_one(struct shmrun_task *t, struct out_edge *e,
 
 int shmrun_emit(struct shmrun_task *t, const struct shmrun_record *rec)
 {
+	/* a generating stage's task: the largest event time it emitted (0 = none) */
+	if (__builtin_expect(t->wm_gen, 0) && rec->event_time_ns > t->wm_max_ts &&
+	    rec->event_time_ns != 0)
+		t->wm_max_ts = rec->event_time_ns;
 	if (t->nouts == 1) {
 		struct out_edge *e = &t->outs[0];
 
@@ -299,6 +305,8 @@ int shmrun_emit_batch(struct shmrun_task *t, const struct shmrun_record *recs, u
 
 	if (n == 0)
 		return 0;
+	if (__builtin_expect(t->wm_gen, 0))
+		wm_track_batch(t, recs, n);
 	/* the common chain: one forward edge, one call for the whole batch */
 	if (t->nouts == 1 && t->outs[0].kind == SHMRUN_EDGE_FORWARD && !t->outs[0].combining)
 		return deliver_batch(t->outs[0].forward, recs, NULL, n);
@@ -317,6 +325,39 @@ int shmrun_emit_batch(struct shmrun_task *t, const struct shmrun_record *recs, u
 	}
 	for (uint32_t i = 0; i < n && !err; i++)
 		err = shmrun_emit(t, &recs[i]);
+	return err;
+}
+
+/*
+ * Send @t's watermark downstream (watermark.h): partials first, then a
+ * WATERMARK frame (payload: the i64 watermark, ns) on every channel of every
+ * output edge, and the forward successors' inputs. Only a newer one than
+ * the last sent goes.
+ */
+int worker_send_watermark(struct shmrun_task *t)
+{
+	int64_t wm = t->wm;
+	struct pieces pc = {.p = {&wm}, .n = {8}, .total = 8};
+	int err;
+
+	if (wm <= t->wm_sent || t->w->failed)
+		return 0;
+	/* records folded before the watermark go out before it, or they would be late */
+	err = comb_flush_task(t);
+	t->wm_sent = wm;
+	for (uint32_t o = 0; o < t->nouts && !err; o++) {
+		struct out_edge *oe = &t->outs[o];
+
+		if (oe->kind == SHMRUN_EDGE_FORWARD) {
+			err = wm_input_advanced(oe->forward, &oe->forward->fwd_wm[oe->fwd_slot], wm);
+			continue;
+		}
+		for (uint32_t j = 0; j < oe->nchans && !err; j++)
+			err = chan_put(oe->chans[j], SHMRUN_FRAME_WATERMARK, &pc);
+		if (err && !t->w->failed)
+			shmrun_task_error(t, "cannot queue a watermark behind a full ring: %s",
+					  strerror(-err));
+	}
 	return err;
 }
 
@@ -473,6 +514,12 @@ static int task_end(struct shmrun_task *t, uint64_t e, bool stop)
 	uint64_t where;
 	int err = 0;
 
+	/* the watermark reaches MAX: timers, on_watermark(), then end_of_input();
+	 * MAX goes downstream after what end_of_input() emits (watermark.c) */
+	if (!stop)
+		err = wm_advance(t, SHMRUN_WATERMARK_MAX, false);
+	if (err)
+		return err;
 	if (t->op->end_of_input && !stop) {
 		where = cb_enter(t, SHMRUN_CB_END_OF_INPUT);
 		err = t->op->end_of_input(t, t->state);
@@ -485,6 +532,8 @@ static int task_end(struct shmrun_task *t, uint64_t e, bool stop)
 		return err;
 	}
 	err = comb_flush_task(t); /* partials go out before END, and before the snapshot */
+	if (!err && !stop)
+		err = worker_send_watermark(t); /* MAX, ahead of END */
 	if (!err && e)
 		err = shmrun_snapshot_take(t, e);
 	if (err)
@@ -495,6 +544,7 @@ static int task_end(struct shmrun_task *t, uint64_t e, bool stop)
 		struct out_edge *oe = &t->outs[o];
 
 		if (oe->kind == SHMRUN_EDGE_FORWARD) {
+			oe->forward->fwd_wm[oe->fwd_slot].ended = true;
 			if (--oe->forward->inputs_open == 0)
 				err = task_end(oe->forward, e, stop);
 			continue;
@@ -571,6 +621,14 @@ static uint32_t read_channel(struct shmrun_task *t, struct chan_in *in)
 		if (f->kind == SHMRUN_FRAME_DATA) {
 			if (deliver_frame(t, f) == -EBADMSG)
 				break;
+		} else if (f->kind == SHMRUN_FRAME_WATERMARK) {
+			int64_t wm = SHMRUN_WATERMARK_MIN;
+
+			if (f->len >= 8)
+				memcpy(&wm, f->payload, 8);
+			shmrun_ring_release(&in->ring, f);
+			wm_input_advanced(t, &in->wmi, wm);
+			continue;
 		} else if (f->kind == SHMRUN_FRAME_END) {
 			uint64_t e = 0;
 			uint32_t stop = 0;
@@ -580,6 +638,7 @@ static uint32_t read_channel(struct shmrun_task *t, struct chan_in *in)
 				memcpy(&stop, f->payload + 8, 4);
 			}
 			in->ended = true;
+			in->wmi.ended = true; /* MAX came before it, unless this is a stop */
 			shmrun_ring_release(&in->ring, f);
 			if (--t->inputs_open == 0)
 				task_end(t, e, stop);
@@ -593,27 +652,36 @@ static uint32_t read_channel(struct shmrun_task *t, struct chan_in *in)
 			if (e > t->barrier_epoch &&
 			    e > atomic_load_explicit(&t->w->ctl->aborted_epoch, memory_order_acquire)) {
 				in->held = e; /* hold this channel until every input has e */
-				deliver_barrier(t, e, false);
+				deliver_barrier(t, e, -1);
 			}
 			break;
 		}
 		shmrun_ring_release(&in->ring, f);
 	}
+	if (n && t->w->wm_clocked)
+		wm_input_active(t, &in->wmi);
 	return n;
+}
+
+/* Release every forward input @t holds (and the worker's count of them). */
+static void fwd_unhold(struct shmrun_task *t)
+{
+	t->w->fwd_holds -= t->fwd_nheld;
+	for (uint32_t i = 0; i < t->fwd_inputs && t->fwd_nheld; i++)
+		t->fwd_slot_held[i] = false;
+	t->fwd_nheld = 0;
 }
 
 static void task_unhold(struct shmrun_task *t)
 {
 	for (uint32_t i = 0; i < t->nins; i++)
 		t->ins[i]->held = 0;
-	if (t->fwd_held)
-		t->w->fwd_holds--;
-	t->fwd_held = false;
+	fwd_unhold(t);
 	t->align_epoch = 0;
 	t->aligned = 0;
 }
 
-static int deliver_barrier(struct shmrun_task *t, uint64_t e, bool forward);
+static int deliver_barrier(struct shmrun_task *t, uint64_t e, int32_t slot);
 
 /* @t is aligned on barrier(@e): snapshot it and send the barrier on. */
 static int task_checkpoint(struct shmrun_task *t, uint64_t e)
@@ -629,7 +697,7 @@ static int task_checkpoint(struct shmrun_task *t, uint64_t e)
 		struct out_edge *oe = &t->outs[o];
 
 		if (oe->kind == SHMRUN_EDGE_FORWARD) {
-			err = deliver_barrier(oe->forward, e, true);
+			err = deliver_barrier(oe->forward, e, (int32_t)oe->fwd_slot);
 			continue;
 		}
 		for (uint32_t j = 0; j < oe->nchans && !err; j++)
@@ -649,12 +717,16 @@ static uint32_t barrier_inputs(const struct shmrun_task *t)
 }
 
 /*
- * Barrier(@e) arrived at @t on one input (a ring channel, already marked held
- * by the caller, or a forward input). Aligned on every input -> checkpoint.
+ * Barrier(@e) arrived at @t on one input: a ring channel (@slot -1, already
+ * marked held by the caller) or forward input @slot, which is held: its
+ * upstream parks (task_parked_slow()), and only it, as a ring holds only the
+ * channel that delivered; the other forward upstreams run on until they
+ * deliver theirs. Aligned on every input -> checkpoint.
  */
-static int deliver_barrier(struct shmrun_task *t, uint64_t e, bool forward)
+static int deliver_barrier(struct shmrun_task *t, uint64_t e, int32_t slot)
 {
 	struct shmrun_worker *w = t->w;
+	bool forward = slot >= 0;
 
 	if (e <= t->barrier_epoch ||
 	    e <= atomic_load_explicit(&w->ctl->aborted_epoch, memory_order_acquire))
@@ -666,9 +738,7 @@ static int deliver_barrier(struct shmrun_task *t, uint64_t e, bool forward)
 		for (uint32_t i = 0; i < t->nins; i++)
 			if (t->ins[i]->held != keep)
 				t->ins[i]->held = 0;
-		if (t->fwd_held)
-			w->fwd_holds--;
-		t->fwd_held = false;
+		fwd_unhold(t);
 		t->align_epoch = e;
 		t->aligned = 0;
 		for (uint32_t i = 0; i < t->nins; i++)
@@ -676,8 +746,9 @@ static int deliver_barrier(struct shmrun_task *t, uint64_t e, bool forward)
 		if (!forward)
 			t->aligned = t->aligned ? t->aligned - 1 : 0; /* counted below */
 	}
-	if (forward) {
-		t->fwd_held = true;
+	if (forward && !t->fwd_slot_held[slot]) {
+		t->fwd_slot_held[slot] = true;
+		t->fwd_nheld++;
 		w->fwd_holds++;
 	}
 	if (++t->aligned < barrier_inputs(t))
@@ -828,6 +899,10 @@ static int wire_task(struct shmrun_worker *w, struct shmrun_task *t, const uint3
 		}
 		if (ed->kind == SHMRUN_EDGE_FORWARD) {
 			oe->forward = &w->tasks[task_slot[p->stage_task0[ed->to] + t->instance]];
+			/* its index among the forward edges into ed->to, in edge order */
+			for (uint32_t e2 = 0; e2 < e; e2++)
+				oe->fwd_slot += job->edges[e2].to == ed->to &&
+						job->edges[e2].kind == SHMRUN_EDGE_FORWARD;
 			continue;
 		}
 		oe->nchans = to->width;
@@ -846,6 +921,12 @@ static int wire_task(struct shmrun_worker *w, struct shmrun_task *t, const uint3
 					shmrun_placement_instance_of_vnode(v, to->width, job->vnodes);
 		}
 	}
+	t->fwd_wm = calloc(t->fwd_inputs + 1, sizeof(*t->fwd_wm));
+	t->fwd_slot_held = calloc(t->fwd_inputs + 1, sizeof(*t->fwd_slot_held));
+	if (!t->fwd_wm || !t->fwd_slot_held)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < t->fwd_inputs; i++)
+		wm_input_init(&t->fwd_wm[i]);
 	return 0;
 }
 
@@ -937,6 +1018,7 @@ static int attach_rings(struct shmrun_worker *w)
 			err = shmrun_ring_attach(&in->ring, mem, len, SHMRUN_RING_CONSUMER);
 			if (err)
 				return err;
+			wm_input_init(&in->wmi);
 			shmrun_ring_set_wake_bell(
 				&in->ring, p->tasks[ch->src_task].worker == w->index
 						   ? NULL
@@ -999,7 +1081,11 @@ static void teardown(struct shmrun_worker *w)
 		free(t->pw);
 		free(t->sync_fds);
 		free(t->restore_pw);
+		free(t->fwd_wm);
+		free(t->fwd_slot_held);
 		shmrun_kv_free(&t->kv);
+		shmrun_timers_free(&t->timers);
+		free(t->ns_key);
 	}
 	for (uint32_t c = 0; c < w->nouts; c++) {
 		shmrun_ring_detach(&w->outs[c].ring);
@@ -1048,10 +1134,21 @@ static void end_of_turn(struct shmrun_worker *w)
 	}
 }
 
+/* @t made progress this turn: its forward successors' inputs from it are not idle. */
+static void mark_forward_active(struct shmrun_task *t)
+{
+	for (uint32_t o = 0; o < t->nouts; o++)
+		if (t->outs[o].kind == SHMRUN_EDGE_FORWARD)
+			wm_input_active(t->outs[o].forward,
+					&t->outs[o].forward->fwd_wm[t->outs[o].fwd_slot]);
+}
+
 static uint32_t step(struct shmrun_worker *w)
 {
 	uint32_t progress = 0;
 
+	if (w->wm_clocked)
+		w->turn_ns = shmrun_now_ns();
 	for (uint32_t c = 0; c < w->nouts; c++)
 		if (chan_backlogged(&w->outs[c]))
 			progress += chan_drain(&w->outs[c]);
@@ -1085,15 +1182,19 @@ static uint32_t step(struct shmrun_worker *w)
 			 * out every turn) */
 			t->busy = r > 0 && !t->rate && t->records_in - before >= (uint64_t)budget;
 			progress += (uint32_t)(t->records_in - before) + (r <= 0);
+			if (t->records_in != before && w->wm_clocked)
+				mark_forward_active(t);
 			if (r < 0) {
 				if (!w->failed)
 					shmrun_task_error(t, "produce failed: %s", strerror(-r));
 				note_fail_errno(w, r);
 			} else if (r == 0 && w->checkpointing) {
-				/* wait for the final epoch, which ends it */
+				/* wait for the final epoch, which ends it; its watermark
+				 * is MAX now: a finished source holds nobody back */
 				t->exhausted = true;
 				atomic_store_explicit(&w->slots[t->id].exhausted, 1,
 						      memory_order_release);
+				wm_advance(t, SHMRUN_WATERMARK_MAX, true);
 			} else if (r == 0) {
 				task_end(t, 0, false);
 			}
@@ -1106,10 +1207,14 @@ static uint32_t step(struct shmrun_worker *w)
 				if (!t->ins[i]->ended && !t->ins[i]->held)
 					got += read_channel(t, t->ins[i]);
 			progress += got;
+			if (got && w->wm_clocked)
+				mark_forward_active(t);
 			if (!got && t->nins && t->op->flush)
 				flush_task(t, 0); /* its input drained */
 		}
 	}
+	if (w->wm_clocked && !w->failed)
+		progress += wm_tick(w, w->turn_ns);
 	end_of_turn(w);
 	if (w->checkpointing) {
 		progress += commit_epochs(w);
@@ -1117,6 +1222,41 @@ static uint32_t step(struct shmrun_worker *w)
 			progress += shmrun_coordinate(&w->co, w->plan, w->ctl, shmrun_now_ns());
 	}
 	return progress;
+}
+
+/*
+ * Loop phase: fire the processing-time timers (timer.c) that the clock
+ * (CLOCK_REALTIME) has reached, of every open task that has not ended and is
+ * not parked (a timer may emit). A busy worker (@busy) looks at the clock
+ * every FLUSH_CLOCK_TURNS calls (@turns counts them), an idle one whenever it
+ * wakes (the idle nap bounds the delay). Pending processing-time timers of a
+ * task that reached end of input never fire. Return: timers fired.
+ */
+static uint32_t fire_processing_timers(struct shmrun_worker *w, bool busy, uint32_t *turns)
+{
+	uint64_t fired = 0;
+	int64_t now = 0;
+
+	if (busy && ++*turns % FLUSH_CLOCK_TURNS)
+		return 0;
+	for (uint32_t x = 0; x < w->ntasks && !w->failed; x++) {
+		struct shmrun_task *t = &w->tasks[x];
+		uint64_t before = shmrun_task_timers(t);
+		struct timespec ts;
+
+		if (!t->timers.heap[SHMRUN_TIME_PROCESSING].n || !t->opened || t->ended ||
+		    task_parked(t))
+			continue;
+		if (!now) {
+			clock_gettime(CLOCK_REALTIME, &ts);
+			now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+		}
+		if (shmrun_timers_next_processing(t) > now)
+			continue;
+		shmrun_timers_fire_processing(t, now); /* an error failed the worker */
+		fired += before > shmrun_task_timers(t) ? before - shmrun_task_timers(t) : 1;
+	}
+	return (uint32_t)(fired > UINT32_MAX ? UINT32_MAX : fired);
 }
 
 static bool all_done(const struct shmrun_worker *w)
@@ -1156,6 +1296,8 @@ static void publish_stats(struct shmrun_worker *w)
 
 		atomic_fetch_add_explicit(&stats->records_in, t->records_in, memory_order_relaxed);
 		atomic_fetch_add_explicit(&stats->records_out, t->records_out, memory_order_relaxed);
+		atomic_fetch_add_explicit(&stats->records_bad, t->records_bad, memory_order_relaxed);
+		atomic_fetch_add_explicit(&stats->records_late, t->records_late, memory_order_relaxed);
 		atomic_fetch_add_explicit(&stats->keys, t->kv.keys, memory_order_relaxed);
 		atomic_fetch_add_explicit(&stats->state_bytes, t->kv.bytes, memory_order_relaxed);
 		atomic_fetch_add_explicit(&stats->key_bytes, t->kv.key_bytes, memory_order_relaxed);
@@ -1248,7 +1390,7 @@ static void run_loop(struct shmrun_worker *w)
 {
 	struct shmrun_control *ctl = w->ctl;
 	int64_t idle_since = 0;
-	uint32_t turns = 0;
+	uint32_t turns = 0, timer_turns = 0;
 	uint64_t beats = 0;
 
 	while (!w->failed && !*w->stop) {
@@ -1266,8 +1408,11 @@ static void run_loop(struct shmrun_worker *w)
 		if (step(w)) {
 			idle_since = 0;
 			flush_tasks(w, true);
+			fire_processing_timers(w, true, &timer_turns);
 			continue;
 		}
+		if (fire_processing_timers(w, false, &timer_turns))
+			continue; /* what they emitted goes out in the next turn */
 		flush_tasks(w, false); /* nothing to do: every input drained */
 		if (all_done(w))
 			break;
@@ -1336,6 +1481,7 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 			w.tasks[x].ended = true;
 		goto done;
 	}
+	wm_setup(&w);
 	run_loop(&w);
 done:
 	wait_children(&w);

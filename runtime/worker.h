@@ -58,6 +58,11 @@ struct shmrun_worker {
 	uint32_t flush_turns; /* loop turns, to look at the clock every 64 */
 	uint64_t cb_where;    /* the callback running now, as stats->cb_where (callback.h) */
 	uint64_t cb_seq;      /* callback entries so far, as stats->cb_seq */
+	/* event time (watermark.c) */
+	bool wm_clocked;      /* some task needs the clock each turn: it generates
+				 watermarks, has on_timer(), or idle_timeout is set */
+	int64_t turn_ns;      /* wm_clocked: CLOCK_MONOTONIC at the start of this turn */
+	int64_t wm_idle_check_ns; /* next look for inputs that became idle */
 	struct shmrun_record rbuf[BATCH_RECORDS]; /* records of a frame for process_batch() */
 	uint64_t rhash[BATCH_RECORDS];            /* their key hashes */
 };
@@ -83,10 +88,12 @@ void note_fail_errno(struct shmrun_worker *w, int err);
 /*
  * shmrun_task_prepare_stage() - run a stage's prepare() callback in the
  * launcher. Return: 0, or a negative errno with the reason in @msg (whole, or
- * without its middle if longer than @msglen: its end says what to do).
+ * without its middle if longer than @msglen: its end says what to do) and in
+ * *@line the conf line to name: the key's the operator blamed
+ * (shmrun_task_error_at()), else shmrun_prepare_line().
  */
 int shmrun_task_prepare_stage(const struct shmrun_plan *plan, uint32_t stage, char *msg,
-			      size_t msglen);
+			      size_t msglen, int *line);
 
 /*
  * shmrun_prepare_line() - the conf line what prepare() says about @st is
@@ -97,8 +104,9 @@ int shmrun_prepare_line(const struct shmrun_stage *st);
 
 /*
  * task_parked_slow() - whether @t, or a forward successor, has output queued
- * behind a full ring, or a forward successor holds its input back for
- * barrier alignment: then @t must not produce or process now (it parks).
+ * behind a full ring, or a forward successor holds the input from @t (or
+ * from the forward chain @t feeds it through) back for barrier alignment:
+ * then @t must not produce or process now (it parks).
  */
 static inline bool task_parked_slow(const struct shmrun_task *t)
 {
@@ -106,7 +114,7 @@ static inline bool task_parked_slow(const struct shmrun_task *t)
 		const struct out_edge *e = &t->outs[o];
 
 		if (e->kind == SHMRUN_EDGE_FORWARD) {
-			if (e->forward->fwd_held || task_parked_slow(e->forward))
+			if (e->forward->fwd_slot_held[e->fwd_slot] || task_parked_slow(e->forward))
 				return true;
 			continue;
 		}

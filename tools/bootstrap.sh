@@ -20,6 +20,8 @@ cd "$here"
 packages=(
 	build-essential cmake pkg-config
 	liburing-dev libjemalloc-dev check libinih-dev libxxhash-dev libnuma-dev
+	libpcre2-dev  # extract's regex (runtime/ops/extract.c)
+	tzdata      # extract's time_zone: /usr/share/zoneinfo
 	python3     # ships /usr/lib/python3.11, the main job's real input
 	coreutils findutils gawk   # the word-count reference in the tests
 	procps      # pgrep, in the process tests

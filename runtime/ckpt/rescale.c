@@ -7,8 +7,13 @@
  * provably right new owner, and refuses otherwise (docs/design.md §6):
  *
  *   - key-bound state moves whole vnode by whole vnode to the instance whose
- *     new vnode_ranges hold it; every key keeps its value. A change of the
- *     vnode count is refused (a key's vnode would change).
+ *     new vnode_ranges hold it; every key keeps its value, every pending
+ *     timer (timer.h) moves with its key's vnode. A change of the vnode count
+ *     is refused (a key's vnode would change). A new instance's watermark is
+ *     the minimum over the stage's old instances (its own, if the width
+ *     stays): a timer still pending was after its old owner's watermark, so
+ *     after the minimum, and fires once, later.
+ *   - old state files of format version 1 are re-written as version 2.
  *   - per-worker state is recomposed by the rule its operator declared:
  *     split pools every old instance's entries in (old instance, position)
  *     order and deals entry k to new instance k mod width — each entry owned
@@ -161,7 +166,12 @@ static int load(struct rescale *rs)
 					    &f->len, why, sizeof(why));
 		if (!err)
 			err = shmrun_state_parse(f->data, f->len, &f->view);
-		if (err)
+		if (err == -EPROTO)
+			snprintf(rs->why, sizeof(rs->why),
+				 "%s/%s: state file format version %u is not one this shmrun "
+				 "reads (1 to %u): a newer shmrun wrote it; rescale with that one",
+				 path, f->mf->name, f->view.version, SHMRUN_STATE_VERSION);
+		else if (err)
 			snprintf(rs->why, sizeof(rs->why), "%s/%s: %s", path, f->mf->name,
 				 err == -EBADMSG ? "malformed" : why);
 	}
@@ -294,10 +304,13 @@ static int build_task(struct rescale *rs, const struct shmrun_stage *st, uint32_
 		      uint64_t epoch, struct shmrun_ckpt_buf *buf, struct task_out *o)
 {
 	const struct shmrun_manifest_stage *os = old_stage(rs, st->name);
-	uint32_t lo, hi, nsec = 0, value_bytes = 0, old_width = os ? os->width : 0;
+	uint32_t lo, hi, old_width = os ? os->width : 0;
+	struct shmrun_state_head h = {.instance = inst, .width = st->width,
+				      .vnodes = rs->job->vnodes, .wm = INT64_MIN};
 	struct entry *pool = NULL;
 	uint32_t npool = 0;
 	uint64_t npw = 0, pool_bytes;
+	bool wm_set = false;
 	int err = 0;
 
 	memset(o, 0, sizeof(*o));
@@ -308,16 +321,26 @@ static int build_task(struct rescale *rs, const struct shmrun_stage *st, uint32_
 
 		if (strcmp(f->mf->stage, st->name))
 			continue;
-		if (f->view.nsections)
-			value_bytes = f->view.value_bytes;
-		for (uint32_t s = 0; s < f->view.nsections; s++)
-			nsec += f->view.sections[s].vnode >= lo && f->view.sections[s].vnode < hi;
+		for (uint32_t s = 0; s < f->view.nsections; s++) {
+			/* the value size of a file with keys (one of timers only says 0) */
+			if (f->view.sections[s].keys)
+				h.value_bytes = f->view.value_bytes;
+			h.nsections += f->view.sections[s].vnode >= lo && f->view.sections[s].vnode < hi;
+		}
+		h.flags |= f->view.flags & SHMRUN_STATE_NAMESPACED;
+		/* the watermark: the instance's own while the width stays, else the
+		 * minimum over the old instances — no timer still pending in any
+		 * moved vnode is at or before it, so none fires twice */
+		if (old_width == st->width ? f->mf->instance == inst : !wm_set || f->view.wm < h.wm) {
+			h.wm = f->view.wm;
+			wm_set = true;
+		}
 	}
 	/* epoch 0 marks a stage new to the checkpoint: its tasks start as on a
 	 * first start (shmrun_task_restoring() is false); every other task
 	 * restores its position from its entries, even from none */
-	err = shmrun_state_put_header(buf, value_bytes, os ? epoch : 0, inst, st->width,
-				      rs->job->vnodes, nsec);
+	h.epoch = os ? epoch : 0;
+	err = shmrun_state_put_header(buf, &h);
 	for (uint32_t i = 0; os && i < rs->nfiles && !err; i++) {
 		const struct old_file *f = &rs->files[i];
 
@@ -328,8 +351,8 @@ static int build_task(struct rescale *rs, const struct shmrun_stage *st, uint32_
 
 			if (sec->vnode < lo || sec->vnode >= hi)
 				continue;
-			err = shmrun_state_put_section(buf, sec);
-			o->kv_bytes += sec->len;
+			err = shmrun_state_put_section(buf, &f->view, sec);
+			o->kv_bytes += shmrun_state_section_size(&f->view, sec);
 			/* a vnode whose instance stays the same stays with its task */
 			o->vnodes_moved += f->mf->instance != inst;
 		}

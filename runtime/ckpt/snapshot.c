@@ -55,6 +55,8 @@
 #include "manifest.h"
 #include "snapshot.h"
 #include "state_file.h"
+#include "task.h"
+#include "timer.h"
 #include "util.h"
 
 /*
@@ -95,8 +97,18 @@ static int write_state_file(struct shmrun_worker *w, struct shmrun_task *t, uint
 		err = -errno;
 		goto out;
 	}
-	err = shmrun_state_encode(&buf, &t->kv, e, t->instance, t->width, t->vnodes, t->pw,
-				  t->pw_len, t->pw_n, &kv_bytes);
+	err = shmrun_state_encode(&buf,
+				  &(struct shmrun_state_src){.kv = &t->kv,
+							     .timers = &t->timers,
+							     .epoch = e,
+							     .instance = t->instance,
+							     .width = t->width,
+							     .vnodes = t->vnodes,
+							     .wm = t->wm,
+							     .pw = t->pw,
+							     .pw_len = t->pw_len,
+							     .npw = t->pw_n},
+				  &kv_bytes);
 	if (!err)
 		err = shmrun_ckpt_buf_seal(&buf);
 	if (err)
@@ -275,13 +287,24 @@ static int restore_task(struct shmrun_task *t, const struct shmrun_manifest *m, 
 		return err;
 	}
 	err = shmrun_state_parse(data, len, &view);
+	if (err == -EPROTO) {
+		shmrun_task_error(t,
+				  "restore of %s/%s: state file format version %u is not one this "
+				  "shmrun reads (1 to %u): a newer shmrun wrote it; restore it with "
+				  "that one, or start from empty state with STREAM_RESET_STATE=1",
+				  path, name, view.version, SHMRUN_STATE_VERSION);
+		free(data);
+		return err;
+	}
 	if (err)
 		goto bad;
 	for (uint32_t s = 0; s < view.nsections; s++) {
 		const struct shmrun_state_section *sec = &view.sections[s];
+		struct shmrun_state_timer_cursor tc;
 		struct shmrun_state_cursor cur;
 		const void *key, *value;
-		uint32_t kl;
+		uint32_t kl, domain;
+		int64_t time_ns;
 
 		shmrun_state_keys_begin(&view, sec, &cur);
 		while (shmrun_state_keys_next(&cur, &key, &kl, &value)) {
@@ -296,7 +319,23 @@ static int restore_task(struct shmrun_task *t, const struct shmrun_manifest *m, 
 			}
 			memcpy(v, value, view.value_bytes);
 		}
+		/* the vnode's timers, back into the task's store and heaps (timer.c) */
+		shmrun_state_timers_begin(sec, &tc);
+		while (shmrun_state_timers_next(&tc, &domain, &key, &kl, &time_ns)) {
+			int r = shmrun_timers_add(&t->timers, t->vnodes, sec->vnode,
+						  XXH3_64bits(key, kl),
+						  (enum shmrun_time_domain)domain, key, kl, time_ns);
+
+			if (r < 0) {
+				err = r;
+				goto bad;
+			}
+		}
 	}
+	if (t->kv.keys)
+		t->kv.mode = view.flags & SHMRUN_STATE_NAMESPACED ? SHMRUN_KV_MODE_NS
+								  : SHMRUN_KV_MODE_PLAIN;
+	t->wm = view.wm; /* before open(); a rescale wrote the stage's minimum */
 	t->restore_pw = malloc(view.pw_len + 1);
 	if (!t->restore_pw) {
 		err = -ENOMEM;

@@ -9,6 +9,10 @@
  * and a section copied whole by shmrun_state_put_section() stays valid in a
  * file of the same value size.
  *
+ * Timers (timer.h) are written in their vnode's section after its keys, so
+ * whatever moves a vnode moves its timers; the watermark and the key kind
+ * (plain or namespaced) are in the header.
+ *
  * Rejected: decoding keys straight into a shmrun_kv here — restore and
  * rescale want different things from a section (insert vs move whole), so
  * decoding hands out pointers and the caller decides.
@@ -20,17 +24,25 @@
 #include "ckpt_io.h"
 #include "state.h"
 #include "state_file.h"
+#include "timer.h"
 
 /* ---- the header ---------------------------------------------------------------- */
 
-int shmrun_state_put_header(struct shmrun_ckpt_buf *buf, uint32_t value_bytes, uint64_t epoch,
-			    uint32_t instance, uint32_t width, uint32_t vnodes, uint32_t nsections)
+int shmrun_state_put_header(struct shmrun_ckpt_buf *buf, const struct shmrun_state_head *h)
 {
-	uint32_t head[8] = {SHMRUN_STATE_VERSION, value_bytes, 0, 0, instance, width, vnodes,
-			    nsections};
+	unsigned char head[SHMRUN_STATE_HEAD - 8] = {0};
+	uint32_t version = SHMRUN_STATE_VERSION;
 	int err;
 
-	memcpy(&head[2], &epoch, 8);
+	memcpy(head, &version, 4);
+	memcpy(head + 4, &h->value_bytes, 4);
+	memcpy(head + 8, &h->epoch, 8);
+	memcpy(head + 16, &h->instance, 4);
+	memcpy(head + 20, &h->width, 4);
+	memcpy(head + 24, &h->vnodes, 4);
+	memcpy(head + 28, &h->nsections, 4);
+	memcpy(head + 32, &h->wm, 8);
+	memcpy(head + 40, &h->flags, 4);
 	err = shmrun_ckpt_buf_append(buf, SHMRUN_STATE_MAGIC, 8);
 	return err ? err : shmrun_ckpt_buf_append(buf, head, sizeof(head));
 }
@@ -43,24 +55,61 @@ void shmrun_state_view_free(struct shmrun_state_view *v)
 	memset(v, 0, sizeof(*v));
 }
 
+/* Check a section's timers at *@p (version 2) and move *@p past them. Return: 0 or -EBADMSG. */
+static int parse_timers(const unsigned char **p, const unsigned char *end,
+			struct shmrun_state_section *sec)
+{
+	const unsigned char *q = *p;
+
+	if (end - q < 8)
+		return -EBADMSG;
+	memcpy(&sec->timers, q, 8);
+	q += 8;
+	sec->timer0 = q;
+	for (uint64_t k = 0; k < sec->timers; k++) {
+		uint32_t kl, domain;
+
+		if (end - q < SHMRUN_STATE_TIMER_HEAD)
+			return -EBADMSG;
+		memcpy(&kl, q, 4);
+		memcpy(&domain, q + 4, 4);
+		if (domain > 1 || (size_t)(end - q) < SHMRUN_STATE_TIMER_HEAD + (size_t)kl)
+			return -EBADMSG;
+		q += SHMRUN_STATE_TIMER_HEAD + (size_t)kl;
+	}
+	*p = q;
+	return 0;
+}
+
 int shmrun_state_parse(const unsigned char *data, size_t len, struct shmrun_state_view *v)
 {
 	const unsigned char *p = data, *end = data + len;
-	uint32_t version, nsec;
+	uint32_t nsec;
+	size_t head;
 
 	memset(v, 0, sizeof(*v));
-	if (len < SHMRUN_STATE_HEAD + 8 || memcmp(p, SHMRUN_STATE_MAGIC, 8) != 0)
+	if (len < 12 || memcmp(p, SHMRUN_STATE_MAGIC, 8) != 0)
 		return -EBADMSG;
-	memcpy(&version, p + 8, 4);
+	memcpy(&v->version, p + 8, 4);
+	if (v->version != 1 && v->version != 2)
+		return -EPROTO;
+	head = v->version == 1 ? SHMRUN_STATE_HEAD_V1 : SHMRUN_STATE_HEAD;
+	if (len < head + 8)
+		return -EBADMSG;
 	memcpy(&v->value_bytes, p + 12, 4);
 	memcpy(&v->epoch, p + 16, 8);
 	memcpy(&v->instance, p + 24, 4);
 	memcpy(&v->width, p + 28, 4);
 	memcpy(&v->vnodes, p + 32, 4);
 	memcpy(&nsec, p + 36, 4);
-	if (version != SHMRUN_STATE_VERSION || nsec > v->vnodes)
+	v->wm = INT64_MIN; /* SHMRUN_WATERMARK_MIN */
+	if (v->version >= 2) {
+		memcpy(&v->wm, p + 40, 8);
+		memcpy(&v->flags, p + 48, 4);
+	}
+	if (nsec > v->vnodes)
 		return -EBADMSG;
-	p += SHMRUN_STATE_HEAD;
+	p += head;
 	v->sections = calloc(nsec + 1, sizeof(*v->sections));
 	if (!v->sections)
 		return -ENOMEM;
@@ -85,6 +134,8 @@ int shmrun_state_parse(const unsigned char *data, size_t len, struct shmrun_stat
 				goto bad;
 			p += 4 + (size_t)kl + v->value_bytes;
 		}
+		if (v->version >= 2 && parse_timers(&p, end, sec))
+			goto bad;
 		sec->bytes = start;
 		sec->len = (size_t)(p - start);
 		v->nsections++;
@@ -133,42 +184,78 @@ static int put_entry(void *arg, const void *key, uint32_t key_len, void *value)
 	return kw->err;
 }
 
-int shmrun_state_encode(struct shmrun_ckpt_buf *buf, struct shmrun_kv *kv, uint64_t epoch,
-			uint32_t instance, uint32_t width, uint32_t vnodes, const void *pw,
-			size_t pw_len, uint64_t npw, uint64_t *kv_bytes)
+static int put_timer(void *arg, enum shmrun_time_domain domain, const void *key, uint32_t key_len,
+		     int64_t time_ns)
 {
+	struct kv_writer *kw = arg;
+	unsigned char head[SHMRUN_STATE_TIMER_HEAD];
+	uint32_t d = (uint32_t)domain;
+
+	memcpy(head, &key_len, 4);
+	memcpy(head + 4, &d, 4);
+	memcpy(head + 8, &time_ns, 8);
+	kw->err = shmrun_ckpt_buf_append(kw->buf, head, sizeof(head));
+	if (!kw->err)
+		kw->err = shmrun_ckpt_buf_append(kw->buf, key, key_len);
+	return kw->err;
+}
+
+int shmrun_state_encode(struct shmrun_ckpt_buf *buf, const struct shmrun_state_src *src,
+			uint64_t *kv_bytes)
+{
+	struct shmrun_kv *kv = src->kv;
+	struct shmrun_timers *tm = src->timers;
 	struct kv_writer kw = {.buf = buf, .value_bytes = kv->value_bytes};
-	uint32_t nsec = 0;
+	struct shmrun_state_head h = {
+		.value_bytes = kv->value_bytes,
+		.epoch = src->epoch,
+		.instance = src->instance,
+		.width = src->width,
+		.vnodes = src->vnodes,
+		.wm = src->wm,
+		.flags = kv->mode == SHMRUN_KV_MODE_NS ? SHMRUN_STATE_NAMESPACED : 0,
+	};
 	size_t before;
 	int err;
 
-	for (uint32_t v = 0; v < vnodes; v++)
-		nsec += shmrun_kv_vnode_keys(kv, v) > 0;
-	err = shmrun_state_put_header(buf, kv->value_bytes, epoch, instance, width, vnodes, nsec);
+	for (uint32_t v = 0; v < src->vnodes; v++)
+		h.nsections += shmrun_kv_vnode_keys(kv, v) > 0 ||
+			       (tm && shmrun_timers_vnode_count(tm, v) > 0);
+	err = shmrun_state_put_header(buf, &h);
 	before = shmrun_ckpt_buf_len(buf);
-	for (uint32_t v = 0; v < vnodes && !err; v++) {
-		uint64_t n = shmrun_kv_vnode_keys(kv, v);
+	for (uint32_t v = 0; v < src->vnodes && !err; v++) {
+		uint64_t n = shmrun_kv_vnode_keys(kv, v), nt = tm ? shmrun_timers_vnode_count(tm, v) : 0;
 		uint32_t sec[2] = {v, 0};
 
-		if (!n)
+		if (!n && !nt)
 			continue;
 		err = shmrun_ckpt_buf_append(buf, sec, sizeof(sec));
 		if (!err)
 			err = shmrun_ckpt_buf_append(buf, &n, 8);
 		if (!err)
 			err = shmrun_kv_foreach_in(kv, v, put_entry, &kw) ? kw.err : 0;
+		if (!err)
+			err = shmrun_ckpt_buf_append(buf, &nt, 8);
+		if (!err && nt)
+			err = shmrun_timers_foreach_in(tm, v, put_timer, &kw) ? kw.err : 0;
 	}
 	*kv_bytes = shmrun_ckpt_buf_len(buf) - before;
 	if (!err)
-		err = shmrun_ckpt_buf_append(buf, &npw, 8);
-	if (!err && pw_len)
-		err = shmrun_ckpt_buf_append(buf, pw, pw_len);
+		err = shmrun_ckpt_buf_append(buf, &src->npw, 8);
+	if (!err && src->pw_len)
+		err = shmrun_ckpt_buf_append(buf, src->pw, src->pw_len);
 	return err;
 }
 
-int shmrun_state_put_section(struct shmrun_ckpt_buf *buf, const struct shmrun_state_section *sec)
+int shmrun_state_put_section(struct shmrun_ckpt_buf *buf, const struct shmrun_state_view *v,
+			     const struct shmrun_state_section *sec)
 {
-	return shmrun_ckpt_buf_append(buf, sec->bytes, sec->len);
+	static const uint64_t no_timers;
+	int err = shmrun_ckpt_buf_append(buf, sec->bytes, sec->len);
+
+	if (!err && v->version == 1)
+		err = shmrun_ckpt_buf_append(buf, &no_timers, 8);
+	return err;
 }
 
 int shmrun_state_put_pw_count(struct shmrun_ckpt_buf *buf, uint64_t npw)
@@ -214,6 +301,27 @@ bool shmrun_state_keys_next(struct shmrun_state_cursor *c, const void **key, uin
 	*key_len = kl;
 	*value = c->p + 4 + kl;
 	c->p += 4 + (size_t)kl + c->value_bytes;
+	c->left--;
+	return true;
+}
+
+void shmrun_state_timers_begin(const struct shmrun_state_section *sec,
+			       struct shmrun_state_timer_cursor *c)
+{
+	c->p = sec->timer0;
+	c->left = sec->timers;
+}
+
+bool shmrun_state_timers_next(struct shmrun_state_timer_cursor *c, uint32_t *domain,
+			      const void **key, uint32_t *key_len, int64_t *time_ns)
+{
+	if (!c->left)
+		return false;
+	memcpy(key_len, c->p, 4);
+	memcpy(domain, c->p + 4, 4);
+	memcpy(time_ns, c->p + 8, 8);
+	*key = c->p + SHMRUN_STATE_TIMER_HEAD;
+	c->p += SHMRUN_STATE_TIMER_HEAD + (size_t)*key_len;
 	c->left--;
 	return true;
 }

@@ -14,9 +14,31 @@ extern const struct shmrun_operator shmrun_op_sequence;
 extern const struct shmrun_operator shmrun_op_tokenize;
 extern const struct shmrun_operator shmrun_op_count;
 extern const struct shmrun_operator shmrun_op_lookup;
+extern const struct shmrun_operator shmrun_op_extract;
 extern const struct shmrun_operator shmrun_op_file_sink;
 extern const struct shmrun_operator shmrun_op_stdout_sink;
 extern const struct shmrun_operator shmrun_op_null_sink;
 extern const struct shmrun_operator shmrun_op_latency_sink;
+extern const struct shmrun_operator shmrun_op_window;
+
+/*
+ * shmrun_task_error_at() - shmrun_task_error() about the value of the
+ * stage's key @key (NULL: the stage): when the error stops the job before
+ * anything starts (prepare(), in the launcher), its message names the
+ * file:line of that key rather than of the stage. Implemented in task.c.
+ * Not (yet) in the public API: a plugin's prepare() errors name the stage.
+ */
+void shmrun_task_error_at(struct shmrun_task *task, const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/*
+ * shmrun_task_error_at() - shmrun_task_error() about the value of the
+ * stage's key @key (NULL: the stage): when the error stops the job before
+ * anything starts (prepare(), in the launcher), its message names the
+ * file:line of that key rather than of the stage. Implemented in task.c.
+ * Not (yet) in the public API: a plugin's prepare() errors name the stage.
+ */
+void shmrun_task_error_at(struct shmrun_task *task, const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 #endif /* SHMRUN_OPS_H */

@@ -11,7 +11,11 @@
  * the CLOCK_REALTIME time, in ns, at which produce() formatted it, so a sink
  * downstream (latency_sink) can measure how long it took to get there. The
  * clock is read once per record while the batch is filled, just before the
- * batch is emitted; the emit itself is not in the stamp.
+ * batch is emitted; the emit itself is not in the stamp. With `event_time =
+ * sequence` record i carries event_time_start + i * event_time_step: a
+ * deterministic event time, in order within an instance, for tests and
+ * examples of watermarks and windows (docs/event-time.md); past INT64_MAX - 1
+ * it stays there.
  *
  * produce() fills an array of up to `budget` records (keys and values in one
  * text buffer beside it, both grown once to the largest budget seen, never per
@@ -45,6 +49,8 @@ struct range {
 struct sequence {
 	uint64_t keys;
 	bool stamp;	      /* event_time = now */
+	bool seq_time;	      /* event_time = sequence */
+	int64_t t0, step;     /* seq_time: event_time_start and event_time_step, ns */
 	struct range *ranges; /* this instance's, in order */
 	uint32_t n, cap, cur;
 	/* produce()'s batch: recs[i] points into text[i] (KEY_BYTES + VALUE_BYTES) */
@@ -75,6 +81,10 @@ static int seq_open(struct shmrun_task *task, void **state)
 	s->keys = shmrun_task_param_u64(task, "keys", 1);
 	stamp = shmrun_task_param(task, "event_time");
 	s->stamp = stamp && strcmp(stamp, "now") == 0;
+	s->seq_time = stamp && strcmp(stamp, "sequence") == 0;
+	/* bounded by the keys' ranges: start <= 1e15 ms fits in ns, step <= 365 days */
+	s->t0 = (int64_t)shmrun_task_param_u64(task, "event_time_start", 1000) * 1000000;
+	s->step = (int64_t)shmrun_task_param_u64(task, "event_time_step", 1000000);
 	if (shmrun_task_restoring(task))
 		return 0; /* the ranges are the restored entries, if any */
 	for (uint64_t k = shmrun_task_instance(task); k * piece < count; k += width) {
@@ -93,6 +103,17 @@ static int64_t realtime_ns(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Record @i's event time with event_time = sequence: t0 + i * step, saturated. */
+static int64_t seq_event_time(const struct sequence *s, uint64_t i)
+{
+	int64_t d, t;
+
+	if (i > (uint64_t)INT64_MAX || __builtin_mul_overflow((int64_t)i, s->step, &d) ||
+	    __builtin_add_overflow(s->t0, d, &t) || t == INT64_MAX)
+		return INT64_MAX - 1;
+	return t;
 }
 
 /*
@@ -170,7 +191,7 @@ static int seq_produce(struct shmrun_task *task, void *state, uint32_t budget)
 		if (++kidx == s->keys)
 			kidx = 0;
 		rec->value_len = dec(value, r->next);
-		rec->event_time_ns = s->stamp ? realtime_ns() : 0;
+		rec->event_time_ns = s->stamp ? realtime_ns() : s->seq_time ? seq_event_time(s, r->next) : 0;
 		r->next++;
 		n++;
 	}
@@ -241,9 +262,19 @@ static const struct shmrun_param_def params[] = {
 	 .doc = "records per second for the whole stage (default: unlimited)", .tuning = true},
 	/* tuning: out of the fingerprint (no state depends on it), so adding the
 	 * key refuses no existing checkpoint, and a resume may switch it */
-	{.key = "event_time", .type = SHMRUN_PARAM_ENUM, .def = "none", .choices = "none now",
+	{.key = "event_time", .type = SHMRUN_PARAM_ENUM, .def = "none",
+	 .choices = "none now sequence",
 	 .doc = "none: records carry no event time; now: each carries the CLOCK_REALTIME ns at "
-		"which it was produced",
+		"which it was produced; sequence: record i carries event_time_start + i x "
+		"event_time_step",
+	 .tuning = true},
+	{.key = "event_time_start", .type = SHMRUN_PARAM_COUNT, .def = "1000", .min = 1,
+	 .max = 1000000000000000ull,
+	 .doc = "event_time = sequence: the event time of record 0, ms since the epoch",
+	 .tuning = true},
+	{.key = "event_time_step", .type = SHMRUN_PARAM_DURATION, .def = "1ms", .min = 1000000,
+	 .max = 365ull * 86400 * 1000000000,
+	 .doc = "event_time = sequence: event time between record i and record i + 1",
 	 .tuning = true},
 	{0},
 };

@@ -18,7 +18,7 @@ export LC_ALL=C
 . "$(dirname "$0")/lib.sh"
 
 "$shmrun" ops > "$tmp/list" 2> "$tmp/log" || fail "shmrun ops failed"
-for op in file_source sequence tokenize count lookup file_sink stdout_sink null_sink latency_sink; do
+for op in file_source sequence tokenize extract count window lookup file_sink stdout_sink null_sink latency_sink; do
 	grep -q "^$op " "$tmp/list" || fail "shmrun ops does not list $op"
 done
 grep -q "^file_source *source " "$tmp/list" || fail "file_source is not listed as a source"

@@ -299,6 +299,7 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(job.checkpoint_timeout_ns, 60000000000ull);
 	ck_assert_uint_eq(job.checkpoint_retain, 2);
 	ck_assert_uint_eq(job.restart_attempts, 10);
+	ck_assert_uint_eq(job.idle_timeout_ns, 0); /* off */
 	ck_assert_uint_eq(job.nwarnings, 0);
 
 	ck_assert_uint_eq(job.nstages, 2);
@@ -308,8 +309,9 @@ START_TEST(test_defaults)
 	ck_assert_ptr_eq(s->op, seq);
 	ck_assert_uint_eq(s->width, 1);
 	/* one param per declared key, in declaration order (5 since issue 10
-	 * item 8 added event_time) */
-	ck_assert_uint_eq(s->nparams, 5);
+	 * item 8 added event_time, 7 since issue 12 added event_time_start
+	 * and event_time_step) */
+	ck_assert_uint_eq(s->nparams, 7);
 	for (uint32_t i = 0; i < s->nparams; i++)
 		ck_assert_ptr_eq(s->params[i].def, &seq->params[i]);
 	ck_assert_str_eq(s->params[0].def->key, "count");
@@ -330,6 +332,15 @@ START_TEST(test_defaults)
 	ck_assert_str_eq(s->params[4].def->key, "event_time");
 	ck_assert_str_eq(s->params[4].value, "none");
 	ck_assert_int_eq(s->params[4].line, 0);
+	ck_assert_str_eq(s->params[5].def->key, "event_time_start");
+	ck_assert_uint_eq(s->params[5].u64, 1000); /* ms */
+	ck_assert_str_eq(s->params[6].def->key, "event_time_step");
+	ck_assert_uint_eq(s->params[6].u64, 1000000); /* ns */
+	/* no watermarks unless watermark_delay is set; the interval's default */
+	ck_assert(!s->watermarks);
+	ck_assert_uint_eq(s->watermark_delay_ns, 0);
+	ck_assert_uint_eq(s->watermark_interval_ns, 200000000ull);
+	ck_assert_int_eq(s->watermark_line, 0);
 
 	ck_assert_str_eq(job.stages[1].name, "o");
 	ck_assert_int_eq(job.stages[1].line, 4);
@@ -1443,6 +1454,9 @@ static void required_keys(const struct shmrun_operator *op, const struct shmrun_
 		else if (is_numeric(d))
 			off += (size_t)snprintf(buf + off, len - off, "%s = %llu\n", d->key,
 						(unsigned long long)(d->min ? d->min : 1));
+		else if (d->type == SHMRUN_PARAM_ENUM) /* its first choice (window's kind) */
+			off += (size_t)snprintf(buf + off, len - off, "%s = %.*s\n", d->key,
+						(int)strcspn(d->choices, " "), d->choices);
 		else
 			off += (size_t)snprintf(buf + off, len - off, "%s = x\n", d->key);
 	}
@@ -1520,11 +1534,17 @@ static uint64_t limit_value(const struct shmrun_job *job, const struct limit_key
 			return job->per_worker_state_warn;
 		if (!strcmp(key, "operator_timeout"))
 			return job->operator_timeout_ns;
+		if (!strcmp(key, "idle_timeout"))
+			return job->idle_timeout_ns;
 		ck_abort_msg("[job] key %s: add it to limit_value()", key);
 	}
 	for (uint32_t s = 0; s < job->nstages; s++) {
 		const struct shmrun_stage *st = &job->stages[s];
 
+		if (!k->op && !strcmp(st->name, "gen") && !strcmp(key, "watermark_delay"))
+			return st->watermark_delay_ns;
+		if (!k->op && !strcmp(st->name, "gen") && !strcmp(key, "watermark_interval"))
+			return st->watermark_interval_ns;
 		if (!k->op && !strcmp(st->name, "gen"))
 			return st->width;
 		if (k->op && !strcmp(st->name, "s"))

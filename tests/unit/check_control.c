@@ -18,7 +18,7 @@
 
 /* sizeof(struct shmrun_control) = 4752, rounded up to 64. */
 #define HEAD 4800u
-#define STATS 576u
+#define STATS 640u
 #define SLOT 128u
 
 static void assert_layout(struct shmrun_control *c, uint32_t workers, uint32_t tasks)

@@ -19,7 +19,9 @@
  *   keyed      a `count` stage (key-bound sections, value_bytes 8), widths
  *              4 -> 2 -> 5 (the second rescale starts from the first one's
  *              output): every (vnode, key, value) ends in exactly one new
- *              instance, the one whose vnode range holds the vnode.
+ *              instance, the one whose vnode range holds the vnode, and so
+ *              does every key's timer (state file version 2); each new
+ *              instance's watermark is the old instances' minimum.
  *   refusals   a vnode count change is refused (-EPERM) and writes nothing.
  *   plan       with @plan_out nothing is written, and every new instance has
  *              its line, with the per-worker entry counts split would deal.
@@ -211,7 +213,8 @@ struct kv {
 	uint32_t vnode, len;
 	char key[40];
 	uint64_t value;
-	uint32_t seen; /* verification: times found in the new checkpoint */
+	uint32_t seen;	/* verification: times found in the new checkpoint */
+	uint32_t tseen; /* verification: the instance its timer was found in */
 };
 
 /* One task's state: key-bound entries grouped by ascending vnode, then per-worker. */
@@ -222,6 +225,7 @@ struct fake_state {
 	uint32_t nkv;
 	const struct pw_entry *pw;
 	uint32_t npw;
+	int64_t wm; /* the task's watermark */
 };
 
 static void append(struct shmrun_ckpt_buf *buf, const void *p, size_t n)
@@ -236,7 +240,7 @@ static void encode(const struct fake_state *s, uint32_t vnodes, uint64_t epoch,
 		   struct shmrun_ckpt_buf *buf, uint64_t *kv_bytes, uint64_t *pw_bytes)
 {
 	uint32_t head[6] = {SHMRUN_STATE_VERSION, s->value_bytes, 0, 0, s->instance, s->width};
-	uint32_t v2[2] = {vnodes, 0};
+	uint32_t v2[2] = {vnodes, 0}, flags[2] = {0, 0};
 	uint64_t npw = s->npw, before;
 
 	memcpy(&head[2], &epoch, 8);
@@ -245,6 +249,8 @@ static void encode(const struct fake_state *s, uint32_t vnodes, uint64_t epoch,
 	append(buf, SHMRUN_STATE_MAGIC, 8);
 	append(buf, head, sizeof(head));
 	append(buf, v2, sizeof(v2));
+	append(buf, &s->wm, 8);
+	append(buf, flags, sizeof(flags));
 	CHECK(shmrun_ckpt_buf_len(buf) == SHMRUN_STATE_HEAD, "header is %" PRIu64 " bytes",
 	      shmrun_ckpt_buf_len(buf));
 	before = shmrun_ckpt_buf_len(buf);
@@ -257,10 +263,21 @@ static void encode(const struct fake_state *s, uint32_t vnodes, uint64_t epoch,
 		n = j - i;
 		append(buf, sec, sizeof(sec));
 		append(buf, &n, 8);
+		for (uint32_t k = i; k < j; k++) {
+			append(buf, &s->kvs[k].len, 4);
+			append(buf, s->kvs[k].key, s->kvs[k].len);
+			append(buf, &s->kvs[k].value, s->value_bytes);
+		}
+		/* version 2: the vnode's timers, one event-time timer per key at its value */
+		append(buf, &n, 8);
 		for (; i < j; i++) {
+			uint32_t domain = 0;
+			int64_t time = (int64_t)s->kvs[i].value;
+
 			append(buf, &s->kvs[i].len, 4);
+			append(buf, &domain, 4);
+			append(buf, &time, 8);
 			append(buf, s->kvs[i].key, s->kvs[i].len);
-			append(buf, &s->kvs[i].value, s->value_bytes);
 		}
 	}
 	*kv_bytes = shmrun_ckpt_buf_len(buf) - before;
@@ -650,7 +667,7 @@ static void check_keyed(const char *dir, uint64_t e, uint32_t width, uint32_t vn
 	struct ckpt_read r;
 
 	for (uint32_t i = 0; i < nkv; i++)
-		kvs[i].seen = UINT32_MAX;
+		kvs[i].seen = kvs[i].tseen = UINT32_MAX;
 	read_ckpt(dir, e, &r);
 	CHECK(stage_width_in(&r.m, "cnt") == width, "ckpt-%" PRIu64 " cnt width %u, expected %u",
 	      e, stage_width_in(&r.m, "cnt"), width);
@@ -662,6 +679,10 @@ static void check_keyed(const char *dir, uint64_t e, uint32_t width, uint32_t vn
 
 		shmrun_placement_vnode_range(j, width, vnodes, &lo, &hi);
 		check_head(v, "cnt", j, width, vnodes, e);
+		/* the watermark: the old instances' minimum (4000 - 100 * 3) after a width change */
+		CHECK(v->wm == (e == 1 ? 4000 - 100 * (int64_t)j : 3700),
+		      "cnt[%u]: watermark %" PRId64 ", expected %" PRId64, j, v->wm,
+		      e == 1 ? 4000 - 100 * (int64_t)j : (int64_t)3700);
 		CHECK(v->npw == 0, "cnt[%u]: %" PRIu64 " per-worker entries out of nowhere", j,
 		      v->npw);
 		CHECK(v->nsections == 0 || v->value_bytes == VALUE_BYTES,
@@ -698,6 +719,30 @@ static void check_keyed(const char *dir, uint64_t e, uint32_t width, uint32_t vn
 				kvs[found].seen = j;
 				p += 4 + len + VALUE_BYTES;
 			}
+			/* the vnode's timers came with it: each key's one, at its value */
+			CHECK(sec->timers == sec->keys, "cnt[%u] vnode %u: %" PRIu64 " timers for %" PRIu64
+			      " keys", j, sec->vnode, sec->timers, sec->keys);
+			p += 8;
+			for (uint64_t k = 0; k < sec->timers; k++) {
+				uint32_t len, domain, found = UINT32_MAX;
+				int64_t time;
+
+				memcpy(&len, p, 4);
+				memcpy(&domain, p + 4, 4);
+				memcpy(&time, p + 8, 8);
+				for (uint32_t i = 0; i < nkv && found == UINT32_MAX; i++)
+					if (kvs[i].vnode == sec->vnode && kvs[i].len == len &&
+					    memcmp(kvs[i].key, p + 16, len) == 0)
+						found = i;
+				CHECK(found != UINT32_MAX && domain == 0 &&
+					  time == (int64_t)kvs[found].value &&
+					  kvs[found].tseen == UINT32_MAX,
+				      "cnt[%u] vnode %u: timer '%.*s' at %" PRId64
+				      " (domain %u) unknown, wrong or twice",
+				      j, sec->vnode, (int)len, (const char *)p + 16, time, domain);
+				kvs[found].tseen = j;
+				p += 16 + len;
+			}
 			CHECK(p == sec->bytes + sec->len, "cnt[%u] vnode %u: section length %zu", j,
 			      sec->vnode, sec->len);
 		}
@@ -732,7 +777,7 @@ static void keyed_trial(uint32_t vnodes)
 	for (uint32_t i = 0, off = 0; i < 4; off += counts[i], i++)
 		st[1 + i] = (struct fake_state){.stage = "cnt", .instance = i, .width = 4,
 						.value_bytes = VALUE_BYTES, .kvs = kvs + off,
-						.nkv = counts[i]};
+						.nkv = counts[i], .wm = 4000 - 100 * (int64_t)i};
 	st[5] = (struct fake_state){.stage = "out", .instance = 0, .width = 1};
 	write_ckpt(&job, 1, st, 6);
 	/* the fabrication itself: every key in its old owner's range */

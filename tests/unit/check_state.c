@@ -26,6 +26,12 @@
  *               keys ending at an unmapped page or starting after one (no
  *               over-read); the empty key's bytes; a 0-byte value size stays
  *               fixed (regression)
+ *   delete      shmrun_kv_delete(): a deleted key is gone, every other key
+ *               keeps its value and address (backward shifting over long probe
+ *               runs in one small table, random order); -ENOENT twice; counts
+ *               and bytes go down; a re-inserted key starts zeroed; a long
+ *               run that creates and deletes keys (small, class-sized and
+ *               large ones) stays flat in reserved memory and bytes
  *   arena       the same round trip with the worker's own allocator
  *   nomem       (not under sanitizers) -ENOMEM under an address-space limit,
  *               and the store stays usable
@@ -763,6 +769,141 @@ START_TEST(test_value_size_zero_then_more)
 }
 END_TEST
 
+/* ---- delete ---- */
+
+static int del(struct shmrun_kv *kv, const void *key, uint32_t len)
+{
+	uint64_t h = XXH3_64bits(key, len);
+
+	return shmrun_kv_delete(kv, shmrun_placement_vnode_of_hash(h, kv->vnodes), h, key, len);
+}
+
+static uint32_t key_of(char *buf, uint32_t i)
+{
+	return (uint32_t)snprintf(buf, 32, "key-%u", i);
+}
+
+START_TEST(test_delete)
+{
+	enum { N = 6000 };
+	struct shmrun_kv kv;
+	uint64_t **addr = calloc(N, sizeof(*addr)), bytes_full, n;
+	uint32_t *order = malloc(N * sizeof(*order));
+	bool *gone = calloc(N, sizeof(*gone));
+	char k[32];
+	int err;
+
+	ck_assert_ptr_nonnull(addr);
+	ck_assert_ptr_nonnull(order);
+	ck_assert_ptr_nonnull(gone);
+	/* one vnode: every key in one table, with long probe runs */
+	ck_assert_int_eq(shmrun_kv_init(&kv, 1), 0);
+	for (uint32_t i = 0; i < N; i++) {
+		uint32_t len = key_of(k, i);
+
+		addr[i] = get(&kv, k, len, 8, true, &err);
+		CHECK(addr[i], "insert %u", i);
+		*addr[i] = 1000u + i;
+		order[i] = i;
+	}
+	bytes_full = kv.bytes;
+	srandom(12);
+	for (uint32_t i = N; i > 1; i--) {
+		uint32_t j = (uint32_t)random() % i, t = order[i - 1];
+
+		order[i - 1] = order[j];
+		order[j] = t;
+	}
+	/* delete two thirds in random order; after every 97th, every key is checked */
+	for (uint32_t d = 0; d < 2 * N / 3; d++) {
+		uint32_t i = order[d], len = key_of(k, i);
+
+		CHECK(del(&kv, k, len) == 0, "delete %u", i);
+		CHECK(del(&kv, k, len) == -ENOENT, "second delete of %u", i);
+		gone[i] = true;
+		if (d % 97 && d != 2 * N / 3 - 1)
+			continue;
+		for (uint32_t x = 0; x < N; x++) {
+			uint64_t *v;
+
+			len = key_of(k, x);
+			v = get(&kv, k, len, 8, false, &err);
+			if (gone[x]) {
+				CHECK(!v && err == 0, "deleted key %u found", x);
+				continue;
+			}
+			CHECK(v == addr[x], "key %u moved or lost after %u deletes", x, d + 1);
+			CHECK(*v == 1000u + x, "key %u: value %lu", x, (unsigned long)*v);
+		}
+	}
+	ck_assert_uint_eq(kv.keys, N - 2 * N / 3);
+	ck_assert_uint_eq(shmrun_kv_vnode_keys(&kv, 0), N - 2 * N / 3);
+	n = 0;
+	ck_assert_int_eq(shmrun_kv_foreach(&kv, count_entry, &n), 0);
+	ck_assert_uint_eq(n, N - 2 * N / 3);
+	ck_assert_uint_lt(kv.bytes, bytes_full);
+	/* re-inserted: zeroed, in reused memory (nothing new reserved) */
+	{
+		uint64_t reserved = kv.reserved;
+
+		for (uint32_t d = 0; d < 2 * N / 3; d++) {
+			uint32_t i = order[d], len = key_of(k, i);
+			uint64_t *v = get(&kv, k, len, 8, true, &err);
+
+			CHECK(v && *v == 0, "re-inserted key %u not zeroed", i);
+		}
+		ck_assert_uint_eq(kv.reserved, reserved);
+		ck_assert_uint_eq(kv.bytes, bytes_full);
+	}
+	ck_assert_int_eq(shmrun_kv_delete(&kv, 5, 0, "x", 1), -ENOENT); /* vnode out of range */
+	shmrun_kv_free(&kv);
+	free(addr);
+	free(order);
+	free(gone);
+}
+END_TEST
+
+/* A long run that creates and deletes keys stays flat: a sliding window of
+ * live keys of mixed lengths — short, class-sized and over 512 bytes. */
+START_TEST(test_delete_reuses_memory)
+{
+	enum { LIVE = 1500, ROUNDS = 200000 };
+	static char big[700];
+	struct shmrun_kv kv;
+	uint64_t reserved = 0, bytes = 0;
+	char k[800];
+	int err;
+
+	memset(big, 'b', sizeof(big));
+	ck_assert_int_eq(shmrun_kv_init(&kv, 64), 0);
+	for (uint32_t i = 0; i < ROUNDS; i++) {
+		uint32_t len = (uint32_t)snprintf(k, sizeof(k), "%u-%.*s", i, (int)(i % 7 == 0 ? 600 : i % 40), big);
+		uint64_t *v = get(&kv, k, len, 8, true, &err);
+
+		CHECK(v && *v == 0, "insert %u", i);
+		*v = i;
+		if (i >= LIVE) {
+			uint32_t j = i - LIVE;
+
+			len = (uint32_t)snprintf(k, sizeof(k), "%u-%.*s", j, (int)(j % 7 == 0 ? 600 : j % 40), big);
+			CHECK(del(&kv, k, len) == 0, "delete %u", j);
+		}
+		if (i == 4 * LIVE) { /* warmed up: every size class seen */
+			reserved = kv.reserved;
+			bytes = kv.bytes;
+		}
+	}
+	ck_assert_uint_eq(kv.keys, LIVE);
+	ck_assert_uint_gt(reserved, 0);
+	/* flat: within one chunk of the warmed-up figure, though 133 times as many keys passed */
+	ck_assert_uint_le(kv.reserved, reserved + (1u << 20) + 64);
+	ck_assert_uint_le(kv.bytes, bytes + bytes / 10);
+	ck_assert_uint_ge(kv.bytes, bytes - bytes / 10);
+	shmrun_kv_free(&kv);
+	ck_assert_uint_eq(kv.reserved, 0);
+}
+END_TEST
+
 /* ---- arena: the worker's own allocator ---- */
 
 START_TEST(test_arena)
@@ -858,6 +999,11 @@ static Suite *state_suite(void)
 	tcase_add_test(tc, test_key_at_page_edge);
 	tcase_add_test(tc, test_bytes_empty_key);
 	tcase_add_test(tc, test_value_size_zero_then_more);
+	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("delete");
+	tcase_add_test(tc, test_delete);
+	tcase_add_test(tc, test_delete_reuses_memory);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("arena");

@@ -48,6 +48,15 @@ shmrun_check_test(check_state
 	LABELS runtime
 	TIMEOUT 120)
 
+# Keyed timers (runtime/timer.c) and namespaced, deletable key-bound state (task.c)
+# through the operator API on a fake worker's task: firing order, dedup, delete,
+# timers set while firing, flat memory over long runs, refusals.
+shmrun_check_test(check_timer
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_timer.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 120)
+
 # Checkpoint state files (docs/design.md §6, docs/checkpoints.md): block format, io_uring
 # writer and its pwrite/fsync fallback, the SHMRUN_FAULT switch, the verifying reader.
 shmrun_check_test(check_ckpt_io
@@ -156,6 +165,31 @@ shmrun_check_test(check_tokenize
 # the launcher's words for it, the control-area words, operator_timeout's watch.
 shmrun_check_test(check_callback
 	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_callback.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)
+# The extract operator's rules (runtime/ops/extract.c, event_time.c; issue 12 item 1):
+# zones against glibc's own conversion, the skipped and repeated hours, time
+# formats, fields, separators, regex groups, and every bad conf with its key.
+shmrun_check_test(check_extract
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_extract.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 180)
+# op = window (runtime/ops/window.c) linked alone with a model of the event-time
+# contract of shmrun/operator.h (timers, namespaced state, watermark): its logic,
+# with hand-computed results, whatever the runtime's timer store.
+shmrun_check_test(check_window
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_window.c ${PROJECT_SOURCE_DIR}/runtime/ops/window.c
+		${PROJECT_SOURCE_DIR}/runtime/util.c
+	LABELS runtime
+	TIMEOUT 60)
+target_include_directories(check_window PRIVATE ${PROJECT_SOURCE_DIR}/runtime/include)
+
+# Watermarks (runtime/watermark.c, docs/event-time.md) on one task without
+# rings: minimum over inputs, restored watermark, MAX at end, idleness, generation.
+shmrun_check_test(check_watermark
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_watermark.c
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)

@@ -64,6 +64,12 @@ struct shmrun_stage {
 	int combine_line;                  /**< line of the `combine` key, 0 if not set */
 	struct shmrun_param *params;       /**< one per op->params entry, same order */
 	uint32_t nparams;
+	/* event time (docs/event-time.md) */
+	bool watermarks;                   /**< `watermark_delay` is set: the stage generates
+					      watermarks from the event times it emits */
+	uint64_t watermark_delay_ns;       /**< bounded out-of-orderness, ns (0 with !watermarks) */
+	uint64_t watermark_interval_ns;    /**< how often a watermark is generated, ns, default 200ms */
+	int watermark_line;                /**< line of the `watermark_delay` key, 0 if not set */
 };
 
 /** A validated job. Everything is owned by the job; free with shmrun_job_free(). */
@@ -93,6 +99,8 @@ struct shmrun_job {
 	char **warnings;           /**< non-fatal notes, e.g. more workers than CPUs */
 	uint32_t nwarnings;
 	int checkpoint_dir_line;   /**< line of the checkpoint_dir key (0 if absent) */
+	uint64_t idle_timeout_ns;  /**< an input silent this long stops holding back a task's
+				      watermark (docs/event-time.md), 0 = off (default) */
 };
 
 /** Collected errors of a load; every message is "file:line: text". */

@@ -636,6 +636,11 @@ void shmrun_task_warn(struct shmrun_task *task, const char *fmt, ...)
 enum shmrun_counter {
 	SHMRUN_COUNT_RECORDS_IN = 0,  /**< records a source read */
 	SHMRUN_COUNT_RECORDS_OUT = 1, /**< records a sink wrote */
+	/** records an operator dropped as malformed (extract's bad lines); since ABI 1.1 */
+	SHMRUN_COUNT_RECORDS_BAD = 2,
+	/** records an operator dropped as late: event time behind the watermark past
+	 * allowed lateness (op = window); since ABI 1.1 */
+	SHMRUN_COUNT_LATE_RECORDS = 3,
 };
 
 /** shmrun_task_count() - add @n to one of the job's counters. */

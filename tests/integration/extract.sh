@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# tests/integration/extract.sh SHMRUN: the extract operator (runtime/ops/extract.c,
+# issue 12 item 1) on real and on bad input.
+#   - docs/examples/dpkg-extract.conf over a copy of /var/log/dpkg.log: the
+#     counts per action equal an awk oracle's over the same copy, and no line
+#     is bad; extract -> file_sink at width 2 gives, line for line after
+#     sorting, the action and package awk finds in each line.
+#   - the checked-in sample tests/integration/data/dpkg-sample.log, whose bad
+#     lines (no date, empty, a month 13, a status line without a package) the
+#     oracle finds by its own rules: the summary's "bad records" equals its
+#     count, one warning per bad line naming the line's text, `log_bad = 2`
+#     logs two and says the rest are only counted; the good lines are counted.
+#   - on_bad_record = fail: exit status 1, the message names the line and the
+#     key; the launcher does not restart the job.
+#   - bad confs, refused by `shmrun check` with exit 2 and the file:line of
+#     the key: a regex PCRE2 refuses (its message and offset), a group name
+#     the regex lacks, an unsupported time_format, an unknown time_zone (the
+#     message says where zones live).
+set -euo pipefail
+shmrun=${1:?usage: extract.sh path/to/shmrun}
+export LC_ALL=C
+. "$(dirname "$0")/lib.sh"
+src=$(cd "$(dirname "$0")/../.." && pwd)
+sample=$src/tests/integration/data/dpkg-sample.log
+
+# The oracle. A good line: a valid "YYYY-MM-DD HH:MM:SS" date, an action and a
+# package (for status, the word after the state). Prints "action<TAB>package"
+# per good line, and "BAD" per bad one.
+oracle() {
+	awk '{
+		ok = $1 ~ /^[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]$/ &&
+		     $2 ~ /^[0-9][0-9]:[0-9][0-9]:[0-9][0-9]$/
+		if (ok) {
+			split($1, d, "-"); split($2, t, ":")
+			ok = d[2] >= 1 && d[2] <= 12 && d[3] >= 1 && d[3] <= 31 &&
+			     t[1] <= 23 && t[2] <= 59 && t[3] <= 60
+		}
+		if (ok && $3 == "status")
+			ok = NF >= 5
+		else if (ok)
+			ok = NF >= 4
+		if (!ok)
+			print "BAD"
+		else
+			print $3 "\t" ($3 == "status" ? $5 : $4)
+	}' "$1"
+}
+
+# conf DIR INPUT [EXTRA_LINES]: the example, reading INPUT, writing DIR/out.tsv
+conf() {
+	mkdir -p "$1"
+	sed -e "s#^path = /var/log/dpkg.log#path = $2#" \
+	    -e "s#^path = out/dpkg-actions.tsv#path = $1/out.tsv#" \
+	    -e "s#^time_zone = .*#&\n${3:-}#" \
+	    "$src/docs/examples/dpkg-extract.conf" > "$1/job.conf"
+	grep -q "^path = $2" "$1/job.conf" || fail "conf: the example's input path changed"
+}
+
+# 1. real data ----------------------------------------------------------------
+if [ -s /var/log/dpkg.log ]; then
+	cp /var/log/dpkg.log "$tmp/dpkg.log" # apt may append while we run
+	conf "$tmp/real" "$tmp/dpkg.log"
+	"$shmrun" "$tmp/real/job.conf" 2> "$tmp/log" || fail "dpkg-extract failed"
+	oracle "$tmp/dpkg.log" | grep -v '^BAD$' | cut -f1 | sort | uniq -c |
+		awk '{ print $2 "\t" $1 }' > "$tmp/want"
+	sort "$tmp/real/out.tsv" > "$tmp/got"
+	[ -s "$tmp/want" ] || fail "the oracle found no line in /var/log/dpkg.log"
+	cmp -s "$tmp/want" "$tmp/got" || { diff "$tmp/want" "$tmp/got" | head >&2; fail "counts per action differ from awk's"; }
+	! grep -q "bad record" "$tmp/log" || fail "dpkg's own lines reported bad"
+	[ "$(oracle "$tmp/dpkg.log" | grep -c '^BAD$' || true)" = 0 ] || fail "the oracle finds bad lines in dpkg.log"
+
+	# key and value of every line, through extract -> file_sink at width 2
+	sed -e '/^\[count\]/,/^width/d' -e 's/^input = count/input = parse/' \
+	    -e 's/^width = 1/width = 2/' "$tmp/real/job.conf" > "$tmp/real/kv.conf"
+	"$shmrun" "$tmp/real/kv.conf" 2> "$tmp/log" || fail "extract -> file_sink failed"
+	cat "$tmp/real/out.tsv".0 "$tmp/real/out.tsv".1 | sort > "$tmp/got"
+	oracle "$tmp/dpkg.log" | sort > "$tmp/want"
+	cmp -s "$tmp/want" "$tmp/got" || { diff "$tmp/want" "$tmp/got" | head >&2; fail "key/value per line differ from awk's"; }
+else
+	echo "note: no /var/log/dpkg.log here; only the sample is checked" >&2
+fi
+
+# 2. the sample with bad lines ------------------------------------------------
+bad=$(oracle "$sample" | grep -c '^BAD$' || true)
+[ "$bad" -ge 3 ] || fail "the sample should have bad lines (oracle: $bad)"
+oracle "$sample" | grep -v '^BAD$' | cut -f1 | sort | uniq -c | awk '{ print $2 "\t" $1 }' > "$tmp/want"
+conf "$tmp/s" "$sample"
+sed -i 's/^width = 2/width = 1/' "$tmp/s/job.conf" # one instance logs every bad line
+"$shmrun" "$tmp/s/job.conf" 2> "$tmp/log" || fail "sample run failed"
+sort "$tmp/s/out.tsv" > "$tmp/got"
+cmp -s "$tmp/want" "$tmp/got" || { diff "$tmp/want" "$tmp/got" >&2; fail "sample: counts differ"; }
+grep -q "^bad records:   $bad " "$tmp/log" || fail "summary does not say bad records: $bad"
+[ "$(grep -c "WARN .*stage 'parse' \[0\]: bad record [0-9]" "$tmp/log")" = "$bad" ] ||
+	fail "expected $bad warnings"
+grep -q "bad record .*: the time does not fit time_format: 'garbage line without a date'" "$tmp/log" ||
+	fail "the warning does not name the line"
+grep -q "bad record .*: the regex does not match: '2024-01-31 12:35:01 status'" "$tmp/log" ||
+	fail "the warning does not name the line without a package"
+grep -q "stage 'parse' \[0\]: $bad bad records of $(wc -l < "$sample") skipped" "$tmp/log" ||
+	fail "no closing count"
+
+# log_bad = 2: two warnings, the rest counted
+conf "$tmp/l" "$sample" "log_bad = 2"
+sed -i 's/^width = 2/width = 1/' "$tmp/l/job.conf"
+"$shmrun" "$tmp/l/job.conf" 2> "$tmp/log" || fail "log_bad run failed"
+[ "$(grep -c "bad record [0-9]* (input record" "$tmp/log")" = 2 ] || fail "log_bad = 2 logged another number"
+grep -q "further bad records are counted, not logged" "$tmp/log" || fail "no word about the rest"
+grep -q "^bad records:   $bad " "$tmp/log" || fail "log_bad changed the count"
+
+# 3. on_bad_record = fail -----------------------------------------------------
+conf "$tmp/f" "$sample" "on_bad_record = fail"
+rc=0
+timeout 60 "$shmrun" "$tmp/f/job.conf" 2> "$tmp/log" || rc=$?
+[ "$rc" = 1 ] || fail "on_bad_record = fail: exit status $rc, want 1"
+grep -q "on_bad_record = fail stops the job" "$tmp/log" || fail "no reason given"
+grep -q "bad record (input record [0-9]* of this instance): .*: '" "$tmp/log" || fail "the line is not named"
+! grep -q "restarting" "$tmp/log" || fail "a bad record was restarted"
+[ "$(grep -c "launcher: job dpkg-extract: 2 workers" "$tmp/log")" = 1 ] || fail "started more than once"
+
+# 4. bad confs: exit 2, file:line of the key -----------------------------------
+# badconf NAME KEY VALUE PATTERN: set KEY = VALUE in the example, expect PATTERN
+badconf() {
+	local d=$tmp/bad-$1 line rc=0
+	conf "$d" "$sample"
+	sed -i "s#^$2 = .*#$2 = $3#" "$d/job.conf"
+	line=$(grep -n "^$2 = " "$d/job.conf" | cut -d: -f1)
+	"$shmrun" check "$d/job.conf" 2> "$tmp/log" || rc=$?
+	[ "$rc" = 2 ] || fail "$1: exit $rc, want 2"
+	grep -qF "$d/job.conf:$line: stage 'parse' [0]: $2 = " "$tmp/log" || fail "$1: not named at line $line"
+	grep -qE "$4" "$tmp/log" || fail "$1: message lacks /$4/"
+}
+badconf regex regex '^(?<time>\S+ \S+ (?<action>\S+)' 'PCRE2 error at offset [0-9]+: missing closing parenthesis'
+badconf group key 'actoin' "the regex has no group named 'actoin'"
+badconf format time_format '%Y-%m-%d %H:%M:%S %Z' '%Z at offset 18 is not supported: .*use time_zone'
+badconf zone time_zone 'Europe/Berln' "no time zone 'Europe/Berln': /usr/share/zoneinfo/Europe/Berln: .*zones are the files under /usr/share/zoneinfo"
+echo "extract: ok"

@@ -1,0 +1,338 @@
+#!/usr/bin/env bash
+# tests/integration/watermarks.sh SHMRUN PLUGIN_DIR: event-time watermarks
+# (issue 12 §2, docs/event-time.md), seen through PLUGIN_DIR/watermark.so
+# (tests/plugins/watermark.c), whose wm_probe/wm_sink write a line per
+# on_watermark() call ("wm W MAXSEEN RECORDS LATE") and one at end of input.
+#
+#   1. min over inputs: two sequence sources with event times (event_time =
+#      sequence) and watermark_delay = 5ms, `early` (event times 1..2 s,
+#      4000 records/s) and `late` (1000..1001 s, 1000/s), into probes over
+#      forward edges and rings, widths 1, 2 and 3, on 2 workers. Every file:
+#      watermarks strictly increasing, MAX last and before end of input, no
+#      late record, every record seen. A probe right behind a source over a
+#      forward edge sees exactly max - delay. The probes reading both see
+#      only watermarks the sources generated: early's (the minimum) while
+#      early runs, with late's records already in hand, then late's once
+#      early finished (a finished input counts as MAX); downstream of a ring
+#      the same values again. With checkpoint_dir too (a finished source
+#      sends MAX while it waits for the final checkpoint).
+#   2. generation on a non-source stage: its watermarks are its own emits'
+#      max - its delay, not its input's.
+#   3. idle_timeout: `quiet` emits 10 records then nothing for 3 s; without
+#      idle_timeout the probes reading quiet and `a` never pass quiet's
+#      watermark before the end; with idle_timeout = 300ms they follow a's,
+#      and not before quiet was silent that long.
+#   4. bad input: watermark_delay on a sink, a delay without unit, an
+#      idle_timeout of 0: exit 2 naming file:line; watermark_interval
+#      without watermark_delay: a warning.
+set -euo pipefail
+shmrun=${1:?usage: watermarks.sh path/to/shmrun PLUGIN_DIR}
+pdir=$(cd "${2:?usage: watermarks.sh path/to/shmrun PLUGIN_DIR}" && pwd -P)
+. "$(dirname "$0")/lib.sh"
+so="$pdir/watermark.so"
+[ -f "$so" ] || fail "no $so (build the test_plugins target)"
+export LC_ALL=C
+
+run() { # dir: run dir/t.conf, log in $tmp/log
+	timeout 120 "$shmrun" "$1/t.conf" > "$1/out" 2> "$tmp/log" || fail "run of $1/t.conf failed"
+}
+
+# well_formed FILE RECORDS: wm lines strictly increasing (max last), then one
+# end line with RECORDS records (or any, with -), no late record anywhere.
+well_formed() {
+	awk -v want="$2" -v f="$1" '
+		function bad(m) { print "FAIL: " f ": " m " (line " NR ": " $0 ")"; exit 1 }
+		$1 == "end" {
+			if (ended) bad("two end lines")
+			if (last != "max") bad("end of input before watermark MAX")
+			if (want != "-" && $2 != want) bad("records " $2 ", want " want)
+			if ($3 != 0) bad("late records")
+			if ($4 != "max") bad("watermark at end is not MAX")
+			ended = 1; next
+		}
+		$1 != "wm" { bad("unknown line") }
+		{
+			if (ended) bad("watermark after end of input")
+			if (last == "max") bad("watermark after MAX")
+			if ($2 == "min") bad("on_watermark(MIN)")
+			if ($2 != "max" && n && $2 + 0 <= last + 0) bad("watermark not increasing")
+			if ($5 != 0) bad("late records")
+			last = $2; n++
+		}
+		END { if (!ended) bad("no end line") }' "$1" || exit 1
+}
+
+# wms FILE...: the watermarks other than MAX, one per line
+wms() { awk '$1 == "wm" && $2 != "max" { print $2 }' "$@"; }
+
+# subset A B what: every line of A is a line of B, and A has at least 3
+subset() {
+	local n
+	n=$(wc -l < "$1")
+	[ "$n" -ge 3 ] || fail "$3: only $n watermarks"
+	sort -u "$2" > "$tmp/set"
+	sort -u "$1" | comm -23 - "$tmp/set" > "$tmp/extra"
+	[ ! -s "$tmp/extra" ] || fail "$3: watermarks nobody generated: $(head -3 "$tmp/extra" | tr '\n' ' ')"
+}
+
+# ---- 1. min over inputs, forward edges and rings --------------------------------
+conf_min() { # dir [job lines...]
+	local d=$1
+	shift
+	mkdir -p "$d"
+	{
+		echo "[job]"
+		echo "workers = 2"
+		echo "plugins = $so"
+		printf '%s\n' "$@"
+		cat << 'CONF'
+[early]
+op = sequence
+count = 1000
+keys = 8
+rate = 4000
+event_time = sequence
+event_time_start = 1000
+watermark_delay = 5ms
+watermark_interval = 20ms
+
+[late]
+op = sequence
+count = 1000
+keys = 8
+rate = 1000
+event_time = sequence
+event_time_start = 1000000
+watermark_delay = 5ms
+watermark_interval = 20ms
+
+[pearly]
+op = wm_sink
+input = early
+path = pearly.txt
+
+[plate]
+op = wm_sink
+input = late
+path = plate.txt
+
+[pmin]
+op = wm_probe
+input = early, late
+path = pmin.txt
+
+[shuf]
+op = wm_probe
+width = 2
+input = early by key, late by key
+path = shuf.txt
+
+[wide]
+op = wm_sink
+width = 3
+input = shuf
+path = wide.txt
+
+[out]
+op = wm_sink
+input = pmin
+path = out.txt
+CONF
+	} > "$d/t.conf"
+}
+
+check_min() { # dir
+	local d=$1 f
+	for f in pearly.txt plate.txt; do
+		well_formed "$d/$f" 1000
+		# right behind its source, over a forward edge: exactly max - delay
+		awk -v f="$f" '$1 == "wm" && $2 != "max" && $2 != $3 - 5000000 {
+			print "FAIL: " f ": watermark " $2 " is not max " $3 " - 5ms"; exit 1 }' \
+			"$d/$f" || exit 1
+	done
+	# event_time = sequence: record i at event_time_start + i x 1ms, so the
+	# largest is record 999's
+	[ "$(awk '$2 == "max" { print $3 }' "$d/pearly.txt")" = 1999000000 ] ||
+		fail "early's last event time is not 1000 ms + 999 x 1 ms"
+	[ "$(awk '$2 == "max" { print $3 }' "$d/plate.txt")" = 1000999000000 ] ||
+		fail "late's last event time is not 1000000 ms + 999 x 1 ms"
+	well_formed "$d/pmin.txt" 2000
+	well_formed "$d/out.txt" 2000
+	for f in "$d"/shuf.txt.* "$d"/wide.txt.*; do
+		well_formed "$f" -
+	done
+	[ "$(cat "$d"/shuf.txt.* | awk '$1 == "end" { s += $2 } END { print s }')" = 2000 ] ||
+		fail "shuf did not see 2000 records"
+	[ "$(cat "$d"/wide.txt.* | awk '$1 == "end" { s += $2 } END { print s }')" = 2000 ] ||
+		fail "wide did not see 2000 records"
+	wms "$d/pearly.txt" "$d/plate.txt" > "$tmp/gen"
+	wms "$d/pmin.txt" > "$tmp/pmin"
+	subset "$tmp/pmin" "$tmp/gen" "pmin"
+	# the minimum: early's watermarks (< 3 s) while late's records (>= 1000 s) were in hand
+	awk '$1 == "wm" && $2 != "max" && $2 < 3e9 && $3 >= 1e12 { ok = 1 } END { exit !ok }' \
+		"$d/pmin.txt" || fail "pmin never held early's watermark with late's records in hand"
+	# early finished: it counts as MAX, late's watermarks come through before the end
+	[ "$(awk '$1 >= 1e12' "$tmp/pmin" | wc -l)" -ge 3 ] ||
+		fail "pmin did not follow late once early had finished: $(tail -3 "$tmp/pmin" | tr '\n' ' ')"
+	[ "$(awk '$1 < 3e9' "$tmp/pmin" | wc -l)" -ge 3 ] ||
+		fail "pmin did not follow early while it ran"
+	for f in "$d"/shuf.txt.*; do
+		wms "$f" > "$tmp/one"
+		subset "$tmp/one" "$tmp/gen" "$(basename "$f")"
+	done
+	wms "$d"/shuf.txt.* > "$tmp/shuf"
+	for f in "$d"/wide.txt.*; do
+		wms "$f" > "$tmp/one"
+		subset "$tmp/one" "$tmp/shuf" "$(basename "$f")"
+	done
+	wms "$d/out.txt" > "$tmp/out"
+	cmp -s "$tmp/out" "$tmp/pmin" || fail "out (forward behind pmin) saw other watermarks than pmin"
+}
+
+conf_min "$tmp/min"
+run "$tmp/min"
+check_min "$tmp/min"
+
+conf_min "$tmp/minck" "checkpoint_dir = ckpt" "checkpoint_interval = 50ms"
+run "$tmp/minck"
+check_min "$tmp/minck"
+
+# ---- 2. generation on a non-source stage ----------------------------------------
+mkdir -p "$tmp/gen2"
+cat > "$tmp/gen2/t.conf" << CONF
+[job]
+plugins = $so
+[a]
+op = sequence
+count = 600
+rate = 2000
+event_time = sequence
+watermark_delay = 5ms
+watermark_interval = 20ms
+[g]
+op = wm_probe
+input = a
+path = g.txt
+watermark_delay = 50ms
+watermark_interval = 20ms
+[s]
+op = wm_sink
+input = g
+path = s.txt
+CONF
+run "$tmp/gen2"
+for f in g.txt s.txt; do
+	well_formed "$tmp/gen2/$f" 600
+	[ "$(wms "$tmp/gen2/$f" | wc -l)" -ge 3 ] || fail "$f: fewer than 3 watermarks"
+	awk -v f="$f" '$1 == "wm" && $2 != "max" && $2 != $3 - 50000000 {
+		print "FAIL: " f ": watermark " $2 " is not max " $3 " - 50ms (g generates its own)"; exit 1 }' \
+		"$tmp/gen2/$f" || exit 1
+done
+
+# ---- 3. idle_timeout ------------------------------------------------------------
+conf_idle() { # dir [job lines...]
+	local d=$1
+	shift
+	mkdir -p "$d"
+	{
+		echo "[job]"
+		echo "workers = 2"
+		echo "plugins = $so"
+		printf '%s\n' "$@"
+		cat << 'CONF'
+[quiet]
+op = quiet
+count = 10
+start = 1000
+hold = 3s
+watermark_delay = 0ms
+watermark_interval = 20ms
+
+[a]
+op = sequence
+count = 1500
+keys = 4
+rate = 1000
+event_time = sequence
+event_time_start = 1000000
+watermark_delay = 5ms
+watermark_interval = 20ms
+
+[pf]
+op = wm_probe
+input = quiet, a
+path = pf.txt
+
+[sf]
+op = wm_sink
+input = pf
+path = sf.txt
+
+[pr]
+op = wm_sink
+width = 2
+input = quiet by key, a by key
+path = pr.txt
+CONF
+	} > "$d/t.conf"
+}
+
+conf_idle "$tmp/noidle"
+run "$tmp/noidle"
+for f in "$tmp"/noidle/pf.txt "$tmp"/noidle/sf.txt "$tmp"/noidle/pr.txt.*; do
+	well_formed "$f" -
+	# quiet's last record is at 1.009 s: nothing may pass it while quiet is open
+	awk -v f="$f" '$1 == "wm" && $2 != "max" && $2 > 1009000000 {
+		print "FAIL: " f ": watermark " $2 " passed the silent input without idle_timeout"; exit 1 }' \
+		"$f" || exit 1
+done
+
+conf_idle "$tmp/idle" "idle_timeout = 300ms"
+run "$tmp/idle"
+for f in "$tmp"/idle/pf.txt "$tmp"/idle/sf.txt "$tmp"/idle/pr.txt.*; do
+	well_formed "$f" -
+	wms "$f" > "$tmp/one"
+	[ "$(awk '$1 >= 1e12' "$tmp/one" | wc -l)" -ge 3 ] ||
+		fail "$(basename "$f"): idle_timeout did not release the minimum: $(tail -3 "$tmp/one" | tr '\n' ' ')"
+done
+# not before quiet was silent for idle_timeout: its generated watermark came
+# ~20 ms in, then 300 ms of silence, while a delivers 1000 records/s
+awk '$1 == "wm" && $2 != "max" && $2 >= 1e12 { if ($4 < 250) { print "FAIL: pf: released after only " $4 " records"; exit 1 } exit 0 }' \
+	"$tmp/idle/pf.txt" || exit 1
+
+# ---- 4. bad input -----------------------------------------------------------------
+bad() { # "pattern" conf-text
+	printf '%s\n' "$2" > "$tmp/bad.conf"
+	set +e
+	"$shmrun" check "$tmp/bad.conf" > /dev/null 2> "$tmp/log"
+	rc=$?
+	set -e
+	[ $rc = 2 ] || fail "expected exit 2, got $rc for: $2"
+	grep -qF "$1" "$tmp/log" || fail "no '$1' in: $(cat "$tmp/log")"
+}
+src='[s]
+op = sequence
+count = 10'
+bad "bad.conf:8: watermark_delay in stage 'o': operator 'null_sink' is a sink" "$src
+[o]
+op = null_sink
+input = s
+
+watermark_delay = 1s"
+bad "bad.conf:4: watermark_delay = '2' in stage 's' is not a valid duration" "$src
+watermark_delay = 2
+[o]
+op = null_sink
+input = s"
+bad "bad.conf:2: idle_timeout = '0s' in [job] is out of range" "[job]
+idle_timeout = 0s
+$src
+[o]
+op = null_sink
+input = s"
+printf '%s\n' "$src" "watermark_interval = 1s" "[o]" "op = null_sink" "input = s" > "$tmp/warn.conf"
+"$shmrun" check "$tmp/warn.conf" > /dev/null 2> "$tmp/log" || fail "watermark_interval alone refused"
+grep -qF "warn.conf:4: watermark_interval has no effect in stage 's' without watermark_delay" "$tmp/log" ||
+	fail "no warning for watermark_interval without watermark_delay: $(cat "$tmp/log")"
+
+echo "watermarks: ok"

@@ -22,7 +22,8 @@
 #      idle_timeout the probes reading quiet and `a` never pass quiet's
 #      watermark before the end; with idle_timeout = 300ms they follow a's,
 #      and not before quiet was silent that long.
-#   4. bad input: watermark_delay on a sink, a delay without unit, an
+#   4. a stop (SIGTERM, checkpoint_dir) is not end of input: no MAX.
+#   5. bad input: watermark_delay on a sink, a delay without unit, an
 #      idle_timeout of 0: exit 2 naming file:line; watermark_interval
 #      without watermark_delay: a warning.
 set -euo pipefail
@@ -300,7 +301,27 @@ done
 awk '$1 == "wm" && $2 != "max" && $2 >= 1e12 { if ($4 < 250) { print "FAIL: pf: released after only " $4 " records"; exit 1 } exit 0 }' \
 	"$tmp/idle/pf.txt" || exit 1
 
-# ---- 4. bad input -----------------------------------------------------------------
+# ---- 4. a stop is not end of input ------------------------------------------------
+# SIGTERM with checkpoint_dir: the final checkpoint is a stop; no watermark
+# jumps to MAX (nothing fires early into the checkpoint), no end of input.
+conf_idle "$tmp/stop" "checkpoint_dir = ckpt" "checkpoint_interval = 100ms"
+(cd "$tmp/stop" && exec "$shmrun" t.conf) > /dev/null 2> "$tmp/log" &
+launcher=$!
+wait_started
+sleep 0.8
+kill -TERM $launcher
+set +e; wait $launcher; rc=$?; set -e
+launcher=
+[ $rc -eq 0 ] || fail "SIGTERM: exit status $rc, expected 0"
+grep -q "stopped at epoch [0-9]" "$tmp/log" || fail "SIGTERM: no 'stopped at epoch'"
+for f in "$tmp"/stop/pf.txt "$tmp"/stop/sf.txt "$tmp"/stop/pr.txt.*; do
+	[ "$(grep -c '^wm ' "$f")" -ge 1 ] || fail "$(basename "$f"): no watermark before the stop"
+	if grep -q '^wm max\|^end' "$f"; then
+		fail "$(basename "$f"): MAX or end of input at a stop: $(tail -2 "$f")"
+	fi
+done
+
+# ---- 5. bad input -----------------------------------------------------------------
 bad() { # "pattern" conf-text
 	printf '%s\n' "$2" > "$tmp/bad.conf"
 	set +e

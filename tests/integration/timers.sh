@@ -13,7 +13,9 @@
 #     every timer fired exactly once, no window lost or doubled, the tick
 #     once; the windows still open at end of input are none (the operator
 #     fails the job otherwise);
-#   - a stop and a restart at the same width: the same output.
+#   - a stop and a restart at the same width: the same output;
+#   - kill -9 of a worker mid-run: the job restarts from its last checkpoint
+#     (timers and windows restored) and the output is the same.
 set -euo pipefail
 shmrun=${1:?usage: timers.sh path/to/shmrun PLUGIN_DIR}
 pdir=$(cd "${2:?usage: timers.sh path/to/shmrun PLUGIN_DIR}" && pwd -P)
@@ -110,4 +112,23 @@ run "$d" || fail "restart: exit $?"
 sort "$d/out/result.tsv" | cmp -s "$tmp/expected" - ||
 	fail "stopped and restarted at width 3: output differs from the fault-free run"
 echo "ok stopped and restarted at the same width: output equal to the fault-free run"
+# --- kill -9 of a worker mid-run: restarted from the last checkpoint ----------
+d="$tmp/kill"
+mkdir -p "$d"
+conf "$d" 3 100000
+(cd "$d" && exec "$shmrun" job.conf) 2> "$tmp/log" &
+launcher=$!
+wait_started || fail "kill: did not start"
+wait_manifest "$d/ckpt" || fail "kill: no checkpoint within 30 s"
+sleep 0.3
+mapfile -t ws < <(pgrep -P $launcher || true)
+[ ${#ws[@]} -gt 0 ] || fail "kill: no worker to kill"
+kill -9 "${ws[0]}"
+set +e; wait $launcher; rc=$?; set -e
+launcher=
+[ $rc -eq 0 ] || fail "kill: exit $rc after kill -9 of a worker"
+grep -q "restart 1 of" "$tmp/log" || fail "kill: the job was not restarted (finished before the kill?)"
+sort "$d/out/result.tsv" | cmp -s "$tmp/expected" - ||
+	fail "kill -9 and restart: output differs from the fault-free run"
+echo "ok kill -9 of a worker: restored timers and windows, output equal to the fault-free run"
 echo "timers: all cases passed"

@@ -9,8 +9,7 @@
  * (shm/: every producer into and consumer of its rings rings it after
  * publishing), re-checking with worker_ready() after announcing itself, so a
  * frame published in between is never slept through; a rate-limited source
- * bounds the sleep by its stage's next token, and a task's earliest
- * processing-time timer (timer.c) by its time.
+ * bounds the sleep by its stage's next token.
  *
  * Invariants: a worker never sleeps while any task can progress (worker_ready()
  * is the check the doorbell runs after arming); checkpoint progress rings no
@@ -25,7 +24,6 @@
 
 #include "idle.h"
 #include "pace.h"
-#include "timer.h"
 #include "util.h"
 #include "worker.h"
 
@@ -87,35 +85,6 @@ static int64_t sources_sleep_ns(const struct shmrun_worker *w, int64_t max_ns)
 }
 
 /*
- * @max_ns, or less: until the earliest processing-time timer (timer.c) of a
- * task that can fire it is due, by CLOCK_REALTIME, at least RATE_MIN_SLEEP_NS.
- */
-static int64_t timers_sleep_ns(const struct shmrun_worker *w, int64_t max_ns)
-{
-	int64_t now = 0;
-
-	for (uint32_t x = 0; x < w->ntasks; x++) {
-		const struct shmrun_task *t = &w->tasks[x];
-		int64_t next = shmrun_timers_next_processing(t), ns;
-
-		if (next == INT64_MAX || !t->opened || t->ended || task_parked(t))
-			continue;
-		if (!now) {
-			struct timespec ts;
-
-			clock_gettime(CLOCK_REALTIME, &ts);
-			now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-		}
-		ns = next > now ? next - now : 0;
-		if (ns < RATE_MIN_SLEEP_NS)
-			ns = RATE_MIN_SLEEP_NS;
-		if (ns < max_ns)
-			max_ns = ns;
-	}
-	return max_ns;
-}
-
-/*
  * Nothing progressed: spin (spin, or hybrid for its first SHMRUN_RING_SPIN_NS),
  * then sleep on this worker's bell, which every producer into and consumer of
  * its rings rings after publishing, until the next token of a rate-limited
@@ -144,6 +113,5 @@ void idle_wait(struct shmrun_worker *w, int64_t *idle_since)
 
 	if (w->ntasks == 0 && w->index != 0)
 		nap = 100000000;
-	shmrun_bell_sleep(&w->stats->bell, worker_ready, w,
-			  timers_sleep_ns(w, sources_sleep_ns(w, nap)));
+	shmrun_bell_sleep(&w->stats->bell, worker_ready, w, sources_sleep_ns(w, nap));
 }

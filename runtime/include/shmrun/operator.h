@@ -355,9 +355,8 @@ struct shmrun_operator {
 	 * timer still pending fires at end of input (watermark
 	 * SHMRUN_WATERMARK_MAX), before end_of_input(). A processing-time timer
 	 * fires when the clock reaches @time_ns (checked by the worker between
-	 * records: every 64 loop turns while it is busy, and an idle worker
-	 * wakes up for the earliest timer); one still pending when its task
-	 * reaches end of input does not fire. A stop with checkpoint fires
+	 * records; an idle worker wakes up for the earliest timer); one still
+	 * pending when its task reaches end of input does not fire. A stop with checkpoint fires
 	 * nothing: pending timers are in the final checkpoint. Due timers fire
 	 * in @time_ns order (equal times: by key bytes, then key length; the
 	 * same order in every run). The timer is deleted before the call: set

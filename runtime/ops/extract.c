@@ -64,7 +64,7 @@
 
 #define OUT_MAX	   256u /* records per shmrun_emit_batch() */
 #define SHOW_BYTES 160u /* of a bad line, in its log message */
-#define FIELD_MAX  100000u
+#define FIELD_MAX  1024u /* the highest field number a key may name */
 
 /* "N", "N-M", "N-" into @s (fields). Return: 0 or -EINVAL. */
 static int parse_fields(const char *v, struct shmrun_extract_sel *s)
@@ -77,10 +77,10 @@ static int parse_fields(const char *v, struct shmrun_extract_sel *s)
 	lo = strtoul(v, &end, 10);
 	hi = lo;
 	if (*end == '-') {
-		if (end[1] == 0) {
+		if (end[1] == 0 && lo > 0) {
 			hi = UINT32_MAX;
 		} else {
-			if (end[1] < '0' || end[1] > '9')
+			if (end[1] < '0' || end[1] > '9' || lo == 0)
 				return -EINVAL;
 			hi = strtoul(end + 1, &end, 10);
 			if (*end || hi < lo || lo == 0)
@@ -186,7 +186,10 @@ int shmrun_extract_compile(struct shmrun_extract *x, const struct shmrun_extract
 		const char *key, *v;
 		struct shmrun_extract_sel *sel;
 	} sels[] = {
-	    {"key", c->key, &x->key}, {"value", c->value, &x->value}, {"time", c->time, &x->time}};
+		{"key", c->key, &x->key},
+		{"value", c->value, &x->value},
+		{"time", c->time, &x->time},
+	};
 	int err;
 
 	memset(x, 0, sizeof(*x));
@@ -230,6 +233,21 @@ int shmrun_extract_compile(struct shmrun_extract *x, const struct shmrun_extract
 		if (err)
 			return err;
 	}
+	if (!x->re) { /* the fields a line is cut into: up to the last one named */
+		for (uint32_t i = 0; i < 3; i++)
+			if (sels[i].sel->set && sels[i].sel->lo > 0) {
+				uint32_t last = sels[i].sel->hi == UINT32_MAX ? sels[i].sel->lo
+									       : sels[i].sel->hi;
+
+				x->nf = last > x->nf ? last : x->nf;
+			}
+		x->fb = calloc(x->nf ? x->nf : 1, sizeof(*x->fb));
+		x->fe = calloc(x->nf ? x->nf : 1, sizeof(*x->fe));
+		if (!x->fb || !x->fe) {
+			snprintf(why, len, "out of memory");
+			return -ENOMEM;
+		}
+	}
 	if (c->time) {
 		*bad_key = "time_format";
 		if (!c->time_format) {
@@ -253,6 +271,8 @@ int shmrun_extract_compile(struct shmrun_extract *x, const struct shmrun_extract
 
 void shmrun_extract_free(struct shmrun_extract *x)
 {
+	free(x->fb);
+	free(x->fe);
 	pcre2_match_data_free(x->md);
 	pcre2_code_free(x->re);
 	shmrun_timefmt_free(&x->tf);
@@ -266,57 +286,68 @@ static bool is_blank(unsigned char c)
 }
 
 /*
- * The text of fields @s->lo..@s->hi of @p (@n bytes) in [*b, *e).
- * Return: whether the line has them.
+ * Cut @p (@n bytes) into its first x->nf fields, their bounds into
+ * x->fb[]/x->fe[], in one pass that stops at the last field a key needs.
+ * Return: the number of fields found (at most x->nf).
  */
-static bool field_span(const struct shmrun_extract *x, const unsigned char *p, size_t n,
-		       const struct shmrun_extract_sel *s, size_t *b, size_t *e)
+static uint32_t split(struct shmrun_extract *x, const unsigned char *p, size_t n)
 {
-	size_t pos = 0, fs = 0, fe = 0;
+	size_t pos = 0;
 	uint32_t f = 0;
-	bool have_lo = false;
 
-	if (s->lo == 0) {
-		*b = 0;
-		*e = n;
-		return true;
-	}
-	while (n > 0) {
+	if (n == 0)
+		return 0; /* an empty line has no fields, in both modes */
+	while (f < x->nf) {
 		if (x->sep_len) {
 			/* a separator at the end leaves an empty last field */
 			const unsigned char *hit =
-			    pos <= n ? memmem(p + pos, n - pos, x->sep, x->sep_len) : NULL;
+				pos < n ? memmem(p + pos, n - pos, x->sep, x->sep_len) : NULL;
 
-			if (pos > n)
+			x->fb[f] = (uint32_t)pos;
+			x->fe[f] = hit ? (uint32_t)(hit - p) : (uint32_t)n;
+			f++;
+			if (!hit)
 				break;
-			fs = pos;
-			fe = hit ? (size_t)(hit - p) : n;
-			pos = hit ? fe + x->sep_len : n + 1;
+			pos = (size_t)(hit - p) + x->sep_len;
 		} else {
 			while (pos < n && is_blank(p[pos]))
 				pos++;
 			if (pos == n)
 				break;
-			fs = pos;
+			x->fb[f] = (uint32_t)pos;
 			while (pos < n && !is_blank(p[pos]))
 				pos++;
-			fe = pos;
-		}
-		f++;
-		if (f == s->lo) {
-			*b = fs;
-			have_lo = true;
-		}
-		if (f == s->hi) {
-			*e = fe;
-			return true;
+			x->fe[f++] = (uint32_t)pos;
 		}
 	}
-	if (have_lo && s->hi == UINT32_MAX) {
-		*e = fe;
+	return f;
+}
+
+/*
+ * The text of fields @s->lo..@s->hi of @p (@n bytes, @found fields cut by
+ * split()) in [*b, *e). Return: whether the line has them.
+ */
+static bool field_span(const struct shmrun_extract *x, uint32_t found, const unsigned char *p,
+		       size_t n, const struct shmrun_extract_sel *s, size_t *b, size_t *e)
+{
+	if (s->lo == 0) {
+		*b = 0;
+		*e = n;
 		return true;
 	}
-	return false;
+	if (s->lo > found || (s->hi != UINT32_MAX && s->hi > found))
+		return false;
+	*b = x->fb[s->lo - 1];
+	if (s->hi != UINT32_MAX) {
+		*e = x->fe[s->hi - 1];
+	} else if (x->sep_len) {
+		*e = n; /* to the last field: the end of the line */
+	} else {
+		*e = n; /* the end of the last field: trailing blanks are not in it */
+		while (*e > *b && is_blank(p[*e - 1]))
+			--*e;
+	}
+	return true;
 }
 
 /* Group @g of the last match in [*b, *e). Return: whether it took part. */
@@ -336,8 +367,11 @@ int shmrun_extract_line(struct shmrun_extract *x, const struct shmrun_record *in
 {
 	const unsigned char *p = in->value_len ? in->value : (const unsigned char *)"";
 	size_t n = in->value_len, b = 0, e = 0;
+	uint32_t found = 0;
 
 	*out = *in;
+	if (!x->re && x->nf)
+		found = split(x, p, n);
 	if (x->re) {
 		int rc = pcre2_match(x->re, p, n, 0, 0, x->md, NULL);
 
@@ -350,7 +384,7 @@ int shmrun_extract_line(struct shmrun_extract *x, const struct shmrun_record *in
 	}
 	if (x->key.set) {
 		bool ok =
-		    x->re ? group_span(x, x->key.lo, &b, &e) : field_span(x, p, n, &x->key, &b, &e);
+		    x->re ? group_span(x, x->key.lo, &b, &e) : field_span(x, found, p, n, &x->key, &b, &e);
 
 		if (!ok && !x->re) {
 			*why = "the line has fewer fields than key needs";
@@ -361,7 +395,7 @@ int shmrun_extract_line(struct shmrun_extract *x, const struct shmrun_record *in
 	}
 	if (x->value.set) {
 		bool ok = x->re ? group_span(x, x->value.lo, &b, &e)
-				: field_span(x, p, n, &x->value, &b, &e);
+				: field_span(x, found, p, n, &x->value, &b, &e);
 
 		if (!ok && !x->re) {
 			*why = "the line has fewer fields than value needs";
@@ -372,7 +406,7 @@ int shmrun_extract_line(struct shmrun_extract *x, const struct shmrun_record *in
 	}
 	if (x->time.set) {
 		bool ok = x->re ? group_span(x, x->time.lo, &b, &e)
-				: field_span(x, p, n, &x->time, &b, &e);
+				: field_span(x, found, p, n, &x->time, &b, &e);
 
 		if (!ok) {
 			*why = x->re ? "the time group took no part in the match"

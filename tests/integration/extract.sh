@@ -180,6 +180,8 @@ timeout 60 "$shmrun" "$tmp/f/job.conf" 2> "$tmp/log" || rc=$?
 grep -q "on_bad_record = fail stops the job" "$tmp/log" || fail "no reason given"
 grep -q "bad record (input record [0-9]* of this instance): .*: '" "$tmp/log" || fail "the line is not named"
 ! grep -q "restarting" "$tmp/log" || fail "a bad record was restarted"
+grep -q "a restart cannot cure a malformed input record (it would meet it again), so it is not restarted: fix the cause, then run it again$" "$tmp/log" ||
+	fail "the launcher does not say why it does not restart (or offers a resume without checkpoint_dir)"
 [ "$(grep -c "launcher: job dpkg-extract: 2 workers" "$tmp/log")" = 1 ] || fail "started more than once"
 
 # 5. the event time reaches the next stage, across a ring: lines stamped

@@ -8,7 +8,8 @@
  * time, half-hour offsets and the southern hemisphere: every instant's local
  * time maps back to it, or, in a repeated hour, to the first occurrence.
  * zone_gap_and_overlap: the documented choices on the days summer time starts
- * and ends in Europe/Berlin.
+ * and ends in Europe/Berlin (its later loads come from the process's cache of
+ * sampled zones, so the cached copy is checked too).
  * zone_unknown: the error names the file looked for and where zones live.
  * epoch_formats, strptime_formats: values, fractions, %z, %f, text left over.
  * bad_formats: the conversions refused, with their reasons.

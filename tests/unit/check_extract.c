@@ -232,6 +232,8 @@ START_TEST(bad_formats)
 }
 END_TEST
 
+static char last_why[256]; /* the reason cut() got for its last bad line */
+
 /* Compile @c (must succeed) and cut @line; key, value in @k, @v. Return: its error. */
 static int cut(const struct shmrun_extract_conf *c, const char *line, char *k, char *v, int64_t *t)
 {
@@ -255,6 +257,7 @@ static int cut(const struct shmrun_extract_conf *c, const char *line, char *k, c
 		*t = out.event_time_ns;
 	} else {
 		ck_assert_ptr_nonnull(why);
+		snprintf(last_why, sizeof(last_why), "%s", why);
 	}
 	shmrun_extract_free(&x);
 	return err;
@@ -358,6 +361,13 @@ START_TEST(regex_groups)
 	ck_assert_str_eq(k, "bb7");
 	ck_assert_int_eq(t, 7 * S);
 	ck_assert_int_eq(cut(&c, "bb", k, v, &t), -EILSEQ);
+	/* invalid UTF-8 under (*UTF): bad, with PCRE2's reason */
+	c = (struct shmrun_extract_conf){.regex = "(*UTF)^(.)", .key = "1"};
+	ck_assert_int_eq(cut(&c, "\xc3\xa9t\xc3\xa9", k, v, &t), 0);
+	ck_assert_str_eq(k, "\xc3\xa9");
+	ck_assert_int_eq(cut(&c, "\xff\xfe", k, v, &t), -EILSEQ);
+	ck_assert_str_eq(last_why, "the regex failed on this line: "
+				   "UTF-8 error: illegal byte (0xfe or 0xff)");
 }
 END_TEST
 

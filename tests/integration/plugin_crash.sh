@@ -71,8 +71,9 @@ grep -q "no checkpoint_dir: not restarted" "$tmp/log" || fail "segv: no 'not res
 echo "ok a plugin's NULL dereference in process(): worker, signal, callback, stage, instance, operator and plugin file named"
 
 # --- SIGSEGV once, with checkpoints: restarted, same output ----------------------------
-conf "$tmp/segv-ck" "segv_at = 60000
-once = fired" "${ckpt[@]}"
+conf "$tmp/segv-ck" "segv_at = 20000
+once = fired
+after_commit = true" "${ckpt[@]}"
 rc=0
 (cd "$tmp/segv-ck" && timeout 120 "$shmrun" job.conf) 2> "$tmp/log" || rc=$?
 [ $rc -eq 0 ] || fail "segv with checkpoints: exit $rc, expected 0"

@@ -12,6 +12,9 @@
  *     once = PATH    any of these happens only if PATH can be created
  *                    (O_EXCL): once per job, whatever the restarts and
  *                    instances, so a checkpointed job can recover
+ *     after_commit = true   a fault that is due waits until a checkpoint is
+ *                    complete (commit() was called), so that a restart is
+ *                    sure to restore one however slow the machine is
  *
  * Built as a CMake MODULE library, crash.so (tests/plugins/CMakeLists.txt).
  * Nothing of the runtime is used but the public API, as a user's plugin.
@@ -19,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -32,6 +36,8 @@ struct crash_state {
 	uint64_t segv_at, abort_at, sleep_at, exit_at;
 	uint64_t sleep_ns;
 	const char *once;                   /* NULL: every time */
+	bool after_commit, committed;       /* wait for a complete checkpoint */
+	bool done[4];                       /* segv, abort, exit, sleep: happened */
 };
 
 /*
@@ -62,15 +68,24 @@ static int crash_open(struct shmrun_task *task, void **state)
 	s->exit_at = shmrun_task_param_u64(task, "exit_at", 0);
 	s->sleep_ns = shmrun_task_param_u64(task, "sleep", 0);
 	s->once = shmrun_task_param(task, "once");
+	s->after_commit = shmrun_task_param_bool(task, "after_commit", false);
 	*state = s;
 	return 0;
 }
 
-/* Whether a fault due now may happen: always, or once per job (s->once). */
-static int may_fire(const struct crash_state *s)
+/*
+ * Whether fault @i, due at record @at (0: never), happens now: at record @at,
+ * or with after_commit at the first record from @at on that follows a complete
+ * checkpoint; once per instance, and with s->once once per job.
+ */
+static int may_fire(struct crash_state *s, int i, uint64_t at)
 {
 	int fd;
 
+	if (!at || s->done[i] || s->seen < at || (s->seen > at && !s->after_commit) ||
+	    (s->after_commit && !s->committed))
+		return 0;
+	s->done[i] = true;
 	if (!s->once)
 		return 1;
 	fd = open(s->once, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -85,13 +100,13 @@ static int crash_process(struct shmrun_task *task, void *state, const struct shm
 	struct crash_state *s = state;
 
 	s->seen++;
-	if (s->seen == s->segv_at && may_fire(s))
+	if (may_fire(s, 0, s->segv_at))
 		crash_segv(); /* the bug this plugin has */
-	if (s->seen == s->abort_at && may_fire(s))
+	if (may_fire(s, 1, s->abort_at))
 		abort();
-	if (s->seen == s->exit_at && may_fire(s))
+	if (may_fire(s, 2, s->exit_at))
 		exit(0);
-	if (s->seen == s->sleep_at && may_fire(s)) {
+	if (may_fire(s, 3, s->sleep_at)) {
 		struct timespec ts = {(time_t)(s->sleep_ns / 1000000000),
 				      (long)(s->sleep_ns % 1000000000)};
 
@@ -99,6 +114,16 @@ static int crash_process(struct shmrun_task *task, void *state, const struct shm
 			;
 	}
 	return shmrun_emit(task, rec);
+}
+
+static int crash_commit(struct shmrun_task *task, void *state, uint64_t epoch)
+{
+	struct crash_state *s = state;
+
+	(void)task;
+	(void)epoch;
+	s->committed = true;
+	return 0;
 }
 
 static void crash_close(struct shmrun_task *task, void *state)
@@ -120,6 +145,8 @@ static const struct shmrun_param_def crash_params[] = {
 	 .max = 60000000000ull, .doc = "how long sleep_at sleeps"},
 	{.key = "once", .type = SHMRUN_PARAM_PATH,
 	 .doc = "a file the fault creates: it happens once per job (absent: every time)"},
+	{.key = "after_commit", .type = SHMRUN_PARAM_BOOL, .def = "false",
+	 .doc = "a due fault waits for a complete checkpoint (commit())"},
 	{.key = NULL},
 };
 
@@ -130,6 +157,7 @@ static const struct shmrun_operator crash_op = {
 	.params = crash_params,
 	.open = crash_open,
 	.process = crash_process,
+	.commit = crash_commit,
 	.close = crash_close,
 	.pw_rule = SHMRUN_PW_NONE,
 };

@@ -27,7 +27,7 @@
 #      idle_timeout of 0: exit 2 naming file:line; watermark_interval
 #      without watermark_delay: a warning.
 set -euo pipefail
-shmrun=${1:?usage: watermarks.sh path/to/shmrun PLUGIN_DIR}
+shmrun=$(realpath "${1:?usage: watermarks.sh path/to/shmrun PLUGIN_DIR}")
 pdir=$(cd "${2:?usage: watermarks.sh path/to/shmrun PLUGIN_DIR}" && pwd -P)
 . "$(dirname "$0")/lib.sh"
 so="$pdir/watermark.so"

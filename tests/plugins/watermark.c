@@ -97,8 +97,10 @@ static int probe_watermark(struct shmrun_task *task, void *state, int64_t wm)
 	struct probe *p = state;
 
 	if (wm != shmrun_task_watermark(task)) {
-		shmrun_task_error(task, "on_watermark(%" PRId64 ") but shmrun_task_watermark() "
-					"says %" PRId64, wm, shmrun_task_watermark(task));
+		shmrun_task_error(task,
+				  "on_watermark(%" PRId64 ") but shmrun_task_watermark() "
+				  "says %" PRId64,
+				  wm, shmrun_task_watermark(task));
 		return -EPROTO;
 	}
 	fputs("wm ", p->out);
@@ -128,34 +130,37 @@ static void probe_close(struct shmrun_task *task, void *state)
 }
 
 static const struct shmrun_param_def probe_params[] = {
-	{.key = "path", .type = SHMRUN_PARAM_PATH, .required = true, .io = SHMRUN_PARAM_OUTPUT,
-	 .doc = "where the lines go; width k writes path.<instance>"},
-	{.key = NULL},
+    {.key = "path",
+     .type = SHMRUN_PARAM_PATH,
+     .required = true,
+     .io = SHMRUN_PARAM_OUTPUT,
+     .doc = "where the lines go; width k writes path.<instance>"},
+    {.key = NULL},
 };
 
 static const struct shmrun_operator wm_probe = {
-	.size = sizeof(struct shmrun_operator),
-	.name = "wm_probe",
-	.summary = "passes records on, writes the watermarks it sees (test plugin)",
-	.params = probe_params,
-	.open = probe_open,
-	.process = probe_process,
-	.end_of_input = probe_end,
-	.close = probe_close,
-	.on_watermark = probe_watermark,
+    .size = sizeof(struct shmrun_operator),
+    .name = "wm_probe",
+    .summary = "passes records on, writes the watermarks it sees (test plugin)",
+    .params = probe_params,
+    .open = probe_open,
+    .process = probe_process,
+    .end_of_input = probe_end,
+    .close = probe_close,
+    .on_watermark = probe_watermark,
 };
 
 static const struct shmrun_operator wm_sink = {
-	.size = sizeof(struct shmrun_operator),
-	.name = "wm_sink",
-	.summary = "writes the watermarks it sees (test plugin)",
-	.flags = SHMRUN_OP_SINK,
-	.params = probe_params,
-	.open = sink_open,
-	.process = probe_process,
-	.end_of_input = probe_end,
-	.close = probe_close,
-	.on_watermark = probe_watermark,
+    .size = sizeof(struct shmrun_operator),
+    .name = "wm_sink",
+    .summary = "writes the watermarks it sees (test plugin)",
+    .flags = SHMRUN_OP_SINK,
+    .params = probe_params,
+    .open = sink_open,
+    .process = probe_process,
+    .end_of_input = probe_end,
+    .close = probe_close,
+    .on_watermark = probe_watermark,
 };
 
 /* quiet: `count` records at once, then silence until `hold` has passed. */
@@ -217,26 +222,40 @@ static void quiet_close(struct shmrun_task *task, void *state)
 }
 
 static const struct shmrun_param_def quiet_params[] = {
-	{.key = "count", .type = SHMRUN_PARAM_COUNT, .required = true, .max = 1000000,
-	 .doc = "records emitted at once"},
-	{.key = "start", .type = SHMRUN_PARAM_COUNT, .def = "1", .min = 1, .max = 1000000000000ull,
-	 .doc = "event time of record 0, ms since the epoch"},
-	{.key = "step", .type = SHMRUN_PARAM_DURATION, .def = "1ms", .min = 1000000,
-	 .max = 86400000000000ull, .doc = "event time between two records"},
-	{.key = "hold", .type = SHMRUN_PARAM_DURATION, .def = "0s", .max = 86400000000000ull,
-	 .doc = "stay open (emitting nothing) until this long after open"},
-	{.key = NULL},
+    {.key = "count",
+     .type = SHMRUN_PARAM_COUNT,
+     .required = true,
+     .max = 1000000,
+     .doc = "records emitted at once"},
+    {.key = "start",
+     .type = SHMRUN_PARAM_COUNT,
+     .def = "1",
+     .min = 1,
+     .max = 1000000000000ull,
+     .doc = "event time of record 0, ms since the epoch"},
+    {.key = "step",
+     .type = SHMRUN_PARAM_DURATION,
+     .def = "1ms",
+     .min = 1000000,
+     .max = 86400000000000ull,
+     .doc = "event time between two records"},
+    {.key = "hold",
+     .type = SHMRUN_PARAM_DURATION,
+     .def = "0s",
+     .max = 86400000000000ull,
+     .doc = "stay open (emitting nothing) until this long after open"},
+    {.key = NULL},
 };
 
 static const struct shmrun_operator quiet = {
-	.size = sizeof(struct shmrun_operator),
-	.name = "quiet",
-	.summary = "a few records, then silence, then the end (test plugin)",
-	.flags = SHMRUN_OP_SOURCE,
-	.params = quiet_params,
-	.open = quiet_open,
-	.produce = quiet_produce,
-	.close = quiet_close,
+    .size = sizeof(struct shmrun_operator),
+    .name = "quiet",
+    .summary = "a few records, then silence, then the end (test plugin)",
+    .flags = SHMRUN_OP_SOURCE,
+    .params = quiet_params,
+    .open = quiet_open,
+    .produce = quiet_produce,
+    .close = quiet_close,
 };
 
 SHMRUN_PLUGIN("watermark", "1.0.0", &wm_probe, &wm_sink, &quiet);

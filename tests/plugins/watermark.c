@@ -13,8 +13,10 @@
  *              arrived with event_time_ns <= shmrun_task_watermark();
  *   wm_sink    the same, as a sink (emits nothing);
  *   quiet      a source that emits `count` records with event times `start`
- *              (ms since the epoch) + i * `step` at once, then nothing,
- *              and ends `hold` after it began: an input that goes silent.
+ *              (ms since the epoch) + i * `step` at once, then nothing
+ *              until `hold` after it began, then `again` more records
+ *              continuing the sequence, and ends: an input that goes silent
+ *              and comes back.
  *
  * Built as a CMake MODULE library, watermark.so (tests/plugins/CMakeLists.txt).
  * Nothing of the runtime is used but the public API, as a user's plugin.
@@ -163,9 +165,9 @@ static const struct shmrun_operator wm_sink = {
     .on_watermark = probe_watermark,
 };
 
-/* quiet: `count` records at once, then silence until `hold` has passed. */
+/* quiet: `count` records at once, silence until `hold` has passed, `again` more. */
 struct quiet {
-	uint64_t next, count;
+	uint64_t next, count, again;
 	int64_t start_ns, step_ns, hold_ns, began;
 	char value[24];
 };
@@ -190,6 +192,7 @@ static int quiet_open(struct shmrun_task *task, void **state)
 	q->start_ns = (int64_t)shmrun_task_param_u64(task, "start", 1) * 1000000;
 	q->step_ns = (int64_t)shmrun_task_param_u64(task, "step", 1000000);
 	q->hold_ns = (int64_t)shmrun_task_param_u64(task, "hold", 0);
+	q->again = shmrun_task_param_u64(task, "again", 0);
 	q->began = mono_ns();
 	*state = q;
 	return 0;
@@ -198,9 +201,11 @@ static int quiet_open(struct shmrun_task *task, void **state)
 static int quiet_produce(struct shmrun_task *task, void *state, uint32_t budget)
 {
 	struct quiet *q = state;
+	bool held = mono_ns() - q->began < q->hold_ns;
+	uint64_t upto = held ? q->count : q->count + q->again;
 	uint32_t n = 0;
 
-	for (; q->next < q->count && n < budget; q->next++, n++) {
+	for (; q->next < upto && n < budget; q->next++, n++) {
 		struct shmrun_record rec = {.key = "q", .key_len = 1, .value = q->value};
 		int err;
 
@@ -212,7 +217,7 @@ static int quiet_produce(struct shmrun_task *task, void *state, uint32_t budget)
 	}
 	if (n)
 		shmrun_task_count(task, SHMRUN_COUNT_RECORDS_IN, n);
-	return q->next < q->count || mono_ns() - q->began < q->hold_ns ? 1 : 0;
+	return q->next < q->count + q->again || held ? 1 : 0;
 }
 
 static void quiet_close(struct shmrun_task *task, void *state)
@@ -244,6 +249,11 @@ static const struct shmrun_param_def quiet_params[] = {
      .def = "0s",
      .max = 86400000000000ull,
      .doc = "stay open (emitting nothing) until this long after open"},
+    {.key = "again",
+     .type = SHMRUN_PARAM_COUNT,
+     .def = "0",
+     .max = 1000000,
+     .doc = "records emitted once hold has passed"},
     {.key = NULL},
 };
 

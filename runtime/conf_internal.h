@@ -7,7 +7,8 @@
  * conf_graph.c builds and checks the graph, and conf.c runs them in order and
  * collects the messages. They all work on one struct loader, declared here with
  * the limits they check against and the functions one pass lends another. It is
- * a private header: nothing outside runtime/conf*.c includes it; the public
+ * a private header: included by runtime/conf*.c and by plugin.c (which checks
+ * a plugin's key defaults with param_value_problem()); the public
  * interface stays include/shmrun/job.h.
  *
  * Invariants.

@@ -294,7 +294,7 @@ static unsigned char *entry_alloc(struct shmrun_kv *kv, size_t key_span, size_t 
 	}
 	if (kv->free_list[c]) {
 		p = kv->free_list[c];
-		memcpy(&kv->free_list[c], p, sizeof(p));
+		memcpy(&kv->free_list[c], p, sizeof(kv->free_list[c])); /* the link in its first word */
 		kv->bytes += n;
 		return p;
 	}

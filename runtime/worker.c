@@ -111,7 +111,6 @@
 #include "pace.h"
 #include "shmrun/placement.h"
 #include "task.h"
-#include "timer.h"
 #include "worker.h"
 
 #define READ_BYTES 65536u /* payload bytes read from one input ring per loop turn, at most */
@@ -1224,41 +1223,6 @@ static uint32_t step(struct shmrun_worker *w)
 	return progress;
 }
 
-/*
- * Loop phase: fire the processing-time timers (timer.c) that the clock
- * (CLOCK_REALTIME) has reached, of every open task that has not ended and is
- * not parked (a timer may emit). A busy worker (@busy) looks at the clock
- * every FLUSH_CLOCK_TURNS calls (@turns counts them), an idle one whenever it
- * wakes (the idle nap bounds the delay). Pending processing-time timers of a
- * task that reached end of input never fire. Return: timers fired.
- */
-static uint32_t fire_processing_timers(struct shmrun_worker *w, bool busy, uint32_t *turns)
-{
-	uint64_t fired = 0;
-	int64_t now = 0;
-
-	if (busy && ++*turns % FLUSH_CLOCK_TURNS)
-		return 0;
-	for (uint32_t x = 0; x < w->ntasks && !w->failed; x++) {
-		struct shmrun_task *t = &w->tasks[x];
-		uint64_t before = shmrun_task_timers(t);
-		struct timespec ts;
-
-		if (!t->timers.heap[SHMRUN_TIME_PROCESSING].n || !t->opened || t->ended ||
-		    task_parked(t))
-			continue;
-		if (!now) {
-			clock_gettime(CLOCK_REALTIME, &ts);
-			now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-		}
-		if (shmrun_timers_next_processing(t) > now)
-			continue;
-		shmrun_timers_fire_processing(t, now); /* an error failed the worker */
-		fired += before > shmrun_task_timers(t) ? before - shmrun_task_timers(t) : 1;
-	}
-	return (uint32_t)(fired > UINT32_MAX ? UINT32_MAX : fired);
-}
-
 static bool all_done(const struct shmrun_worker *w)
 {
 	for (uint32_t x = 0; x < w->ntasks; x++)
@@ -1390,7 +1354,7 @@ static void run_loop(struct shmrun_worker *w)
 {
 	struct shmrun_control *ctl = w->ctl;
 	int64_t idle_since = 0;
-	uint32_t turns = 0, timer_turns = 0;
+	uint32_t turns = 0;
 	uint64_t beats = 0;
 
 	while (!w->failed && !*w->stop) {
@@ -1408,11 +1372,8 @@ static void run_loop(struct shmrun_worker *w)
 		if (step(w)) {
 			idle_since = 0;
 			flush_tasks(w, true);
-			fire_processing_timers(w, true, &timer_turns);
 			continue;
 		}
-		if (fire_processing_timers(w, false, &timer_turns))
-			continue; /* what they emitted goes out in the next turn */
 		flush_tasks(w, false); /* nothing to do: every input drained */
 		if (all_done(w))
 			break;

@@ -351,11 +351,16 @@ struct shmrun_operator {
 	 * on_timer() - optional (required by an operator that sets timers): a
 	 * timer this task set with shmrun_timer_set() fired. An event-time timer
 	 * fires when the task's watermark becomes >= @time_ns, before that
-	 * watermark reaches on_watermark() and goes downstream; a processing-time
-	 * timer fires when the clock reaches @time_ns (checked by the worker
-	 * between records, at least every millisecond while it runs). Due timers
-	 * fire in @time_ns order (equal times: an unspecified but deterministic
-	 * order). The timer is deleted before the call: set it again to repeat.
+	 * watermark reaches on_watermark() and goes downstream; every event-time
+	 * timer still pending fires at end of input (watermark
+	 * SHMRUN_WATERMARK_MAX), before end_of_input(). A processing-time timer
+	 * fires when the clock reaches @time_ns (checked by the worker between
+	 * records; an idle worker wakes up for the earliest timer); one still
+	 * pending when its task reaches end of input does not fire. A stop with checkpoint fires
+	 * nothing: pending timers are in the final checkpoint. Due timers fire
+	 * in @time_ns order (equal times: by key bytes, then key length; the
+	 * same order in every run). The timer is deleted before the call: set
+	 * it again to repeat.
 	 * @key: the key the timer was set for (borrowed; valid during the call).
 	 * The callback may emit, read and write the key's state (any key's),
 	 * and set or delete timers; a timer set at or before the watermark being
@@ -495,9 +500,11 @@ bool shmrun_task_param_bool(const struct shmrun_task *task, const char *key, boo
  * @value_bytes: size of the value, bytes; fixed by the first call.
  * @create:      insert a zero-filled value if the key is absent.
  *
- * Return: the value (8-byte aligned, valid until the task closes), or NULL if
- * absent and !@create. NULL when creating means out of memory or a
- * @value_bytes different from the first call; the task fails with a message.
+ * Return: the value (8-byte aligned, valid until the task closes or the key
+ * is deleted with shmrun_keyed_state_delete()), or NULL if absent and
+ * !@create (also before the task's first insert). NULL when creating means
+ * out of memory or a @value_bytes different from the first call; the task
+ * fails with a message.
  */
 void *shmrun_keyed_state(struct shmrun_task *task, const void *key, uint32_t key_len,
 			 uint32_t value_bytes, bool create);
@@ -519,9 +526,12 @@ int shmrun_keyed_state_foreach(struct shmrun_task *task,
  * is checkpointed and moved by a rescale with the key. Stored as the key's
  * bytes followed by @ns (8 bytes, little-endian): shmrun_keyed_state_foreach()
  * shows it so (key_len + 8 bytes). An operator uses either this or
- * shmrun_keyed_state(), not both. Since ABI 1.1.
+ * shmrun_keyed_state(), not both: a task's first insert decides, and a call
+ * of the other kind fails the task with a message (and returns NULL).
+ * Since ABI 1.1.
  * @key_len: bytes, at most UINT32_MAX - 8.
- * Return: as shmrun_keyed_state().
+ * Return: as shmrun_keyed_state(). A lookup (!@create) before the task's
+ * first insert returns NULL (as it does for shmrun_keyed_state()).
  */
 void *shmrun_keyed_state_ns(struct shmrun_task *task, const void *key, uint32_t key_len,
 			    uint64_t ns, uint32_t value_bytes, bool create);
@@ -533,7 +543,8 @@ void *shmrun_keyed_state_ns(struct shmrun_task *task, const void *key, uint32_t 
  * later inserts and it is not in the next checkpoint. Pointers to the
  * deleted value are invalid afterwards; others stay valid. Must not be
  * called from inside shmrun_keyed_state_foreach(). Since ABI 1.1.
- * Return: 0; -ENOENT if absent.
+ * Return: 0; -ENOENT if absent (also: of the kind the task does not use);
+ * -ENOMEM (@namespaced: no memory to build the pair's stored key).
  */
 int shmrun_keyed_state_delete(struct shmrun_task *task, const void *key, uint32_t key_len,
 			      bool namespaced, uint64_t ns);
@@ -550,7 +561,9 @@ uint64_t shmrun_keyed_state_keys(const struct shmrun_task *task);
  * watermark fires at the next watermark step (at the latest at end of input).
  * The operator must have on_timer(). Since ABI 1.1.
  * @key: borrowed, copied. @time_ns: ns since the epoch.
- * Return: 0; -ENOMEM (the task fails with a message); -EINVAL without on_timer().
+ * Return: 0; -ENOMEM (the task fails with a message); -EINVAL without
+ * on_timer(), for a @domain that is neither of the two, or a key longer than
+ * UINT32_MAX - 9 bytes (the task fails with a message).
  */
 int shmrun_timer_set(struct shmrun_task *task, enum shmrun_time_domain domain, const void *key,
 		     uint32_t key_len, int64_t time_ns);

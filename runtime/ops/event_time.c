@@ -408,7 +408,7 @@ static int parse_epoch(const struct shmrun_timefmt *f, const char *s, int64_t *n
 	if (*p == '-' || *p == '+')
 		neg = *p++ == '-';
 	while (isdigit((unsigned char)*p)) {
-		if (v > limit / 10)
+		if (v > (limit - (*p - '0')) / 10) /* v * unit + frac stays in range */
 			return -EINVAL;
 		v = v * 10 + (*p++ - '0');
 		d++;

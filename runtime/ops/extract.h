@@ -32,6 +32,8 @@ struct shmrun_extract {
 	char sep[16]; /* field separator; empty: runs of blanks */
 	size_t sep_len;
 	struct shmrun_extract_sel key, value, time;
+	uint32_t nf;           /* fields mode: fields cut per line (the last one a key names) */
+	uint32_t *fb, *fe;     /* their bounds in the line being cut, nf each */
 	struct shmrun_timefmt tf;
 	struct shmrun_tz tz;
 };

@@ -50,6 +50,10 @@
  * epoch e is complete every line it covers is out; a restore replays at most
  * the lines after it. null_sink only counts.
  *
+ * file_out.h offers file_sink's output file, with the same code and the same
+ * guarantees, as a part of another operator (extract's `rejects`): its key
+ * is that operator's, its lines are not counted as the job's records out.
+ *
  * Path lengths: a name is never cut short. file_sink's prepare() refuses
  * (exit 2, naming the path) an output path of PATH_MAX bytes or more, and,
  * with checkpoints, a path whose staging file name would not fit NAME_MAX or
@@ -66,6 +70,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file_out.h"
 #include "input_check.h"
 #include "ops.h"
 
@@ -81,12 +86,13 @@ struct staged {
 	int fd;
 };
 
-struct sink {
+struct shmrun_file_out {
 	int fd;        /* visible file (or stdout) */
 	bool owns_fd;
 	bool exactly_once;
 	bool is_pipe;          /* fd is a pipe or FIFO: lock it around each write */
 	bool no_lock;          /* locking it was refused: PIPE_BUF-sized writes instead */
+	bool count_out;        /* a sink: its lines are the job's "records out" */
 	char path[PATH_MAX];
 	char dir[PATH_MAX], base[NAME_MAX + 1]; /* of path, for staging names */
 	unsigned char *buf;
@@ -171,7 +177,7 @@ static int lock_fd(int fd, short type)
  * no line tears: under the write lock in one go, or else in writes of whole
  * lines of at most PIPE_BUF bytes each (atomic for a pipe).
  */
-static int write_pipe(struct shmrun_task *task, struct sink *s, const unsigned char *p, size_t n)
+static int write_pipe(struct shmrun_task *task, struct shmrun_file_out *s, const unsigned char *p, size_t n)
 {
 	int err;
 
@@ -209,13 +215,13 @@ static int write_pipe(struct shmrun_task *task, struct sink *s, const unsigned c
 	return 0;
 }
 
-static void staged_name(const struct sink *s, uint64_t epoch, char *buf, size_t len)
+static void staged_name(const struct shmrun_file_out *s, uint64_t epoch, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s/.%s.%" PRIu64 ".staged", s->dir, s->base, epoch);
 }
 
 /* Where the buffer goes: the visible file, or the open epoch's staging file. */
-static int sink_flush(struct shmrun_task *task, struct sink *s)
+static int sink_flush(struct shmrun_task *task, struct shmrun_file_out *s)
 {
 	int err;
 
@@ -299,7 +305,7 @@ static int check_name(struct shmrun_task *task, const char *name, bool staged)
 /* @name passed check_name(): every copy below fits. */
 static int sink_new(void **state, int fd, const char *name)
 {
-	struct sink *s = calloc(1, sizeof(*s));
+	struct shmrun_file_out *s = calloc(1, sizeof(*s));
 	const char *slash;
 	size_t len = strlen(name);
 
@@ -329,7 +335,7 @@ static int sink_new(void **state, int fd, const char *name)
 }
 
 /* Remove staging files of this sink whose epoch is above @keep_upto. */
-static void remove_staged_after(struct sink *s, uint64_t keep_upto)
+static void remove_staged_after(struct shmrun_file_out *s, uint64_t keep_upto)
 {
 	DIR *d = opendir(s->dir);
 	struct dirent *de;
@@ -355,12 +361,12 @@ static void remove_staged_after(struct sink *s, uint64_t keep_upto)
 }
 
 /*
- * The output file of instance @i: `path`, or `path.<i>` for width > 1, in
+ * The output file of instance @i: the value of key @key (`path`), or `path.<i>` for width > 1, in
  * @name of PATH_MAX bytes. Return: 0, or -ENAMETOOLONG after a message.
  */
-static int output_name(struct shmrun_task *task, uint32_t i, char *name)
+static int output_name(struct shmrun_task *task, const char *key, uint32_t i, char *name)
 {
-	const char *path = shmrun_task_param(task, "path");
+	const char *path = shmrun_task_param(task, key);
 	int n;
 
 	if (shmrun_task_width(task) > 1)
@@ -376,28 +382,32 @@ static int output_name(struct shmrun_task *task, uint32_t i, char *name)
 	return check_name(task, name, shmrun_task_checkpointing(task));
 }
 
-/* Refuse @name, which is @kind, as an output. Return: -EINVAL. */
-static int not_regular(struct shmrun_task *task, const char *name, const char *kind)
+/* Refuse @name, the output of key @key, which is @kind. Return: -EINVAL. */
+static int not_regular(struct shmrun_task *task, const char *key, const char *name,
+		       const char *kind)
 {
+	/* file_sink's path, or another operator's output file (extract's rejects) */
+	const char *who = strcmp(key, "path") == 0 ? "file_sink" : "this output";
+
 	if (strcmp(kind, "a directory") == 0) {
-		shmrun_task_error(task,
-				  "path = %s: %s is a directory, and file_sink writes only regular "
-				  "files; name a file (e.g. %s/out.tsv)",
-				  shmrun_task_param(task, "path"), name, name);
+		shmrun_task_error_at(task, key,
+				     "%s = %s: %s is a directory, and %s writes only regular "
+				     "files; name a file (e.g. %s/out.tsv)",
+				     key, shmrun_task_param(task, key), name, who, name);
 		return -EINVAL;
 	}
-	shmrun_task_error(task,
-			  "path = %s: %s is %s, and file_sink writes only regular files (it "
-			  "truncates, rolls back and fsyncs them; a FIFO would block or be "
-			  "refused). To write into a pipe or device, use op = stdout_sink and "
-			  "redirect: shmrun job.conf > %s",
-			  shmrun_task_param(task, "path"), name, kind, name);
+	shmrun_task_error_at(task, key,
+			     "%s = %s: %s is %s, and %s writes only regular files (it "
+			     "truncates, rolls back and fsyncs them; a FIFO would block or be "
+			     "refused). To write into a pipe or device, use op = stdout_sink and "
+			     "redirect: shmrun job.conf > %s",
+			     key, shmrun_task_param(task, key), name, kind, who, name);
 	return -EINVAL;
 }
 
 /* Before anything starts: every instance's output path fits and, if it
  * exists, is a regular file (exit 2 if not). */
-static int file_prepare(struct shmrun_task *task)
+int shmrun_file_out_prepare(struct shmrun_task *task, const char *key)
 {
 	char name[PATH_MAX];
 	int err = 0;
@@ -405,21 +415,27 @@ static int file_prepare(struct shmrun_task *task)
 	for (uint32_t i = 0; i < shmrun_task_width(task) && !err; i++) {
 		struct stat st;
 
-		err = output_name(task, i, name);
+		err = output_name(task, key, i, name);
 		if (!err && stat(name, &st) == 0 && !S_ISREG(st.st_mode))
-			err = not_regular(task, name, shmrun_file_kind(st.st_mode));
+			err = not_regular(task, key, name, shmrun_file_kind(st.st_mode));
 	}
 	return err;
 }
 
-static int file_open(struct shmrun_task *task, void **state)
+static int file_prepare(struct shmrun_task *task)
+{
+	return shmrun_file_out_prepare(task, "path");
+}
+
+int shmrun_file_out_open(struct shmrun_task *task, const char *key, struct shmrun_file_out **state)
 {
 	bool exactly_once = shmrun_task_checkpointing(task);
 	char name[PATH_MAX];
-	struct sink *s;
+	struct shmrun_file_out *s;
 	int err, fd;
 
-	err = output_name(task, shmrun_task_instance(task), name);
+	*state = NULL;
+	err = output_name(task, key, shmrun_task_instance(task), name);
 	if (err)
 		return err;
 	err = shmrun_mkdir_p(name, 0777, SHMRUN_MKDIR_PARENT);
@@ -434,7 +450,7 @@ static int file_open(struct shmrun_task *task, void **state)
 	 * regular file is kept, before anything is truncated or written. */
 	fd = open(name, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0666);
 	if (fd < 0 && errno == ENXIO)
-		return not_regular(task, name, "a FIFO or socket");
+		return not_regular(task, key, name, "a FIFO or socket");
 	if (fd < 0) {
 		return io_error(task, "opening for writing", name, errno);
 	}
@@ -448,7 +464,7 @@ static int file_open(struct shmrun_task *task, void **state)
 		}
 		if (!S_ISREG(st.st_mode)) {
 			close(fd);
-			return not_regular(task, name, shmrun_file_kind(st.st_mode));
+			return not_regular(task, key, name, shmrun_file_kind(st.st_mode));
 		}
 		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 		if (!exactly_once && ftruncate(fd, 0) < 0) {
@@ -457,7 +473,7 @@ static int file_open(struct shmrun_task *task, void **state)
 			return io_error(task, "truncating", name, err);
 		}
 	}
-	err = sink_new(state, fd, name);
+	err = sink_new((void **)state, fd, name);
 	s = *state;
 	if (!s) {
 		close(fd);
@@ -475,14 +491,27 @@ static int file_open(struct shmrun_task *task, void **state)
 	return err;
 }
 
+static int file_open(struct shmrun_task *task, void **state)
+{
+	struct shmrun_file_out *s;
+	int err = shmrun_file_out_open(task, "path", &s);
+
+	*state = s;
+	if (s)
+		s->count_out = true;
+	return err;
+}
+
 static int stdout_open(struct shmrun_task *task, void **state)
 {
 	struct stat st;
 	int err = sink_new(state, STDOUT_FILENO, "standard output");
 
 	(void)task;
+	if (*state)
+		((struct shmrun_file_out *)*state)->count_out = true;
 	if (!err && fstat(STDOUT_FILENO, &st) == 0 && S_ISFIFO(st.st_mode))
-		((struct sink *)*state)->is_pipe = true;
+		((struct shmrun_file_out *)*state)->is_pipe = true;
 	return err;
 }
 
@@ -505,7 +534,7 @@ static int stdout_snapshot(struct shmrun_task *task, void *state, uint64_t epoch
 
 static int sink_process(struct shmrun_task *task, void *state, const struct shmrun_record *rec)
 {
-	struct sink *s = state;
+	struct shmrun_file_out *s = state;
 	size_t need = (size_t)rec->key_len + rec->value_len + 2;
 	int err;
 
@@ -514,7 +543,8 @@ static int sink_process(struct shmrun_task *task, void *state, const struct shmr
 		if (err)
 			return err;
 	}
-	shmrun_task_count(task, SHMRUN_COUNT_RECORDS_OUT, 1);
+	if (s->count_out)
+		shmrun_task_count(task, SHMRUN_COUNT_RECORDS_OUT, 1);
 	if (need > BUF_BYTES) { /* a line longer than the buffer: in pieces */
 		const unsigned char *parts[3] = {rec->key, (const unsigned char *)"\t", rec->value};
 		size_t lens[3] = {rec->key_len, rec->key_len ? 1 : 0, rec->value_len};
@@ -547,7 +577,7 @@ static int sink_process(struct shmrun_task *task, void *state, const struct shmr
 
 static int sink_end(struct shmrun_task *task, void *state)
 {
-	struct sink *s = state;
+	struct shmrun_file_out *s = state;
 	int err = sink_flush(task, s);
 
 	if (!err && s->owns_fd && !s->exactly_once && fsync(s->fd) < 0 && errno != EINVAL)
@@ -558,7 +588,7 @@ static int sink_end(struct shmrun_task *task, void *state)
 /* Barrier(e): close epoch e's staging file and record L(e). */
 static int file_snapshot(struct shmrun_task *task, void *state, uint64_t epoch)
 {
-	struct sink *s = state;
+	struct shmrun_file_out *s = state;
 	int err;
 
 	if (!s->exactly_once)
@@ -589,7 +619,7 @@ static int file_snapshot(struct shmrun_task *task, void *state, uint64_t epoch)
 }
 
 /* Copy staged file @from (its fd or path) into the visible file at @offset. */
-static int copy_staged(struct shmrun_task *task, struct sink *s, int fd, uint64_t offset,
+static int copy_staged(struct shmrun_task *task, struct shmrun_file_out *s, int fd, uint64_t offset,
 		       uint64_t size)
 {
 	uint64_t done = 0;
@@ -628,7 +658,7 @@ static int copy_staged(struct shmrun_task *task, struct sink *s, int fd, uint64_
 /* Epochs up to @epoch are complete: make their staged output visible. */
 static int file_commit(struct shmrun_task *task, void *state, uint64_t epoch)
 {
-	struct sink *s = state;
+	struct shmrun_file_out *s = state;
 	uint32_t k = 0;
 	int err = 0;
 
@@ -667,7 +697,7 @@ static int cmp_epoch_desc(const void *a, const void *b)
  */
 static int file_restore(struct shmrun_task *task, void *state, const void *entry, uint32_t len)
 {
-	struct sink *s = state;
+	struct shmrun_file_out *s = state;
 	uint64_t r = shmrun_task_restored_epoch(task), target, cursor, *epochs = NULL;
 	uint32_t n = 0, cap = 0;
 	size_t blen = strlen(s->base);
@@ -745,7 +775,7 @@ static int file_restore(struct shmrun_task *task, void *state, const void *entry
 
 static void sink_close(struct shmrun_task *task, void *state)
 {
-	struct sink *s = state;
+	struct shmrun_file_out *s = state;
 
 	(void)task;
 	if (!s)
@@ -760,6 +790,47 @@ static void sink_close(struct shmrun_task *task, void *state)
 	free(s->copy);
 	free(s->buf);
 	free(s);
+}
+
+/* ---- file_out.h: file_sink's output as a part of another operator ---------- */
+
+int shmrun_file_out_put(struct shmrun_task *task, struct shmrun_file_out *out, const void *line,
+			uint32_t len)
+{
+	struct shmrun_record rec = {.value = line, .value_len = len};
+
+	return sink_process(task, out, &rec);
+}
+
+int shmrun_file_out_snapshot(struct shmrun_task *task, struct shmrun_file_out *out, uint64_t epoch)
+{
+	return file_snapshot(task, out, epoch);
+}
+
+int shmrun_file_out_restore(struct shmrun_task *task, struct shmrun_file_out *out, const void *entry,
+			    uint32_t len)
+{
+	return file_restore(task, out, entry, len);
+}
+
+int shmrun_file_out_commit(struct shmrun_task *task, struct shmrun_file_out *out, uint64_t epoch)
+{
+	return file_commit(task, out, epoch);
+}
+
+int shmrun_file_out_flush(struct shmrun_task *task, struct shmrun_file_out *out)
+{
+	return sink_flush(task, out);
+}
+
+int shmrun_file_out_end(struct shmrun_task *task, struct shmrun_file_out *out)
+{
+	return sink_end(task, out);
+}
+
+void shmrun_file_out_close(struct shmrun_task *task, struct shmrun_file_out *out)
+{
+	sink_close(task, out);
 }
 
 static int null_process(struct shmrun_task *task, void *state, const struct shmrun_record *rec)

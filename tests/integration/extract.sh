@@ -12,6 +12,11 @@
 #     logs two and says the rest are only counted; the good lines are counted.
 #   - on_bad_record = fail: exit status 1, the message names the line and the
 #     key; the launcher does not restart the job.
+#   - rejects = FILE: exactly the oracle's bad lines, in order; at width 2 with
+#     checkpoints (file_sink's two-phase commit) each once over both files; not
+#     counted as records out; a directory is refused naming the key's line;
+#     a kill -9 of a worker mid-run: after the restart each bad line is in the
+#     committed rejects once, and the counts are exact.
 #   - bad confs, refused by `shmrun check` with exit 2 and the file:line of
 #     the key: a regex PCRE2 refuses (its message and offset), a group name
 #     the regex lacks, an unsupported time_format, an unknown time_zone (the
@@ -25,9 +30,10 @@ sample=$src/tests/integration/data/dpkg-sample.log
 
 # The oracle. A good line: a valid "YYYY-MM-DD HH:MM:SS" date, an action and a
 # package (for status, the word after the state). Prints "action<TAB>package"
-# per good line, and "BAD" per bad one.
+# per good line, and "BAD" per bad one; with a second argument "lines", only
+# the bad lines themselves.
 oracle() {
-	awk '{
+	awk -v lines="${2:-}" '{
 		ok = $1 ~ /^[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]$/ &&
 		     $2 ~ /^[0-9][0-9]:[0-9][0-9]:[0-9][0-9]$/
 		if (ok) {
@@ -39,7 +45,10 @@ oracle() {
 			ok = NF >= 5
 		else if (ok)
 			ok = NF >= 4
-		if (!ok)
+		if (lines != "") {
+			if (!ok)
+				print
+		} else if (!ok)
 			print "BAD"
 		else
 			print $3 "\t" ($3 == "status" ? $5 : $4)
@@ -106,6 +115,59 @@ sed -i 's/^width = 2/width = 1/' "$tmp/l/job.conf"
 [ "$(grep -c "bad record [0-9]* (input record" "$tmp/log")" = 2 ] || fail "log_bad = 2 logged another number"
 grep -q "further bad records are counted, not logged" "$tmp/log" || fail "no word about the rest"
 grep -q "^bad records:   $bad " "$tmp/log" || fail "log_bad changed the count"
+
+# rejects: the bad lines as they came, in order; at width 2 with checkpoints
+# (file_sink's exactly-once path) both files together hold each once
+oracle "$sample" lines > "$tmp/bad-lines"
+[ "$(wc -l < "$tmp/bad-lines")" = "$bad" ] || fail "oracle: bad lines miscounted"
+conf "$tmp/r" "$sample" "rejects = $tmp/r/rejects.txt"
+sed -i 's/^width = 2/width = 1/' "$tmp/r/job.conf"
+"$shmrun" "$tmp/r/job.conf" 2> "$tmp/log" || fail "rejects run failed"
+cmp -s "$tmp/bad-lines" "$tmp/r/rejects.txt" || { diff "$tmp/bad-lines" "$tmp/r/rejects.txt" >&2; fail "rejects differ from the bad lines"; }
+grep -q "^output: *$tmp/r/rejects.txt$" "$tmp/log" || fail "the summary does not list the rejects file"
+grep -q "^records out: *$(sort -u "$tmp/r/out.tsv" | wc -l)$" "$tmp/log" || fail "rejects counted as records out"
+conf "$tmp/rc" "$sample" "rejects = $tmp/rc/rejects.txt"
+sed -i "s#^\[job\]#&\ncheckpoint_dir = $tmp/rc/ckpt\ncheckpoint_interval = 10ms#" "$tmp/rc/job.conf"
+"$shmrun" "$tmp/rc/job.conf" 2> "$tmp/log" || fail "checkpointed rejects run failed"
+sort "$tmp/rc/rejects.txt".0 "$tmp/rc/rejects.txt".1 > "$tmp/got"
+sort "$tmp/bad-lines" > "$tmp/want"
+cmp -s "$tmp/want" "$tmp/got" || { diff "$tmp/want" "$tmp/got" >&2; fail "checkpointed rejects differ"; }
+ls -a "$tmp/rc" | grep -q staged && fail "staging files left beside the rejects"
+# a directory is not a rejects file: refused before anything starts
+conf "$tmp/rd" "$sample" "rejects = $tmp"
+sed -i 's/^width = 2/width = 1/' "$tmp/rd/job.conf" # width 2 would write $tmp.0, $tmp.1
+line=$(grep -n "^rejects = " "$tmp/rd/job.conf" | cut -d: -f1)
+rc=0
+"$shmrun" check "$tmp/rd/job.conf" 2> "$tmp/log" || rc=$?
+[ "$rc" = 2 ] || fail "rejects = a directory: exit $rc, want 2"
+grep -q "job.conf:$line: stage 'parse' \[0\]: rejects = $tmp: .* is a directory" "$tmp/log" ||
+	fail "rejects = a directory: not named at line $line"
+
+# kill -9 of a worker while a checkpointed job writes rejects: after the
+# restart the committed rejects hold each bad line once (and the counts are
+# exact), as file_sink's output would
+awk 'BEGIN { for (i = 0; i < 30000; i++)
+	if (i % 7 == 3) print "bad line " i; else printf "2024-01-31 12:%02d:%02d install p%d:amd64 <none> 1\n", (i / 60) % 60, i % 60, i % 13 }' > "$tmp/big.log"
+oracle "$tmp/big.log" lines | sort > "$tmp/big-bad"
+oracle "$tmp/big.log" | grep -v '^BAD$' | cut -f1 | sort | uniq -c | awk '{ print $2 "\t" $1 }' > "$tmp/big-want"
+conf "$tmp/k" "$tmp/big.log" "rejects = $tmp/k/rejects.txt"
+sed -i -e "s#^\[job\]#&\ncheckpoint_dir = $tmp/k/ckpt\ncheckpoint_interval = 20ms#" \
+       -e "s#^path = $tmp/big.log#&\nrate = 15000\npiece_bytes = 64K#" "$tmp/k/job.conf"
+"$shmrun" --log-level info "$tmp/k/job.conf" 2> "$tmp/log" &
+launcher=$!
+wait_started || fail "the job did not start"
+sleep 0.8
+mapfile -t ws < <(pgrep -P $launcher || true)
+[ ${#ws[@]} -gt 0 ] && kill -9 "${ws[$((RANDOM % ${#ws[@]}))]}" 2> /dev/null || true
+set +e; wait $launcher; rc=$?; set -e
+launcher=
+[ "$rc" = 0 ] || fail "kill -9 with rejects: exit $rc"
+grep -q "restart 1 of" "$tmp/log" || echo "note: the job ended before the kill landed" >&2
+sort "$tmp/k/rejects.txt".0 "$tmp/k/rejects.txt".1 > "$tmp/got"
+cmp -s "$tmp/big-bad" "$tmp/got" || { diff "$tmp/big-bad" "$tmp/got" | head >&2; fail "rejects after kill -9 differ"; }
+sort "$tmp/k/out.tsv" > "$tmp/got"
+cmp -s "$tmp/big-want" "$tmp/got" || { diff "$tmp/big-want" "$tmp/got" | head >&2; fail "counts after kill -9 differ"; }
+ls -a "$tmp/k" | grep -q staged && fail "staging files left after kill -9"
 
 # 3. on_bad_record = fail -----------------------------------------------------
 conf "$tmp/f" "$sample" "on_bad_record = fail"

@@ -157,6 +157,12 @@ START_TEST(epoch_formats)
 	ck_assert_int_eq(err, -EINVAL);
 	parse_in("epoch_s", "UTC", "99999999999999999999", &err);
 	ck_assert_int_eq(err, -EINVAL);
+	/* the largest epoch second whose ns fit an int64, and the next one */
+	ck_assert_int_eq(parse_in("epoch_s", "UTC", "9223372035.999999999", &err),
+			 9223372035 * S + 999999999);
+	ck_assert_int_eq(err, 0);
+	parse_in("epoch_s", "UTC", "9223372036", &err);
+	ck_assert_int_eq(err, -EINVAL);
 }
 END_TEST
 
@@ -284,6 +290,12 @@ START_TEST(fields)
 	ck_assert_str_eq(v, " a b ");
 	ck_assert_str_eq(k, "K");
 	ck_assert_int_eq(t, 42);
+	/* N-: to the end of the last field, trailing blanks left out */
+	c = (struct shmrun_extract_conf){.key = "2-", .value = "1"};
+	ck_assert_int_eq(cut(&c, "a b\tc  \t", k, v, &t), 0);
+	ck_assert_str_eq(k, "b\tc");
+	ck_assert_str_eq(v, "a");
+	ck_assert_int_eq(cut(&c, "a   ", k, v, &t), -EILSEQ);
 	c = (struct shmrun_extract_conf){.key = "2-3"};
 	ck_assert_int_eq(cut(&c, "a b  c d", k, v, &t), 0);
 	ck_assert_str_eq(k, "b  c");
@@ -366,6 +378,8 @@ START_TEST(bad_confs)
 	    {{.key = "x"}, "key", "is not a field", -EINVAL},
 	    {{.key = "3-1"}, "key", "is not a field", -EINVAL},
 	    {{.key = "0-2"}, "key", "is not a field", -EINVAL},
+	    {{.key = "1025"}, "key", "fields are at most 1024", -EINVAL},
+	    {{.value = "0-"}, "value", "is not a field", -EINVAL},
 	    {{.time = "1"}, "time", "time needs time_format", -EINVAL},
 	    {{.time = "1", .time_format = "%Y-%Q"}, "time_format", "%Q", -EINVAL},
 	    {{.time = "1", .time_format = "epoch_s", .time_zone = "Mars/Olympus"},

@@ -5,8 +5,8 @@
 #   - every kind (tumbling, sliding, session) and aggregate, emit = final and
 #     update, iso and ms times: the output equals hand-computed lines, at
 #     window widths 1 and 3;
-#   - a late record (behind the watermark past its window) is dropped and
-#     counted in the run summary;
+#   - a late record (behind the watermark past its window) is dropped,
+#     counted in the run summary and written to `late`;
 #   - kill -9 of a worker during a windowed run with checkpoints, and a stop
 #     followed by `--rescale` of the window stage 2 -> 3 -> 1: the output, as
 #     a multiset, equals the fault-free run's (no window lost or fired twice),
@@ -115,13 +115,14 @@ mkdir -p "$d"
 	echo "a 2000"
 	echo "a 25000"
 } > "$d/events.txt"
-RATE="rate = 20" conf "$d" 1 "" 'kind = tumbling' 'size = 10s' 'time_format = ms'
+RATE="rate = 20" conf "$d" 1 "" 'kind = tumbling' 'size = 10s' 'time_format = ms' 'late = late.tsv'
 run "$d" || fail "late: exit $?"
 sort "$d/out.tsv" > "$tmp/got"
 printf 'a\t0\t10000\t1\na\t20000\t30000\t1\nz\t20000\t30000\t10\n' > "$tmp/want"
 cmp -s "$tmp/want" "$tmp/got" || fail "late: output differs: $(diff "$tmp/want" "$tmp/got")"
 grep -q "^late records:  1 " "$tmp/log" || fail "late: the summary does not count 1 late record"
-echo "ok a late record dropped and counted"
+printf 'a\t2000\t\n' | cmp -s - "$d/late.tsv" || fail "late: late.tsv is not the late record: $(cat "$d/late.tsv")"
+echo "ok a late record dropped, counted and written to late"
 
 # --- faults: kill -9 and --rescale ----------------------------------------------
 # 12000 lines, 40 keys, 50 ms apart in event time with a 10 s pause every

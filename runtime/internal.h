@@ -46,7 +46,8 @@
  */
 const struct shmrun_param_def *shmrun_job_keys(void);
 
-/** shmrun_stage_keys() - the keys every stage accepts (op, width, input); as above. */
+/** shmrun_stage_keys() - the keys every stage accepts (op, width, input, combine,
+ * watermark_delay, watermark_interval); as above. */
 const struct shmrun_param_def *shmrun_stage_keys(void);
 
 /** shmrun_operator_find() - an operator (built-in or from a loaded plugin) by name, or NULL. */

@@ -154,7 +154,12 @@ static void put_one(FILE *out, const struct shmrun_operator *op, bool md)
 	put_origin(out, op);
 	fprintf(out, "\n  per-worker state: %s\n  features:         ", pw_of(op));
 	put_features(out, op);
-	fputs("\n  keys, besides op, width, input and combine:\n", out);
+	/* the keys of every stage, from their table (conf_job.c), as a list */
+	fputs("\n  keys, besides", out);
+	for (const struct shmrun_param_def *k = shmrun_stage_keys(); k->key; k++)
+		fprintf(out, "%s %s", k == shmrun_stage_keys() ? "" : k[1].key ? "," : " and",
+			k->key);
+	fputs(":\n", out);
 	if (!d || !d->key)
 		fputs("    (none)\n", out);
 	for (; d && d->key; d++)

@@ -363,7 +363,7 @@ int64_t wm_sleep_ns(const struct shmrun_worker *w, int64_t max_ns)
 				continue;
 			if (!rt)
 				rt = realtime_ns();
-			ns = next - rt;
+			ns = next <= rt ? 0 : next - rt;
 			if (ns < max_ns)
 				max_ns = ns;
 		}

@@ -28,10 +28,10 @@ struct shmrun_worker;
  * worker only.
  */
 struct wm_input {
-	int64_t wm;      /* the newest watermark it delivered, SHMRUN_WATERMARK_MIN before any */
+	int64_t wm;	 /* the newest watermark it delivered, SHMRUN_WATERMARK_MIN before any */
 	int64_t last_ns; /* CLOCK_MONOTONIC of the loop turn it last delivered anything in */
-	bool idle;       /* silent for the job's idle_timeout: left out of the minimum */
-	bool ended;      /* its END came (a stop's END keeps its wm; another's is MAX) */
+	bool idle;	 /* silent for the job's idle_timeout: left out of the minimum */
+	bool ended;	 /* its END came (a stop's END keeps its wm; another's is MAX) */
 };
 
 /* wm_input_init() - an input that has delivered nothing yet. */

@@ -49,10 +49,14 @@
  *
  * Barrier alignment (docs/design.md §6). A barrier(e) arriving on one input
  * holds that input (chan_in.held; a forward input parks its upstream through
- * fwd_slot_held, that upstream only) until it has arrived on every input still open; then the task
+ * fwd_slot_held, that upstream only) until it has arrived on every input
+ * still open; then the task
  * snapshots (op->snapshot() and a forked writer of its state file) and sends
  * barrier(e) on, before any record that came after it on any input. A newer
  * epoch's barrier, or the abort of e, drops the alignment.
+ *
+ * Watermarks (watermark.c, docs/event-time.md): a WATERMARK frame or a
+ * forward call moves one input's watermark; the task follows the minimum.
  *
  * End of input: a task whose inputs have all ended calls end_of_input(), then
  * sends an END frame on each of its output channels and ends its forward

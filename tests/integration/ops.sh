@@ -34,6 +34,9 @@ grep -q "^    mode  *choice; default plain; one of: plain fancy$" "$tmp/one" || 
 "$shmrun" ops count > "$tmp/one" || fail "ops count failed"
 grep -q "^    emit  *choice; default final; one of: final update$" "$tmp/one" || fail "ops count: emit wrong"
 grep -q "a combiner" "$tmp/one" || fail "ops count: no combiner"
+# the keys of every stage, from their table (conf_job.c)
+grep -q "^  keys, besides op, width, input, combine, watermark_delay and watermark_interval:$" "$tmp/one" ||
+	fail "ops count: the keys of every stage are not listed: $(grep besides "$tmp/one")"
 
 # docs/operators.md's reference section is generated
 "$shmrun" ops --markdown > "$tmp/generated.md" || fail "ops --markdown failed"

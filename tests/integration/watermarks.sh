@@ -18,15 +18,18 @@
 #      sends MAX while it waits for the final checkpoint).
 #   2. generation on a non-source stage: its watermarks are its own emits'
 #      max - its delay, not its input's.
-#   3. idle_timeout: `quiet` emits 10 records then nothing for 3 s; without
-#      idle_timeout the probes reading quiet and `a` never pass quiet's
-#      watermark before the end; with idle_timeout = 300ms they follow a's,
-#      and not before quiet was silent that long.
-#   4. bad input: watermark_delay on a sink, a delay without unit, an
+#   3. idle_timeout: `quiet` emits 10 records, nothing for 3 s, then 5
+#      more; without idle_timeout the probes reading quiet and `a` never
+#      pass quiet's watermark before the end and nothing is late; with
+#      idle_timeout = 300ms they follow a's, not before quiet was silent
+#      that long, and quiet's 5 records after its silence are late (the
+#      watermark does not go back).
+#   4. a stop (SIGTERM, checkpoint_dir) is not end of input: no MAX.
+#   5. bad input: watermark_delay on a sink, a delay without unit, an
 #      idle_timeout of 0: exit 2 naming file:line; watermark_interval
 #      without watermark_delay: a warning.
 set -euo pipefail
-shmrun=${1:?usage: watermarks.sh path/to/shmrun PLUGIN_DIR}
+shmrun=$(realpath "${1:?usage: watermarks.sh path/to/shmrun PLUGIN_DIR}")
 pdir=$(cd "${2:?usage: watermarks.sh path/to/shmrun PLUGIN_DIR}" && pwd -P)
 . "$(dirname "$0")/lib.sh"
 so="$pdir/watermark.so"
@@ -37,16 +40,17 @@ run() { # dir: run dir/t.conf, log in $tmp/log
 	timeout 120 "$shmrun" "$1/t.conf" > "$1/out" 2> "$tmp/log" || fail "run of $1/t.conf failed"
 }
 
-# well_formed FILE RECORDS: wm lines strictly increasing (max last), then one
-# end line with RECORDS records (or any, with -), no late record anywhere.
+# well_formed FILE RECORDS [LATE]: wm lines strictly increasing (max last),
+# then one end line with RECORDS records (or any, with -); no late record
+# anywhere, or with LATE = -, any.
 well_formed() {
-	awk -v want="$2" -v f="$1" '
+	awk -v want="$2" -v f="$1" -v anylate="${3:-}" '
 		function bad(m) { print "FAIL: " f ": " m " (line " NR ": " $0 ")"; exit 1 }
 		$1 == "end" {
 			if (ended) bad("two end lines")
 			if (last != "max") bad("end of input before watermark MAX")
 			if (want != "-" && $2 != want) bad("records " $2 ", want " want)
-			if ($3 != 0) bad("late records")
+			if ($3 != 0 && anylate != "-") bad("late records")
 			if ($4 != "max") bad("watermark at end is not MAX")
 			ended = 1; next
 		}
@@ -56,7 +60,7 @@ well_formed() {
 			if (last == "max") bad("watermark after MAX")
 			if ($2 == "min") bad("on_watermark(MIN)")
 			if ($2 != "max" && n && $2 + 0 <= last + 0) bad("watermark not increasing")
-			if ($5 != 0) bad("late records")
+			if ($5 != 0 && anylate != "-") bad("late records")
 			last = $2; n++
 		}
 		END { if (!ended) bad("no end line") }' "$1" || exit 1
@@ -245,6 +249,7 @@ op = quiet
 count = 10
 start = 1000
 hold = 3s
+again = 5
 watermark_delay = 0ms
 watermark_interval = 20ms
 
@@ -287,20 +292,51 @@ for f in "$tmp"/noidle/pf.txt "$tmp"/noidle/sf.txt "$tmp"/noidle/pr.txt.*; do
 		"$f" || exit 1
 done
 
+# quiet's 5 records after its silence are on time: nothing passed it
+[ "$(awk '$1 == "end" { print $2 }' "$tmp/noidle/pf.txt")" = 1515 ] ||
+	fail "pf did not see 1515 records without idle_timeout"
+
 conf_idle "$tmp/idle" "idle_timeout = 300ms"
 run "$tmp/idle"
+# quiet comes back after its silence: it counts again, but the watermark
+# does not go back, and its 5 records are late (pf, and pr's instance that
+# owns key q)
+[ "$(awk '$1 == "end" { print $2 " " $3 }' "$tmp/idle/pf.txt")" = "1515 5" ] ||
+	fail "pf: not 1515 records of which 5 late: $(tail -1 "$tmp/idle/pf.txt")"
+[ "$(cat "$tmp"/idle/pr.txt.* | awk '$1 == "end" { n += $2; l += $3 } END { print n " " l }')" = "1515 5" ] ||
+	fail "pr: not 1515 records of which 5 late"
 for f in "$tmp"/idle/pf.txt "$tmp"/idle/sf.txt "$tmp"/idle/pr.txt.*; do
-	well_formed "$f" -
+	well_formed "$f" - -
 	wms "$f" > "$tmp/one"
 	[ "$(awk '$1 >= 1e12' "$tmp/one" | wc -l)" -ge 3 ] ||
 		fail "$(basename "$f"): idle_timeout did not release the minimum: $(tail -3 "$tmp/one" | tr '\n' ' ')"
 done
 # not before quiet was silent for idle_timeout: its generated watermark came
 # ~20 ms in, then 300 ms of silence, while a delivers 1000 records/s
-awk '$1 == "wm" && $2 != "max" && $2 >= 1e12 { if ($4 < 250) { print "FAIL: pf: released after only " $4 " records"; exit 1 } exit 0 }' \
+awk '$1 == "wm" && $2 != "max" && $2 >= 1e12 { if ($4 < 150) { print "FAIL: pf: released after only " $4 " records"; exit 1 } exit 0 }' \
 	"$tmp/idle/pf.txt" || exit 1
 
-# ---- 4. bad input -----------------------------------------------------------------
+# ---- 4. a stop is not end of input ------------------------------------------------
+# SIGTERM with checkpoint_dir: the final checkpoint is a stop; no watermark
+# jumps to MAX (nothing fires early into the checkpoint), no end of input.
+conf_idle "$tmp/stop" "checkpoint_dir = ckpt" "checkpoint_interval = 100ms"
+(cd "$tmp/stop" && exec "$shmrun" t.conf) > /dev/null 2> "$tmp/log" &
+launcher=$!
+wait_started
+sleep 0.8
+kill -TERM $launcher
+set +e; wait $launcher; rc=$?; set -e
+launcher=
+[ $rc -eq 0 ] || fail "SIGTERM: exit status $rc, expected 0"
+grep -q "stopped at epoch [0-9]" "$tmp/log" || fail "SIGTERM: no 'stopped at epoch'"
+for f in "$tmp"/stop/pf.txt "$tmp"/stop/sf.txt "$tmp"/stop/pr.txt.*; do
+	[ "$(grep -c '^wm ' "$f")" -ge 1 ] || fail "$(basename "$f"): no watermark before the stop"
+	if grep -q '^wm max\|^end' "$f"; then
+		fail "$(basename "$f"): MAX or end of input at a stop: $(tail -2 "$f")"
+	fi
+done
+
+# ---- 5. bad input -----------------------------------------------------------------
 bad() { # "pattern" conf-text
 	printf '%s\n' "$2" > "$tmp/bad.conf"
 	set +e

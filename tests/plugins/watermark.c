@@ -13,8 +13,10 @@
  *              arrived with event_time_ns <= shmrun_task_watermark();
  *   wm_sink    the same, as a sink (emits nothing);
  *   quiet      a source that emits `count` records with event times `start`
- *              (ms since the epoch) + i * `step` at once, then nothing,
- *              and ends `hold` after it began: an input that goes silent.
+ *              (ms since the epoch) + i * `step` at once, then nothing
+ *              until `hold` after it began, then `again` more records
+ *              continuing the sequence, and ends: an input that goes silent
+ *              and comes back.
  *
  * Built as a CMake MODULE library, watermark.so (tests/plugins/CMakeLists.txt).
  * Nothing of the runtime is used but the public API, as a user's plugin.
@@ -97,8 +99,10 @@ static int probe_watermark(struct shmrun_task *task, void *state, int64_t wm)
 	struct probe *p = state;
 
 	if (wm != shmrun_task_watermark(task)) {
-		shmrun_task_error(task, "on_watermark(%" PRId64 ") but shmrun_task_watermark() "
-					"says %" PRId64, wm, shmrun_task_watermark(task));
+		shmrun_task_error(task,
+				  "on_watermark(%" PRId64 ") but shmrun_task_watermark() "
+				  "says %" PRId64,
+				  wm, shmrun_task_watermark(task));
 		return -EPROTO;
 	}
 	fputs("wm ", p->out);
@@ -128,39 +132,42 @@ static void probe_close(struct shmrun_task *task, void *state)
 }
 
 static const struct shmrun_param_def probe_params[] = {
-	{.key = "path", .type = SHMRUN_PARAM_PATH, .required = true, .io = SHMRUN_PARAM_OUTPUT,
-	 .doc = "where the lines go; width k writes path.<instance>"},
-	{.key = NULL},
+    {.key = "path",
+     .type = SHMRUN_PARAM_PATH,
+     .required = true,
+     .io = SHMRUN_PARAM_OUTPUT,
+     .doc = "where the lines go; width k writes path.<instance>"},
+    {.key = NULL},
 };
 
 static const struct shmrun_operator wm_probe = {
-	.size = sizeof(struct shmrun_operator),
-	.name = "wm_probe",
-	.summary = "passes records on, writes the watermarks it sees (test plugin)",
-	.params = probe_params,
-	.open = probe_open,
-	.process = probe_process,
-	.end_of_input = probe_end,
-	.close = probe_close,
-	.on_watermark = probe_watermark,
+    .size = sizeof(struct shmrun_operator),
+    .name = "wm_probe",
+    .summary = "passes records on, writes the watermarks it sees (test plugin)",
+    .params = probe_params,
+    .open = probe_open,
+    .process = probe_process,
+    .end_of_input = probe_end,
+    .close = probe_close,
+    .on_watermark = probe_watermark,
 };
 
 static const struct shmrun_operator wm_sink = {
-	.size = sizeof(struct shmrun_operator),
-	.name = "wm_sink",
-	.summary = "writes the watermarks it sees (test plugin)",
-	.flags = SHMRUN_OP_SINK,
-	.params = probe_params,
-	.open = sink_open,
-	.process = probe_process,
-	.end_of_input = probe_end,
-	.close = probe_close,
-	.on_watermark = probe_watermark,
+    .size = sizeof(struct shmrun_operator),
+    .name = "wm_sink",
+    .summary = "writes the watermarks it sees (test plugin)",
+    .flags = SHMRUN_OP_SINK,
+    .params = probe_params,
+    .open = sink_open,
+    .process = probe_process,
+    .end_of_input = probe_end,
+    .close = probe_close,
+    .on_watermark = probe_watermark,
 };
 
-/* quiet: `count` records at once, then silence until `hold` has passed. */
+/* quiet: `count` records at once, silence until `hold` has passed, `again` more. */
 struct quiet {
-	uint64_t next, count;
+	uint64_t next, count, again;
 	int64_t start_ns, step_ns, hold_ns, began;
 	char value[24];
 };
@@ -185,6 +192,7 @@ static int quiet_open(struct shmrun_task *task, void **state)
 	q->start_ns = (int64_t)shmrun_task_param_u64(task, "start", 1) * 1000000;
 	q->step_ns = (int64_t)shmrun_task_param_u64(task, "step", 1000000);
 	q->hold_ns = (int64_t)shmrun_task_param_u64(task, "hold", 0);
+	q->again = shmrun_task_param_u64(task, "again", 0);
 	q->began = mono_ns();
 	*state = q;
 	return 0;
@@ -193,9 +201,11 @@ static int quiet_open(struct shmrun_task *task, void **state)
 static int quiet_produce(struct shmrun_task *task, void *state, uint32_t budget)
 {
 	struct quiet *q = state;
+	bool held = mono_ns() - q->began < q->hold_ns;
+	uint64_t upto = held ? q->count : q->count + q->again;
 	uint32_t n = 0;
 
-	for (; q->next < q->count && n < budget; q->next++, n++) {
+	for (; q->next < upto && n < budget; q->next++, n++) {
 		struct shmrun_record rec = {.key = "q", .key_len = 1, .value = q->value};
 		int err;
 
@@ -207,7 +217,7 @@ static int quiet_produce(struct shmrun_task *task, void *state, uint32_t budget)
 	}
 	if (n)
 		shmrun_task_count(task, SHMRUN_COUNT_RECORDS_IN, n);
-	return q->next < q->count || mono_ns() - q->began < q->hold_ns ? 1 : 0;
+	return q->next < q->count + q->again || held ? 1 : 0;
 }
 
 static void quiet_close(struct shmrun_task *task, void *state)
@@ -217,26 +227,45 @@ static void quiet_close(struct shmrun_task *task, void *state)
 }
 
 static const struct shmrun_param_def quiet_params[] = {
-	{.key = "count", .type = SHMRUN_PARAM_COUNT, .required = true, .max = 1000000,
-	 .doc = "records emitted at once"},
-	{.key = "start", .type = SHMRUN_PARAM_COUNT, .def = "1", .min = 1, .max = 1000000000000ull,
-	 .doc = "event time of record 0, ms since the epoch"},
-	{.key = "step", .type = SHMRUN_PARAM_DURATION, .def = "1ms", .min = 1000000,
-	 .max = 86400000000000ull, .doc = "event time between two records"},
-	{.key = "hold", .type = SHMRUN_PARAM_DURATION, .def = "0s", .max = 86400000000000ull,
-	 .doc = "stay open (emitting nothing) until this long after open"},
-	{.key = NULL},
+    {.key = "count",
+     .type = SHMRUN_PARAM_COUNT,
+     .required = true,
+     .max = 1000000,
+     .doc = "records emitted at once"},
+    {.key = "start",
+     .type = SHMRUN_PARAM_COUNT,
+     .def = "1",
+     .min = 1,
+     .max = 1000000000000ull,
+     .doc = "event time of record 0, ms since the epoch"},
+    {.key = "step",
+     .type = SHMRUN_PARAM_DURATION,
+     .def = "1ms",
+     .min = 1000000,
+     .max = 86400000000000ull,
+     .doc = "event time between two records"},
+    {.key = "hold",
+     .type = SHMRUN_PARAM_DURATION,
+     .def = "0s",
+     .max = 86400000000000ull,
+     .doc = "stay open (emitting nothing) until this long after open"},
+    {.key = "again",
+     .type = SHMRUN_PARAM_COUNT,
+     .def = "0",
+     .max = 1000000,
+     .doc = "records emitted once hold has passed"},
+    {.key = NULL},
 };
 
 static const struct shmrun_operator quiet = {
-	.size = sizeof(struct shmrun_operator),
-	.name = "quiet",
-	.summary = "a few records, then silence, then the end (test plugin)",
-	.flags = SHMRUN_OP_SOURCE,
-	.params = quiet_params,
-	.open = quiet_open,
-	.produce = quiet_produce,
-	.close = quiet_close,
+    .size = sizeof(struct shmrun_operator),
+    .name = "quiet",
+    .summary = "a few records, then silence, then the end (test plugin)",
+    .flags = SHMRUN_OP_SOURCE,
+    .params = quiet_params,
+    .open = quiet_open,
+    .produce = quiet_produce,
+    .close = quiet_close,
 };
 
 SHMRUN_PLUGIN("watermark", "1.0.0", &wm_probe, &wm_sink, &quiet);

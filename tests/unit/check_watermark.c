@@ -40,10 +40,10 @@ static int probe_process(struct shmrun_task *task, void *state, const struct shm
 }
 
 static const struct shmrun_operator probe = {
-	.size = sizeof(struct shmrun_operator),
-	.name = "probe",
-	.process = probe_process,
-	.on_watermark = probe_wm,
+    .size = sizeof(struct shmrun_operator),
+    .name = "probe",
+    .process = probe_process,
+    .on_watermark = probe_wm,
 };
 
 static struct shmrun_job job;
@@ -184,7 +184,7 @@ START_TEST(test_idle_timeout)
 	ck_assert(!rings[0].wmi.idle);
 	ck_assert_int_eq(t.wm, 20);
 	wm_input_advanced(&t, &rings[1].wmi, 40);
-	ck_assert_int_eq(t.wm, 20); /* rings[0] at 15 holds it again */
+	ck_assert_int_eq(t.wm, 20);		  /* rings[0] at 15 holds it again */
 	wm_input_advanced(&t, &rings[0].wmi, 50); /* min(50, 40, 30) */
 	ck_assert_int_eq(t.wm, 30);
 	/* every input silent: idle, and the watermark stays */
@@ -211,7 +211,7 @@ END_TEST
 START_TEST(test_generation)
 {
 	struct shmrun_record recs[3] = {
-		{.event_time_ns = 5000}, {.event_time_ns = 9000}, {.event_time_ns = 0}};
+	    {.event_time_ns = 5000}, {.event_time_ns = 9000}, {.event_time_ns = 0}};
 	int64_t t0;
 
 	memset(&stage, 0, sizeof(stage));

@@ -78,7 +78,8 @@ int shmrun_timers_add(struct shmrun_timers *tm, uint32_t vnodes, uint32_t vnode,
 
 /*
  * shmrun_timers_remove() - remove the timer (@domain, @key, @time_ns) of
- * vnode @vnode from @tm. Return: 0; -ENOENT if there is none.
+ * vnode @vnode from @tm. Return: 0; -ENOENT if there is none; -ENOMEM (no
+ * memory to build its stored key).
  */
 int shmrun_timers_remove(struct shmrun_timers *tm, uint32_t vnode,
 			 enum shmrun_time_domain domain, const void *key, uint32_t key_len,

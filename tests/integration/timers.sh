@@ -17,7 +17,11 @@
 #     fails the job otherwise);
 #   - a stop and a restart at the same width: the same output;
 #   - kill -9 of a worker mid-run: the job restarts from its last checkpoint
-#     (timers and windows restored) and the output is the same.
+#     (timers and windows restored) and the output is the same;
+#   - where the job generates watermarks (issue 12 §2; skipped otherwise):
+#     windows over event time close during the run, are correct when they
+#     do, and after a stop and rescales 2 -> 3 -> 1 with the restored
+#     watermarks every window is in the output once, as the oracle says.
 set -euo pipefail
 shmrun=${1:?usage: timers.sh path/to/shmrun PLUGIN_DIR}
 pdir=$(cd "${2:?usage: timers.sh path/to/shmrun PLUGIN_DIR}" && pwd -P)
@@ -134,4 +138,69 @@ grep -q "restart 1 of" "$tmp/log" || fail "kill: the job was not restarted (fini
 sort "$d/out/result.tsv" | cmp -s "$tmp/expected" - ||
 	fail "kill -9 and restart: output differs from the fault-free run"
 echo "ok kill -9 of a worker: restored timers and windows, output equal to the fault-free run"
+# --- event time: windows closed by watermarks during the run ------------------
+# Only where the job generates watermarks (watermark_delay, issue 12 §2):
+# shmrun check says whether this build knows the keys.
+econf() { # dir width rate
+	cat > "$1/job.conf" <<CONF
+[job]
+workers = 2
+plugins = $so
+checkpoint_dir = ckpt
+checkpoint_interval = 100ms
+[gen]
+op = sequence
+count = $COUNT
+keys = $KEYS
+piece_records = 5000
+rate = $3
+width = 2
+event_time = sequence
+watermark_delay = 0ms
+watermark_interval = 10ms
+[win]
+op = windows
+input = gen by key
+size = $SIZE
+time = event
+width = $2
+[out]
+op = file_sink
+input = win
+path = out/result.tsv
+CONF
+}
+d="$tmp/event"
+mkdir -p "$d"
+econf "$d" 2 100000
+if ! "$shmrun" check "$d/job.conf" > /dev/null 2> "$tmp/log"; then
+	grep -q "unknown key 'event_time\|unknown key 'watermark_delay\|not one of" "$tmp/log" ||
+		fail "event time: check refused the job for another reason"
+	echo "skipped event-time windows: this shmrun generates no watermarks (watermark_delay)"
+	echo "timers: all cases passed"
+	exit 0
+fi
+# record i: event time 1000 ms + i ms (sequence's event_time_start, event_time_step)
+awk -v n=$COUNT -v k=$KEYS -v s=$SIZE 'BEGIN {
+	for (i = 0; i < n; i++) { t = 1000 + i; key = "k" (i % k); w = t - t % s; c[key "\t" w]++; m[key "\t" w] += t }
+	for (x in c) printf "%s\t%d\t%d\n", x, c[x], m[x]
+}' | sort > "$tmp/eoracle"
+stop_after "$d" 1.0
+sort "$d/out/result.tsv" > "$tmp/early"
+[ -s "$tmp/early" ] || fail "event time: no window closed during the first second (no watermark fired a timer)"
+comm -23 "$tmp/early" "$tmp/eoracle" > "$tmp/wrong"
+[ ! -s "$tmp/wrong" ] || fail "event time: windows closed early or wrong: $(head -3 "$tmp/wrong")"
+early=$(wc -l < "$tmp/early")
+for w in 3 1; do
+	econf "$d" $w 100000
+	stop_after "$d" 0.5 --rescale
+done
+econf "$d" 1 100000000
+run "$d" || fail "event time: final run: exit $?"
+sort "$d/out/result.tsv" > "$tmp/got"
+cut -f1,2 "$tmp/got" | uniq -d > "$tmp/dup"
+[ ! -s "$tmp/dup" ] || fail "event time: a window fired twice: $(head -3 "$tmp/dup")"
+cmp -s "$tmp/eoracle" "$tmp/got" ||
+	fail "event time, stopped and rescaled 2 -> 3 -> 1: output differs from the oracle: $(diff "$tmp/eoracle" "$tmp/got" | head -5)"
+echo "ok event time: $early windows closed by watermarks before the first stop; rescaled 2 -> 3 -> 1: each once, output equal to the oracle"
 echo "timers: all cases passed"

@@ -13,6 +13,10 @@
  *                       event-time timer (key, start + size - 1)
  *     on_timer(event):  emit key, "start <TAB> count <TAB> sum", delete the state
  *
+ * With `time = event` a record's time is its event time in ms instead, and a
+ * window closes when the task's watermark passes its end: during the run,
+ * wherever the job generates watermarks.
+ *
  * With `tick = <duration>`, the first record of key `tick_key` (default k0)
  * also sets a processing-time timer that far ahead, remembered in the key's
  * state (namespace UINT64_MAX) so that it is set once per job, across
@@ -29,6 +33,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -39,6 +44,7 @@
 
 struct windows {
 	uint64_t size;
+	bool event;	 /* time = event: the record's event time, in ms */
 	int64_t tick_ns; /* 0: no processing-time timer */
 	const char *tick_key;
 	uint32_t tick_key_len;
@@ -57,6 +63,7 @@ static int win_open(struct shmrun_task *task, void **state)
 		return -ENOMEM;
 	}
 	s->size = shmrun_task_param_u64(task, "size", 1000);
+	s->event = strcmp(shmrun_task_param(task, "time"), "event") == 0;
 	s->tick_ns = (int64_t)shmrun_task_param_u64(task, "tick", 0);
 	s->tick_key = shmrun_task_param(task, "tick_key");
 	s->tick_key_len = (uint32_t)strlen(s->tick_key);
@@ -80,7 +87,7 @@ static int win_process(struct shmrun_task *task, void *state, const struct shmru
 	struct window *w;
 	int err;
 
-	for (uint32_t i = 0; i < rec->value_len; i++) {
+	for (uint32_t i = 0; i < rec->value_len && !s->event; i++) {
 		if (p[i] < '0' || p[i] > '9') {
 			shmrun_task_error(task, "value '%.*s' is not a decimal number",
 					  (int)rec->value_len, p);
@@ -88,14 +95,18 @@ static int win_process(struct shmrun_task *task, void *state, const struct shmru
 		}
 		t = t * 10 + (uint64_t)(p[i] - '0');
 	}
+	if (s->event)
+		t = (uint64_t)(rec->event_time_ns > 0 ? rec->event_time_ns : 0) / 1000000;
 	start = t - t % s->size;
 	w = shmrun_keyed_state_ns(task, rec->key, rec->key_len, start, sizeof(*w), true);
 	if (!w)
 		return -ENOMEM;
 	w->count++;
 	w->sum += t;
+	/* the window [start, start + size) closes when the watermark reaches its last instant */
 	err = shmrun_timer_set(task, SHMRUN_TIME_EVENT, rec->key, rec->key_len,
-			       (int64_t)(start + s->size - 1));
+			       s->event ? (int64_t)((start + s->size) * 1000000 - 1)
+					: (int64_t)(start + s->size - 1));
 	if (err)
 		return err;
 	if (s->tick_ns && rec->key_len == s->tick_key_len &&
@@ -129,7 +140,8 @@ static int win_on_timer(struct shmrun_task *task, void *state, const void *key, 
 		out.value_len = 4;
 		return shmrun_emit(task, &out);
 	}
-	start = (uint64_t)time_ns + 1 - s->size;
+	start = s->event ? ((uint64_t)time_ns + 1) / 1000000 - s->size
+			 : (uint64_t)time_ns + 1 - s->size;
 	w = shmrun_keyed_state_ns(task, key, key_len, start, sizeof(*w), false);
 	if (!w) {
 		shmrun_task_error(task,
@@ -175,6 +187,11 @@ static const struct shmrun_param_def win_params[] = {
      .min = 1,
      .max = 1000000000,
      .doc = "window size, in record numbers"},
+    {.key = "time",
+     .type = SHMRUN_PARAM_ENUM,
+     .def = "value",
+     .choices = "value event",
+     .doc = "value: a record's time is its value, a decimal number; event: its event time, in ms"},
     {.key = "tick",
      .type = SHMRUN_PARAM_DURATION,
      .min = 1,

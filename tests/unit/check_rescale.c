@@ -22,7 +22,9 @@
  *              instance, the one whose vnode range holds the vnode, and so
  *              does every key's timer (state file version 2); each new
  *              instance's watermark is the old instances' minimum.
- *   refusals   a vnode count change is refused (-EPERM) and writes nothing.
+ *   refusals   a vnode count change is refused (-EPERM) and writes nothing;
+ *              so is a checkpoint with a state file of an unknown format
+ *              version (-EPROTO: a newer shmrun wrote it).
  *   plan       with @plan_out nothing is written, and every new instance has
  *              its line, with the per-worker entry counts split would deal.
  *   epochs     the same topology moves nothing (new epoch 0); a new
@@ -225,7 +227,8 @@ struct fake_state {
 	uint32_t nkv;
 	const struct pw_entry *pw;
 	uint32_t npw;
-	int64_t wm; /* the task's watermark */
+	int64_t wm;	  /* the task's watermark */
+	uint32_t version; /* the state file version written; 0: SHMRUN_STATE_VERSION */
 };
 
 static void append(struct shmrun_ckpt_buf *buf, const void *p, size_t n)
@@ -239,7 +242,8 @@ static void append(struct shmrun_ckpt_buf *buf, const void *p, size_t n)
 static void encode(const struct fake_state *s, uint32_t vnodes, uint64_t epoch,
 		   struct shmrun_ckpt_buf *buf, uint64_t *kv_bytes, uint64_t *pw_bytes)
 {
-	uint32_t head[6] = {SHMRUN_STATE_VERSION, s->value_bytes, 0, 0, s->instance, s->width};
+	uint32_t head[6] = {s->version ? s->version : SHMRUN_STATE_VERSION, s->value_bytes, 0, 0,
+			    s->instance, s->width};
 	uint32_t v2[2] = {vnodes, 0}, flags[2] = {0, 0};
 	uint64_t npw = s->npw, before;
 
@@ -834,6 +838,42 @@ static void split_ckpt(uint32_t w, struct pw_entry **pool, uint32_t *npool)
 	shmrun_job_free(&job);
 }
 
+/* A state file of a version this shmrun does not know: refused, nothing written. */
+START_TEST(unknown_state_version_refused)
+{
+	struct shmrun_job job;
+	struct fake_state st[6];
+	uint32_t counts[4], nkv;
+	struct kv *kvs;
+	uint64_t e = 0;
+	int rc;
+
+	seed_rng("unknown_state_version_refused");
+	snprintf(ctx, sizeof(ctx), "unknown_state_version_refused seed=%" PRIu64, seed);
+	trial_begin();
+	load_count_job(4, 64, &job);
+	kvs = make_keys(64, 4, counts, &nkv);
+	st[0] = (struct fake_state){.stage = "gen", .instance = 0, .width = 1};
+	for (uint32_t i = 0, off = 0; i < 4; off += counts[i], i++)
+		st[1 + i] = (struct fake_state){.stage = "cnt", .instance = i, .width = 4,
+						.value_bytes = VALUE_BYTES, .kvs = kvs + off,
+						.nkv = counts[i],
+						.version = i == 2 ? SHMRUN_STATE_VERSION + 1 : 0};
+	st[5] = (struct fake_state){.stage = "out", .instance = 0, .width = 1};
+	write_ckpt(&job, 1, st, 6);
+	shmrun_job_free(&job);
+	load_count_job(2, 64, &job);
+	rc = shmrun_rescale(&job, job.checkpoint_dir, NULL, 0, NULL, &e);
+	CHECK(rc == -EPROTO, "rescale of a version %u state file returned %d, expected -EPROTO",
+	      SHMRUN_STATE_VERSION + 1, rc);
+	CHECK(e == 0, "refused rescale reported new epoch %" PRIu64, e);
+	assert_only_epoch_1(job.checkpoint_dir);
+	shmrun_job_free(&job);
+	free(kvs);
+	trial_end();
+}
+END_TEST
+
 START_TEST(vnode_count_change_refused)
 {
 	static const struct {
@@ -1024,6 +1064,7 @@ static Suite *rescale_suite(void)
 	tcase_add_test(split, same_width_keeps_own_entries);
 	tcase_add_test(keyed, keyed_vnodes_move_whole);
 	tcase_add_test(other, vnode_count_change_refused);
+	tcase_add_test(other, unknown_state_version_refused);
 	tcase_add_test(other, plan_writes_nothing);
 	tcase_add_test(other, same_topology_moves_nothing);
 	tcase_add_test(other, new_epoch_passes_every_directory);

@@ -198,6 +198,15 @@ int shmrun_extract_compile(struct shmrun_extract *x, const struct shmrun_extract
 		snprintf(why, len, "extract sets nothing: give key, value or time (or all three)");
 		return -EINVAL;
 	}
+	/* nothing is silently ignored: time's companions without time */
+	if (!c->time && (c->time_format || (c->time_zone && strcmp(c->time_zone, "UTC") != 0))) {
+		*bad_key = c->time_format ? "time_format" : "time_zone";
+		snprintf(why, len,
+			 "%s is given but time is not: name the field or group that holds the "
+			 "event time with time = ...",
+			 *bad_key);
+		return -EINVAL;
+	}
 	if (c->regex && c->separator) {
 		*bad_key = "separator";
 		snprintf(why, len, "separator cuts fields, regex groups: give one of them");

@@ -17,12 +17,15 @@
 #     counted as records out; a directory is refused naming the key's line;
 #     a kill -9 of a worker mid-run: after the restart each bad line is in the
 #     committed rejects once, and the counts are exact.
+#   - the event time reaches the next stage across a ring: lines stamped
+#     1000 s (epoch_s) and 2000 s (epoch_ms) ago give a latency_sink behind a
+#     shuffle p50 and max within those ages (plus the run's own seconds).
 #   - bad confs, refused by `shmrun check` with exit 2 and the file:line of
 #     the key: a regex PCRE2 refuses (its message and offset), a group name
 #     the regex lacks, an unsupported time_format, an unknown time_zone (the
 #     message says where zones live).
 set -euo pipefail
-shmrun=${1:?usage: extract.sh path/to/shmrun}
+shmrun=$(realpath "${1:?usage: extract.sh path/to/shmrun}")
 export LC_ALL=C
 . "$(dirname "$0")/lib.sh"
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -178,6 +181,50 @@ grep -q "on_bad_record = fail stops the job" "$tmp/log" || fail "no reason given
 grep -q "bad record (input record [0-9]* of this instance): .*: '" "$tmp/log" || fail "the line is not named"
 ! grep -q "restarting" "$tmp/log" || fail "a bad record was restarted"
 [ "$(grep -c "launcher: job dpkg-extract: 2 workers" "$tmp/log")" = 1 ] || fail "started more than once"
+
+# 5. the event time reaches the next stage, across a ring: lines stamped
+# 1000 s (epoch_s, with a fraction) and 2000 s (epoch_ms) before now; a
+# latency_sink behind a shuffle measures now - event time for each
+now=$(date +%s)
+awk -v now="$now" 'BEGIN { for (i = 0; i < 500; i++) {
+	printf "s%d,%d.5\n", i % 7, now - 1000; printf "m%d,%d250\n", i % 7, now - 2000 } }' > "$tmp/stamped.csv"
+for unit in s ms; do
+	d=$tmp/lat-$unit
+	mkdir -p "$d"
+	grep "^${unit:0:1}[0-9]," "$tmp/stamped.csv" > "$d/in.csv"
+	cat > "$d/job.conf" <<CONF
+[job]
+workers = 2
+[read]
+op = file_source
+path = in.csv
+[parse]
+op = extract
+input = read
+separator = ,
+key = 1
+time = 2
+time_format = epoch_$unit
+[lat]
+op = latency_sink
+input = parse by key
+path = lat.txt
+width = 1
+CONF
+	(cd "$d" && "$shmrun" job.conf) 2> "$tmp/log" || fail "latency run ($unit) failed"
+	want=$([ "$unit" = s ] && echo 1000 || echo 2000)
+	awk -v want="$want" '
+		$1 == "count" { n = $2 }
+		$1 == "p50_ns" { p50 = $2 }
+		$1 == "max_ns" { max = $2 }
+		END {
+			lo = (want - 1) * 1e9; hi = (want + 120) * 1e9
+			if (n != 500 || p50 < lo || p50 > hi || max > hi) {
+				printf "count %s p50 %s max %s, want 500 and %d s\n", n, p50, max, want
+				exit 1
+			}
+		}' "$d/lat.txt" >&2 || fail "event time ($unit) did not reach the sink"
+done
 
 # 4. bad confs: exit 2, file:line of the key -----------------------------------
 # badconf NAME KEY VALUE PATTERN: set KEY = VALUE in the example, expect PATTERN

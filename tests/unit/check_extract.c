@@ -380,6 +380,8 @@ START_TEST(bad_confs)
 	    {{.key = "0-2"}, "key", "is not a field", -EINVAL},
 	    {{.key = "1025"}, "key", "fields are at most 1024", -EINVAL},
 	    {{.value = "0-"}, "value", "is not a field", -EINVAL},
+	    {{.key = "1", .time_format = "epoch_s"}, "time_format", "time is not", -EINVAL},
+	    {{.key = "1", .time_zone = "Europe/Berlin"}, "time_zone", "time is not", -EINVAL},
 	    {{.time = "1"}, "time", "time needs time_format", -EINVAL},
 	    {{.time = "1", .time_format = "%Y-%Q"}, "time_format", "%Q", -EINVAL},
 	    {{.time = "1", .time_format = "epoch_s", .time_zone = "Mars/Olympus"},

@@ -21,7 +21,12 @@
  *     `emit = final`, the window is emitted again at once (a late firing, as
  *     Flink's EventTimeTrigger does). A record all of whose windows have
  *     end - 1 + allowed_lateness <= watermark is late: dropped and counted
- *     (SHMRUN_COUNT_LATE_RECORDS, "late records:" in the run summary).
+ *     (SHMRUN_COUNT_LATE_RECORDS, "late records:" in the run summary) and,
+ *     with `late = PATH`, written there ("key TAB time TAB value") through
+ *     file_sink's own code (file_out.h): exactly-once with checkpoints; its
+ *     committed length is then the only per-worker state (no rule, so such
+ *     a stage's width cannot change under --rescale; without `late` there
+ *     is none and any rescale works).
  *
  * State. Tumbling and sliding: one struct agg per (key, window start) in
  * namespaced key-bound state (shmrun_keyed_state_ns(), ns = start as u64).
@@ -78,6 +83,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "file_out.h"
 #include "ops.h"
 
 #define MAX_WINDOWS_PER_RECORD 4096 /* size / slide of a sliding window, at most */
@@ -112,6 +118,7 @@ struct window {
 	bool iso;     /* time_format = iso */
 	int64_t size, slide, gap, lateness; /* ns */
 	uint64_t bad_values;
+	struct shmrun_file_out *late; /* `late = PATH`, or NULL */
 	/* a key's sessions while a record or timer is handled */
 	struct session *sess;
 	uint32_t nsess, cap;
@@ -209,6 +216,8 @@ static int window_prepare(struct shmrun_task *task)
 					size / slide, MAX_WINDOWS_PER_RECORD);
 		return -EINVAL;
 	}
+	if (shmrun_task_param(task, "late"))
+		return shmrun_file_out_prepare(task, "late");
 	return 0;
 }
 
@@ -241,6 +250,8 @@ static int window_open(struct shmrun_task *task, void **state)
 		shmrun_task_error(task, "invalid window settings");
 		return -EINVAL;
 	}
+	if (shmrun_task_param(task, "late"))
+		return shmrun_file_out_open(task, "late", &w->late);
 	return 0;
 }
 
@@ -248,7 +259,8 @@ static void window_close(struct shmrun_task *task, void *state)
 {
 	struct window *w = state;
 
-	(void)task;
+	if (w && w->late)
+		shmrun_file_out_close(task, w->late);
 	if (w)
 		free(w->sess);
 	free(w);
@@ -363,6 +375,36 @@ static int emit_window(struct shmrun_task *task, const struct window *w, const v
 	return shmrun_emit(task, &rec);
 }
 
+/*
+ * A late record: counted, and with `late = PATH` written there as
+ * "key<TAB>event time<TAB>value" (the time as time_format says).
+ */
+static int drop_late(struct shmrun_task *task, struct window *w, const struct shmrun_record *rec)
+{
+	char head[96];
+	char *line;
+	int n, err;
+
+	shmrun_task_count(task, SHMRUN_COUNT_LATE_RECORDS, 1);
+	if (!w->late)
+		return 0;
+	n = put_time(w, head, 64, rec->event_time_ns);
+	line = malloc((size_t)rec->key_len + (size_t)n + rec->value_len + 2);
+	if (!line) {
+		shmrun_task_error(task, "out of memory");
+		return -ENOMEM;
+	}
+	memcpy(line, rec->key, rec->key_len);
+	line[rec->key_len] = '\t';
+	memcpy(line + rec->key_len + 1, head, (size_t)n);
+	line[rec->key_len + 1 + (size_t)n] = '\t';
+	memcpy(line + rec->key_len + 2 + (size_t)n, rec->value, rec->value_len);
+	err = shmrun_file_out_put(task, w->late, line,
+				  rec->key_len + (uint32_t)n + 2 + rec->value_len);
+	free(line);
+	return err;
+}
+
 static int set_timer(struct shmrun_task *task, const void *key, uint32_t key_len, int64_t t)
 {
 	return shmrun_timer_set(task, SHMRUN_TIME_EVENT, key, key_len, t);
@@ -419,9 +461,7 @@ static int fixed_process(struct shmrun_task *task, struct window *w,
 			return r;
 		took |= r;
 	}
-	if (!took)
-		shmrun_task_count(task, SHMRUN_COUNT_LATE_RECORDS, 1);
-	return 0;
+	return took ? 0 : drop_late(task, w, rec);
 }
 
 static int fixed_timer(struct shmrun_task *task, struct window *w, const void *key,
@@ -494,10 +534,8 @@ static int session_process(struct shmrun_task *task, struct window *w,
 	bool merged;
 	int err;
 
-	if (sat_add(m.end - 1, w->lateness) <= wm) {
-		shmrun_task_count(task, SHMRUN_COUNT_LATE_RECORDS, 1);
-		return 0;
-	}
+	if (sat_add(m.end - 1, w->lateness) <= wm)
+		return drop_late(task, w, rec);
 	agg_add(&m.a, x);
 	err = sessions_load(task, w, rec->key, rec->key_len);
 	if (err)
@@ -620,7 +658,41 @@ static int window_end(struct shmrun_task *task, void *state)
 	if (w->bad_values)
 		shmrun_task_warn(task, "%" PRIu64 " record%s skipped: value not a number",
 				 w->bad_values, w->bad_values == 1 ? "" : "s");
-	return 0;
+	return w->late ? shmrun_file_out_end(task, w->late) : 0;
+}
+
+/* The late file's callbacks (file_out.h); nothing to do without one. */
+static int window_snapshot(struct shmrun_task *task, void *state, uint64_t epoch)
+{
+	struct window *w = state;
+
+	return w->late ? shmrun_file_out_snapshot(task, w->late, epoch) : 0;
+}
+
+static int window_restore(struct shmrun_task *task, void *state, const void *entry, uint32_t len)
+{
+	struct window *w = state;
+
+	if (!w->late) { /* the fingerprint includes late: a checkpoint of another topology */
+		shmrun_task_error(task, "the checkpoint holds a late file's length, but late is "
+					"not set: restore with the topology that wrote it");
+		return -EINVAL;
+	}
+	return shmrun_file_out_restore(task, w->late, entry, len);
+}
+
+static int window_commit(struct shmrun_task *task, void *state, uint64_t epoch)
+{
+	struct window *w = state;
+
+	return w->late ? shmrun_file_out_commit(task, w->late, epoch) : 0;
+}
+
+static int window_flush(struct shmrun_task *task, void *state)
+{
+	struct window *w = state;
+
+	return w->late ? shmrun_file_out_flush(task, w->late) : 0;
 }
 
 /* Durations: at most 365 days, as the job's (conf_internal.h's MAX_DURATION_NS),
@@ -647,6 +719,9 @@ static const struct shmrun_param_def params[] = {
 	 .doc = "final: a window when the watermark passes its end; update: one per change"},
 	{.key = "time_format", .type = SHMRUN_PARAM_ENUM, .def = "iso", .choices = "iso ms",
 	 .doc = "window start and end in the output: ISO-8601 UTC or epoch milliseconds"},
+	{.key = "late", .type = SHMRUN_PARAM_PATH, .io = SHMRUN_PARAM_OUTPUT,
+	 .doc = "also write each late record there, as key TAB event time TAB value (exactly-once "
+		"with checkpoints); width k writes late.<instance>"},
 	{0},
 };
 
@@ -663,4 +738,11 @@ const struct shmrun_operator shmrun_op_window = {
 	.on_timer = window_timer,
 	.end_of_input = window_end,
 	.close = window_close,
+	/* only a late file has per-worker state (its committed length): no rule,
+	 * as file_sink; without late nothing is saved, any rescale works */
+	.pw_rule = SHMRUN_PW_NONE,
+	.snapshot = window_snapshot,
+	.restore = window_restore,
+	.commit = window_commit,
+	.flush = window_flush,
 };

@@ -5,12 +5,13 @@
 #   - every kind (tumbling, sliding, session) and aggregate, emit = final and
 #     update, iso and ms times: the output equals hand-computed lines, at
 #     window widths 1 and 3;
-#   - a late record (behind the watermark past its window) is dropped and
-#     counted in the run summary;
+#   - a late record (behind the watermark past its window) is dropped,
+#     counted in the run summary and written to `late`;
 #   - kill -9 of a worker during a windowed run with checkpoints, and a stop
 #     followed by `--rescale` of the window stage 2 -> 3 -> 1: the output, as
 #     a multiset, equals the fault-free run's (no window lost or fired twice),
-#     for emit = final and emit = update.
+#     for sliding windows with emit = final and update and for sessions; and
+#     no key-bound state is left at the end (every window was cleaned up).
 set -euo pipefail
 shmrun=${1:?usage: window.sh path/to/shmrun PLUGIN_DIR}
 pdir=${2:?}
@@ -114,26 +115,41 @@ mkdir -p "$d"
 	echo "a 2000"
 	echo "a 25000"
 } > "$d/events.txt"
-RATE="rate = 20" conf "$d" 1 "" 'kind = tumbling' 'size = 10s' 'time_format = ms'
+RATE="rate = 20" conf "$d" 1 "" 'kind = tumbling' 'size = 10s' 'time_format = ms' 'late = late.tsv'
 run "$d" || fail "late: exit $?"
 sort "$d/out.tsv" > "$tmp/got"
 printf 'a\t0\t10000\t1\na\t20000\t30000\t1\nz\t20000\t30000\t10\n' > "$tmp/want"
 cmp -s "$tmp/want" "$tmp/got" || fail "late: output differs: $(diff "$tmp/want" "$tmp/got")"
 grep -q "^late records:  1 " "$tmp/log" || fail "late: the summary does not count 1 late record"
-echo "ok a late record dropped and counted"
+printf 'a\t2000\t\n' | cmp -s - "$d/late.tsv" || fail "late: late.tsv is not the late record: $(cat "$d/late.tsv")"
+echo "ok a late record dropped, counted and written to late"
 
 # --- faults: kill -9 and --rescale ----------------------------------------------
-# 12000 lines, 40 keys, 50 ms apart in event time (600 s), read at 4000/s.
+# 12000 lines, 40 keys, 50 ms apart in event time with a 10 s pause every
+# 1000 lines (so sessions close during the run), read at 2000/s when paced.
 big() {
-	awk 'BEGIN { for (i = 0; i < 12000; i++) printf "k%d %d %d\n", (i * 7) % 40, i * 50, i % 13 }' > "$1/events.txt"
+	awk 'BEGIN { for (i = 0; i < 12000; i++)
+		printf "k%d %d %d\n", (i * 7) % 40, i * 50 + int(i / 1000) * 10000, i % 13 }' > "$1/events.txt"
 }
-fault_keys=('kind = sliding' 'size = 30s' 'slide = 10s' 'aggregate = sum' 'time_format = ms')
-for emit in final update; do
+# Sliding windows with both emit modes; sessions (a key's records come 2 s
+# apart in event time, gap 3 s: a session per key and 50 s stretch, open
+# across checkpoints, merged record by record) with emit = final.
+for variant in "sliding final" "sliding update" "session final"; do
+	read -r kind mode <<< "$variant"
+	emit="${kind}_$mode"
+	if [ "$kind" = sliding ]; then
+		fault_keys=('kind = sliding' 'size = 30s' 'slide = 10s' 'aggregate = sum')
+	else
+		fault_keys=('kind = session' 'gap = 3s' 'aggregate = avg')
+	fi
+	fault_keys+=('time_format = ms' "emit = $mode")
 	ref="$tmp/ref_$emit"
 	mkdir -p "$ref"
 	big "$ref"
-	conf "$ref" 2 "" "${fault_keys[@]}" "emit = $emit"
+	conf "$ref" 2 "" "${fault_keys[@]}"
 	run "$ref" || fail "reference ($emit): exit $?"
+	# every window fired and was deleted: no key-bound state left
+	grep -q "^distinct keys: 0$" "$tmp/log" || fail "reference ($emit): state left at the end"
 	sort "$ref/out.tsv" > "$ref/sorted"
 	[ -s "$ref/sorted" ] || fail "reference ($emit): no output"
 
@@ -141,8 +157,8 @@ for emit in final update; do
 	d="$tmp/kill_$emit"
 	mkdir -p "$d"
 	big "$d"
-	RATE="rate = 4000" conf "$d" 2 $'checkpoint_dir = ckpt\ncheckpoint_interval = 100ms' \
-		"${fault_keys[@]}" "emit = $emit"
+	RATE="rate = 2000" conf "$d" 2 $'checkpoint_dir = ckpt\ncheckpoint_interval = 100ms' \
+		"${fault_keys[@]}"
 	(cd "$d" && exec "$shmrun" job.conf) 2> "$tmp/log" &
 	launcher=$!
 	wait_started || fail "kill ($emit): did not start"
@@ -156,31 +172,31 @@ for emit in final update; do
 	grep -q "restart" "$tmp/log" || fail "kill ($emit): no restart after kill -9"
 	sort "$d/out.tsv" | cmp -s - "$ref/sorted" ||
 		fail "kill ($emit): output differs from the fault-free run: $(sort "$d/out.tsv" | diff - "$ref/sorted" | head -6)"
-	echo "ok kill -9 during a windowed run (emit = $emit): output equals the fault-free run"
+	echo "ok kill -9 during a windowed run ($kind, emit = $mode): output equals the fault-free run"
 
 	# stop, --rescale the window stage 2 -> 3 -> 1, finish
 	d="$tmp/rescale_$emit"
 	mkdir -p "$d"
 	big "$d"
 	for w in 2 3 1; do
-		RATE="rate = 4000" conf "$d" $w $'checkpoint_dir = ckpt\ncheckpoint_interval = 100ms' \
-			"${fault_keys[@]}" "emit = $emit"
+		RATE="rate = 2000" conf "$d" $w $'checkpoint_dir = ckpt\ncheckpoint_interval = 100ms' \
+			"${fault_keys[@]}"
 		args=()
 		[ $w = 2 ] || args=(--rescale)
 		(cd "$d" && exec "$shmrun" "${args[@]}" job.conf) 2> "$tmp/log" &
 		launcher=$!
 		wait_started || fail "rescale to $w ($emit): did not start"
-		sleep 0.8
+		sleep 0.5
 		kill -TERM $launcher 2> /dev/null || true
 		wait $launcher || fail "rescale to $w ($emit): the stop failed"
 		launcher=
 		grep -q "stopped at epoch" "$tmp/log" || fail "rescale to $w ($emit): finished before the stop"
 	done
 	RATE="" conf "$d" 1 $'checkpoint_dir = ckpt\ncheckpoint_interval = 100ms' \
-		"${fault_keys[@]}" "emit = $emit"
+		"${fault_keys[@]}"
 	run "$d" || fail "rescale ($emit): final run: exit $?"
 	sort "$d/out.tsv" | cmp -s - "$ref/sorted" ||
 		fail "rescale ($emit): output differs from the fault-free run: $(sort "$d/out.tsv" | diff - "$ref/sorted" | head -6)"
-	echo "ok stop and --rescale 2 -> 3 -> 1 (emit = $emit): output equals the fault-free run"
+	echo "ok stop and --rescale 2 -> 3 -> 1 ($kind, emit = $mode): output equals the fault-free run"
 done
 echo "window: all cases passed"

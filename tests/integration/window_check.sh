@@ -46,7 +46,7 @@ good() { # NAME KEYS...
 
 good tumbling 'kind = tumbling' 'size = 60s'
 good sliding 'kind = sliding' 'size = 60s' 'slide = 20s' 'aggregate = avg' 'emit = update'
-good session 'kind = session' 'gap = 500ms' 'allowed_lateness = 2s' 'time_format = ms'
+good session 'kind = session' 'gap = 500ms' 'allowed_lateness = 2s' 'time_format = ms' 'late = late.tsv'
 
 bad no_kind 8 "kind" 'size = 60s'
 bad bad_kind 10 "one of" 'kind = hopping' 'size = 60s'
@@ -66,4 +66,6 @@ bad tumbling_gap 12 "gap is only for kind = session" 'kind = tumbling' 'size = 6
 bad bad_aggregate 12 "one of" 'kind = tumbling' 'size = 60s' 'aggregate = median'
 bad bad_lateness 12 "allowed_lateness" 'kind = tumbling' 'size = 60s' 'allowed_lateness = soon'
 bad bad_emit 12 "one of" 'kind = tumbling' 'size = 60s' 'emit = sometimes'
+mkdir -p "$tmp/adir"
+bad late_directory 12 "directory" 'kind = tumbling' 'size = 60s' "late = $tmp/adir"
 echo "window_check: $n bad confs refused at their line, 3 good ones accepted"

@@ -700,6 +700,8 @@ static int task_checkpoint(struct shmrun_task *t, uint64_t e)
 		struct out_edge *oe = &t->outs[o];
 
 		if (oe->kind == SHMRUN_EDGE_FORWARD) {
+			if (t->w->wm_clocked) /* a barrier is a delivery: not idle */
+				wm_input_active(oe->forward, &oe->forward->fwd_wm[oe->fwd_slot]);
 			err = deliver_barrier(oe->forward, e, (int32_t)oe->fwd_slot);
 			continue;
 		}

@@ -695,10 +695,11 @@ static bool incurable(const struct shmrun_job *job, const struct run *r)
 		return false;
 	shmrun_log(SHMRUN_LOG_ERROR,
 		   "job %s failed: %s; a restart cannot cure %s, so it is not restarted: fix "
-		   "the cause, then run it again (it resumes from the last complete "
-		   "checkpoint)",
+		   "the cause, then run it again%s",
 		   job->name, r->ctl->failed_why[0] ? r->ctl->failed_why : r->cause,
-		   strerror(err));
+		   err == EILSEQ ? "a malformed input record (it would meet it again)"
+				 : strerror(err),
+		   job->checkpoint_dir ? " (it resumes from the last complete checkpoint)" : "");
 	return true;
 }
 

@@ -41,7 +41,8 @@ static const char *pw_of(const struct shmrun_operator *op)
 	case SHMRUN_PW_NONE:
 		break;
 	}
-	return op->snapshot ? "none declared: a rescale cannot change this stage's width"
+	return op->snapshot ? "none declared: a rescale cannot change this stage's width once it has "
+			      "saved per-worker entries"
 			    : "none";
 }
 

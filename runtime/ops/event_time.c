@@ -27,6 +27,8 @@
  * continues a zone past its last listed transition, is glibc's, and a record
  * costs a lookup in a small sorted table (with a hint: a log's lines are
  * close in time), not a call into the C library's time zone code.
+ * A process keeps the tables it sampled (up to 8 zones), so workers forked
+ * after the launcher's prepare() inherit them instead of sampling again.
  * Setting TZ is process-wide: that is sound here because shmrun_tz_load()
  * runs while the process has a single thread (a worker's open(); prepare()
  * in the launcher), and nothing in shmrun reads local time (logs and
@@ -127,6 +129,64 @@ static int sample(struct shmrun_tz *tz)
 	return err;
 }
 
+/*
+ * The tables this process sampled, by zone file: a stage's prepare() in the
+ * launcher samples a zone once (about 25 ms), and the workers, forked from
+ * the launcher after it (restarts too), find it here, as do further
+ * instances in one worker. Never freed (reachable until the process ends);
+ * single-threaded as shmrun_tz_load() is.
+ */
+#define CACHE_ZONES 8
+static struct {
+	char *path;
+	int64_t *at;
+	int32_t *off;
+	uint32_t n;
+} cache[CACHE_ZONES];
+
+/* A copy of the cached table of zone file @path into @tz. Return: 0, or -ENOENT. */
+static int cache_get(struct shmrun_tz *tz, const char *path)
+{
+	for (uint32_t i = 0; i < CACHE_ZONES && cache[i].path; i++) {
+		if (strcmp(cache[i].path, path) != 0)
+			continue;
+		tz->at = malloc(cache[i].n * sizeof(*tz->at));
+		tz->off = malloc(cache[i].n * sizeof(*tz->off));
+		if (!tz->at || !tz->off) {
+			shmrun_tz_free(tz);
+			return -ENOENT; /* sample it anew */
+		}
+		memcpy(tz->at, cache[i].at, cache[i].n * sizeof(*tz->at));
+		memcpy(tz->off, cache[i].off, cache[i].n * sizeof(*tz->off));
+		tz->n = cache[i].n;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* Keep a copy of @tz as the table of @path (if there is room: it is only a cache). */
+static void cache_put(const struct shmrun_tz *tz, const char *path)
+{
+	for (uint32_t i = 0; i < CACHE_ZONES; i++) {
+		if (cache[i].path)
+			continue;
+		cache[i].at = malloc(tz->n * sizeof(*tz->at));
+		cache[i].off = malloc(tz->n * sizeof(*tz->off));
+		cache[i].path = strdup(path);
+		if (!cache[i].at || !cache[i].off || !cache[i].path) {
+			free(cache[i].at);
+			free(cache[i].off);
+			free(cache[i].path);
+			memset(&cache[i], 0, sizeof(cache[i]));
+			return;
+		}
+		memcpy(cache[i].at, tz->at, tz->n * sizeof(*tz->at));
+		memcpy(cache[i].off, tz->off, tz->n * sizeof(*tz->off));
+		cache[i].n = tz->n;
+		return;
+	}
+}
+
 int shmrun_tz_load(struct shmrun_tz *tz, const char *name, char *why, size_t len)
 {
 	const char *dir = getenv("TZDIR");
@@ -173,6 +233,8 @@ int shmrun_tz_load(struct shmrun_tz *tz, const char *name, char *why, size_t len
 		return -EINVAL;
 	}
 	close(fd);
+	if (cache_get(tz, path) == 0)
+		return 0;
 	if (getenv("TZ") && !(old = strdup(getenv("TZ"))))
 		return -ENOMEM;
 	if (asprintf(&val, ":%s", path) < 0) {
@@ -189,6 +251,8 @@ int shmrun_tz_load(struct shmrun_tz *tz, const char *name, char *why, size_t len
 	tzset();
 	free(old);
 	free(val);
+	if (!err)
+		cache_put(tz, path);
 	if (err) {
 		shmrun_tz_free(tz);
 		snprintf(why, len, "out of memory");

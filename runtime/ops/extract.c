@@ -384,10 +384,17 @@ int shmrun_extract_line(struct shmrun_extract *x, const struct shmrun_record *in
 	if (x->re) {
 		int rc = pcre2_match(x->re, p, n, 0, 0, x->md, NULL);
 
-		if (rc < 0) {
-			*why = rc == PCRE2_ERROR_NOMATCH ? "the regex does not match"
-							 : "the regex failed on this line "
-							   "(e.g. invalid UTF-8 under (*UTF))";
+		if (rc == PCRE2_ERROR_NOMATCH) {
+			*why = "the regex does not match";
+			return -EILSEQ;
+		}
+		if (rc < 0) { /* a match limit, invalid UTF-8 under (*UTF): PCRE2 says which */
+			PCRE2_UCHAR msg[96];
+
+			pcre2_get_error_message(rc, msg, sizeof(msg));
+			snprintf(x->why, sizeof(x->why), "the regex failed on this line: %s",
+				 (const char *)msg);
+			*why = x->why;
 			return -EILSEQ;
 		}
 	}

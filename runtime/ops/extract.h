@@ -34,6 +34,7 @@ struct shmrun_extract {
 	struct shmrun_extract_sel key, value, time;
 	uint32_t nf;           /* fields mode: fields cut per line (the last one a key names) */
 	uint32_t *fb, *fe;     /* their bounds in the line being cut, nf each */
+	char why[160];         /* the reason of the last bad line, when not a constant */
 	struct shmrun_timefmt tf;
 	struct shmrun_tz tz;
 };
@@ -52,7 +53,8 @@ int shmrun_extract_compile(struct shmrun_extract *x, const struct shmrun_extract
  * shmrun_extract_line() - cut @in into @out: key, value and event time set
  * from what the keys select, the rest from @in. @out points into @in.
  * Return: 0; -EILSEQ when the line does not fit (no match, a missing field,
- * a time that does not parse), with a static reason in *@why.
+ * a time that does not parse), with the reason in *@why (valid until the
+ * next call).
  */
 int shmrun_extract_line(struct shmrun_extract *x, const struct shmrun_record *in,
 			struct shmrun_record *out, const char **why);

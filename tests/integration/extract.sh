@@ -17,6 +17,8 @@
 #     counted as records out; a directory is refused naming the key's line;
 #     a kill -9 of a worker mid-run: after the restart each bad line is in the
 #     committed rejects once, and the counts are exact.
+#   - --rescale of the extract stage 2 -> 1 after a stop: exact counts without
+#     rejects; refused (exit 2, with the reason) with rejects.
 #   - the event time reaches the next stage across a ring: lines stamped
 #     1000 s (epoch_s) and 2000 s (epoch_ms) ago give a latency_sink behind a
 #     shuffle p50 and max within those ages (plus the run's own seconds).
@@ -172,6 +174,38 @@ sort "$tmp/k/out.tsv" > "$tmp/got"
 cmp -s "$tmp/big-want" "$tmp/got" || { diff "$tmp/big-want" "$tmp/got" | head >&2; fail "counts after kill -9 differ"; }
 ls -a "$tmp/k" | grep -q staged && fail "staging files left after kill -9"
 
+# --rescale: extract keeps no state of its own, so its width may change
+# (2 -> 1) after a stop, output exact; with rejects (file_sink's committed
+# length, no rule) the same rescale is refused
+for rej in no yes; do
+	d=$tmp/rs-$rej
+	conf "$d" "$tmp/big.log" "$([ $rej = yes ] && echo "rejects = $d/rejects.txt")"
+	sed -i -e "s#^\[job\]#&\ncheckpoint_dir = $d/ckpt\ncheckpoint_interval = 50ms#" \
+	       -e "s#^path = $tmp/big.log#&\nrate = 10000\npiece_bytes = 64K#" "$d/job.conf"
+	"$shmrun" "$d/job.conf" 2> "$tmp/log" &
+	launcher=$!
+	wait_started || fail "rescale ($rej): the job did not start"
+	sleep 1
+	kill -TERM $launcher 2> /dev/null || true
+	wait $launcher || fail "rescale ($rej): the stop failed"
+	launcher=
+	grep -q "stopped at epoch" "$tmp/log" || fail "rescale ($rej): finished before the stop"
+	awk '/^\[parse\]/ { p = 1 } p && /^width = 2$/ { print "width = 1"; p = 0; next } { print }' \
+		"$d/job.conf" > "$d/job1.conf"
+	mv "$d/job1.conf" "$d/job.conf"
+	rc=0
+	"$shmrun" --rescale "$d/job.conf" 2> "$tmp/log" || rc=$?
+	if [ $rej = no ]; then
+		[ $rc = 0 ] || fail "rescale of extract 2 -> 1: exit $rc"
+		sort "$d/out.tsv" > "$tmp/got"
+		cmp -s "$tmp/big-want" "$tmp/got" || { diff "$tmp/big-want" "$tmp/got" | head >&2; fail "counts after the rescale differ"; }
+	else
+		[ $rc = 2 ] || fail "rescale of extract with rejects: exit $rc, want 2"
+		grep -q "stage parse: its operator extract declares no per-worker state rule" "$tmp/log" ||
+			fail "rescale with rejects: no reason"
+	fi
+done
+
 # 3. on_bad_record = fail -----------------------------------------------------
 conf "$tmp/f" "$sample" "on_bad_record = fail"
 rc=0
@@ -180,6 +214,8 @@ timeout 60 "$shmrun" "$tmp/f/job.conf" 2> "$tmp/log" || rc=$?
 grep -q "on_bad_record = fail stops the job" "$tmp/log" || fail "no reason given"
 grep -q "bad record (input record [0-9]* of this instance): .*: '" "$tmp/log" || fail "the line is not named"
 ! grep -q "restarting" "$tmp/log" || fail "a bad record was restarted"
+grep -q "a restart cannot cure a malformed input record (it would meet it again), so it is not restarted: fix the cause, then run it again$" "$tmp/log" ||
+	fail "the launcher does not say why it does not restart (or offers a resume without checkpoint_dir)"
 [ "$(grep -c "launcher: job dpkg-extract: 2 workers" "$tmp/log")" = 1 ] || fail "started more than once"
 
 # 5. the event time reaches the next stage, across a ring: lines stamped

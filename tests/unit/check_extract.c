@@ -8,7 +8,8 @@
  * time, half-hour offsets and the southern hemisphere: every instant's local
  * time maps back to it, or, in a repeated hour, to the first occurrence.
  * zone_gap_and_overlap: the documented choices on the days summer time starts
- * and ends in Europe/Berlin.
+ * and ends in Europe/Berlin (its later loads come from the process's cache of
+ * sampled zones, so the cached copy is checked too).
  * zone_unknown: the error names the file looked for and where zones live.
  * epoch_formats, strptime_formats: values, fractions, %z, %f, text left over.
  * bad_formats: the conversions refused, with their reasons.
@@ -231,6 +232,8 @@ START_TEST(bad_formats)
 }
 END_TEST
 
+static char last_why[256]; /* the reason cut() got for its last bad line */
+
 /* Compile @c (must succeed) and cut @line; key, value in @k, @v. Return: its error. */
 static int cut(const struct shmrun_extract_conf *c, const char *line, char *k, char *v, int64_t *t)
 {
@@ -254,6 +257,7 @@ static int cut(const struct shmrun_extract_conf *c, const char *line, char *k, c
 		*t = out.event_time_ns;
 	} else {
 		ck_assert_ptr_nonnull(why);
+		snprintf(last_why, sizeof(last_why), "%s", why);
 	}
 	shmrun_extract_free(&x);
 	return err;
@@ -357,6 +361,13 @@ START_TEST(regex_groups)
 	ck_assert_str_eq(k, "bb7");
 	ck_assert_int_eq(t, 7 * S);
 	ck_assert_int_eq(cut(&c, "bb", k, v, &t), -EILSEQ);
+	/* invalid UTF-8 under (*UTF): bad, with PCRE2's reason */
+	c = (struct shmrun_extract_conf){.regex = "(*UTF)^(.)", .key = "1"};
+	ck_assert_int_eq(cut(&c, "\xc3\xa9t\xc3\xa9", k, v, &t), 0);
+	ck_assert_str_eq(k, "\xc3\xa9");
+	ck_assert_int_eq(cut(&c, "\xff\xfe", k, v, &t), -EILSEQ);
+	ck_assert_str_eq(last_why, "the regex failed on this line: "
+				   "UTF-8 error: illegal byte (0xfe or 0xff)");
 }
 END_TEST
 

@@ -113,6 +113,8 @@ struct shmrun_worker_stats {
 	_Atomic uint64_t cb_seq;      /* callback entries so far */
 	_Atomic uint64_t records_bad; /* records operators dropped as malformed, at exit */
 	_Atomic uint64_t records_late; /* records operators dropped as late (op = window), at exit */
+	_Atomic uint64_t state_peak_bytes; /* sum over its tasks of each one's largest key-bound
+					      state (shmrun_kv.peak), at exit */
 } __attribute__((aligned(64)));
 
 /*

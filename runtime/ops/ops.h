@@ -21,6 +21,7 @@ extern const struct shmrun_operator shmrun_op_null_sink;
 extern const struct shmrun_operator shmrun_op_latency_sink;
 extern const struct shmrun_operator shmrun_op_window;
 extern const struct shmrun_operator shmrun_op_interval_join;
+extern const struct shmrun_operator shmrun_op_window_join;
 
 /*
  * shmrun_task_error_at() - shmrun_task_error() about the value of the

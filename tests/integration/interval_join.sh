@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # tests/integration/interval_join.sh SHMRUN PLUGIN_DIR: `op = interval_join`
-# (issue 12 §5), event times set by hand with tests/plugins/event_lines.so
-# ("KEY TIME_MS [VALUE]" lines), watermarks generated per input
-# (`watermark_delay`):
+# and `op = window_join` (issue 12 §5), event times set by hand with
+# tests/plugins/event_lines.so ("KEY TIME_MS [VALUE]" lines), watermarks
+# generated per input (`watermark_delay`):
 #   - bad settings (one input, three inputs, lower > upper, a lower that is
-#     not a signed duration, too many buckets per probe) refused at their
-#     file:line with exit status 2 by `shmrun check` and by a run;
-#   - hand-computed pairs (negative lower), at join widths 1 and 3, with the
-#     inputs written in either order in `input =` (left/right swap the value
-#     halves);
+#     not a signed duration, too many buckets per probe; window_join: one
+#     input, no size) refused at their file:line with exit status 2 by
+#     `shmrun check` and by a run;
+#   - hand-computed pairs (interval: negative lower, the inputs written in
+#     either order in `input =`, which swaps the value halves; window: pairs
+#     within one tumbling window only), at join widths 1 and 3;
 #   - 6000 + 6000 records joined, against an awk oracle, and the buffers
-#     trimmed: no key-bound state left at the end;
+#     trimmed: no key-bound state left at the end (both joins);
 #   - flat memory: the run summary's peak key-bound state with 10x the
-#     records stays within 2x (untrimmed buffers would grow 10x);
+#     records stays below 4x (untrimmed buffers would grow 10x; the slack
+#     is for the two paced sources drifting apart, which the buffers of
+#     the side ahead absorb) (both);
 #   - kill -9 of a worker during a run with checkpoints, and a stop followed
 #     by `--rescale` of the join 2 -> 3 -> 1: the output, as a multiset,
-#     equals the fault-free run's.
+#     equals the fault-free run's (both).
 set -euo pipefail
 shmrun=${1:?usage: interval_join.sh path/to/shmrun PLUGIN_DIR}
 pdir=${2:?}
@@ -36,7 +39,7 @@ conf() {
 			printf '[e%s]\nop = event_lines\ninput = r%s\nwatermark_delay = 1s\n' $s $s
 			printf 'watermark_interval = 1ms\n'
 		done
-		printf '[j]\nop = interval_join\n%s\nwidth = %s\n' "$input" "$w"
+		printf '[j]\nop = %s\n%s\nwidth = %s\n' "${JOP:-interval_join}" "$input" "$w"
 		printf '%s\n' "$@"
 		printf '[out]\nop = file_sink\ninput = %s\npath = out.tsv\n' "${SINK_INPUT:-j}"
 	} > "$d/job.conf"
@@ -82,6 +85,14 @@ bad too_many_buckets 'input = el by key, er by key' 'bucket = 1ms' 'lower = 0s' 
 	'bucket = 1ms'
 conf "$d" 1 'input = el by key, er by key' "" 'lower = -500ms' 'upper = 0ms'
 (cd "$d" && "$shmrun" check job.conf) > /dev/null 2> "$tmp/log" || fail "a good join refused"
+JOP=window_join SINK_INPUT='j, er' bad window_one_input 'input = el by key' 'XX' 'size = 1s'
+grep -q "window_join needs exactly two inputs" "$tmp/log" || fail "window one input: message"
+JOP=window_join bad window_zero_size 'input = el by key, er by key' 'size = 0ms' 'size = 0ms'
+JOP=window_join conf "$d" 1 'input = el by key, er by key' ""
+(cd "$d" && "$shmrun" check job.conf) > /dev/null 2> "$tmp/log" && fail "window_join without size passed"
+grep -q "size" "$tmp/log" || fail "window_join without size: message does not name size"
+JOP=window_join conf "$d" 1 'input = el by key, er by key' "" 'size = 10s'
+(cd "$d" && "$shmrun" check job.conf) > /dev/null 2> "$tmp/log" || fail "a good window_join refused"
 
 # --- hand-computed ----------------------------------------------------------------
 # lower = -1s, upper = 2s: a left record at t joins right records in [t-1s, t+2s].
@@ -114,6 +125,23 @@ for w in 1 3; do
 done
 echo "ok hand-computed pairs, widths 1 and 3, either input order"
 
+# window_join, size = 10s: pairs of a key within [0,10s), [10s,20s), ...
+# a: L1@1000 L3@5000 x R1@500 R2@1500 in [0,10s); L5@9500 is in it too;
+# R6@8500 too; R4@6000 too. So [0,10s) of a: L1 L3 L5 x R1 R2 R4 R6.
+# b: L2@2000 x R3@4500. c: L4@9000 in [0,10s), R5@20000 in [20s,30s): none.
+wwant=$(for l in L1 L3 L5; do for r in R1 R2 R4 R6; do echo "a|$l|$r"; done; done; echo "b|L2|R3")
+for w in 1 3; do
+	rm -f "$d/out.tsv"
+	JOP=window_join conf "$d" $w 'input = el by key, er by key' "" 'size = 10s'
+	printf '%s\n' "$wwant" | sed "s/|/$T/g" | sort > "$tmp/want"
+	run "$d" || fail "window hand (width $w): exit $?"
+	sort "$d/out.tsv" | cmp -s "$tmp/want" - ||
+		fail "window hand (width $w): output differs: $(sort "$d/out.tsv" | diff "$tmp/want" - | head)"
+	grep -q "late records" "$tmp/log" && fail "window hand: records counted late"
+	grep -q "^distinct keys: 0$" "$tmp/log" || fail "window hand: state left at the end"
+done
+echo "ok window_join hand-computed pairs, widths 1 and 3"
+
 # --- oracle -----------------------------------------------------------------------------
 # N records per side, 40 keys, 50 ms apart in event time (right 25 ms later),
 # lower = -1s, upper = 2s.
@@ -123,85 +151,94 @@ gen() { # DIR N
 	awk -v n="$2" 'BEGIN { for (i = 0; i < n; i++)
 		printf "k%d %d R%d\n", (i * 11) % 40, i * 50 + 25, i }' > "$1/right.txt"
 }
-oracle() { # DIR: the pairs, sorted
-	awk -v lo=-1000 -v hi=2000 '
+oracle() { # DIR VARIANT: the pairs, sorted
+	awk -v lo=-1000 -v hi=2000 -v size=4000 -v variant="$2" '
 		FNR == NR { n[$1]++; t[$1, n[$1]] = $2; v[$1, n[$1]] = $3; next }
 		{ for (i = 1; i <= n[$1]; i++)
-			if ($2 >= t[$1, i] + lo && $2 <= t[$1, i] + hi)
+			if (variant == "interval" ? $2 >= t[$1, i] + lo && $2 <= t[$1, i] + hi \
+						  : int($2 / size) == int(t[$1, i] / size))
 				print $1 "\t" v[$1, i] "\t" $3 }' "$1/left.txt" "$1/right.txt" | sort
 }
-JKEYS=('lower = -1s' 'upper = 2s' 'bucket = 500ms')
-ref="$tmp/ref"
-mkdir -p "$ref"
-gen "$ref" 6000
-oracle "$ref" > "$ref/want"
-[ "$(wc -l < "$ref/want")" -gt 6000 ] || fail "oracle: too few pairs to mean anything"
-RATE="rate = 20000" conf "$ref" 2 'input = el by key, er by key' "" "${JKEYS[@]}"
-run "$ref" || fail "oracle run: exit $?"
-sort "$ref/out.tsv" > "$ref/sorted"
-cmp -s "$ref/want" "$ref/sorted" ||
-	fail "oracle: output differs: $(diff "$ref/want" "$ref/sorted" | head -6)"
-grep -q "late records" "$tmp/log" && fail "oracle: records counted late"
-grep -q "^distinct keys: 0$" "$tmp/log" || fail "oracle: buffers left at the end"
-echo "ok $(wc -l < "$ref/want") pairs of 6000 + 6000 records equal the awk oracle"
-
-# --- flat memory ----------------------------------------------------------------------
 peak() { sed -n 's/.*peak key-bound state \([0-9]*\) bytes.*/\1/p' "$tmp/log"; }
-for n in 3000 30000; do
-	d="$tmp/mem$n"
+for variant in interval window; do
+	if [ $variant = interval ]; then
+		export JOP=interval_join
+		JKEYS=('lower = -1s' 'upper = 2s' 'bucket = 500ms')
+	else
+		export JOP=window_join
+		JKEYS=('size = 4s')
+	fi
+	ref="$tmp/ref_$variant"
+	mkdir -p "$ref"
+	gen "$ref" 6000
+	oracle "$ref" $variant > "$ref/want"
+	[ "$(wc -l < "$ref/want")" -gt 6000 ] || fail "oracle ($variant): too few pairs to mean anything"
+	RATE="rate = 20000" conf "$ref" 2 'input = el by key, er by key' "" "${JKEYS[@]}"
+	run "$ref" || fail "oracle run ($variant): exit $?"
+	sort "$ref/out.tsv" > "$ref/sorted"
+	cmp -s "$ref/want" "$ref/sorted" ||
+		fail "oracle ($variant): output differs: $(diff "$ref/want" "$ref/sorted" | head -6)"
+	grep -q "late records" "$tmp/log" && fail "oracle ($variant): records counted late"
+	grep -q "^distinct keys: 0$" "$tmp/log" || fail "oracle ($variant): buffers left at the end"
+	echo "ok $JOP: $(wc -l < "$ref/want") pairs of 6000 + 6000 records equal the awk oracle"
+
+	# --- flat memory ----------------------------------------------------------------
+	for n in 3000 30000; do
+		d="$tmp/mem$n"
+		mkdir -p "$d"
+		gen "$d" $n
+		RATE="rate = 15000" conf "$d" 1 'input = el by key, er by key' "" "${JKEYS[@]}"
+		run "$d" || fail "memory ($variant, $n): exit $?"
+		eval "peak_$n=$(peak)"
+	done
+	[ -n "$peak_3000" ] && [ -n "$peak_30000" ] || fail "memory: no peak in the summary"
+	[ "$peak_30000" -lt $((4 * peak_3000)) ] ||
+		fail "memory ($variant): peak key-bound state grew from $peak_3000 to $peak_30000 bytes with 10x the records"
+	echo "ok $JOP flat memory: peak key-bound state $peak_3000 bytes for 3000, $peak_30000 for 30000 records a side"
+
+	# --- faults: kill -9 and --rescale ----------------------------------------------
+	d="$tmp/kill_$variant"
 	mkdir -p "$d"
-	gen "$d" $n
-	RATE="rate = 15000" conf "$d" 1 'input = el by key, er by key' "" "${JKEYS[@]}"
-	run "$d" || fail "memory ($n): exit $?"
-	eval "peak_$n=$(peak)"
-done
-[ -n "$peak_3000" ] && [ -n "$peak_30000" ] || fail "memory: no peak in the summary"
-[ "$peak_30000" -lt $((2 * peak_3000)) ] ||
-	fail "memory: peak key-bound state grew from $peak_3000 to $peak_30000 bytes with 10x the records"
-echo "ok flat memory: peak key-bound state $peak_3000 bytes for 3000, $peak_30000 for 30000 records a side"
-
-# --- faults: kill -9 and --rescale ------------------------------------------------------
-d="$tmp/kill"
-mkdir -p "$d"
-gen "$d" 6000
-RATE="rate = 3000" conf "$d" 2 'input = el by key, er by key' \
-	$'checkpoint_dir = ckpt\ncheckpoint_interval = 100ms' "${JKEYS[@]}"
-(cd "$d" && exec "$shmrun" job.conf) 2> "$tmp/log" &
-launcher=$!
-wait_started || fail "kill: did not start"
-wait_manifest "$d/ckpt" || fail "kill: no checkpoint"
-sleep 0.3
-victim=$(pgrep -P "$launcher" | head -1)
-[ -n "$victim" ] || fail "kill: no worker to kill (finished too fast?)"
-kill -9 "$victim"
-wait $launcher || fail "kill: the run did not recover: exit $?"
-launcher=
-grep -q "restart" "$tmp/log" || fail "kill: no restart after kill -9"
-sort "$d/out.tsv" | cmp -s - "$ref/sorted" ||
-	fail "kill: output differs from the fault-free run: $(sort "$d/out.tsv" | diff - "$ref/sorted" | head -6)"
-echo "ok kill -9 during a join: output equals the fault-free run"
-
-d="$tmp/rescale"
-mkdir -p "$d"
-gen "$d" 6000
-for w in 2 3 1; do
-	RATE="rate = 3000" conf "$d" $w 'input = el by key, er by key' \
+	gen "$d" 6000
+	RATE="rate = 3000" conf "$d" 2 'input = el by key, er by key' \
 		$'checkpoint_dir = ckpt\ncheckpoint_interval = 100ms' "${JKEYS[@]}"
-	args=()
-	[ $w = 2 ] || args=(--rescale)
-	(cd "$d" && exec "$shmrun" "${args[@]}" job.conf) 2> "$tmp/log" &
+	(cd "$d" && exec "$shmrun" job.conf) 2> "$tmp/log" &
 	launcher=$!
-	wait_started || fail "rescale to $w: did not start"
-	sleep 0.5
-	kill -TERM $launcher 2> /dev/null || true
-	wait $launcher || fail "rescale to $w: the stop failed"
+	wait_started || fail "kill ($variant): did not start"
+	wait_manifest "$d/ckpt" || fail "kill ($variant): no checkpoint"
+	sleep 0.3
+	victim=$(pgrep -P "$launcher" | head -1)
+	[ -n "$victim" ] || fail "kill ($variant): no worker to kill (finished too fast?)"
+	kill -9 "$victim"
+	wait $launcher || fail "kill ($variant): the run did not recover: exit $?"
 	launcher=
-	grep -q "stopped at epoch" "$tmp/log" || fail "rescale to $w: finished before the stop"
+	grep -q "restart" "$tmp/log" || fail "kill ($variant): no restart after kill -9"
+	sort "$d/out.tsv" | cmp -s - "$ref/sorted" ||
+		fail "kill ($variant): output differs from the fault-free run: $(sort "$d/out.tsv" | diff - "$ref/sorted" | head -6)"
+	echo "ok kill -9 during a $JOP: output equals the fault-free run"
+
+	d="$tmp/rescale_$variant"
+	mkdir -p "$d"
+	gen "$d" 6000
+	for w in 2 3 1; do
+		RATE="rate = 3000" conf "$d" $w 'input = el by key, er by key' \
+			$'checkpoint_dir = ckpt\ncheckpoint_interval = 100ms' "${JKEYS[@]}"
+		args=()
+		[ $w = 2 ] || args=(--rescale)
+		(cd "$d" && exec "$shmrun" "${args[@]}" job.conf) 2> "$tmp/log" &
+		launcher=$!
+		wait_started || fail "rescale ($variant) to $w: did not start"
+		sleep 0.5
+		kill -TERM $launcher 2> /dev/null || true
+		wait $launcher || fail "rescale ($variant) to $w: the stop failed"
+		launcher=
+		grep -q "stopped at epoch" "$tmp/log" || fail "rescale ($variant) to $w: finished before the stop"
+	done
+	RATE="" conf "$d" 1 'input = el by key, er by key' \
+		$'checkpoint_dir = ckpt\ncheckpoint_interval = 100ms' "${JKEYS[@]}"
+	run "$d" || fail "rescale ($variant): final run: exit $?"
+	sort "$d/out.tsv" | cmp -s - "$ref/sorted" ||
+		fail "rescale ($variant): output differs from the fault-free run: $(sort "$d/out.tsv" | diff - "$ref/sorted" | head -6)"
+	echo "ok stop and --rescale 2 -> 3 -> 1 of the $JOP: output equals the fault-free run"
 done
-RATE="" conf "$d" 1 'input = el by key, er by key' \
-	$'checkpoint_dir = ckpt\ncheckpoint_interval = 100ms' "${JKEYS[@]}"
-run "$d" || fail "rescale: final run: exit $?"
-sort "$d/out.tsv" | cmp -s - "$ref/sorted" ||
-	fail "rescale: output differs from the fault-free run: $(sort "$d/out.tsv" | diff - "$ref/sorted" | head -6)"
-echo "ok stop and --rescale 2 -> 3 -> 1 of the join: output equals the fault-free run"
-echo "interval_join: all cases passed"
+echo "interval_join, window_join: all cases passed"

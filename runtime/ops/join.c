@@ -1,6 +1,6 @@
 /*
- * runtime/ops/interval_join.c: the event-time interval join of two keyed
- * inputs (`op = interval_join`).
+ * runtime/ops/join.c: the event-time joins of two keyed inputs:
+ * `op = interval_join` and `op = window_join`.
  *
  * What it is for. "Bids placed within 10 s after the auction opened": pair
  * every record of one input (the left, the first of `input =`) with every
@@ -60,6 +60,17 @@
  *   - values spanning pages: PAGE_BYTES bounds a value (MAX_VALUE); a longer
  *     one fails the job with a message naming it, rather than a second,
  *     rarely used layout.
+ *
+ * window_join is Flink's window join (stream.join(other).where().equalTo()
+ * .window(TumblingEventTimeWindows.of(size))): every left record and every
+ * right record of a key whose event times fall into the same tumbling
+ * window [k*size, (k+1)*size) (aligned to the epoch) form a pair. Both sides
+ * are buffered in the same pages, with the window's number as the bucket;
+ * both set the one timer of the (key, window) at its end - 1 (Flink's
+ * window.maxTimestamp()), which emits every pair of the window, left records
+ * in arrival order outer, right inner, with event time end - 1, and deletes
+ * both buffers. A record whose window's end - 1 is at or behind the
+ * watermark is late: dropped and counted.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -238,11 +249,13 @@ static int64_t trim_time(const struct join *j, enum side side, int64_t b)
 			    : sat_add(sat_add(end, -1), -j->lower);
 }
 
-/* Append @rec (of @side) to its key's bucket; set the bucket's timer with its first page. */
-static int buffer_add(struct shmrun_task *task, struct join *j, enum side side,
-		      const struct shmrun_record *rec)
+/*
+ * Append @rec (of @side) to its key's bucket @b; with its first page, set
+ * the bucket's event-time timer at @due.
+ */
+static int buffer_add(struct shmrun_task *task, enum side side, const struct shmrun_record *rec,
+		      int64_t b, int64_t due)
 {
-	int64_t b = floor_div(rec->event_time_ns, j->bucket);
 	uint32_t need = ENTRY_HEAD + rec->value_len;
 	struct page *pg = NULL;
 	uint32_t p;
@@ -250,7 +263,7 @@ static int buffer_add(struct shmrun_task *task, struct join *j, enum side side,
 	if (rec->value_len > MAX_VALUE) {
 		shmrun_task_error(task,
 				  "a %s value of %" PRIu32 " bytes (key '%.*s') is longer than "
-				  "interval_join buffers (%u bytes): shorten the values, e.g. with "
+				  "the join buffers take (%u bytes): shorten the values, e.g. with "
 				  "extract",
 				  side == LEFT ? "left" : "right", rec->value_len,
 				  (int)(rec->key_len < 64 ? rec->key_len : 64),
@@ -267,12 +280,11 @@ static int buffer_add(struct shmrun_task *task, struct join *j, enum side side,
 	}
 	if (p == MAX_PAGES) {
 		shmrun_task_error(task, "more than %u pages of records of one key in one bucket: "
-					"choose a smaller bucket", MAX_PAGES);
+					"choose a smaller bucket (or window)", MAX_PAGES);
 		return -E2BIG;
 	}
 	if (p == 0 && pg->n == 0) { /* the bucket's first record */
-		int err = shmrun_timer_set(task, SHMRUN_TIME_EVENT, rec->key, rec->key_len,
-					   trim_time(j, side, b));
+		int err = shmrun_timer_set(task, SHMRUN_TIME_EVENT, rec->key, rec->key_len, due);
 
 		if (err)
 			return err;
@@ -286,15 +298,11 @@ static int buffer_add(struct shmrun_task *task, struct join *j, enum side side,
 	return 0;
 }
 
-/* Emit the pair of @rec (of @side) and a buffered record of the other side. */
-static int emit_pair(struct shmrun_task *task, struct join *j, enum side side,
-		     const struct shmrun_record *rec, int64_t t, const unsigned char *v,
-		     uint32_t len)
+/* Emit key @key with value @lv TAB @rv and event time @t. */
+static int emit_pair(struct shmrun_task *task, struct join *j, const void *key, uint32_t key_len,
+		     const void *lv, uint32_t ll, const void *rv, uint32_t rl, int64_t t)
 {
-	const void *lv = side == LEFT ? rec->value : v, *rv = side == LEFT ? v : rec->value;
-	uint32_t ll = side == LEFT ? rec->value_len : len, rl = side == LEFT ? len : rec->value_len;
-	struct shmrun_record out = {.key = rec->key, .key_len = rec->key_len,
-				    .event_time_ns = t > rec->event_time_ns ? t : rec->event_time_ns};
+	struct shmrun_record out = {.key = key, .key_len = key_len, .event_time_ns = t};
 
 	if (shmrun_grow_u32(&j->out, &j->out_cap, (size_t)ll + rl + 1, 1, 256))
 		return -ENOMEM;
@@ -323,15 +331,22 @@ static int probe(struct shmrun_task *task, struct join *j, enum side side,
 			if (!pg)
 				break;
 			for (uint32_t i = 0; i < pg->n; i++) {
-				int64_t t;
+				const unsigned char *v;
+				int64_t t, et;
 				uint32_t len;
 				int err;
 
 				memcpy(&t, pg->data + off, 8);
 				memcpy(&len, pg->data + off + 8, 4);
-				if (t >= lo && t <= hi &&
-				    (err = emit_pair(task, j, side, rec, t, pg->data + off + ENTRY_HEAD,
-						     len)))
+				v = pg->data + off + ENTRY_HEAD;
+				et = t > rec->event_time_ns ? t : rec->event_time_ns;
+				if (t >= lo && t <= hi && side == LEFT &&
+				    (err = emit_pair(task, j, rec->key, rec->key_len, rec->value,
+						     rec->value_len, v, len, et)))
+					return err;
+				if (t >= lo && t <= hi && side == RIGHT &&
+				    (err = emit_pair(task, j, rec->key, rec->key_len, v, len,
+						     rec->value, rec->value_len, et)))
 					return err;
 				off += ENTRY_HEAD + len;
 			}
@@ -366,8 +381,11 @@ static int join_process(struct shmrun_task *task, void *state, const struct shmr
 		dead = sat_add(t, -j->lower);
 	}
 	err = probe(task, j, side, rec, lo, hi);
-	if (!err && dead > wm)
-		err = buffer_add(task, j, side, rec);
+	if (!err && dead > wm) {
+		int64_t b = floor_div(t, j->bucket);
+
+		err = buffer_add(task, side, rec, b, trim_time(j, side, b));
+	}
 	return err;
 }
 
@@ -412,7 +430,7 @@ static int join_timer(struct shmrun_task *task, void *state, const void *key, ui
 	return 0;
 }
 
-static const struct shmrun_param_def params[] = {
+static const struct shmrun_param_def interval_params[] = {
 	{.key = "lower", .type = SHMRUN_PARAM_STRING, .required = true,
 	 .doc = "signed duration (e.g. -2s, 0ms): a left record at t joins right records from "
 		"t + lower on"},
@@ -430,12 +448,156 @@ const struct shmrun_operator shmrun_op_interval_join = {
 	.name = "interval_join",
 	.summary = "event-time interval join of two keyed inputs (Flink's IntervalJoin); "
 		   "value = left value TAB right value",
-	.params = params,
+	.params = interval_params,
 	.prepare = join_prepare,
 	.open = join_open,
 	.process = join_process,
 	.process_batch = join_process_batch,
 	.on_timer = join_timer,
+	.close = join_close,
+	/* no per-worker state: the buffers are key-bound, any rescale works */
+	.pw_rule = SHMRUN_PW_NONE,
+};
+
+/* ---- window_join ------------------------------------------------------------------ */
+
+static int wjoin_prepare(struct shmrun_task *task)
+{
+	uint32_t inputs = shmrun_task_inputs(task);
+
+	if (inputs != 2) {
+		shmrun_task_error_at(task, "input",
+				     "window_join needs exactly two inputs, the left and the "
+				     "right side (input = left by key, right by key), not %u",
+				     inputs);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int wjoin_open(struct shmrun_task *task, void **state)
+{
+	struct join *j = calloc(1, sizeof(*j));
+
+	if (!j) {
+		shmrun_task_error(task, "out of memory");
+		return -ENOMEM;
+	}
+	*state = j;
+	/* the window's size is the bucket: a bucket is a window */
+	j->bucket = (int64_t)shmrun_task_param_u64(task, "size", 0);
+	if (j->bucket <= 0 || shmrun_task_inputs(task) != 2) {
+		shmrun_task_error(task, "invalid window_join settings"); /* prepare() said why */
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The time window @b fires at: its end - 1 (saturated). */
+static int64_t window_due(const struct join *j, int64_t b)
+{
+	int64_t end;
+
+	if (__builtin_mul_overflow(b + 1, j->bucket, &end))
+		end = b < 0 ? INT64_MIN : INT64_MAX;
+	return sat_add(end, -1);
+}
+
+static int wjoin_process(struct shmrun_task *task, void *state, const struct shmrun_record *rec)
+{
+	struct join *j = state;
+	enum side side = shmrun_task_input(task) == 0 ? LEFT : RIGHT;
+	int64_t b = floor_div(rec->event_time_ns, j->bucket), due = window_due(j, b);
+
+	if (due <= shmrun_task_watermark(task)) { /* its window fired already */
+		shmrun_task_count(task, SHMRUN_COUNT_LATE_RECORDS, 1);
+		return 0;
+	}
+	return buffer_add(task, side, rec, b, due);
+}
+
+static int wjoin_process_batch(struct shmrun_task *task, void *state,
+			       const struct shmrun_record *recs, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		int err = wjoin_process(task, state, &recs[i]);
+
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/* Window @b of @key is complete: every left record with every right one, then both go. */
+static int wjoin_fire(struct shmrun_task *task, struct join *j, const void *key, uint32_t key_len,
+		      int64_t b, int64_t due)
+{
+	for (uint32_t lp = 0; lp < MAX_PAGES; lp++) {
+		const struct page *l = shmrun_keyed_state_ns(task, key, key_len, ns_of(LEFT, b, lp),
+							     sizeof(*l), false);
+
+		if (!l)
+			break;
+		for (uint32_t li = 0, loff = 0; li < l->n; li++) {
+			uint32_t ll;
+
+			memcpy(&ll, l->data + loff + 8, 4);
+			for (uint32_t rp = 0; rp < MAX_PAGES; rp++) {
+				const struct page *r = shmrun_keyed_state_ns(
+					task, key, key_len, ns_of(RIGHT, b, rp), sizeof(*r), false);
+
+				if (!r)
+					break;
+				for (uint32_t ri = 0, roff = 0; ri < r->n; ri++) {
+					uint32_t rl;
+					int err;
+
+					memcpy(&rl, r->data + roff + 8, 4);
+					err = emit_pair(task, j, key, key_len, l->data + loff + ENTRY_HEAD,
+							ll, r->data + roff + ENTRY_HEAD, rl, due);
+					if (err)
+						return err;
+					roff += ENTRY_HEAD + rl;
+				}
+			}
+			loff += ENTRY_HEAD + ll;
+		}
+	}
+	trim(task, LEFT, key, key_len, b);
+	trim(task, RIGHT, key, key_len, b);
+	return 0;
+}
+
+static int wjoin_timer(struct shmrun_task *task, void *state, const void *key, uint32_t key_len,
+		       int64_t time_ns, enum shmrun_time_domain domain)
+{
+	struct join *j = state;
+	int64_t b = floor_div(time_ns, j->bucket);
+
+	if (domain != SHMRUN_TIME_EVENT || window_due(j, b) != time_ns)
+		return 0; /* never set */
+	return wjoin_fire(task, j, key, key_len, b, time_ns);
+}
+
+static const struct shmrun_param_def window_params[] = {
+	{.key = "size", .type = SHMRUN_PARAM_DURATION, .required = true, .min = 1000000,
+	 .max = (uint64_t)MAX_DURATION,
+	 .doc = "length of the tumbling windows, aligned to the epoch; records of a key in the "
+		"same window pair up"},
+	{0},
+};
+
+const struct shmrun_operator shmrun_op_window_join = {
+	.size = sizeof(struct shmrun_operator),
+	.name = "window_join",
+	.summary = "pairs of two keyed inputs' records in the same tumbling event-time window "
+		   "(Flink's window join); value = left value TAB right value",
+	.params = window_params,
+	.prepare = wjoin_prepare,
+	.open = wjoin_open,
+	.process = wjoin_process,
+	.process_batch = wjoin_process_batch,
+	.on_timer = wjoin_timer,
 	.close = join_close,
 	/* no per-worker state: the buffers are key-bound, any rescale works */
 	.pw_rule = SHMRUN_PW_NONE,

@@ -217,6 +217,7 @@ static_assert(offsetof(struct shmrun_worker_stats, cb_where) == 552, "stats layo
 static_assert(offsetof(struct shmrun_worker_stats, cb_seq) == 560, "stats layout");
 static_assert(offsetof(struct shmrun_worker_stats, records_bad) == 568, "stats layout");
 static_assert(offsetof(struct shmrun_worker_stats, records_late) == 576, "stats layout");
+static_assert(offsetof(struct shmrun_worker_stats, state_peak_bytes) == 584, "stats layout");
 static_assert(sizeof(struct shmrun_worker_stats) == 640, "stats layout");
 static_assert(alignof(struct shmrun_worker_stats) == 64, "stats alignment");
 

@@ -99,6 +99,17 @@ uint32_t shmrun_task_input(const struct shmrun_task *t)
 	return t->cur_input;
 }
 
+bool shmrun_task_input_by_key(const struct shmrun_task *t, uint32_t i)
+{
+	const struct shmrun_job *job;
+	uint32_t s = stage_index_of(t, &job), k = 0;
+
+	for (uint32_t e = 0; s != UINT32_MAX && e < job->nedges; e++)
+		if (job->edges[e].to == s && k++ == i)
+			return job->edges[e].by_key;
+	return false;
+}
+
 /* The line of the stage's `input =` key, 0 if none (its edges carry it). */
 static int input_line(const struct shmrun_task *t)
 {

@@ -175,18 +175,40 @@ static int read_bounds(struct shmrun_task *task, int64_t *lower, int64_t *upper,
 
 /* ---- checks (prepare(), in the launcher, and `shmrun check`) ---------------- */
 
-static int join_prepare(struct shmrun_task *task)
+/*
+ * Exactly two inputs, both `by key` (so that both sides of a key meet in the
+ * instance that owns its vnode, at any width). Return: 0, or -EINVAL after
+ * an error at the line of `input`.
+ */
+static int check_inputs(struct shmrun_task *task, const char *op)
 {
 	uint32_t inputs = shmrun_task_inputs(task);
-	int64_t lower, upper, bucket;
 
 	if (inputs != 2) {
 		shmrun_task_error_at(task, "input",
-				     "interval_join needs exactly two inputs, the left and the "
-				     "right side (input = left by key, right by key), not %u",
-				     inputs);
+				     "%s needs exactly two inputs, the left and the right side "
+				     "(input = left by key, right by key), not %u",
+				     op, inputs);
 		return -EINVAL;
 	}
+	for (uint32_t i = 0; i < 2; i++)
+		if (!shmrun_task_input_by_key(task, i)) {
+			shmrun_task_error_at(task, "input",
+					     "%s's %s input is not `by key`: both sides of a key "
+					     "must meet in one instance; write input = left by "
+					     "key, right by key",
+					     op, i == 0 ? "left (first)" : "right (second)");
+			return -EINVAL;
+		}
+	return 0;
+}
+
+static int join_prepare(struct shmrun_task *task)
+{
+	int64_t lower, upper, bucket;
+
+	if (check_inputs(task, "interval_join"))
+		return -EINVAL;
 	if (read_bounds(task, &lower, &upper, &bucket))
 		return -EINVAL;
 	if (lower > upper) {
@@ -463,16 +485,7 @@ const struct shmrun_operator shmrun_op_interval_join = {
 
 static int wjoin_prepare(struct shmrun_task *task)
 {
-	uint32_t inputs = shmrun_task_inputs(task);
-
-	if (inputs != 2) {
-		shmrun_task_error_at(task, "input",
-				     "window_join needs exactly two inputs, the left and the "
-				     "right side (input = left by key, right by key), not %u",
-				     inputs);
-		return -EINVAL;
-	}
-	return 0;
+	return check_inputs(task, "window_join");
 }
 
 static int wjoin_open(struct shmrun_task *task, void **state)

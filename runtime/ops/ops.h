@@ -45,4 +45,12 @@ void shmrun_task_error_at(struct shmrun_task *task, const char *key, const char 
 void shmrun_task_error_at(struct shmrun_task *task, const char *key, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/*
+ * shmrun_task_input_by_key() - whether input @i of the stage (its index in
+ * the `input =` list) is written `by key`: what a join needs so that both
+ * sides of a key meet in one instance. Known from prepare() on; false for
+ * an @i out of range. Implemented in task.c; not (yet) in the public API.
+ */
+bool shmrun_task_input_by_key(const struct shmrun_task *task, uint32_t i);
+
 #endif /* SHMRUN_OPS_H */

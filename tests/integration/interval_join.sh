@@ -3,9 +3,9 @@
 # and `op = window_join` (issue 12 §5), event times set by hand with
 # tests/plugins/event_lines.so ("KEY TIME_MS [VALUE]" lines), watermarks
 # generated per input (`watermark_delay`):
-#   - bad settings (one input, three inputs, lower > upper, a lower that is
-#     not a signed duration, too many buckets per probe; window_join: one
-#     input, no size) refused at their file:line with exit status 2 by
+#   - bad settings (one input, three inputs, an input not `by key`, lower >
+#     upper, a lower that is not a signed duration, too many buckets per
+#     probe; window_join: one input, no size) refused at their file:line with exit status 2 by
 #     `shmrun check` and by a run;
 #   - hand-computed pairs (interval: negative lower, the inputs written in
 #     either order in `input =`, which swaps the value halves; window: pairs
@@ -77,6 +77,10 @@ bad() { # NAME INPUT_LINE PATTERN JOIN_KEYS...: the conf's line 21 is input, 23.
 SINK_INPUT='j, er' bad one_input 'input = el by key' 'XX' 'lower = 0s' 'upper = 1s'
 grep -q "exactly two inputs" "$tmp/log" || fail "one_input: message does not say why"
 bad three_inputs 'input = el by key, er by key, rl' 'XX' 'lower = 0s' 'upper = 1s'
+bad left_not_by_key 'input = el, er by key' 'XX' 'lower = 0s' 'upper = 1s'
+grep -q "left (first) input is not .by key." "$tmp/log" || fail "left not by key: message"
+JOP=window_join bad right_not_by_key 'input = el by key, er' 'XX' 'size = 1s'
+grep -q "right (second) input is not .by key." "$tmp/log" || fail "right not by key: message"
 bad lower_after_upper 'input = el by key, er by key' 'lower = 2s' 'lower = 2s' 'upper = 1s'
 grep -q "lower (2000 ms) is after upper (1000 ms)" "$tmp/log" || fail "lower > upper: message"
 bad lower_not_duration 'input = el by key, er by key' 'lower = -2m' 'lower = -2m' 'upper = 1s'

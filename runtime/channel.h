@@ -96,12 +96,16 @@ struct chan_in {
 	bool ended;
 	uint64_t held; /* barrier epoch this channel is held back for (aligning), 0 if none */
 	struct wm_input wmi; /* its watermark and idleness (watermark.h) */
+	uint32_t input;      /* its upstream's index in the reading stage's `input =` list
+				(shmrun_task_input()) */
 };
 
 struct out_edge {
 	enum shmrun_edge_kind kind;
 	struct shmrun_task *forward; /* FORWARD: the downstream task, same worker */
 	uint32_t fwd_slot;           /* FORWARD: this edge's index in forward->fwd_wm */
+	uint32_t fwd_input;          /* FORWARD: this stage's index in the `input =` list
+					of forward's stage (shmrun_task_input()) */
 	struct chan_out **chans;     /* others: one per downstream instance */
 	uint32_t nchans;
 	uint32_t rr;                 /* REBALANCE cursor */

@@ -113,6 +113,8 @@ struct shmrun_worker_stats {
 	_Atomic uint64_t cb_seq;      /* callback entries so far */
 	_Atomic uint64_t records_bad; /* records operators dropped as malformed, at exit */
 	_Atomic uint64_t records_late; /* records operators dropped as late (op = window), at exit */
+	_Atomic uint64_t state_peak_bytes; /* sum over its tasks of each one's largest key-bound
+					      state (shmrun_kv.peak), at exit */
 } __attribute__((aligned(64)));
 
 /*
@@ -215,6 +217,7 @@ static_assert(offsetof(struct shmrun_worker_stats, cb_where) == 552, "stats layo
 static_assert(offsetof(struct shmrun_worker_stats, cb_seq) == 560, "stats layout");
 static_assert(offsetof(struct shmrun_worker_stats, records_bad) == 568, "stats layout");
 static_assert(offsetof(struct shmrun_worker_stats, records_late) == 576, "stats layout");
+static_assert(offsetof(struct shmrun_worker_stats, state_peak_bytes) == 584, "stats layout");
 static_assert(sizeof(struct shmrun_worker_stats) == 640, "stats layout");
 static_assert(alignof(struct shmrun_worker_stats) == 64, "stats alignment");
 

@@ -78,7 +78,7 @@ void print_summary(const struct shmrun_plan *plan, struct shmrun_worker_stats *s
 {
 	const struct shmrun_job *job = plan->job;
 	uint64_t in = 0, out = 0, bad = 0, late = 0, keys = 0, bytes = 0, key_bytes = 0, frames = 0,
-		 ovf = 0;
+		 ovf = 0, peak = 0;
 	double secs = (double)elapsed_ns / 1e9;
 
 	for (uint32_t w = 0; w < job->workers; w++) {
@@ -88,6 +88,7 @@ void print_summary(const struct shmrun_plan *plan, struct shmrun_worker_stats *s
 		late += atomic_load_explicit(&stats[w].records_late, memory_order_relaxed);
 		keys += atomic_load_explicit(&stats[w].keys, memory_order_relaxed);
 		bytes += atomic_load_explicit(&stats[w].state_bytes, memory_order_relaxed);
+		peak += atomic_load_explicit(&stats[w].state_peak_bytes, memory_order_relaxed);
 		key_bytes += atomic_load_explicit(&stats[w].key_bytes, memory_order_relaxed);
 		frames += atomic_load_explicit(&stats[w].frames, memory_order_relaxed);
 		ovf += atomic_load_explicit(&stats[w].overflow_frames, memory_order_relaxed);
@@ -96,10 +97,11 @@ void print_summary(const struct shmrun_plan *plan, struct shmrun_worker_stats *s
 		   "job %s done in %.3f s: records in %" PRIu64 ", records out %" PRIu64
 		   ", distinct keys %" PRIu64 ", key-bound state %" PRIu64
 		   " bytes (%.1f per key beyond the key), frames %" PRIu64
-		   " on channels (%" PRIu64 " through an overflow queue, %.2f%%)",
+		   " on channels (%" PRIu64 " through an overflow queue, %.2f%%), peak key-bound"
+		   " state %" PRIu64 " bytes",
 		   job->name, secs, in, out, keys, bytes,
 		   keys ? (double)(bytes - key_bytes) / (double)keys : 0.0, frames, ovf,
-		   frames ? 100.0 * (double)ovf / (double)frames : 0.0);
+		   frames ? 100.0 * (double)ovf / (double)frames : 0.0, peak);
 	fprintf(stderr,
 		"records in:    %" PRIu64 "\nrecords out:   %" PRIu64 "\ndistinct keys: %" PRIu64
 		"\n",

@@ -289,6 +289,7 @@ static unsigned char *entry_alloc(struct shmrun_kv *kv, size_t key_span, size_t 
 			kv->bigs->prev = b;
 		kv->bigs = b;
 		kv->bytes += n;
+		kv->peak = kv->bytes > kv->peak ? kv->bytes : kv->peak;
 		kv->reserved += sizeof(*b) + n;
 		return b->data;
 	}
@@ -296,6 +297,7 @@ static unsigned char *entry_alloc(struct shmrun_kv *kv, size_t key_span, size_t 
 		p = kv->free_list[c];
 		memcpy(&kv->free_list[c], p, sizeof(kv->free_list[c])); /* the link in its first word */
 		kv->bytes += n;
+		kv->peak = kv->bytes > kv->peak ? kv->bytes : kv->peak;
 		return p;
 	}
 	if ((size_t)(kv->bump_end - kv->bump) < n) {
@@ -312,6 +314,7 @@ static unsigned char *entry_alloc(struct shmrun_kv *kv, size_t key_span, size_t 
 	p = kv->bump;
 	kv->bump += n;
 	kv->bytes += n;
+	kv->peak = kv->bytes > kv->peak ? kv->bytes : kv->peak;
 	return p;
 }
 

@@ -57,6 +57,8 @@ struct shmrun_kv {
 	uint64_t keys;			 /* distinct keys in all tables */
 	uint64_t bytes;			 /* bytes in use: tables, slots, live entries (keys included) */
 	uint64_t key_bytes;		 /* sum of the keys' lengths */
+	uint64_t peak;			 /* largest bytes so far (the run summary's peak: shows
+					    whether deletes keep state bounded) */
 	uint64_t reserved;		 /* bytes of entry memory taken from the allocator
 					    (chunks and large entries): live + free + unused bump */
 	struct kv_chunk *chunks;	 /* bump-allocation chunks for entries */

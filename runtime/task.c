@@ -75,6 +75,53 @@ void shmrun_task_vnode_range(const struct shmrun_task *t, uint32_t *lo, uint32_t
 	*hi = t->vnode_hi;
 }
 
+/* The stage's index in the job, or UINT32_MAX when the task has no job (a bare test task). */
+static uint32_t stage_index_of(const struct shmrun_task *t, const struct shmrun_job **job)
+{
+	*job = t->w && t->w->plan ? t->w->plan->job : NULL;
+	if (!*job || t->stage < (*job)->stages || t->stage >= (*job)->stages + (*job)->nstages)
+		return UINT32_MAX;
+	return (uint32_t)(t->stage - (*job)->stages);
+}
+
+uint32_t shmrun_task_inputs(const struct shmrun_task *t)
+{
+	const struct shmrun_job *job;
+	uint32_t s = stage_index_of(t, &job), n = 0;
+
+	for (uint32_t e = 0; s != UINT32_MAX && e < job->nedges; e++)
+		n += job->edges[e].to == s;
+	return n;
+}
+
+uint32_t shmrun_task_input(const struct shmrun_task *t)
+{
+	return t->cur_input;
+}
+
+bool shmrun_task_input_by_key(const struct shmrun_task *t, uint32_t i)
+{
+	const struct shmrun_job *job;
+	uint32_t s = stage_index_of(t, &job), k = 0;
+
+	for (uint32_t e = 0; s != UINT32_MAX && e < job->nedges; e++)
+		if (job->edges[e].to == s && k++ == i)
+			return job->edges[e].by_key;
+	return false;
+}
+
+/* The line of the stage's `input =` key, 0 if none (its edges carry it). */
+static int input_line(const struct shmrun_task *t)
+{
+	const struct shmrun_job *job;
+	uint32_t s = stage_index_of(t, &job);
+
+	for (uint32_t e = 0; s != UINT32_MAX && e < job->nedges; e++)
+		if (job->edges[e].to == s)
+			return job->edges[e].line;
+	return 0;
+}
+
 uint32_t shmrun_task_vnode_of(const struct shmrun_task *t, const void *key, uint32_t len)
 {
 	return shmrun_placement_vnode_of_hash(XXH3_64bits(key, len), t->vnodes);
@@ -210,7 +257,8 @@ void shmrun_task_error_at(struct shmrun_task *t, const char *key, const char *fm
 	va_list ap;
 
 	if (t->w && t->w->quiet && !quiet_error)
-		quiet_error_line = p && p->line > 0 ? p->line : 0;
+		quiet_error_line = p && p->line > 0 ? p->line
+				   : key && strcmp(key, "input") == 0 ? input_line(t) : 0;
 	va_start(ap, fmt);
 	task_verror(t, fmt, ap);
 	va_end(ap);

@@ -83,6 +83,8 @@ struct shmrun_task {
 	const struct shmrun_record *cur_recs; /* process_batch(): the records, if hashes known */
 	const uint64_t *cur_hashes;           /* their key hashes */
 	uint32_t cur_n, cur_i;                /* how many; the next one expected */
+	uint32_t cur_input;   /* shmrun_task_input(): the input (index in the stage's `input =`
+				 list) of the records being delivered; set before each delivery */
 	bool busy;            /* this loop turn: used its whole input budget (combiners wait) */
 	uint64_t records_in, records_out, records_bad, records_late;
 	uint64_t rate;           /* source: its op->pacing_param, records/s, 0 = unlimited */

@@ -266,8 +266,10 @@ int shmrun_emit(struct shmrun_task *t, const struct shmrun_record *rec)
 		if (e->combining && rec->key_len <= COMB_MAX_KEY)
 			return combine_one(t, e, rec);
 		/* the common chain: one forward edge, a direct call */
-		if (e->kind == SHMRUN_EDGE_FORWARD)
+		if (e->kind == SHMRUN_EDGE_FORWARD) {
+			e->forward->cur_input = e->fwd_input;
 			return deliver(e->forward, rec, 0, false);
+		}
 	}
 	return emit_edges(t, rec);
 }
@@ -311,8 +313,10 @@ int shmrun_emit_batch(struct shmrun_task *t, const struct shmrun_record *recs, u
 	if (__builtin_expect(t->wm_gen, 0))
 		wm_track_batch(t, recs, n);
 	/* the common chain: one forward edge, one call for the whole batch */
-	if (t->nouts == 1 && t->outs[0].kind == SHMRUN_EDGE_FORWARD && !t->outs[0].combining)
+	if (t->nouts == 1 && t->outs[0].kind == SHMRUN_EDGE_FORWARD && !t->outs[0].combining) {
+		t->outs[0].forward->cur_input = t->outs[0].fwd_input;
 		return deliver_batch(t->outs[0].forward, recs, NULL, n);
+	}
 	if (t->nouts == 1 && t->outs[0].kind == SHMRUN_EDGE_SHUFFLE && !t->outs[0].combining)
 		return emit_shuffle_batch(t, &t->outs[0], recs, n);
 	if (t->nouts == 1 && t->outs[0].combining) {
@@ -416,8 +420,10 @@ static int put_partial(void *arg, const struct shmrun_record *rec, uint64_t hash
 	uint16_t flags = REC_COMBINED | (rec->event_time_ns != 0 ? REC_TIMED : 0);
 	uint32_t j;
 
-	if (pp->e->kind == SHMRUN_EDGE_FORWARD) /* a keyed edge between width-1 stages */
+	if (pp->e->kind == SHMRUN_EDGE_FORWARD) { /* a keyed edge between width-1 stages */
+		pp->e->forward->cur_input = pp->e->fwd_input;
 		return deliver_partial(pp->e->forward, rec, hash);
+	}
 	j = pp->e->instance_of_vnode[shmrun_placement_vnode_of_hash(hash, pp->vnodes)];
 	return chan_put_rec(pp->e->chans[j], rec, hash, flags, (uint32_t)chan_rec_bytes(rec, flags));
 }
@@ -464,6 +470,7 @@ static int emit_edges(struct shmrun_task *t, const struct shmrun_record *rec)
 			continue;
 		}
 		if (e->kind == SHMRUN_EDGE_FORWARD) {
+			e->forward->cur_input = e->fwd_input;
 			err = deliver(e->forward, rec, 0, false);
 			continue;
 		}
@@ -622,6 +629,7 @@ static uint32_t read_channel(struct shmrun_task *t, struct chan_in *in)
 		n++;
 		bytes += SHMRUN_FRAME_HEADER + f->len; /* (plus the ring's commit word: a budget) */
 		if (f->kind == SHMRUN_FRAME_DATA) {
+			t->cur_input = in->input;
 			if (deliver_frame(t, f) == -EBADMSG)
 				break;
 		} else if (f->kind == SHMRUN_FRAME_WATERMARK) {
@@ -854,6 +862,20 @@ static struct chan_in *find_in(struct shmrun_worker *w, uint32_t c)
 	return NULL;
 }
 
+/*
+ * The index of edge @e's upstream in its downstream stage's `input =` list:
+ * conf_graph.c adds a stage's edges in the order of that list, so it is the
+ * number of edges into the same stage before @e.
+ */
+static uint32_t input_index(const struct shmrun_job *job, uint32_t e)
+{
+	uint32_t k = 0;
+
+	for (uint32_t e2 = 0; e2 < e; e2++)
+		k += job->edges[e2].to == job->edges[e].to;
+	return k;
+}
+
 static int wire_task(struct shmrun_worker *w, struct shmrun_task *t, const uint32_t *task_slot)
 {
 	const struct shmrun_plan *p = w->plan;
@@ -884,8 +906,9 @@ static int wire_task(struct shmrun_worker *w, struct shmrun_task *t, const uint3
 		}
 		else if (ed->to == stage)
 			for (uint32_t i = 0; i < job->stages[ed->from].width; i++) {
-				t->ins[t->nins++] =
+				t->ins[t->nins] =
 					find_in(w, shmrun_plan_channel_of(p, e, i, t->instance));
+				t->ins[t->nins++]->input = input_index(job, e);
 				t->inputs_open++;
 			}
 		if (ed->from != stage)
@@ -904,6 +927,7 @@ static int wire_task(struct shmrun_worker *w, struct shmrun_task *t, const uint3
 		}
 		if (ed->kind == SHMRUN_EDGE_FORWARD) {
 			oe->forward = &w->tasks[task_slot[p->stage_task0[ed->to] + t->instance]];
+			oe->fwd_input = input_index(job, e);
 			/* its index among the forward edges into ed->to, in edge order */
 			for (uint32_t e2 = 0; e2 < e; e2++)
 				oe->fwd_slot += job->edges[e2].to == ed->to &&
@@ -1270,6 +1294,8 @@ static void publish_stats(struct shmrun_worker *w)
 		atomic_fetch_add_explicit(&stats->records_late, t->records_late, memory_order_relaxed);
 		atomic_fetch_add_explicit(&stats->keys, t->kv.keys, memory_order_relaxed);
 		atomic_fetch_add_explicit(&stats->state_bytes, t->kv.bytes, memory_order_relaxed);
+		atomic_fetch_add_explicit(&stats->state_peak_bytes, t->kv.peak,
+					  memory_order_relaxed);
 		atomic_fetch_add_explicit(&stats->key_bytes, t->kv.key_bytes, memory_order_relaxed);
 	}
 	for (uint32_t c = 0; c < w->nouts; c++) {

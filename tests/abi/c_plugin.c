@@ -52,6 +52,12 @@ static int upper_process(struct shmrun_task *task, void *state, const struct shm
 	struct upper *u = state;
 	struct shmrun_record out = *rec;
 
+	/* ABI 1.1: the stage has one input, so every record comes from input 0 */
+	if (shmrun_task_inputs(task) != 1 || shmrun_task_input(task) != 0) {
+		shmrun_task_error(task, "record from input %u of %u, expected 0 of 1",
+				  shmrun_task_input(task), shmrun_task_inputs(task));
+		return -EINVAL;
+	}
 	if (rec->key_len > u->max_key) {
 		shmrun_task_error(task, "key of %u bytes, max_key is %llu", rec->key_len,
 				  (unsigned long long)u->max_key);

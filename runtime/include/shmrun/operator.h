@@ -42,7 +42,8 @@ extern "C" {
  * may change or remove anything.
  */
 #define SHMRUN_ABI_MAJOR 1
-#define SHMRUN_ABI_MINOR 1 /* 1.1: event time (watermarks, timers, namespaced and deletable key-bound state) */
+#define SHMRUN_ABI_MINOR 1 /* 1.1: event time (watermarks, timers, namespaced and deletable key-bound state,
+			      the input of a record) */
 
 /**
  * Event time (docs/event-time.md). A watermark W says "no more records with
@@ -477,6 +478,25 @@ void shmrun_task_vnode_range(const struct shmrun_task *task, uint32_t *lo, uint3
  * XXH3-64(key) scaled to [0, V) (shmrun_placement_vnode_of_hash()).
  */
 uint32_t shmrun_task_vnode_of(const struct shmrun_task *task, const void *key, uint32_t len);
+
+/**
+ * shmrun_task_inputs() - how many upstream stages the stage reads from: the
+ * entries of its `input =` list (0 for a source). Known from prepare() on.
+ * Since ABI 1.1.
+ */
+uint32_t shmrun_task_inputs(const struct shmrun_task *task);
+/**
+ * shmrun_task_input() - which input the record(s) being handed to
+ * process(), process_batch() or a combiner's merge() came from: the
+ * upstream stage's index in this stage's `input =` list, 0..inputs-1, as
+ * written (`input = bids by key, auctions by key`: bids 0, auctions 1),
+ * whatever the edge kind. All records of one process_batch() call come from
+ * one input. Meaningful only inside those callbacks (elsewhere: the input of
+ * the last record delivered, 0 before any). What a two-input operator
+ * (interval_join) needs to tell its sides apart; Flink's
+ * CoProcessFunction has processElement1/2 for it. Since ABI 1.1.
+ */
+uint32_t shmrun_task_input(const struct shmrun_task *task);
 
 /**
  * shmrun_task_param() - the value of a key declared in the operator's params,

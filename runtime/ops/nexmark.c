@@ -70,25 +70,25 @@
 #include "ranges.h"
 
 /* Beam's NexmarkConfiguration defaults. */
-#define PERSON_PROPORTION 1
-#define AUCTION_PROPORTION 3
-#define BID_PROPORTION 46
-#define TOTAL_PROPORTION (PERSON_PROPORTION + AUCTION_PROPORTION + BID_PROPORTION)
-#define FIRST_PERSON_ID 1000
-#define FIRST_AUCTION_ID 1000
-#define FIRST_CATEGORY_ID 10
-#define NUM_CATEGORIES 5
-#define HOT_AUCTION_RATIO 2
-#define HOT_BIDDER_RATIO 4
-#define HOT_SELLER_RATIO 4
-#define NUM_ACTIVE_PEOPLE 1000
-#define PERSON_ID_LEAD 10
+#define PERSON_PROPORTION      1
+#define AUCTION_PROPORTION     3
+#define BID_PROPORTION	       46
+#define TOTAL_PROPORTION       (PERSON_PROPORTION + AUCTION_PROPORTION + BID_PROPORTION)
+#define FIRST_PERSON_ID	       1000
+#define FIRST_AUCTION_ID       1000
+#define FIRST_CATEGORY_ID      10
+#define NUM_CATEGORIES	       5
+#define HOT_AUCTION_RATIO      2
+#define HOT_BIDDER_RATIO       4
+#define HOT_SELLER_RATIO       4
+#define NUM_ACTIVE_PEOPLE      1000
+#define PERSON_ID_LEAD	       10
 #define NUM_IN_FLIGHT_AUCTIONS 100
-#define AUCTION_ID_LEAD 10
+#define AUCTION_ID_LEAD	       10
 
 /* Room for one record's key (20 digits) and value (the longest, a person,
  * is under 160 bytes: the names and strings below are bounded). */
-#define KEY_BYTES 24
+#define KEY_BYTES   24
 #define VALUE_BYTES 232
 
 enum kind { K_ALL, K_PERSON, K_AUCTION, K_BID };
@@ -97,7 +97,7 @@ enum keying { KEY_JOIN, KEY_PERSON, KEY_NONE };
 struct nexmark {
 	uint64_t seed;
 	int64_t t0, delay; /* event time of event 0, and between events; ns */
-	enum kind only;    /* K_ALL: every kind */
+	enum kind only;	   /* K_ALL: every kind */
 	enum keying keying;
 	struct shmrun_ranges ranges;
 	struct shmrun_record *recs;
@@ -181,13 +181,13 @@ static uint64_t next_price(uint64_t *x)
 	return (uint64_t)llround(pow(10.0, rnd_unit(x) * 6.0) * 100.0);
 }
 
-static const char *const first_names[] = {"Peter", "Paul",  "Luke",  "John",   "Saul",  "Vicky",
+static const char *const first_names[] = {"Peter", "Paul",  "Luke",  "John",   "Saul",	"Vicky",
 					  "Kate",  "Julie", "Sarah", "Deiter", "Walter"};
 static const char *const last_names[] = {"Shultz", "Abrams", "Spencer", "White", "Bartels",
-					 "Walton", "Smith",  "Jones",   "Noris"};
-static const char *const cities[] = {"Phoenix", "Los Angeles", "San Francisco", "Boise",
-				     "Portland", "Bend", "Redmond", "Seattle", "Kent",
-				     "Cheyenne"};
+					 "Walton", "Smith",  "Jones",	"Noris"};
+static const char *const cities[] = {"Phoenix",	 "Los Angeles", "San Francisco", "Boise",
+				     "Portland", "Bend",	"Redmond",	 "Seattle",
+				     "Kent",	 "Cheyenne"};
 static const char *const states[] = {"AZ", "CA", "ID", "OR", "WA", "WY"};
 static const char *const channels[] = {"Google", "Facebook", "Baidu", "Apple"};
 #define PICK(x, a) ((a)[rnd(x, sizeof(a) / sizeof((a)[0]))])
@@ -245,7 +245,7 @@ static enum kind kind_of(uint64_t n)
 {
 	uint64_t off = n % TOTAL_PROPORTION;
 
-	return off < PERSON_PROPORTION				  ? K_PERSON
+	return off < PERSON_PROPORTION			      ? K_PERSON
 	       : off < PERSON_PROPORTION + AUCTION_PROPORTION ? K_AUCTION
 							      : K_BID;
 }
@@ -304,9 +304,11 @@ static void make_event(const struct nexmark *s, uint64_t n, int64_t t, struct sh
 		category = FIRST_CATEGORY_ID + rnd(&x, NUM_CATEGORIES);
 		initial = next_price(&x);
 		reserve = initial + next_price(&x);
-		/* twice the time until NUM_IN_FLIGHT_AUCTIONS more auctions (nextAuctionLengthMs) */
-		horizon = 2 * (uint64_t)s->delay *
-			  (NUM_IN_FLIGHT_AUCTIONS * TOTAL_PROPORTION / AUCTION_PROPORTION); /* < 2^42 */
+		/* twice the time until NUM_IN_FLIGHT_AUCTIONS more auctions (nextAuctionLengthMs)
+		 */
+		horizon =
+		    2 * (uint64_t)s->delay *
+		    (NUM_IN_FLIGHT_AUCTIONS * TOTAL_PROPORTION / AUCTION_PROPORTION); /* < 2^42 */
 		put_s(&o, "auction\t");
 		put_u(&o, n);
 		put_c(&o, '\t');
@@ -382,7 +384,9 @@ static int nx_open(struct shmrun_task *task, void **state)
 		  : !strcmp(v, "auction") ? K_AUCTION
 					  : K_BID;
 	v = shmrun_task_param(task, "key");
-	s->keying = !v || !strcmp(v, "join") ? KEY_JOIN : !strcmp(v, "person") ? KEY_PERSON : KEY_NONE;
+	s->keying = !v || !strcmp(v, "join") ? KEY_JOIN
+		    : !strcmp(v, "person")   ? KEY_PERSON
+					     : KEY_NONE;
 	return shmrun_ranges_deal(&s->ranges, task, shmrun_task_param_u64(task, "count", 0),
 				  shmrun_task_param_u64(task, "piece_events", 1u << 20));
 }
@@ -411,8 +415,7 @@ static int nx_produce(struct shmrun_task *task, void *state, uint32_t budget)
 		e = r->next++;
 		if (s->only != K_ALL && kind_of(e) != s->only)
 			continue;
-		make_event(s, e, event_time(s, e), &s->recs[n], s->text[n],
-			   s->text[n] + KEY_BYTES);
+		make_event(s, e, event_time(s, e), &s->recs[n], s->text[n], s->text[n] + KEY_BYTES);
 		n++;
 	}
 	if (more && !shmrun_ranges_current(&s->ranges))
@@ -486,16 +489,16 @@ static const struct shmrun_param_def params[] = {
 /* clang-format on */
 
 const struct shmrun_operator shmrun_op_nexmark = {
-	.size = sizeof(struct shmrun_operator),
-	.name = "nexmark",
-	.summary = "generates the NEXMark auction events: person : auction : bid = 1 : 3 : 46",
-	.flags = SHMRUN_OP_SOURCE,
-	.params = params,
-	.pacing_param = "rate",
-	.open = nx_open,
-	.produce = nx_produce,
-	.close = nx_close,
-	.pw_rule = SHMRUN_PW_SPLIT,
-	.snapshot = nx_snapshot,
-	.restore = nx_restore,
+    .size = sizeof(struct shmrun_operator),
+    .name = "nexmark",
+    .summary = "generates the NEXMark auction events: person : auction : bid = 1 : 3 : 46",
+    .flags = SHMRUN_OP_SOURCE,
+    .params = params,
+    .pacing_param = "rate",
+    .open = nx_open,
+    .produce = nx_produce,
+    .close = nx_close,
+    .pw_rule = SHMRUN_PW_SPLIT,
+    .snapshot = nx_snapshot,
+    .restore = nx_restore,
 };

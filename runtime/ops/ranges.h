@@ -25,7 +25,7 @@ struct shmrun_range {
 
 struct shmrun_ranges {
 	struct shmrun_range *r; /* this instance's, in order */
-	uint32_t n, cap, cur;   /* r[cur] is the current one */
+	uint32_t n, cap, cur;	/* r[cur] is the current one */
 };
 
 /*

@@ -465,7 +465,7 @@ static const struct shmrun_param_def params[] = {
 	 * + width: these bounds (with width <= 65536) keep it below 2^64 */
 	{.key = "count", .type = SHMRUN_PARAM_COUNT, .required = true, .min = 1,
 	 .max = 1000000000000ull, .doc = "events in all (event numbers 0 .. count - 1)"},
-	{.key = "seed", .type = SHMRUN_PARAM_COUNT, .def = "0", .max = UINT64_MAX,
+	{.key = "seed", .type = SHMRUN_PARAM_COUNT, .def = "0", .max = 1000000000000000000ull,
 	 .doc = "the generator's seed: the same seed, the same events"},
 	{.key = "events", .type = SHMRUN_PARAM_ENUM, .def = "all", .choices = "all person auction bid",
 	 .doc = "emit every event, or only those of one kind (the others still take their "
@@ -483,7 +483,8 @@ static const struct shmrun_param_def params[] = {
 	 .max = 1000000000000ull,
 	 .doc = "the event numbers are cut into pieces of this many, dealt to the instances"},
 	{.key = "rate", .type = SHMRUN_PARAM_RATE, .min = 1, .max = 1000000000000ull,
-	 .doc = "events per second for the whole stage (default: unlimited)", .tuning = true},
+	 .doc = "records (events emitted) per second for the whole stage (default: unlimited)",
+	 .tuning = true},
 	{0},
 };
 /* clang-format on */

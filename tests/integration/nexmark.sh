@@ -8,7 +8,7 @@
 #   - at widths 3 (two workers, small pieces) the union of the instances'
 #     output is the width-1 output: no event twice, none lost; `events = bid`
 #     is the bids of the full stream;
-#   - kill -9 of a worker, and a stop then --rescale 2 -> 3, give the
+#   - kill -9 of a worker, and a stop then --rescale 2 -> 3 and 3 -> 1, give the
 #     fault-free output exactly (exactly-once file_sink);
 #   - docs/examples/nexmark-q5.conf runs and equals awk's sliding-window
 #     counts over the same bids;
@@ -161,24 +161,28 @@ grep -q "restart 1 of" "$tmp/log" || fail "kill -9 landed after the end (no rest
 same "kill -9 of a worker" "$tmp/ref/out.tsv" "$d/out.tsv"
 echo "ok kill -9 of a worker: restarted, the $N events exactly once"
 
-d=$tmp/rescale
-ck_conf "$d" 2
-(cd "$d" && exec "$shmrun" job.conf) 2> "$tmp/log" &
-launcher=$!
-wait_started || fail "rescale: the run did not start"
-sleep 0.8
-kill -TERM $launcher
-rc=0
-wait $launcher || rc=$?
-launcher=
-[ $rc -eq 0 ] || fail "rescale, stop: exit status $rc"
-grep -q "stopped at epoch" "$tmp/log" || fail "rescale: the stop landed after the end"
-n1=$(wc -l < "$d/out.tsv")
-[ "$n1" -gt 0 ] && [ "$n1" -lt $N ] || fail "rescale: $n1 events before the stop"
-sed -i 's/^width = 2/width = 3/' "$d/job.conf"
-(cd "$d" && "$shmrun" --rescale job.conf) 2> "$tmp/log" || fail "--rescale to width 3: exit $?"
-same "stop, --rescale 2 -> 3" "$tmp/ref/out.tsv" "$d/out.tsv"
-echo "ok stop after $n1 events, --rescale 2 -> 3: the $N events exactly once"
+rescale() { # from to: stop a run at width FROM, --rescale to width TO
+	local d=$tmp/rescale-$1-$2 rc=0 n1
+	ck_conf "$d" "$1"
+	(cd "$d" && exec "$shmrun" job.conf) 2> "$tmp/log" &
+	launcher=$!
+	wait_started || fail "rescale $1 -> $2: the run did not start"
+	sleep 0.8
+	kill -TERM $launcher
+	wait $launcher || rc=$?
+	launcher=
+	[ $rc -eq 0 ] || fail "rescale $1 -> $2, stop: exit status $rc"
+	grep -q "stopped at epoch" "$tmp/log" || fail "rescale $1 -> $2: the stop landed after the end"
+	n1=$(wc -l < "$d/out.tsv")
+	[ "$n1" -gt 0 ] && [ "$n1" -lt $N ] || fail "rescale $1 -> $2: $n1 events before the stop"
+	sed -i "s/^width = $1\$/width = $2/" "$d/job.conf"
+	grep -q "^width = $2\$" "$d/job.conf" || fail "rescale $1 -> $2: width not changed"
+	(cd "$d" && "$shmrun" --rescale job.conf) 2> "$tmp/log" || fail "--rescale $1 -> $2: exit $?"
+	same "stop, --rescale $1 -> $2" "$tmp/ref/out.tsv" "$d/out.tsv"
+	echo "ok stop after $n1 events, --rescale $1 -> $2: the $N events exactly once"
+}
+rescale 2 3
+rescale 3 1
 
 # ---- the q5 example against awk -------------------------------------------
 mkdir -p "$tmp/q5"

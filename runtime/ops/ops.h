@@ -11,6 +11,7 @@
 
 extern const struct shmrun_operator shmrun_op_file_source;
 extern const struct shmrun_operator shmrun_op_sequence;
+extern const struct shmrun_operator shmrun_op_nexmark;
 extern const struct shmrun_operator shmrun_op_tokenize;
 extern const struct shmrun_operator shmrun_op_count;
 extern const struct shmrun_operator shmrun_op_lookup;

@@ -25,9 +25,10 @@
  * first one's time, hiding the cost of formatting the rest).
  *
  * Per-worker state (rule split): one entry per range still to generate,
- * [u64 next][u64 end], the current one first. On a restore
- * (shmrun_task_restoring()) open() computes no range: the restored entries
- * are all there is to do, and an instance given none has finished.
+ * [u64 next][u64 end], the current one first; ranges.c keeps them (nexmark.c
+ * uses the same). On a restore (shmrun_task_restoring()) open() computes no
+ * range: the restored entries are all there is to do, and an instance given
+ * none has finished.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -37,42 +38,29 @@
 #include <time.h>
 
 #include "ops.h"
+#include "ranges.h"
 
 /* Text of one record: "k" + 20 digits + NUL, and 20 digits + NUL, rounded up. */
 #define KEY_BYTES 24
 #define VALUE_BYTES 24
-
-struct range {
-	uint64_t next, end;
-};
 
 struct sequence {
 	uint64_t keys;
 	bool stamp;	      /* event_time = now */
 	bool seq_time;	      /* event_time = sequence */
 	int64_t t0, step;     /* seq_time: event_time_start and event_time_step, ns */
-	struct range *ranges; /* this instance's, in order */
-	uint32_t n, cap, cur;
+	struct shmrun_ranges ranges; /* this instance's share of [0, count) */
 	/* produce()'s batch: recs[i] points into text[i] (KEY_BYTES + VALUE_BYTES) */
 	struct shmrun_record *recs;
 	char (*text)[KEY_BYTES + VALUE_BYTES];
 	uint32_t recs_cap, text_cap;
 };
 
-static int add_range(struct sequence *s, uint64_t next, uint64_t end)
-{
-	if (shmrun_grow_u32(&s->ranges, &s->cap, (size_t)s->n + 1, sizeof(*s->ranges), 16))
-		return -ENOMEM;
-	s->ranges[s->n++] = (struct range){next, end};
-	return 0;
-}
-
 static int seq_open(struct shmrun_task *task, void **state)
 {
 	struct sequence *s = calloc(1, sizeof(*s));
 	uint64_t count = shmrun_task_param_u64(task, "count", 0);
 	uint64_t piece = shmrun_task_param_u64(task, "piece_records", 1u << 20);
-	uint32_t width = shmrun_task_width(task);
 	const char *stamp;
 
 	if (!s)
@@ -85,15 +73,7 @@ static int seq_open(struct shmrun_task *task, void **state)
 	/* bounded by the keys' ranges: start <= 1e15 ms fits in ns, step <= 365 days */
 	s->t0 = (int64_t)shmrun_task_param_u64(task, "event_time_start", 1000) * 1000000;
 	s->step = (int64_t)shmrun_task_param_u64(task, "event_time_step", 1000000);
-	if (shmrun_task_restoring(task))
-		return 0; /* the ranges are the restored entries, if any */
-	for (uint64_t k = shmrun_task_instance(task); k * piece < count; k += width) {
-		uint64_t end = (k + 1) * piece < count ? (k + 1) * piece : count;
-
-		if (add_range(s, k * piece, end))
-			return -ENOMEM;
-	}
-	return 0;
+	return shmrun_ranges_deal(&s->ranges, task, count, piece);
 }
 
 /* CLOCK_REALTIME, ns since the epoch (what latency_sink compares against). */
@@ -116,49 +96,12 @@ static int64_t seq_event_time(const struct sequence *s, uint64_t i)
 	return t;
 }
 
-/*
- * @v in decimal at @out (at most 20 bytes, no NUL), as "%" PRIu64 writes it,
- * without snprintf's cost (it was two thirds of a record's): the length
- * first, then two digits at a time from the end. Return: bytes.
- */
-static uint32_t dec(char *out, uint64_t v)
-{
-	static const char pairs[201] = "00010203040506070809101112131415161718192021222324"
-				       "25262728293031323334353637383940414243444546474849"
-				       "50515253545556575859606162636465666768697071727374"
-				       "75767778798081828384858687888990919293949596979899";
-	static const uint64_t p10[20] = {
-		1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull,
-		100000000ull, 1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull,
-		10000000000000ull, 100000000000000ull, 1000000000000000ull, 10000000000000000ull,
-		100000000000000000ull, 1000000000000000000ull, 10000000000000000000ull};
-	uint32_t n = 1;
-
-	while (n < 20 && v >= p10[n])
-		n++;
-	for (uint32_t i = n;;) {
-		if (v >= 10) {
-			uint32_t d = (uint32_t)(v % 100) * 2;
-
-			out[--i] = pairs[d + 1];
-			out[--i] = pairs[d];
-			v /= 100;
-			if (v == 0 && i == 0)
-				break;
-		} else {
-			out[--i] = (char)('0' + v);
-			break;
-		}
-	}
-	return n;
-}
-
 static int seq_produce(struct shmrun_task *task, void *state, uint32_t budget)
 {
 	struct sequence *s = state;
 	uint32_t n = 0;
 	bool more = true;
-	const struct range *kr = NULL; /* the range kidx belongs to */
+	const struct shmrun_range *kr = NULL; /* the range kidx belongs to */
 	uint64_t kidx = 0;             /* kr->next % keys, kept without a division per record */
 
 	/* both grow together (a failed second grow leaves the first larger) */
@@ -171,15 +114,12 @@ static int seq_produce(struct shmrun_task *task, void *state, uint32_t budget)
 	while (n < budget) {
 		struct shmrun_record *rec = &s->recs[n];
 		char *key = s->text[n], *value = key + KEY_BYTES;
-		struct range *r;
+		struct shmrun_range *r = shmrun_ranges_current(&s->ranges);
 
-		while (s->cur < s->n && s->ranges[s->cur].next >= s->ranges[s->cur].end)
-			s->cur++;
-		if (s->cur == s->n) {
+		if (!r) {
 			more = false;
 			break;
 		}
-		r = &s->ranges[s->cur];
 		rec->key = key;
 		rec->value = value;
 		key[0] = 'k';
@@ -187,10 +127,10 @@ static int seq_produce(struct shmrun_task *task, void *state, uint32_t budget)
 			kr = r;
 			kidx = r->next % s->keys;
 		}
-		rec->key_len = 1 + dec(key + 1, kidx);
+		rec->key_len = 1 + shmrun_fmt_u64(key + 1, kidx);
 		if (++kidx == s->keys)
 			kidx = 0;
-		rec->value_len = dec(value, r->next);
+		rec->value_len = shmrun_fmt_u64(value, r->next);
 		rec->event_time_ns = s->stamp ? realtime_ns() : s->seq_time ? seq_event_time(s, r->next) : 0;
 		r->next++;
 		n++;
@@ -211,29 +151,14 @@ static int seq_snapshot(struct shmrun_task *task, void *state, uint64_t epoch)
 	struct sequence *s = state;
 
 	(void)epoch;
-	for (uint32_t i = s->cur; i < s->n; i++) {
-		int err;
-
-		if (s->ranges[i].next >= s->ranges[i].end)
-			continue;
-		err = shmrun_pw_add(task, &s->ranges[i], sizeof(s->ranges[i]));
-		if (err)
-			return err;
-	}
-	return 0;
+	return shmrun_ranges_snapshot(&s->ranges, task);
 }
 
 static int seq_restore(struct shmrun_task *task, void *state, const void *entry, uint32_t len)
 {
 	struct sequence *s = state;
-	struct range r;
 
-	if (len != sizeof(r)) {
-		shmrun_task_error(task, "restored range is malformed (%u bytes)", len);
-		return -EBADMSG;
-	}
-	memcpy(&r, entry, sizeof(r));
-	return add_range(s, r.next, r.end);
+	return shmrun_ranges_restore(&s->ranges, task, entry, len);
 }
 
 static void seq_close(struct shmrun_task *task, void *state)
@@ -242,7 +167,7 @@ static void seq_close(struct shmrun_task *task, void *state)
 
 	(void)task;
 	if (s) {
-		free(s->ranges);
+		shmrun_ranges_free(&s->ranges);
 		free(s->recs);
 		free(s->text);
 	}

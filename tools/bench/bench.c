@@ -41,6 +41,9 @@ static const char usage_text[] =
     "       shmrun-bench latency [--seconds S] [--reps N] [--quick]\n"
     "                 source-to-sink latency at 10/50/90 % of peak, idle spin and hybrid,\n"
     "                 beside the ping-pong round trip\n"
+    "       shmrun-bench nexmark [--events N] [--reps N] [--quick]\n"
+    "                 nexmark -> null_sink events/s at workers 1 and 2 vs a single-threaded\n"
+    "                 C generator loop\n"
     "       shmrun-bench --help\n"
     "\n"
     "ring and pingpong run two processes pinned to two CPUs and print, for each\n"
@@ -275,7 +278,7 @@ int main(int argc, char **argv)
 
 	if (argc < 2)
 		return usage_error("missing subcommand (ring, pingpong, wordcount, checkpoint, "
-				   "shuffle or latency)");
+				   "shuffle, latency or nexmark)");
 	cmd = argv[1];
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
 		usage(stdout);
@@ -289,9 +292,11 @@ int main(int argc, char **argv)
 		return bench_shuffle_main(argc - 1, argv + 1);
 	if (!strcmp(cmd, "latency")) /* own options: see bench_latency.c */
 		return bench_latency_main(argc - 1, argv + 1);
+	if (!strcmp(cmd, "nexmark")) /* own options: see bench_nexmark.c */
+		return bench_nexmark_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "ring") && strcmp(cmd, "pingpong"))
 		return usage_error("unknown subcommand '%s' (expected ring, pingpong, wordcount, "
-				   "checkpoint, shuffle or latency)",
+				   "checkpoint, shuffle, latency or nexmark)",
 				   cmd);
 	is_ring = !strcmp(cmd, "ring");
 

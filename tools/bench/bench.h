@@ -171,6 +171,8 @@ int bench_choose_cpus(struct bench_opts *o);
  */
 int bench_shuffle_main(int argc, char **argv);
 int bench_latency_main(int argc, char **argv);
+/* nexmark: the nexmark source against a C generator loop (bench_nexmark.c). */
+int bench_nexmark_main(int argc, char **argv);
 
 /* Write @text (NUL-terminated) into @path, created or truncated.
  * Return: 0, or -1 after printing why. (bench_shuffle.c) */

@@ -1,0 +1,79 @@
+/*
+ * runtime/ops/ranges.c: pieces of a numbered range dealt to a source's
+ * instances and kept as per-worker state (ranges.h says the rules).
+ *
+ * Rejected: each generating source keeping its own copy (sequence had it
+ * first; nexmark needs exactly the same exactly-once behaviour across
+ * restore and --rescale, and two copies would drift).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+#include "ranges.h"
+
+static int add_range(struct shmrun_ranges *rs, uint64_t next, uint64_t end)
+{
+	if (shmrun_grow_u32(&rs->r, &rs->cap, (size_t)rs->n + 1, sizeof(*rs->r), 16))
+		return -ENOMEM;
+	rs->r[rs->n++] = (struct shmrun_range){next, end};
+	return 0;
+}
+
+int shmrun_ranges_deal(struct shmrun_ranges *rs, struct shmrun_task *task, uint64_t count,
+		       uint64_t piece)
+{
+	uint32_t width = shmrun_task_width(task);
+
+	if (shmrun_task_restoring(task))
+		return 0; /* the ranges are the restored entries, if any */
+	for (uint64_t k = shmrun_task_instance(task); k * piece < count; k += width) {
+		uint64_t end = (k + 1) * piece < count ? (k + 1) * piece : count;
+
+		if (add_range(rs, k * piece, end))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+struct shmrun_range *shmrun_ranges_current(struct shmrun_ranges *rs)
+{
+	while (rs->cur < rs->n && rs->r[rs->cur].next >= rs->r[rs->cur].end)
+		rs->cur++;
+	return rs->cur < rs->n ? &rs->r[rs->cur] : NULL;
+}
+
+int shmrun_ranges_snapshot(struct shmrun_ranges *rs, struct shmrun_task *task)
+{
+	for (uint32_t i = rs->cur; i < rs->n; i++) {
+		int err;
+
+		if (rs->r[i].next >= rs->r[i].end)
+			continue;
+		err = shmrun_pw_add(task, &rs->r[i], sizeof(rs->r[i]));
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+int shmrun_ranges_restore(struct shmrun_ranges *rs, struct shmrun_task *task, const void *entry,
+			  uint32_t len)
+{
+	struct shmrun_range r;
+
+	if (len != sizeof(r)) {
+		shmrun_task_error(task, "restored range is malformed (%u bytes)", len);
+		return -EBADMSG;
+	}
+	memcpy(&r, entry, sizeof(r));
+	return add_range(rs, r.next, r.end);
+}
+
+void shmrun_ranges_free(struct shmrun_ranges *rs)
+{
+	free(rs->r);
+	rs->r = NULL;
+	rs->n = rs->cap = rs->cur = 0;
+}

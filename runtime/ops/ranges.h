@@ -1,0 +1,59 @@
+/*
+ * runtime/ops/ranges.h: a source's share of a numbered range [0, count),
+ * cut into pieces dealt to the stage's instances, as per-worker state
+ * (pw_rule SHMRUN_PW_SPLIT). Shared by sequence.c and nexmark.c; the idea
+ * is file_source's: piece k of `piece` numbers goes to instance k mod width,
+ * so every number is produced by exactly one instance at any width, and the
+ * union of all instances' output does not depend on the width.
+ *
+ * Per-worker state: one entry per range still to generate, [u64 next][u64
+ * end], the current one first. On a restore (shmrun_task_restoring()) no
+ * range is dealt: the restored entries are all there is to do, and an
+ * instance given none has finished. A rescale pools and deals the entries
+ * (SPLIT), each owned by one new instance: no number twice, none lost.
+ */
+#ifndef SHMRUN_OPS_RANGES_H
+#define SHMRUN_OPS_RANGES_H
+
+#include <stdint.h>
+
+#include "shmrun/operator.h"
+
+struct shmrun_range {
+	uint64_t next, end; /* numbers next..end-1 remain */
+};
+
+struct shmrun_ranges {
+	struct shmrun_range *r; /* this instance's, in order */
+	uint32_t n, cap, cur;	/* r[cur] is the current one */
+};
+
+/*
+ * shmrun_ranges_deal() - open(): this instance's pieces of [0, @count), in
+ * pieces of @piece numbers (>= 1), piece k to instance k mod width. Deals
+ * nothing when the task is restoring (restore() brings the ranges).
+ * Bounds: (count / piece + width + 1) * piece must fit in 64 bits.
+ * Return: 0, or -ENOMEM.
+ */
+int shmrun_ranges_deal(struct shmrun_ranges *rs, struct shmrun_task *task, uint64_t count,
+		       uint64_t piece);
+
+/*
+ * shmrun_ranges_current() - the range to produce from next (next < end),
+ * skipping finished ones; NULL when every range is done.
+ */
+struct shmrun_range *shmrun_ranges_current(struct shmrun_ranges *rs);
+
+/* shmrun_ranges_snapshot() - snapshot(): one entry per unfinished range.
+ * Return: 0, or shmrun_pw_add()'s error. */
+int shmrun_ranges_snapshot(struct shmrun_ranges *rs, struct shmrun_task *task);
+
+/* shmrun_ranges_restore() - restore(): append one restored entry.
+ * Return: 0, -EBADMSG (malformed entry, after shmrun_task_error()), -ENOMEM. */
+int shmrun_ranges_restore(struct shmrun_ranges *rs, struct shmrun_task *task, const void *entry,
+			  uint32_t len);
+
+/* shmrun_ranges_free() - close(): release the ranges (@rs itself is the caller's). */
+void shmrun_ranges_free(struct shmrun_ranges *rs);
+
+#endif /* SHMRUN_OPS_RANGES_H */

@@ -36,17 +36,6 @@ void shmrun_task_error_at(struct shmrun_task *task, const char *key, const char 
 	__attribute__((format(printf, 3, 4)));
 
 /*
- * shmrun_task_error_at() - shmrun_task_error() about the value of the
- * stage's key @key (NULL: the stage; "input": the stage's `input =` list):
- * when the error stops the job before anything starts (prepare(), in the
- * launcher), its message names the file:line of that key rather than of the
- * stage. Implemented in task.c.
- * Not (yet) in the public API: a plugin's prepare() errors name the stage.
- */
-void shmrun_task_error_at(struct shmrun_task *task, const char *key, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-/*
  * shmrun_task_input_by_key() - whether input @i of the stage (its index in
  * the `input =` list) is written `by key`: what a join needs so that both
  * sides of a key meet in one instance. Known from prepare() on; false for

@@ -70,7 +70,9 @@ static int seq_open(struct shmrun_task *task, void **state)
 	stamp = shmrun_task_param(task, "event_time");
 	s->stamp = stamp && strcmp(stamp, "now") == 0;
 	s->seq_time = stamp && strcmp(stamp, "sequence") == 0;
-	/* bounded by the keys' ranges: start <= 1e15 ms fits in ns, step <= 365 days */
+	/* bounded by the keys' ranges: start <= 9e12 ms (INT64_MAX ns is about
+	 * 9.22e12 ms, year 2262) fits in ns, step <= 365 days; later records
+	 * saturate (seq_event_time()) */
 	s->t0 = (int64_t)shmrun_task_param_u64(task, "event_time_start", 1000) * 1000000;
 	s->step = (int64_t)shmrun_task_param_u64(task, "event_time_step", 1000000);
 	return shmrun_ranges_deal(&s->ranges, task, count, piece);
@@ -194,7 +196,7 @@ static const struct shmrun_param_def params[] = {
 		"event_time_step",
 	 .tuning = true},
 	{.key = "event_time_start", .type = SHMRUN_PARAM_COUNT, .def = "1000", .min = 1,
-	 .max = 1000000000000000ull,
+	 .max = 9000000000000ull, /* in ns it must fit an int64_t */
 	 .doc = "event_time = sequence: the event time of record 0, ms since the epoch",
 	 .tuning = true},
 	{.key = "event_time_step", .type = SHMRUN_PARAM_DURATION, .def = "1ms", .min = 1000000,

@@ -366,6 +366,17 @@ $src
 [o]
 op = null_sink
 input = s"
+# event_time_start is ms and becomes ns: above 9e12 it would overflow int64_t
+# (it once allowed 1e15); at the limit the run works (UBSan checks it in CI)
+bad "bad.conf:5: event_time_start = '9000000000001' in stage 's' is out of range" "$src
+event_time = sequence
+event_time_start = 9000000000001
+[o]
+op = null_sink
+input = s"
+printf '%s\n' "$src" "event_time = sequence" "event_time_start = 9000000000000" "watermark_delay = 0s" \
+	"[o]" "op = null_sink" "input = s" > "$tmp/edge.conf"
+"$shmrun" "$tmp/edge.conf" > /dev/null 2> "$tmp/log" || fail "event_time_start at its limit: the run failed"
 printf '%s\n' "$src" "watermark_interval = 1s" "[o]" "op = null_sink" "input = s" > "$tmp/warn.conf"
 "$shmrun" check "$tmp/warn.conf" > /dev/null 2> "$tmp/log" || fail "watermark_interval alone refused"
 grep -qF "warn.conf:4: watermark_interval has no effect in stage 's' without watermark_delay" "$tmp/log" ||

@@ -365,6 +365,74 @@ static void plugin_diff(struct shmrun_text *o, const char *line, const struct to
 	}
 }
 
+/*
+ * The "param STAGE key=value" line @line of one topology against @y, the other
+ * (@pass 0: @line is the old one; a key only in @y is reported from the other
+ * pass): its change added to @o, for the stages of both only, and for stage
+ * @only alone when it is not NULL. Return: whether @line is a param line.
+ */
+static bool param_diff_line(struct shmrun_text *o, const char *line, const struct topo *y,
+			    int pass, const char *only)
+{
+	char s1[80], s2[100], k[80], prefix[200], buf[600];
+	const char *other, *eq;
+
+	if (sscanf(line, "param %79s %79s", s1, k) != 2)
+		return false;
+	eq = strchr(k, '=');
+	if (!eq || (only && strcmp(only, s1) != 0))
+		return true;
+	snprintf(prefix, sizeof(prefix), "param %s %.*s", s1, (int)(eq - k), k);
+	snprintf(s2, sizeof(s2), "stage %s", s1);
+	if (!find(y, s2))
+		return true; /* the stage itself is new or removed */
+	other = find(y, prefix);
+	if (!other && pass) {
+		snprintf(buf, sizeof(buf), "stage %s: %.*s: (unset) → %s", s1, (int)(eq - k), k,
+			 eq + 1);
+		add(o, buf);
+	} else if (!other) {
+		snprintf(buf, sizeof(buf), "stage %s: %.*s: %s → (unset)", s1, (int)(eq - k), k,
+			 eq + 1);
+		add(o, buf);
+	} else if (!pass && strcmp(other, line)) {
+		snprintf(buf, sizeof(buf), "stage %s: %.*s: %s → %s", s1, (int)(eq - k), k, eq + 1,
+			 strchr(other + strlen(prefix), '=') + 1);
+		add(o, buf);
+	}
+	return true;
+}
+
+int shmrun_fingerprint_param_diff(const char *old_text, const char *new_text, const char *stage,
+				  char **msg)
+{
+	struct topo a = {0}, b = {0};
+	struct shmrun_text o = {0};
+	int err = split_lines(old_text, &a);
+
+	err = err ? err : split_lines(new_text, &b);
+	*msg = NULL;
+	if (err) {
+		free_lines(&a);
+		free_lines(&b);
+		return err;
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		const struct topo *x = pass ? &b : &a, *y = pass ? &a : &b;
+
+		for (uint32_t i = 0; i < x->n; i++)
+			param_diff_line(&o, x->lines[i], y, pass, stage);
+	}
+	free_lines(&a);
+	free_lines(&b);
+	if (o.err) {
+		free(o.p);
+		return o.err;
+	}
+	*msg = o.p;
+	return 0;
+}
+
 int shmrun_fingerprint_diff(const char *old_text, const char *new_text, char **msg)
 {
 	struct topo a, b;
@@ -435,34 +503,11 @@ int shmrun_fingerprint_diff(const char *old_text, const char *new_text, char **m
 		const struct topo *x = pass ? &b : &a, *y = pass ? &a : &b;
 
 		for (uint32_t i = 0; i < x->n; i++) {
-			char s1[80], s2[100], k[80], prefix[200];
-			const char *other, *eq;
+			char s1[80], s2[100], prefix[200];
+			const char *other;
 
-			if (sscanf(x->lines[i], "param %79s %79s", s1, k) == 2) {
-				eq = strchr(k, '=');
-				if (!eq)
-					continue;
-				snprintf(prefix, sizeof(prefix), "param %s %.*s", s1, (int)(eq - k), k);
-				snprintf(s2, sizeof(s2), "stage %s", s1);
-				if (!find(y, s2))
-					continue; /* the stage itself is new or removed */
-				other = find(y, prefix);
-				if (!other && pass) {
-					snprintf(buf, sizeof(buf), "stage %s: %.*s: (unset) → %s", s1,
-						 (int)(eq - k), k, eq + 1);
-					add(&o, buf);
-				} else if (!other) {
-					snprintf(buf, sizeof(buf), "stage %s: %.*s: %s → (unset)", s1,
-						 (int)(eq - k), k, eq + 1);
-					add(&o, buf);
-				} else if (!pass && strcmp(other, x->lines[i])) {
-					snprintf(buf, sizeof(buf), "stage %s: %.*s: %s → %s", s1,
-						 (int)(eq - k), k, eq + 1,
-						 strchr(other + strlen(prefix), '=') + 1);
-					add(&o, buf);
-				}
+			if (param_diff_line(&o, x->lines[i], y, pass, NULL))
 				continue;
-			}
 			if (sscanf(x->lines[i], "plugin %79s", s1) == 1) {
 				plugin_diff(&o, x->lines[i], y, s1, pass);
 				continue;

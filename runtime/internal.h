@@ -160,6 +160,16 @@ uint64_t shmrun_fingerprint(const struct shmrun_job *job);
  */
 int shmrun_fingerprint_diff(const char *old_text, const char *new_text, char **msg);
 
+/*
+ * shmrun_fingerprint_param_diff() - the keys of stage @stage whose values
+ * differ between canonical encodings @old_text and @new_text (tuning keys are
+ * not in them), as "stage S: key: old → new" items joined by "; ", in *@msg
+ * (malloc'd, the caller frees), or NULL when none differs or the stage is not
+ * in both. Return: 0, or -ENOMEM.
+ */
+int shmrun_fingerprint_param_diff(const char *old_text, const char *new_text, const char *stage,
+				  char **msg);
+
 /**
  * shmrun_fingerprint_plugin_state() - in canonical encoding @text, the state
  * format of stage @stage's plugin operator: "version=V" (the plugin's

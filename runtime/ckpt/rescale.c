@@ -183,7 +183,8 @@ static int load(struct rescale *rs)
 static int check(struct rescale *rs, const char *const *drop, uint32_t ndrop)
 {
 	const struct shmrun_job *job = rs->job;
-	size_t n = 0;
+	char *text = NULL; /* the new topology's canonical encoding */
+	size_t n = 0, text_len;
 
 	rs->why[0] = 0;
 #define REFUSE(...)                                                                          \
@@ -194,6 +195,10 @@ static int check(struct rescale *rs, const char *const *drop, uint32_t ndrop)
 		if (n < sizeof(rs->why))                                                     \
 			n += (size_t)snprintf(rs->why + n, sizeof(rs->why) - n, __VA_ARGS__); \
 	} while (0)
+	if (rs->m.topology && shmrun_fingerprint_text(job, &text, &text_len))
+		text = NULL;
+	if (rs->m.topology && !text)
+		REFUSE("%s: out of memory encoding the topology", job->conf_path);
 	if (rs->m.vnodes != job->vnodes)
 		REFUSE("%s: vnodes: %u → %u (a key's vnode would change; a vnode count change "
 		       "cannot be rescaled): set vnodes = %u in [job] again",
@@ -239,6 +244,24 @@ static int check(struct rescale *rs, const char *const *drop, uint32_t ndrop)
 				       job->conf_path, st->line, st->name, was[0] ? was : "(built-in)",
 				       is[0] ? is : "(built-in)", st->name);
 		}
+		if (rs->m.topology && text) {
+			/* a setting that shapes state (a window's size, a join's
+			 * bounds, count's emit) read differently by the restored
+			 * state would give wrong output: a rescale moves state, it
+			 * does not convert it */
+			char *changed = NULL;
+
+			if (shmrun_fingerprint_param_diff(rs->m.topology, text, st->name,
+							  &changed) == -ENOMEM)
+				REFUSE("%s: out of memory comparing the settings of stage %s",
+				       job->conf_path, st->name);
+			else if (changed)
+				REFUSE("%s:%d: %s (a rescale moves state but does not convert it to "
+				       "other settings): set them back, or rename the stage (a new "
+				       "stage starts empty) and pass --drop-state=%s",
+				       job->conf_path, st->line, changed, st->name);
+			free(changed);
+		}
 		for (uint32_t i = 0; i < rs->nfiles; i++)
 			if (strcmp(rs->files[i].mf->stage, st->name) == 0)
 				pw += rs->files[i].view.npw;
@@ -250,6 +273,7 @@ static int check(struct rescale *rs, const char *const *drop, uint32_t ndrop)
 			       st->width, os->width);
 	}
 #undef REFUSE
+	free(text);
 	return rs->why[0] ? -EPERM : 0;
 }
 

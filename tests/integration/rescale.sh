@@ -245,4 +245,27 @@ aside=$(ls -d "$d"/ckpt/reset-*)
 [ "$(ls "$aside" | grep -c '^ckpt-')" -eq "$n_before" ] || fail "reset: checkpoints not moved aside"
 awk -F'\t' '$2 != 571 && $2 != 572 {bad++} END {exit bad > 0}' "$d/out/result.tsv" || fail "reset: counts wrong after starting empty"
 echo "ok STREAM_RESET_STATE=1: checkpoints moved to $(basename "$aside"), started empty"
+# --- a changed setting of a stateful stage: refused, nothing written ----------------
+# A rescale moves state; it does not convert it. A window's size, a join's
+# bounds or count's emit changed along with a width once gave wrong output.
+d="$tmp/setting"
+mkdir -p "$d"
+wc_conf "$d" 2 40000
+stop_after "$d" 0.7
+wc_conf "$d" 3 100000000
+sed -i '/^op = count$/a emit = update' "$d/job.conf"
+before=$(ls "$d/ckpt" | sort)
+set +e; run "$d" --rescale; rc=$?; set -e
+[ $rc -eq 2 ] || fail "a changed emit with --rescale: exit $rc, want 2"
+grep -q "job.conf:[0-9]*: stage count: emit: final → update (a rescale moves state but does not convert it" "$tmp/log" ||
+	fail "a changed emit: the refusal does not name the setting: $(cat "$tmp/log")"
+[ "$(ls "$d/ckpt" | sort)" = "$before" ] || fail "a refused rescale wrote a checkpoint"
+set +e; "$shmrun" check --rescale "$d/job.conf" > /dev/null 2> "$tmp/log"; rc=$?; set -e
+[ $rc -eq 2 ] && grep -q "stage count: emit: final → update" "$tmp/log" ||
+	fail "check --rescale does not refuse the changed emit: exit $rc"
+sed -i '/^emit = update$/d' "$d/job.conf"
+run "$d" --rescale || fail "rescale with the setting set back: exit $?"
+sort "$d"/out/result.tsv* > "$d/got"
+cmp -s "$tmp/wc.expected" "$d/got" || fail "rescale with the setting set back: output differs"
+echo "ok a changed setting of a stateful stage: --rescale refused, nothing written; set back, exact"
 echo "rescale: all cases passed"

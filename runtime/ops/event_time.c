@@ -441,6 +441,17 @@ static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
 	return era * 146097 + doe - 719468;
 }
 
+/* The days of month @m (1-12) of year @y, proleptic Gregorian. */
+static int days_in_month(int64_t y, int m)
+{
+	static const int days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+	bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+
+	if (m < 1 || m > 12)
+		return 31;
+	return days[m - 1] + (m == 2 && leap);
+}
+
 /* Up to @maxd digits of a fraction at *@pp into ns (9 digits). Return: digits read. */
 static int fraction(const char **pp, int maxd, int64_t *ns)
 {
@@ -515,6 +526,10 @@ int shmrun_timefmt_parse(const struct shmrun_timefmt *f, struct shmrun_tz *tz, c
 		p = *f->post ? strptime(p, f->post, &tm) : p;
 	}
 	if (!p || *p)
+		return -EINVAL;
+	/* glibc's strptime takes %d up to 31 in any month: 2025-02-31 would
+	 * become 2025-03-03 */
+	if (tm.tm_mday > days_in_month((int64_t)tm.tm_year + 1900, tm.tm_mon + 1))
 		return -EINVAL;
 	secs = days_from_civil((int64_t)tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday) * DAY_S +
 	       tm.tm_hour * 3600ll + tm.tm_min * 60ll + tm.tm_sec;

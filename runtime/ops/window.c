@@ -118,6 +118,7 @@ struct window {
 	bool iso;     /* time_format = iso */
 	int64_t size, slide, gap, lateness; /* ns */
 	uint64_t bad_values;
+	uint64_t bad_times; /* records whose windows would not fit 64 bits */
 	struct shmrun_file_out *late; /* `late = PATH`, or NULL */
 	/* a key's sessions while a record or timer is handled */
 	struct session *sess;
@@ -603,6 +604,25 @@ static int session_timer(struct shmrun_task *task, struct window *w, const void 
 
 /* ---- callbacks ------------------------------------------------------------------ */
 
+/*
+ * Whether every window of a record at @t, and its timers, fit in int64_t ns:
+ * the earliest start of a sliding window (t - size - slide at worst, in the
+ * assigner's loop), the latest window's end, and end - 1 + allowed_lateness.
+ * A record with one window that does not fit is skipped whole. Durations are at
+ * most 365 days, so this leaves out only about two years at each end of the
+ * range (1677-1679 and 2260-2262). Without it the arithmetic overflowed: a
+ * window's end saturated and its timer fired a window that was never found
+ * (the record was lost without a count), or floor_to() overflowed.
+ */
+static bool time_fits(const struct window *w, int64_t t)
+{
+	int64_t span = w->kind == SESSION ? w->gap : w->size;
+	/* the latest window of t starts at t (a session) or floor(t / slide) * slide */
+	int64_t last = w->kind == SESSION || t < 0 ? t : floor_to(t, w->slide);
+
+	return t >= INT64_MIN + 2 * span && last <= INT64_MAX - 1 - span - w->lateness;
+}
+
 static int window_process(struct shmrun_task *task, void *state, const struct shmrun_record *rec)
 {
 	struct window *w = state;
@@ -616,6 +636,18 @@ static int window_process(struct shmrun_task *task, void *state, const struct sh
 					 "skipped",
 					 (int)(rec->value_len < 64 ? rec->value_len : 64),
 					 (const char *)rec->value,
+					 (int)(rec->key_len < 64 ? rec->key_len : 64),
+					 (const char *)rec->key);
+		return 0;
+	}
+	if (!time_fits(w, rec->event_time_ns)) {
+		shmrun_task_count(task, SHMRUN_COUNT_RECORDS_BAD, 1);
+		if (w->bad_times++ < WARN_BAD_VALUES)
+			shmrun_task_warn(task,
+					 "event time %" PRId64 " ns of key '%.*s' is too close "
+					 "to the end of the 64-bit ns range (years 1677 and "
+					 "2262) for its windows: record skipped",
+					 rec->event_time_ns,
 					 (int)(rec->key_len < 64 ? rec->key_len : 64),
 					 (const char *)rec->key);
 		return 0;
@@ -658,6 +690,11 @@ static int window_end(struct shmrun_task *task, void *state)
 	if (w->bad_values)
 		shmrun_task_warn(task, "%" PRIu64 " record%s skipped: value not a number",
 				 w->bad_values, w->bad_values == 1 ? "" : "s");
+	if (w->bad_times)
+		shmrun_task_warn(task,
+				 "%" PRIu64 " record%s skipped: event time too close to the end "
+				 "of the 64-bit ns range",
+				 w->bad_times, w->bad_times == 1 ? "" : "s");
 	return w->late ? shmrun_file_out_end(task, w->late) : 0;
 }
 

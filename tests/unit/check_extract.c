@@ -194,6 +194,25 @@ START_TEST(strptime_formats)
 	ck_assert_int_eq(err, -EINVAL);
 	parse_in("%Y-%m-%dT%H:%M:%S.%f", "UTC", "2024-01-31T11:34:56.", &err);
 	ck_assert_int_eq(err, -EINVAL);
+	/* a day the month does not have (glibc's strptime takes %d up to 31 in
+	 * every month, and 2025-02-31 became 2025-03-03); leap days */
+	parse_in("%Y-%m-%d", "UTC", "2025-02-31", &err);
+	ck_assert_int_eq(err, -EINVAL);
+	parse_in("%Y-%m-%d", "UTC", "2025-02-29", &err);
+	ck_assert_int_eq(err, -EINVAL);
+	parse_in("%Y-%m-%d", "UTC", "2025-04-31", &err);
+	ck_assert_int_eq(err, -EINVAL);
+	parse_in("%Y-%m-%d", "UTC", "1900-02-29", &err);
+	ck_assert_int_eq(err, -EINVAL);
+	ck_assert_int_eq(parse_in("%Y-%m-%d", "UTC", "2024-02-29", &err), 1709164800 * S);
+	ck_assert_int_eq(err, 0);
+	ck_assert_int_eq(parse_in("%Y-%m-%d", "UTC", "2000-02-29", &err), 951782400 * S);
+	ck_assert_int_eq(err, 0);
+	ck_assert_int_eq(parse_in("%Y-%m-%d", "UTC", "2025-12-31", &err), 1767139200 * S);
+	ck_assert_int_eq(err, 0);
+	/* a day of the year stays allowed */
+	ck_assert_int_eq(parse_in("%Y %j", "UTC", "2024 366", &err), 1735603200 * S);
+	ck_assert_int_eq(err, 0);
 	{
 		char longtext[400];
 

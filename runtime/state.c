@@ -390,7 +390,8 @@ void *shmrun_kv_get_miss(struct shmrun_kv *kv, uint32_t vnode, uint64_t hash, co
 	memcpy(e, &key_len, sizeof(key_len));
 	memset(e + 4, 0, kv->key_off - 4);
 	memset(e + kv->key_off + key_span - 8, 0, 8);
-	memcpy(e + kv->key_off, key, key_len);
+	if (key_len) /* an empty key may be NULL */
+		memcpy(e + kv->key_off, key, key_len);
 	t->slots[i] = (hash & 0xffff) << TAG_SHIFT | (uint64_t)(uintptr_t)e;
 	t->used++;
 	kv->keys++;

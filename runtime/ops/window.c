@@ -395,11 +395,13 @@ static int drop_late(struct shmrun_task *task, struct window *w, const struct sh
 		shmrun_task_error(task, "out of memory");
 		return -ENOMEM;
 	}
-	memcpy(line, rec->key, rec->key_len);
+	if (rec->key_len) /* an empty key or value may be NULL: no memcpy from NULL */
+		memcpy(line, rec->key, rec->key_len);
 	line[rec->key_len] = '\t';
 	memcpy(line + rec->key_len + 1, head, (size_t)n);
 	line[rec->key_len + 1 + (size_t)n] = '\t';
-	memcpy(line + rec->key_len + 2 + (size_t)n, rec->value, rec->value_len);
+	if (rec->value_len)
+		memcpy(line + rec->key_len + 2 + (size_t)n, rec->value, rec->value_len);
 	err = shmrun_file_out_put(task, w->late, line,
 				  rec->key_len + (uint32_t)n + 2 + rec->value_len);
 	free(line);

@@ -499,6 +499,34 @@ static void report_bad_choice(struct loader *ld, const char *what, const struct 
 }
 
 /*
+ * The number @value of key @d (a count, rate, size, duration or bool) in *@v,
+ * unchecked against the key's range; other types are not numbers: 0, *@v
+ * untouched. Return: 0; -EINVAL (not of its form); -ERANGE (over 64 bits).
+ */
+static int parse_number(const struct shmrun_param_def *d, const char *value, uint64_t *v)
+{
+	switch (d->type) {
+	case SHMRUN_PARAM_COUNT:
+	case SHMRUN_PARAM_RATE:
+		return shmrun_parse_count(value, v);
+	case SHMRUN_PARAM_SIZE:
+		return shmrun_parse_size(value, v);
+	case SHMRUN_PARAM_DURATION:
+		return shmrun_parse_duration(value, v);
+	case SHMRUN_PARAM_BOOL:
+		return parse_bool(value, v);
+	default:
+		return 0;
+	}
+}
+
+/* Whether number @v is in key @d's range (a rate is never 0). */
+static bool in_range(const struct shmrun_param_def *d, uint64_t v)
+{
+	return v >= d->min && (!d->max || v <= d->max) && (d->type != SHMRUN_PARAM_RATE || v);
+}
+
+/*
  * Check @value of key @d in @what ("[job]", "stage 'x'"), written at @line.
  * On success *@text is the value to store (allocated; paths resolved) and *@u64
  * its number. Return: 0; 1 if wrong (reported); -ENOMEM.
@@ -517,19 +545,13 @@ int check_value(struct loader *ld, const char *what, const struct shmrun_param_d
 		       type_form(d->type));
 		return 1;
 	}
+	r = parse_number(d, value, &v);
 	switch (d->type) {
 	case SHMRUN_PARAM_COUNT:
 	case SHMRUN_PARAM_RATE:
-		r = shmrun_parse_count(value, &v);
-		break;
 	case SHMRUN_PARAM_SIZE:
-		r = shmrun_parse_size(value, &v);
-		break;
 	case SHMRUN_PARAM_DURATION:
-		r = shmrun_parse_duration(value, &v);
-		break;
 	case SHMRUN_PARAM_BOOL:
-		r = parse_bool(value, &v);
 		break;
 	case SHMRUN_PARAM_ENUM: {
 		int i = enum_index(d->choices, value);
@@ -575,7 +597,7 @@ int check_value(struct loader *ld, const char *what, const struct shmrun_param_d
 	}
 	if (d->type == SHMRUN_PARAM_COUNT || d->type == SHMRUN_PARAM_SIZE ||
 	    d->type == SHMRUN_PARAM_RATE || d->type == SHMRUN_PARAM_DURATION) {
-		if (v < d->min || (d->max && v > d->max) || (d->type == SHMRUN_PARAM_RATE && !v)) {
+		if (!in_range(d, v)) {
 			errorf(ld, line, "%s = '%s' in %s is out of range; expected %s", d->key,
 			       value, what,
 			       fmt_range(d->type, d->min, d->max, value, range, sizeof(range)));
@@ -684,19 +706,13 @@ int param_value_problem(const struct shmrun_param_def *d, const char *value, cha
 		snprintf(why, len, "empty; expected %s", type_form(d->type));
 		return -EINVAL;
 	}
+	r = parse_number(d, value, &v);
 	switch (d->type) {
 	case SHMRUN_PARAM_COUNT:
 	case SHMRUN_PARAM_RATE:
-		r = shmrun_parse_count(value, &v);
-		break;
 	case SHMRUN_PARAM_SIZE:
-		r = shmrun_parse_size(value, &v);
-		break;
 	case SHMRUN_PARAM_DURATION:
-		r = shmrun_parse_duration(value, &v);
-		break;
 	case SHMRUN_PARAM_BOOL:
-		r = parse_bool(value, &v);
 		break;
 	case SHMRUN_PARAM_ENUM:
 		if (enum_index(d->choices, value) < 0) {
@@ -715,8 +731,7 @@ int param_value_problem(const struct shmrun_param_def *d, const char *value, cha
 			 type_form(d->type));
 		return -EINVAL;
 	}
-	if (r == -ERANGE || v < d->min || (d->max && v > d->max) ||
-	    (d->type == SHMRUN_PARAM_RATE && !v)) {
+	if (r == -ERANGE || !in_range(d, v)) {
 		snprintf(why, len, "out of range; expected %s",
 			 fmt_range(d->type, d->min, d->max, value, range, sizeof(range)));
 		return -ERANGE;

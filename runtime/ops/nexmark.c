@@ -95,14 +95,11 @@ enum kind { K_ALL, K_PERSON, K_AUCTION, K_BID };
 enum keying { KEY_JOIN, KEY_PERSON, KEY_NONE };
 
 struct nexmark {
+	struct shmrun_range_source src; /* first: its callbacks take the state */
 	uint64_t seed;
 	int64_t t0, delay; /* event time of event 0, and between events; ns */
 	enum kind only;	   /* K_ALL: every kind */
 	enum keying keying;
-	struct shmrun_ranges ranges;
-	struct shmrun_record *recs;
-	char (*text)[KEY_BYTES + VALUE_BYTES];
-	uint32_t recs_cap, text_cap;
 };
 
 /* ---- the generator -------------------------------------------------------- */
@@ -373,6 +370,7 @@ static int nx_open(struct shmrun_task *task, void **state)
 	if (!s)
 		return -ENOMEM;
 	*state = s;
+	s->src.slot = KEY_BYTES + VALUE_BYTES;
 	s->seed = shmrun_task_param_u64(task, "seed", 0);
 	/* first_event_time <= 4e12 ms: below 2^63 ns (event_time() saturates the rest) */
 	s->t0 = (int64_t)shmrun_task_param_u64(task, "first_event_time", 0) * 1000000;
@@ -387,7 +385,7 @@ static int nx_open(struct shmrun_task *task, void **state)
 	s->keying = !v || !strcmp(v, "join") ? KEY_JOIN
 		    : !strcmp(v, "person")   ? KEY_PERSON
 					     : KEY_NONE;
-	return shmrun_ranges_deal(&s->ranges, task, shmrun_task_param_u64(task, "count", 0),
+	return shmrun_ranges_deal(&s->src.ranges, task, shmrun_task_param_u64(task, "count", 0),
 				  shmrun_task_param_u64(task, "piece_events", 1u << 20));
 }
 
@@ -396,17 +394,15 @@ static int nx_produce(struct shmrun_task *task, void *state, uint32_t budget)
 	struct nexmark *s = state;
 	uint32_t n = 0;
 	bool more = true;
+	int err;
 
-	if ((budget > s->recs_cap || budget > s->text_cap) &&
-	    (shmrun_grow_u32(&s->recs, &s->recs_cap, budget, sizeof(*s->recs), 64) ||
-	     shmrun_grow_u32(&s->text, &s->text_cap, budget, sizeof(*s->text), 64))) {
-		shmrun_task_error(task, "out of memory for a batch of %u records", budget);
+	if (shmrun_range_source_reserve(&s->src, task, budget))
 		return -ENOMEM;
-	}
 	/* with `events` set, up to 50 numbers per record emitted: budget x 50 bounds a turn */
 	for (uint64_t steps = (uint64_t)budget * TOTAL_PROPORTION; n < budget && steps; steps--) {
-		struct shmrun_range *r = shmrun_ranges_current(&s->ranges);
+		struct shmrun_range *r = shmrun_ranges_current(&s->src.ranges);
 		uint64_t e;
+		char *text;
 
 		if (!r) {
 			more = false;
@@ -415,48 +411,14 @@ static int nx_produce(struct shmrun_task *task, void *state, uint32_t budget)
 		e = r->next++;
 		if (s->only != K_ALL && kind_of(e) != s->only)
 			continue;
-		make_event(s, e, event_time(s, e), &s->recs[n], s->text[n], s->text[n] + KEY_BYTES);
+		text = shmrun_range_source_text(&s->src, n);
+		make_event(s, e, event_time(s, e), &s->src.recs[n], text, text + KEY_BYTES);
 		n++;
 	}
-	if (more && !shmrun_ranges_current(&s->ranges))
+	if (more && !shmrun_ranges_current(&s->src.ranges))
 		more = false;
-	if (n) {
-		int err;
-
-		shmrun_task_count(task, SHMRUN_COUNT_RECORDS_IN, n);
-		err = shmrun_emit_batch(task, s->recs, n);
-		if (err)
-			return err;
-	}
-	return more ? 1 : 0;
-}
-
-static int nx_snapshot(struct shmrun_task *task, void *state, uint64_t epoch)
-{
-	struct nexmark *s = state;
-
-	(void)epoch;
-	return shmrun_ranges_snapshot(&s->ranges, task);
-}
-
-static int nx_restore(struct shmrun_task *task, void *state, const void *entry, uint32_t len)
-{
-	struct nexmark *s = state;
-
-	return shmrun_ranges_restore(&s->ranges, task, entry, len);
-}
-
-static void nx_close(struct shmrun_task *task, void *state)
-{
-	struct nexmark *s = state;
-
-	(void)task;
-	if (s) {
-		shmrun_ranges_free(&s->ranges);
-		free(s->recs);
-		free(s->text);
-	}
-	free(s);
+	err = shmrun_range_source_emit(&s->src, task, n);
+	return err ? err : more ? 1 : 0;
 }
 
 /* clang-format off */
@@ -498,8 +460,8 @@ const struct shmrun_operator shmrun_op_nexmark = {
     .pacing_param = "rate",
     .open = nx_open,
     .produce = nx_produce,
-    .close = nx_close,
+    .close = shmrun_range_source_close,
     .pw_rule = SHMRUN_PW_SPLIT,
-    .snapshot = nx_snapshot,
-    .restore = nx_restore,
+    .snapshot = shmrun_range_source_snapshot,
+    .restore = shmrun_range_source_restore,
 };

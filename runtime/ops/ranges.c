@@ -12,6 +12,7 @@
 
 #include "ops.h"
 #include "ranges.h"
+#include "util.h"
 
 static int add_range(struct shmrun_ranges *rs, uint64_t next, uint64_t end)
 {
@@ -76,4 +77,54 @@ void shmrun_ranges_free(struct shmrun_ranges *rs)
 	free(rs->r);
 	rs->r = NULL;
 	rs->n = rs->cap = rs->cur = 0;
+}
+
+int shmrun_range_source_reserve(struct shmrun_range_source *src, struct shmrun_task *task,
+				uint32_t n)
+{
+	if ((n > src->recs_cap || n > src->text_cap) &&
+	    (shmrun_grow_u32(&src->recs, &src->recs_cap, n, sizeof(*src->recs), 64) ||
+	     shmrun_grow_u32(&src->text, &src->text_cap, n, src->slot, 64))) {
+		shmrun_task_error(task, "out of memory for a batch of %u records", n);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int shmrun_range_source_emit(struct shmrun_range_source *src, struct shmrun_task *task,
+			     uint32_t n)
+{
+	if (!n)
+		return 0;
+	shmrun_task_count(task, SHMRUN_COUNT_RECORDS_IN, n);
+	return shmrun_emit_batch(task, src->recs, n);
+}
+
+int shmrun_range_source_snapshot(struct shmrun_task *task, void *state, uint64_t epoch)
+{
+	struct shmrun_range_source *src = state;
+
+	(void)epoch;
+	return shmrun_ranges_snapshot(&src->ranges, task);
+}
+
+int shmrun_range_source_restore(struct shmrun_task *task, void *state, const void *entry,
+				uint32_t len)
+{
+	struct shmrun_range_source *src = state;
+
+	return shmrun_ranges_restore(&src->ranges, task, entry, len);
+}
+
+void shmrun_range_source_close(struct shmrun_task *task, void *state)
+{
+	struct shmrun_range_source *src = state;
+
+	(void)task;
+	if (src) {
+		shmrun_ranges_free(&src->ranges);
+		free(src->recs);
+		free(src->text);
+	}
+	free(state);
 }

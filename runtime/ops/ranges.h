@@ -56,4 +56,42 @@ int shmrun_ranges_restore(struct shmrun_ranges *rs, struct shmrun_task *task, co
 /* shmrun_ranges_free() - close(): release the ranges (@rs itself is the caller's). */
 void shmrun_ranges_free(struct shmrun_ranges *rs);
 
+/*
+ * struct shmrun_range_source - what sequence and nexmark share: the ranges
+ * and produce()'s batch, record i's key and value bytes in slot i of @text
+ * (@slot bytes each). It is the FIRST member of such an operator's state, so
+ * that shmrun_range_source_snapshot/restore/close serve as its callbacks.
+ */
+struct shmrun_range_source {
+	struct shmrun_ranges ranges;
+	struct shmrun_record *recs;
+	char *text;
+	uint32_t recs_cap, text_cap; /* grown together; a failed second grow leaves one larger */
+	uint32_t slot;               /* bytes of text per record (set at open()) */
+};
+
+/* shmrun_range_source_reserve() - room for a batch of @n records.
+ * Return: 0, or -ENOMEM (after shmrun_task_error()). */
+int shmrun_range_source_reserve(struct shmrun_range_source *src, struct shmrun_task *task,
+				uint32_t n);
+
+/* shmrun_range_source_text() - record @i's slot of key and value bytes. */
+static inline char *shmrun_range_source_text(const struct shmrun_range_source *src, uint32_t i)
+{
+	return src->text + (size_t)i * src->slot;
+}
+
+/* shmrun_range_source_emit() - count the batch's @n records in and emit them.
+ * Return: 0, or shmrun_emit_batch()'s error. */
+int shmrun_range_source_emit(struct shmrun_range_source *src, struct shmrun_task *task,
+			     uint32_t n);
+
+/* The operator callbacks of a state whose first member is a struct
+ * shmrun_range_source: snapshot() and restore() of its ranges, close() of the
+ * whole state (the ranges, the batch, then the state itself). */
+int shmrun_range_source_snapshot(struct shmrun_task *task, void *state, uint64_t epoch);
+int shmrun_range_source_restore(struct shmrun_task *task, void *state, const void *entry,
+				uint32_t len);
+void shmrun_range_source_close(struct shmrun_task *task, void *state);
+
 #endif /* SHMRUN_OPS_RANGES_H */

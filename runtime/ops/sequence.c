@@ -45,15 +45,11 @@
 #define VALUE_BYTES 24
 
 struct sequence {
+	struct shmrun_range_source src; /* first: its callbacks take the state */
 	uint64_t keys;
 	bool stamp;	      /* event_time = now */
 	bool seq_time;	      /* event_time = sequence */
 	int64_t t0, step;     /* seq_time: event_time_start and event_time_step, ns */
-	struct shmrun_ranges ranges; /* this instance's share of [0, count) */
-	/* produce()'s batch: recs[i] points into text[i] (KEY_BYTES + VALUE_BYTES) */
-	struct shmrun_record *recs;
-	char (*text)[KEY_BYTES + VALUE_BYTES];
-	uint32_t recs_cap, text_cap;
 };
 
 static int seq_open(struct shmrun_task *task, void **state)
@@ -66,6 +62,7 @@ static int seq_open(struct shmrun_task *task, void **state)
 	if (!s)
 		return -ENOMEM;
 	*state = s;
+	s->src.slot = KEY_BYTES + VALUE_BYTES;
 	s->keys = shmrun_task_param_u64(task, "keys", 1);
 	stamp = shmrun_task_param(task, "event_time");
 	s->stamp = stamp && strcmp(stamp, "now") == 0;
@@ -75,7 +72,7 @@ static int seq_open(struct shmrun_task *task, void **state)
 	 * saturate (seq_event_time()) */
 	s->t0 = (int64_t)shmrun_task_param_u64(task, "event_time_start", 1000) * 1000000;
 	s->step = (int64_t)shmrun_task_param_u64(task, "event_time_step", 1000000);
-	return shmrun_ranges_deal(&s->ranges, task, count, piece);
+	return shmrun_ranges_deal(&s->src.ranges, task, count, piece);
 }
 
 /* CLOCK_REALTIME, ns since the epoch (what latency_sink compares against). */
@@ -103,20 +100,16 @@ static int seq_produce(struct shmrun_task *task, void *state, uint32_t budget)
 	struct sequence *s = state;
 	uint32_t n = 0;
 	bool more = true;
+	int err;
 	const struct shmrun_range *kr = NULL; /* the range kidx belongs to */
 	uint64_t kidx = 0;             /* kr->next % keys, kept without a division per record */
 
-	/* both grow together (a failed second grow leaves the first larger) */
-	if ((budget > s->recs_cap || budget > s->text_cap) &&
-	    (shmrun_grow_u32(&s->recs, &s->recs_cap, budget, sizeof(*s->recs), 64) ||
-	     shmrun_grow_u32(&s->text, &s->text_cap, budget, sizeof(*s->text), 64))) {
-		shmrun_task_error(task, "out of memory for a batch of %u records", budget);
+	if (shmrun_range_source_reserve(&s->src, task, budget))
 		return -ENOMEM;
-	}
 	while (n < budget) {
-		struct shmrun_record *rec = &s->recs[n];
-		char *key = s->text[n], *value = key + KEY_BYTES;
-		struct shmrun_range *r = shmrun_ranges_current(&s->ranges);
+		struct shmrun_record *rec = &s->src.recs[n];
+		char *key = shmrun_range_source_text(&s->src, n), *value = key + KEY_BYTES;
+		struct shmrun_range *r = shmrun_ranges_current(&s->src.ranges);
 
 		if (!r) {
 			more = false;
@@ -137,43 +130,8 @@ static int seq_produce(struct shmrun_task *task, void *state, uint32_t budget)
 		r->next++;
 		n++;
 	}
-	if (n) {
-		int err;
-
-		shmrun_task_count(task, SHMRUN_COUNT_RECORDS_IN, n);
-		err = shmrun_emit_batch(task, s->recs, n);
-		if (err)
-			return err;
-	}
-	return more ? 1 : 0;
-}
-
-static int seq_snapshot(struct shmrun_task *task, void *state, uint64_t epoch)
-{
-	struct sequence *s = state;
-
-	(void)epoch;
-	return shmrun_ranges_snapshot(&s->ranges, task);
-}
-
-static int seq_restore(struct shmrun_task *task, void *state, const void *entry, uint32_t len)
-{
-	struct sequence *s = state;
-
-	return shmrun_ranges_restore(&s->ranges, task, entry, len);
-}
-
-static void seq_close(struct shmrun_task *task, void *state)
-{
-	struct sequence *s = state;
-
-	(void)task;
-	if (s) {
-		shmrun_ranges_free(&s->ranges);
-		free(s->recs);
-		free(s->text);
-	}
-	free(s);
+	err = shmrun_range_source_emit(&s->src, task, n);
+	return err ? err : more ? 1 : 0;
 }
 
 static const struct shmrun_param_def params[] = {
@@ -215,8 +173,8 @@ const struct shmrun_operator shmrun_op_sequence = {
 	.pacing_param = "rate",
 	.open = seq_open,
 	.produce = seq_produce,
-	.close = seq_close,
+	.close = shmrun_range_source_close,
 	.pw_rule = SHMRUN_PW_SPLIT,
-	.snapshot = seq_snapshot,
-	.restore = seq_restore,
+	.snapshot = shmrun_range_source_snapshot,
+	.restore = shmrun_range_source_restore,
 };

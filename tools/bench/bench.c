@@ -413,3 +413,33 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	return rc;
 }
+
+int bench_common_option(int c, const char *sub, const char *usage, char **argv,
+			struct bench_common *co)
+{
+	switch (c) {
+	case 'r':
+		if (bench_parse_count(optarg, 100, &co->reps))
+			return bench_usage_error(sub, "--reps '%s': need a count from 1 to 100",
+						 optarg);
+		return BENCH_OPT_DONE;
+	case 'k':
+		co->keep = optarg;
+		return BENCH_OPT_DONE;
+	case 'q':
+		co->quick = true;
+		return BENCH_OPT_DONE;
+	case 'v':
+		co->verbose = true;
+		return BENCH_OPT_DONE;
+	case 'h':
+		fputs(usage, stdout);
+		return 0;
+	case ':':
+		return bench_usage_error(sub, "option '%s' needs a value", argv[optind - 1]);
+	case '?':
+		return bench_usage_error(sub, "unknown option '%s'", argv[optind - 1]);
+	default:
+		return BENCH_OPT_NOT_COMMON;
+	}
+}

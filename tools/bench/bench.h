@@ -278,6 +278,25 @@ int bench_write_all(int fd, const char *p, size_t n);
 /* A count from 1 to @max, digits only. Return: 0, or -1. */
 int bench_parse_count(const char *s, uint64_t max, uint64_t *out);
 
+/* The options the CLI-driving subcommands share (shuffle, latency, nexmark). */
+struct bench_common {
+	uint64_t reps;	  /* --reps N (1..100); 0 when not given */
+	const char *keep; /* --keep DIR, or NULL */
+	bool quick, verbose;
+};
+#define BENCH_OPT_NOT_COMMON (-1) /* not a shared option: the caller's own */
+#define BENCH_OPT_DONE (-2)       /* taken into @co: go on parsing */
+
+/*
+ * bench_common_option() - take getopt_long()'s @c for subcommand @sub if it
+ * is a shared option: 'r' (--reps), 'k' (--keep), 'q', 'v', 'h' (prints
+ * @usage), ':' (a missing value) or '?' (unknown option).
+ * Return: BENCH_OPT_DONE, BENCH_OPT_NOT_COMMON, or an exit code to return
+ * (0 after --help, BENCH_EXIT_USAGE after a usage error).
+ */
+int bench_common_option(int c, const char *sub, const char *usage, char **argv,
+			struct bench_common *co);
+
 /* A '#' line with /proc/loadavg, tagged @when ("start", "end"). */
 void bench_print_loadavg(const char *when);
 

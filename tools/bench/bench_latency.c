@@ -250,6 +250,7 @@ int bench_latency_main(int argc, char **argv)
 	double seconds = 1.0, fixed = 0, peak = 0, peak_worst = 0, secs, t0;
 	bool quick = false, verbose = false, made_dir = false;
 	char *end;
+	struct bench_common co = {0};
 	int c, rc = BENCH_EXIT_FAIL;
 
 	memset(best, 0, sizeof(best));
@@ -264,31 +265,19 @@ int bench_latency_main(int argc, char **argv)
 				return bench_usage_error(
 				    "latency", "--seconds '%s': need a number in (0, 60]", optarg);
 			break;
-		case 'r':
-			if (bench_parse_count(optarg, 100, &reps))
-				return bench_usage_error(
-				    "latency", "--reps '%s': need a count from 1 to 100", optarg);
-			break;
-		case 'k':
-			keep = optarg;
-			break;
-		case 'q':
-			quick = true;
-			break;
-		case 'v':
-			verbose = true;
-			break;
-		case 'h':
-			fputs(lat_usage_text, stdout);
-			return 0;
-		case ':':
-			return bench_usage_error("latency", "option '%s' needs a value",
-						 argv[optind - 1]);
 		default:
-			return bench_usage_error("latency", "unknown option '%s'",
-						 argv[optind - 1]);
+			c = bench_common_option(c, "latency", lat_usage_text, argv, &co);
+			if (c != BENCH_OPT_DONE)
+				return c == BENCH_OPT_NOT_COMMON
+					   ? bench_usage_error("latency", "unknown option '%s'",
+							       argv[optind - 1])
+					   : c;
 		}
 	}
+	keep = co.keep;
+	quick = co.quick;
+	verbose = co.verbose;
+	reps = co.reps;
 	if (optind < argc)
 		return bench_usage_error("latency", "unexpected argument '%s'", argv[optind]);
 	if (quick) {

@@ -357,6 +357,7 @@ int bench_nexmark_main(int argc, char **argv)
 	uint64_t reps = 0, n = 20000000, sum = 0;
 	double fixed[3] = {0, 0, 0}, best[3] = {0, 0, 0}, ref = 0;
 	bool quick = false, verbose = false, made_dir = false, n_given = false;
+	struct bench_common co = {0};
 	int c, rc = BENCH_EXIT_FAIL;
 
 	opterr = 0;
@@ -369,31 +370,19 @@ int bench_nexmark_main(int argc, char **argv)
 				    "nexmark", "--events '%s': need a count from 100 to 10^12", optarg);
 			n_given = true;
 			break;
-		case 'r':
-			if (bench_parse_count(optarg, 100, &reps))
-				return bench_usage_error(
-				    "nexmark", "--reps '%s': need a count from 1 to 100", optarg);
-			break;
-		case 'k':
-			keep = optarg;
-			break;
-		case 'q':
-			quick = true;
-			break;
-		case 'v':
-			verbose = true;
-			break;
-		case 'h':
-			fputs(nx_usage_text, stdout);
-			return 0;
-		case ':':
-			return bench_usage_error("nexmark", "option '%s' needs a value",
-						 argv[optind - 1]);
 		default:
-			return bench_usage_error("nexmark", "unknown option '%s'",
-						 argv[optind - 1]);
+			c = bench_common_option(c, "nexmark", nx_usage_text, argv, &co);
+			if (c != BENCH_OPT_DONE)
+				return c == BENCH_OPT_NOT_COMMON
+					   ? bench_usage_error("nexmark", "unknown option '%s'",
+							       argv[optind - 1])
+					   : c;
 		}
 	}
+	keep = co.keep;
+	quick = co.quick;
+	verbose = co.verbose;
+	reps = co.reps;
 	if (optind < argc)
 		return bench_usage_error("nexmark", "unexpected argument '%s'", argv[optind]);
 	if (quick && !n_given)

@@ -205,6 +205,7 @@ int bench_shuffle_main(int argc, char **argv)
 	double fixed = 0, best = 0, worst = 0, ideal = 0, ideal_worst = 0, secs, t0;
 	bool quick = false, verbose = false, made_dir = false, reps_given = false;
 	char *end;
+	struct bench_common co = {0};
 	int c, rc = BENCH_EXIT_FAIL;
 
 	opterr = 0;
@@ -218,37 +219,25 @@ int bench_shuffle_main(int argc, char **argv)
 				return bench_usage_error(
 				    "shuffle", "--seconds '%s': need a number in (0, 60]", optarg);
 			break;
-		case 'r':
-			if (bench_parse_count(optarg, 100, &reps))
-				return bench_usage_error(
-				    "shuffle", "--reps '%s': need a count from 1 to 100", optarg);
-			reps_given = true;
-			break;
 		case 'K':
 			if (bench_parse_count(optarg, 1u << 24, &keys))
 				return bench_usage_error(
 				    "shuffle", "--keys '%s': need a count from 1 to 16M", optarg);
 			break;
-		case 'k':
-			keep = optarg;
-			break;
-		case 'q':
-			quick = true;
-			break;
-		case 'v':
-			verbose = true;
-			break;
-		case 'h':
-			fputs(sh_usage_text, stdout);
-			return 0;
-		case ':':
-			return bench_usage_error("shuffle", "option '%s' needs a value",
-						 argv[optind - 1]);
 		default:
-			return bench_usage_error("shuffle", "unknown option '%s'",
-						 argv[optind - 1]);
+			c = bench_common_option(c, "shuffle", sh_usage_text, argv, &co);
+			if (c != BENCH_OPT_DONE)
+				return c == BENCH_OPT_NOT_COMMON
+					   ? bench_usage_error("shuffle", "unknown option '%s'",
+							       argv[optind - 1])
+					   : c;
 		}
 	}
+	keep = co.keep;
+	quick = co.quick;
+	verbose = co.verbose;
+	reps = co.reps;
+	reps_given = co.reps != 0;
 	if (optind < argc)
 		return bench_usage_error("shuffle", "unexpected argument '%s'", argv[optind]);
 	if (quick) {

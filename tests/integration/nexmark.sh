@@ -10,7 +10,7 @@
 #     is the bids of the full stream;
 #   - kill -9 of a worker, and a stop then --rescale 2 -> 3 and 3 -> 1, give the
 #     fault-free output exactly (exactly-once file_sink);
-#   - docs/examples/nexmark-q5.conf runs and equals awk's sliding-window
+#   - docs/examples/nexmark/q5.conf runs and equals awk's sliding-window
 #     counts over the same bids;
 #   - bad keys are refused before anything starts (exit 2, file:line).
 set -euo pipefail
@@ -186,7 +186,7 @@ rescale 3 1
 
 # ---- the q5 example against awk -------------------------------------------
 mkdir -p "$tmp/q5"
-cp "$src/docs/examples/nexmark-q5.conf" "$tmp/q5/job.conf"
+cp "$src/docs/examples/nexmark/q5.conf" "$tmp/q5/job.conf"
 run "$tmp/q5"
 # the same bids, width 1, no window
 conf "$tmp/q5bids" "count = 200000" "seed = 1" "events = bid" "event_rate = 10000"
@@ -205,7 +205,7 @@ END {
 }' "$tmp/q5bids/out.tsv" > "$tmp/q5.want"
 [ -s "$tmp/q5.want" ] || fail "q5: the oracle counted nothing"
 same "nexmark-q5.conf against awk" "$tmp/q5.want" "$tmp/q5/out/nexmark-q5.tsv"
-echo "ok docs/examples/nexmark-q5.conf: $(wc -l < "$tmp/q5.want") (auction, window) counts equal awk's"
+echo "ok docs/examples/nexmark/q5.conf: $(wc -l < "$tmp/q5.want") (auction, window) counts equal awk's"
 
 # ---- bad keys ---------------------------------------------------------------
 bad() { # name line-of-the-key pattern stage-lines...

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "nexmark_ref.h"
 
 #define NX_RUN_TIMEOUT_S 120.0
 #define NX_CHECK_EVENTS 5000u
@@ -44,6 +45,7 @@
 
 static const char nx_usage_text[] =
     "Usage: shmrun-bench nexmark [--events N] [--reps N] [--keep DIR] [--quick] [-v]\n"
+    "       shmrun-bench nexmark --reference QUERY [--events N] [--seed S]\n"
     "\n"
     "Times whole shmrun runs of nexmark -> null_sink at workers 1 and 2, and a\n"
     "single-threaded C loop generating the same events, in the same run. The\n"
@@ -54,197 +56,16 @@ static const char nx_usage_text[] =
     "  --keep DIR  write topologies, outputs and logs into DIR and keep them\n"
     "  --quick     small runs, one repetition: a smoke test\n"
     "  -v          print every run as a '#' line\n"
+    "  --reference QUERY  print the single-threaded reference's output of QUERY\n"
+    "              (q0, q1, ...: docs/examples/nexmark/QUERY.conf) over events\n"
+    "              0..N-1 of seed S (default 1; N default 200000), as file_sink\n"
+    "              lines, and exit: what the tests compare a shmrun run with\n"
     "\n"
     "Output:\n"
     "  nexmark workers=W mev_s=F mev_s_per_core=F\n"
     "  reference workers=1 mev_s=F\n"
     "  ratio workers=W per_core_vs_reference=F\n"
     "Exit status: 0 ok, 1 a run failed or its output is wrong, 2 usage error.\n";
-
-/* ---- the reference generator (see the header: same description, own code) -- */
-
-static uint64_t ref_mix(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static uint64_t ref_below(uint64_t *x, uint64_t n)
-{
-	return (uint64_t)(((unsigned __int128)ref_mix(x) * n) >> 64);
-}
-
-static uint64_t ref_price(uint64_t *x)
-{
-	return (uint64_t)llround(pow(10.0, (double)(ref_mix(x) >> 11) * 0x1p-53 * 6.0) * 100.0);
-}
-
-static int64_t ref_last_auction(uint64_t n)
-{
-	int64_t e = (int64_t)(n / 50), o = (int64_t)(n % 50);
-
-	if (o < 1) {
-		e--;
-		o = 2;
-	} else if (o >= 4) {
-		o = 2;
-	} else {
-		o -= 1;
-	}
-	return e * 3 + o;
-}
-
-static uint64_t ref_next_person(uint64_t n, uint64_t *x)
-{
-	uint64_t people = n / 50 + 1, active = people < 1000 ? people : 1000;
-
-	return people - active + ref_below(x, active + 10);
-}
-
-static const char *const ref_first[] = {"Peter", "Paul", "Luke",   "John",  "Saul", "Vicky",
-					"Kate",  "Julie", "Sarah", "Deiter", "Walter"};
-static const char *const ref_last[] = {"Shultz", "Abrams", "Spencer", "White", "Bartels",
-				       "Walton", "Smith",  "Jones",   "Noris"};
-static const char *const ref_cities[] = {"Phoenix",  "Los Angeles", "San Francisco", "Boise",
-					 "Portland", "Bend",	    "Redmond",	     "Seattle",
-					 "Kent",     "Cheyenne"};
-static const char *const ref_states[] = {"AZ", "CA", "ID", "OR", "WA", "WY"};
-static const char *const ref_channels[] = {"Google", "Facebook", "Baidu", "Apple"};
-#define REF_PICK(x, a) ((a)[ref_below(x, sizeof(a) / sizeof((a)[0]))])
-
-static char *ref_s(char *p, const char *s)
-{
-	size_t n = strlen(s);
-
-	memcpy(p, s, n);
-	return p + n;
-}
-
-static char *ref_u(char *p, uint64_t v)
-{
-	char d[20];
-	int n = 0;
-
-	do
-		d[n++] = (char)('0' + v % 10);
-	while (v /= 10);
-	while (n)
-		*p++ = d[--n];
-	return p;
-}
-
-static char *ref_word(char *p, uint64_t *x, uint64_t len)
-{
-	while (len--)
-		*p++ = (char)('a' + ref_below(x, 26));
-	return p;
-}
-
-/*
- * Event @n as the line file_sink writes (key TAB value NL) at @p, with
- * nexmark's defaults but the seed: first_event_time 1e12 ms, event_rate
- * 10 000/s, key = join. Return: the end of the line.
- */
-static char *ref_event(uint64_t seed, uint64_t n, char *p)
-{
-	uint64_t x = seed ^ (n * 0xd1b54a32d192ed03ull), o = n % 50;
-	uint64_t t = 1000000000000ull + n / 10, lp = n / 50; /* ms: 100 us apart */
-	char *key = p, *v;
-
-	(void)ref_mix(&x);
-	p += 24; /* the key is written last, then the value moved behind it */
-	v = p;
-	if (o < 1) {
-		p = ref_s(p, "person\t");
-		p = ref_u(p, n);
-		*p++ = '\t';
-		p = ref_u(p, 1000 + lp);
-		*p++ = '\t';
-		p = ref_s(p, REF_PICK(&x, ref_first));
-		*p++ = ' ';
-		p = ref_s(p, REF_PICK(&x, ref_last));
-		*p++ = '\t';
-		p = ref_word(p, &x, 7);
-		*p++ = '@';
-		p = ref_word(p, &x, 5);
-		p = ref_s(p, ".com\t");
-		for (int g = 0; g < 4; g++) {
-			uint64_t d = ref_below(&x, 10000);
-
-			if (g)
-				*p++ = ' ';
-			for (uint64_t q = 1000; q; q /= 10)
-				*p++ = (char)('0' + d / q % 10);
-		}
-		*p++ = '\t';
-		p = ref_s(p, REF_PICK(&x, ref_cities));
-		*p++ = '\t';
-		p = ref_s(p, REF_PICK(&x, ref_states));
-		*p++ = '\t';
-		p = ref_u(p, t);
-		key = ref_u(key, 1000 + lp);
-	} else if (o < 4) {
-		uint64_t id = 1000 + (uint64_t)ref_last_auction(n), seller, cat, init, res;
-
-		seller = 1000 + (ref_below(&x, 4) > 0 ? lp / 4 * 4 : ref_next_person(n, &x));
-		cat = 10 + ref_below(&x, 5);
-		init = ref_price(&x);
-		res = init + ref_price(&x);
-		p = ref_s(p, "auction\t");
-		p = ref_u(p, n);
-		*p++ = '\t';
-		p = ref_u(p, id);
-		*p++ = '\t';
-		p = ref_word(p, &x, 1 + ref_below(&x, 20));
-		*p++ = '\t';
-		p = ref_u(p, init);
-		*p++ = '\t';
-		p = ref_u(p, res);
-		*p++ = '\t';
-		p = ref_u(p, t);
-		*p++ = '\t';
-		/* 2 x 1666 events x 100 us, in ms, + 1 */
-		p = ref_u(p, t + 1 + ref_below(&x, 2ull * 100000 * (100 * 50 / 3) / 1000000 + 1));
-		*p++ = '\t';
-		p = ref_u(p, seller);
-		*p++ = '\t';
-		p = ref_u(p, cat);
-		key = ref_u(key, id);
-	} else {
-		uint64_t auction, bidder;
-
-		if (ref_below(&x, 2) > 0)
-			auction = (uint64_t)ref_last_auction(n) / 2 * 2;
-		else {
-			int64_t hi = ref_last_auction(n), lo = hi - 100 < 0 ? 0 : hi - 100;
-
-			auction = (uint64_t)lo + ref_below(&x, (uint64_t)(hi - lo) + 11);
-		}
-		auction += 1000;
-		bidder = 1000 + (ref_below(&x, 4) > 0 ? lp / 4 * 4 + 1 : ref_next_person(n, &x));
-		p = ref_s(p, "bid\t");
-		p = ref_u(p, n);
-		*p++ = '\t';
-		p = ref_u(p, auction);
-		*p++ = '\t';
-		p = ref_u(p, bidder);
-		*p++ = '\t';
-		p = ref_u(p, ref_price(&x));
-		*p++ = '\t';
-		p = ref_s(p, REF_PICK(&x, ref_channels));
-		*p++ = '\t';
-		p = ref_u(p, t);
-		key = ref_u(key, auction);
-	}
-	*key++ = '\t';
-	memmove(key, v, (size_t)(p - v));
-	p = key + (p - v);
-	*p++ = '\n';
-	return p;
-}
 
 /* The reference loop over @n events; events per second. */
 static double ref_rate(uint64_t n, uint64_t *sum)
@@ -254,13 +75,48 @@ static double ref_rate(uint64_t n, uint64_t *sum)
 	uint64_t s = 0;
 
 	for (uint64_t i = 0; i < n; i++) {
-		char *end = ref_event(NX_SEED, i, slot);
+		struct nx_ref_event e;
+		char *end;
 
+		nx_ref_make(NX_SEED, i, &e);
+		end = nx_ref_format(&e, slot);
 		s += (uint64_t)(end - slot) + (unsigned char)slot[(i * 7) % 16];
 	}
 	t1 = bench_now_ns();
 	*sum = s;
 	return (double)n / ((double)(t1 - t0) / 1e9);
+}
+
+/* ---- --reference: a query's reference output on stdout ---------------------- */
+
+static void nx_print_line(void *ctx, const char *line, size_t len)
+{
+	fwrite(line, 1, len, ctx);
+	putc('\n', ctx);
+}
+
+static int nx_print_reference(const char *name, uint64_t seed, uint64_t n)
+{
+	const struct nx_ref_query *q = nx_ref_query_find(name);
+
+	if (!q) {
+		fprintf(stderr, "shmrun-bench nexmark: --reference '%s': no such query; the queries:",
+			name);
+		for (unsigned i = 0; nx_ref_queries[i]; i++)
+			fprintf(stderr, " %s", nx_ref_queries[i]->name);
+		fputc('\n', stderr);
+		return BENCH_EXIT_USAGE;
+	}
+	if (nx_ref_run(q, seed, n, nx_print_line, stdout)) {
+		fprintf(stderr, "shmrun-bench nexmark: --reference %s: out of memory\n", name);
+		return BENCH_EXIT_FAIL;
+	}
+	if (fflush(stdout) || ferror(stdout)) {
+		fprintf(stderr, "shmrun-bench nexmark: --reference %s: writing stdout: %s\n", name,
+			strerror(errno));
+		return BENCH_EXIT_FAIL;
+	}
+	return 0;
 }
 
 /* ---- the shmrun runs -------------------------------------------------------- */
@@ -320,8 +176,12 @@ static int nx_check_events(const char *shmrun, const char *dir)
 	if (!want)
 		return -1;
 	p = want;
-	for (uint64_t i = 0; i < NX_CHECK_EVENTS; i++)
-		p = ref_event(NX_SEED, i, p);
+	for (uint64_t i = 0; i < NX_CHECK_EVENTS; i++) {
+		struct nx_ref_event e;
+
+		nx_ref_make(NX_SEED, i, &e);
+		p = nx_ref_format(&e, p);
+	}
 	if (nx_write_conf(dir, "check", NX_CHECK_EVENTS, 1, true) ||
 	    bench_run_conf(shmrun, dir, "check", NX_RUN_TIMEOUT_S, &secs) ||
 	    bench_pathf(path, sizeof(path), "%s/out.tsv", dir) || bench_read_text(path, &got, &len))
@@ -350,11 +210,13 @@ int bench_nexmark_main(int argc, char **argv)
 	    {"events", required_argument, NULL, 'e'}, {"reps", required_argument, NULL, 'r'},
 	    {"keep", required_argument, NULL, 'k'},   {"quick", no_argument, NULL, 'q'},
 	    {"verbose", no_argument, NULL, 'v'},      {"help", no_argument, NULL, 'h'},
+	    {"reference", required_argument, NULL, 'R'}, {"seed", required_argument, NULL, 'S'},
 	    {NULL, 0, NULL, 0},
 	};
 	char built[PATH_MAX], shmrun[PATH_MAX], dir[PATH_MAX];
-	const char *keep = NULL;
-	uint64_t reps = 0, n = 20000000, sum = 0;
+	const char *keep = NULL, *reference = NULL;
+	uint64_t reps = 0, n = 20000000, sum = 0, seed = 1;
+	bool seed_given = false;
 	double fixed[3] = {0, 0, 0}, best[3] = {0, 0, 0}, ref = 0;
 	bool quick = false, verbose = false, made_dir = false, n_given = false;
 	struct bench_common co = {0};
@@ -369,6 +231,15 @@ int bench_nexmark_main(int argc, char **argv)
 				return bench_usage_error(
 				    "nexmark", "--events '%s': need a count from 100 to 10^12", optarg);
 			n_given = true;
+			break;
+		case 'R':
+			reference = optarg;
+			break;
+		case 'S':
+			if (bench_parse_count(optarg, 1000000000000000000ull, &seed))
+				return bench_usage_error(
+				    "nexmark", "--seed '%s': need a count from 1 to 10^18", optarg);
+			seed_given = true;
 			break;
 		default:
 			c = bench_common_option(c, "nexmark", nx_usage_text, argv, &co);
@@ -385,6 +256,11 @@ int bench_nexmark_main(int argc, char **argv)
 	reps = co.reps;
 	if (optind < argc)
 		return bench_usage_error("nexmark", "unexpected argument '%s'", argv[optind]);
+	if (seed_given && !reference)
+		return bench_usage_error("nexmark", "--seed is for --reference (the timed runs use "
+						    "seed %u)", NX_SEED);
+	if (reference)
+		return nx_print_reference(reference, seed, n_given ? n : 200000);
 	if (quick && !n_given)
 		n = 200000;
 	if (!reps)

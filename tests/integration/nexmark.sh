@@ -204,7 +204,7 @@ END {
 	}
 }' "$tmp/q5bids/out.tsv" > "$tmp/q5.want"
 [ -s "$tmp/q5.want" ] || fail "q5: the oracle counted nothing"
-same "nexmark-q5.conf against awk" "$tmp/q5.want" "$tmp/q5/out/nexmark-q5.tsv"
+same "nexmark-q5.conf against awk" "$tmp/q5.want" "$tmp/q5/out/q5.tsv"
 echo "ok docs/examples/nexmark/q5.conf: $(wc -l < "$tmp/q5.want") (auction, window) counts equal awk's"
 
 # ---- bad keys ---------------------------------------------------------------

@@ -737,11 +737,20 @@ static int take_lock(const char *path, bool output, bool create, char *pid, size
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		int err = errno == EWOULDBLOCK ? -EBUSY : -errno;
 
-		got = output ? 0 : pread(fd, pid, len - 1, 0);
-		pid[got > 0 ? got : 0] = 0;
-		pid[strcspn(pid, "\n")] = 0;
-		if (!pid[0])
-			holder_of(fd, pid, len);
+		/*
+		 * The holder from /proc/locks first: the pid a lock file holds is
+		 * written by its holder only after it took every lock, so a run
+		 * refused in between would read the pid of a run before it
+		 * (dead). The file's pid only where /proc/locks cannot say.
+		 */
+		holder_of(fd, pid, len);
+		if (!output && strcmp(pid, "unknown") == 0) {
+			got = pread(fd, pid, len - 1, 0);
+			pid[got > 0 ? got : 0] = 0;
+			pid[strcspn(pid, "\n")] = 0;
+			if (!pid[0])
+				snprintf(pid, len, "unknown");
+		}
 		close(fd);
 		/* one run names one file twice (two spellings): it holds it */
 		if (err == -EBUSY && (pid_t)atol(pid) == getpid())

@@ -151,3 +151,27 @@ grep -q "restoring epoch" "$tmp/log" || fail "after kill -9 of the launcher: no 
 sort "$d/out/result.tsv" > "$d/got"
 cmp -s "$tmp/expected" "$d/got" || fail "after kill -9 of the launcher: output differs"
 echo "ok the locks end with the launcher (kill -9): the next run resumes, exact output"
+
+# ---- the holder named is the live one, not a lock file's stale pid ----------
+# A run writes its pid into its lock files only after it took every lock, so a
+# run refused in between used to name the pid left there by a run before it
+# (dead). The holder comes from /proc/locks. Here a stale pid sits in the
+# file while flock(1) holds it.
+d=$tmp/stale
+conf "$d" 100000000
+mkdir -p -m 0700 "$d/ckpt"
+echo 1 > "$d/ckpt/.lock"
+chmod 600 "$d/ckpt/.lock"
+flock -x -n "$d/ckpt/.lock" sleep 60 &
+holder=$!
+for _ in $(seq 100); do qgrep "FLOCK .* $holder " /proc/locks && break; sleep 0.1; done
+set +e
+(cd "$d" && "$shmrun" job.conf) 2> "$tmp/log"
+rc=$?
+set -e
+kill $holder 2> /dev/null || true
+wait $holder 2> /dev/null || true
+[ $rc -eq 2 ] || fail "a held checkpoint_dir with a stale pid in its lock file: exit $rc, expected 2"
+qgrep "in use by another run of shmrun (pid $holder," "$tmp/log" ||
+	fail "the refusal names the lock file's stale pid, not the holder $holder"
+echo "ok a refusal names the live holder from /proc/locks, not a stale pid in the lock file"

@@ -361,21 +361,37 @@ static void make_event(const struct nexmark *s, uint64_t n, int64_t t, struct sh
 
 /* ---- the operator -------------------------------------------------------- */
 
+/* The time between events, ns: 1 s / event_rate, at least 1 ns. */
+static int64_t nx_delay(struct shmrun_task *task)
+{
+	uint64_t erate = shmrun_task_param_u64(task, "event_rate", 10000);
+
+	return erate <= 1000000000 ? (int64_t)(1000000000 / erate) : 1;
+}
+
+/* Check: the last event's time fits in ns. */
+static int nx_prepare(struct shmrun_task *task)
+{
+	return shmrun_ranges_check_times(
+	    task, "first_event_time + (count - 1) x (1 s / event_rate)",
+	    (int64_t)shmrun_task_param_u64(task, "first_event_time", 0) * 1000000, nx_delay(task),
+	    shmrun_task_param_u64(task, "count", 0));
+}
+
 static int nx_open(struct shmrun_task *task, void **state)
 {
 	struct nexmark *s = calloc(1, sizeof(*s));
 	const char *v;
-	uint64_t erate;
 
 	if (!s)
 		return -ENOMEM;
 	*state = s;
 	s->src.slot = KEY_BYTES + VALUE_BYTES;
 	s->seed = shmrun_task_param_u64(task, "seed", 0);
-	/* first_event_time <= 4e12 ms: below 2^63 ns (event_time() saturates the rest) */
+	/* first_event_time <= 4e12 ms: below 2^63 ns; nx_prepare() refuses a count
+	 * whose last event would not fit (event_time() saturates all the same) */
 	s->t0 = (int64_t)shmrun_task_param_u64(task, "first_event_time", 0) * 1000000;
-	erate = shmrun_task_param_u64(task, "event_rate", 10000);
-	s->delay = erate <= 1000000000 ? (int64_t)(1000000000 / erate) : 1; /* >= 1 ns apart */
+	s->delay = nx_delay(task); /* >= 1 ns apart */
 	v = shmrun_task_param(task, "events");
 	s->only = !v || !strcmp(v, "all") ? K_ALL
 		  : !strcmp(v, "person")  ? K_PERSON
@@ -458,6 +474,7 @@ const struct shmrun_operator shmrun_op_nexmark = {
     .flags = SHMRUN_OP_SOURCE,
     .params = params,
     .pacing_param = "rate",
+    .prepare = nx_prepare,
     .open = nx_open,
     .produce = nx_produce,
     .close = shmrun_range_source_close,

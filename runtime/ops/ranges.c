@@ -128,3 +128,20 @@ void shmrun_range_source_close(struct shmrun_task *task, void *state)
 	}
 	free(state);
 }
+
+int shmrun_ranges_check_times(struct shmrun_task *task, const char *what, int64_t t0_ns,
+			      int64_t step_ns, uint64_t count)
+{
+	int64_t d, t;
+
+	if (count && count - 1 <= (uint64_t)INT64_MAX &&
+	    !__builtin_mul_overflow((int64_t)(count - 1), step_ns, &d) &&
+	    !__builtin_add_overflow(t0_ns, d, &t) && t < INT64_MAX)
+		return 0;
+	shmrun_task_error(task,
+			  "%s, the last record's event time, is past the last one shmrun holds "
+			  "(2^63 - 1 ns since the epoch, 2262-04-11): lower count or the step, or "
+			  "start earlier",
+			  what);
+	return -ERANGE;
+}

@@ -57,6 +57,17 @@ int shmrun_ranges_restore(struct shmrun_ranges *rs, struct shmrun_task *task, co
 void shmrun_ranges_free(struct shmrun_ranges *rs);
 
 /*
+ * shmrun_ranges_check_times() - prepare(): refuse a range whose last event
+ * time does not fit: number @count - 1 at @t0_ns + (@count - 1) x @step_ns
+ * must stay below INT64_MAX ns (2262-04-11), or the times would saturate
+ * and every later record share one. @what names the keys for the message
+ * ("event_time_start + (count - 1) x event_time_step").
+ * Return: 0, or -ERANGE after shmrun_task_error().
+ */
+int shmrun_ranges_check_times(struct shmrun_task *task, const char *what, int64_t t0_ns,
+			      int64_t step_ns, uint64_t count);
+
+/*
  * struct shmrun_range_source - what sequence and nexmark share: the ranges
  * and produce()'s batch, record i's key and value bytes in slot i of @text
  * (@slot bytes each). It is the FIRST member of such an operator's state, so

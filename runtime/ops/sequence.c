@@ -68,11 +68,25 @@ static int seq_open(struct shmrun_task *task, void **state)
 	s->stamp = stamp && strcmp(stamp, "now") == 0;
 	s->seq_time = stamp && strcmp(stamp, "sequence") == 0;
 	/* bounded by the keys' ranges: start <= 9e12 ms (INT64_MAX ns is about
-	 * 9.22e12 ms, year 2262) fits in ns, step <= 365 days; later records
-	 * saturate (seq_event_time()) */
+	 * 9.22e12 ms, year 2262) fits in ns, step <= 365 days; seq_prepare()
+	 * refuses a count whose last record would not fit */
 	s->t0 = (int64_t)shmrun_task_param_u64(task, "event_time_start", 1000) * 1000000;
 	s->step = (int64_t)shmrun_task_param_u64(task, "event_time_step", 1000000);
 	return shmrun_ranges_deal(&s->src.ranges, task, count, piece);
+}
+
+/* Check: with event_time = sequence, the last record's time fits in ns. */
+static int seq_prepare(struct shmrun_task *task)
+{
+	const char *stamp = shmrun_task_param(task, "event_time");
+
+	if (!stamp || strcmp(stamp, "sequence"))
+		return 0;
+	return shmrun_ranges_check_times(
+	    task, "event_time_start + (count - 1) x event_time_step",
+	    (int64_t)shmrun_task_param_u64(task, "event_time_start", 1000) * 1000000,
+	    (int64_t)shmrun_task_param_u64(task, "event_time_step", 1000000),
+	    shmrun_task_param_u64(task, "count", 0));
 }
 
 /* CLOCK_REALTIME, ns since the epoch (what latency_sink compares against). */
@@ -171,6 +185,7 @@ const struct shmrun_operator shmrun_op_sequence = {
 	.flags = SHMRUN_OP_SOURCE,
 	.params = params,
 	.pacing_param = "rate",
+	.prepare = seq_prepare,
 	.open = seq_open,
 	.produce = seq_produce,
 	.close = shmrun_range_source_close,

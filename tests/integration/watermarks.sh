@@ -377,6 +377,25 @@ input = s"
 printf '%s\n' "$src" "event_time = sequence" "event_time_start = 9000000000000" "watermark_delay = 0s" \
 	"[o]" "op = null_sink" "input = s" > "$tmp/edge.conf"
 "$shmrun" "$tmp/edge.conf" > /dev/null 2> "$tmp/log" || fail "event_time_start at its limit: the run failed"
+# the last record's event time must fit too: past 2^63 ns the times would
+# saturate and every later record share one (sequence and nexmark, by prepare())
+bad "bad.conf:1: stage 's' [0]: event_time_start + (count - 1) x event_time_step, the last record's event time, is past the last one shmrun holds" "$src
+event_time = sequence
+event_time_start = 9000000000000
+event_time_step = 31536000s
+[o]
+op = null_sink
+input = s"
+bad "bad.conf:1: stage 'n' [0]: first_event_time + (count - 1) x (1 s / event_rate), the last record's event time, is past" "[n]
+op = nexmark
+count = 1000000000000
+event_rate = 1
+[o]
+op = null_sink
+input = n"
+printf '%s\n' "[n]" "op = nexmark" "count = 1000000000000" "[o]" "op = null_sink" "input = n" > "$tmp/far.conf"
+"$shmrun" check "$tmp/far.conf" > /dev/null 2> "$tmp/log" ||
+	fail "nexmark: 10^12 events at the default event_rate (year 2004) refused: $(cat "$tmp/log")"
 printf '%s\n' "$src" "watermark_interval = 1s" "[o]" "op = null_sink" "input = s" > "$tmp/warn.conf"
 "$shmrun" check "$tmp/warn.conf" > /dev/null 2> "$tmp/log" || fail "watermark_interval alone refused"
 grep -qF "warn.conf:4: watermark_interval has no effect in stage 's' without watermark_delay" "$tmp/log" ||

@@ -390,6 +390,44 @@ static int topo_order(struct loader *ld, uint32_t *indeg, bool *reached)
 	return 0;
 }
 
+/*
+ * Warn about a stage whose operator works by event-time watermarks (the
+ * built-in window and joins) while no stage upstream generates any: its
+ * timers then fire only at end of input (SHMRUN_WATERMARK_MAX), which is
+ * right for a finite input read as a batch but surprising on a live one.
+ * Only a warning: a batch job needs nothing more. @gets (n entries) is
+ * scratch. Needs job->topo.
+ */
+static void check_watermark_sources(struct loader *ld, bool *gets)
+{
+	static const char *const event_time_ops[] = {"window", "interval_join", "window_join"};
+	struct shmrun_job *job = ld->job;
+	uint32_t n = job->nstages;
+
+	memset(gets, 0, n * sizeof(*gets));
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t u = job->topo[k];
+
+		for (uint32_t e = 0; e < job->nedges; e++)
+			if (job->edges[e].from == u)
+				gets[job->edges[e].to] |= gets[u] || job->stages[u].watermarks;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct shmrun_stage *st = &job->stages[i];
+
+		if (gets[i])
+			continue;
+		for (size_t k = 0; k < sizeof(event_time_ops) / sizeof(event_time_ops[0]); k++)
+			if (strcmp(st->op->name, event_time_ops[k]) == 0)
+				warnf(ld, st->line,
+				      "stage '%s' (op %s): no stage upstream generates watermarks, so "
+				      "it fires only at end of input; set watermark_delay on the "
+				      "source or on the stage that sets event times "
+				      "(docs/event-time.md)",
+				      st->name, st->op->name);
+	}
+}
+
 int load_graph(struct loader *ld)
 {
 	struct shmrun_job *job = ld->job;
@@ -449,6 +487,8 @@ int load_graph(struct loader *ld)
 	/* path, done with, holds the in-degrees (n + 1 words) */
 	if (ld->errs.n == 0 && topo_order(ld, path, reached))
 		goto out;
+	if (ld->errs.n == 0)
+		check_watermark_sources(ld, reached);
 	r = 0;
 out:
 	free(color);

@@ -68,4 +68,14 @@ bad bad_lateness 12 "allowed_lateness" 'kind = tumbling' 'size = 60s' 'allowed_l
 bad bad_emit 12 "one of" 'kind = tumbling' 'size = 60s' 'emit = sometimes'
 mkdir -p "$tmp/adir"
 bad late_directory 12 "directory" 'kind = tumbling' 'size = 60s' "late = $tmp/adir"
+# no watermarks upstream: a warning at the stage's line (windows fire only at
+# end of input); none once the source generates them
+conf 'kind = tumbling' 'size = 60s' > "$tmp/nowm.conf"
+"$shmrun" check "$tmp/nowm.conf" > /dev/null 2> "$tmp/log" || fail "nowm: refused"
+qgrep -F "warning: $tmp/nowm.conf:8: stage 'w' (op window): no stage upstream generates watermarks, so it fires only at end of input" "$tmp/log" ||
+	fail "nowm: no warning that the windows fire only at end of input"
+sed 's/^count = 10$/count = 10\nwatermark_delay = 0s/' "$tmp/nowm.conf" > "$tmp/wm.conf"
+"$shmrun" check "$tmp/wm.conf" > /dev/null 2> "$tmp/log" || fail "wm: refused"
+qgrep "generates watermarks" "$tmp/log" && fail "wm: warned although the source generates watermarks"
+echo "ok a window with no watermark upstream is warned about at its line, not once there is one"
 echo "window_check: $n bad confs refused at their line, 3 good ones accepted"

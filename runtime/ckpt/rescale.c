@@ -265,12 +265,35 @@ static int check(struct rescale *rs, const char *const *drop, uint32_t ndrop)
 		for (uint32_t i = 0; i < rs->nfiles; i++)
 			if (strcmp(rs->files[i].mf->stage, st->name) == 0)
 				pw += rs->files[i].view.npw;
-		if (os->width != st->width && pw && st->op->pw_rule == SHMRUN_PW_NONE)
-			REFUSE("%s:%d: stage %s: its operator %s declares no per-worker state "
-			       "rule (split or union), so its width cannot change (%u → %u): "
-			       "set width = %u again",
-			       job->conf_path, st->line, st->name, st->op->name, os->width,
-			       st->width, os->width);
+		if (os->width != st->width && pw && st->op->pw_rule == SHMRUN_PW_NONE) {
+			/* name the output files that hold it: file_sink's path,
+			 * extract's rejects, window's late (a file per instance) */
+			char outs[256] = "";
+			size_t used = 0;
+
+			for (uint32_t i = 0; i < st->nparams && used < sizeof(outs); i++)
+				if (st->params[i].value &&
+				    st->params[i].def->io == SHMRUN_PARAM_OUTPUT) {
+					int k = snprintf(outs + used, sizeof(outs) - used, "%s%s",
+							 used ? ", " : "", st->params[i].def->key);
+
+					used += k > 0 ? (size_t)k : 0;
+				}
+			if (used)
+				REFUSE("%s:%d: stage %s: its per-worker state is how much of "
+				       "each instance's output file (%s: one file per instance) "
+				       "is committed, which no rule can re-deal to another "
+				       "number of files, so its width cannot change (%u → %u): "
+				       "set width = %u again",
+				       job->conf_path, st->line, st->name, outs, os->width,
+				       st->width, os->width);
+			else
+				REFUSE("%s:%d: stage %s: its operator %s declares no per-worker "
+				       "state rule (split or union), so its width cannot change "
+				       "(%u → %u): set width = %u again",
+				       job->conf_path, st->line, st->name, st->op->name,
+				       os->width, st->width, os->width);
+		}
 	}
 #undef REFUSE
 	free(text);

@@ -201,7 +201,7 @@ for rej in no yes; do
 		cmp -s "$tmp/big-want" "$tmp/got" || { diff "$tmp/big-want" "$tmp/got" | head >&2; fail "counts after the rescale differ"; }
 	else
 		[ $rc = 2 ] || fail "rescale of extract with rejects: exit $rc, want 2"
-		grep -q "stage parse: its operator extract declares no per-worker state rule" "$tmp/log" ||
+		grep -q "stage parse: its per-worker state is how much of each instance.s output file (rejects: one file per instance) is committed" "$tmp/log" ||
 			fail "rescale with rejects: no reason"
 	fi
 done

@@ -168,7 +168,7 @@ cp "$d/orig.conf" "$d/job.conf"
 sed -i 's/^path = out\/result.tsv/path = out\/result.tsv\nwidth = 2/' "$d/job.conf"
 line=$(grep -n '^\[out\]' "$d/job.conf" | cut -d: -f1)
 refused "$d" "file_sink width change" \
-	"job.conf:$line: stage out: its operator file_sink declares no per-worker state rule .*(1 → 2): set width = 1 again"
+	"job.conf:$line: stage out: its per-worker state is how much of each instance.s output file (path: one file per instance) is committed, .*(1 → 2): set width = 1 again"
 echo "ok per-worker state without a rule: refused (exit 2), naming job.conf:$line and the stage"
 # the same topology with --drop-state naming a stage it still has: check agrees with the run
 cp "$d/orig.conf" "$d/job.conf"

@@ -60,6 +60,12 @@ bool shmrun_task_input_by_key(const struct shmrun_task *task, uint32_t i);
  * about a record it was handed, from its process() / process_batch().
  * Anywhere else (behind a ring: shuffle or a width change; behind another
  * operator; outside the call) the answer is "not known".
+ *
+ * Rejected, for now: a public ABI 1.2 pair (plugin sources setting origins,
+ * plugin operators asking): no plugin needs it yet, and once public the
+ * shape (a describe() callback, answers only on a forward edge) would be
+ * fixed for the ABI major version; it can be added the way ABI 1.1 was when
+ * one does. Carrying origins in ring frames: see extract.c.
  */
 struct shmrun_origin {
 	/* describe() - write where record @i (0-based index in the batch being

@@ -112,6 +112,7 @@
 #include "util.h"
 #include "flush.h"
 #include "idle.h"
+#include "ops/ops.h" /* struct shmrun_origin */
 #include "pace.h"
 #include "shmrun/placement.h"
 #include "task.h"
@@ -333,6 +334,44 @@ int shmrun_emit_batch(struct shmrun_task *t, const struct shmrun_record *recs, u
 	for (uint32_t i = 0; i < n && !err; i++)
 		err = shmrun_emit(t, &recs[i]);
 	return err;
+}
+
+int shmrun_emit_batch_origin(struct shmrun_task *t, const struct shmrun_record *recs,
+			     uint32_t n, struct shmrun_origin *o)
+{
+	const struct shmrun_origin *outer = t->w->origin;
+	int err;
+
+	o->recs = recs;
+	o->n = n;
+	t->w->origin = o;
+	err = shmrun_emit_batch(t, recs, n);
+	t->w->origin = outer;
+	return err;
+}
+
+bool shmrun_task_record_origin(struct shmrun_task *t, const struct shmrun_record *rec, char *buf,
+			       size_t len)
+{
+	const struct shmrun_origin *o = t->w->origin;
+	uintptr_t r = (uintptr_t)rec, lo;
+	bool forward = false;
+
+	if (!o || !len)
+		return false;
+	/* the very record the source emitted, not a copy (a ring's, another
+	 * operator's): then its index in the batch says where it was read */
+	lo = (uintptr_t)o->recs;
+	if (r < lo || r >= lo + (uintptr_t)o->n * sizeof(*rec) || (r - lo) % sizeof(*rec))
+		return false;
+	/* and @t is directly behind the source (an operator that passes the
+	 * record on unchanged could hand it further: keep the rule simple) */
+	for (uint32_t k = 0; k < o->task->nouts && !forward; k++)
+		forward = o->task->outs[k].kind == SHMRUN_EDGE_FORWARD &&
+			  o->task->outs[k].forward == t;
+	if (!forward)
+		return false;
+	return o->describe(o->task, o->state, (uint32_t)((r - lo) / sizeof(*rec)), buf, len) == 0;
 }
 
 /*

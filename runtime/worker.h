@@ -63,6 +63,9 @@ struct shmrun_worker {
 				 watermarks, has on_timer(), or idle_timeout is set */
 	int64_t turn_ns;      /* wm_clocked: CLOCK_MONOTONIC at the start of this turn */
 	int64_t wm_idle_check_ns; /* next look for inputs that became idle */
+	/* the batch a source is emitting with shmrun_emit_batch_origin() (ops.h)
+	 * and where it was read; NULL outside that call */
+	const struct shmrun_origin *origin;
 	struct shmrun_record rbuf[BATCH_RECORDS]; /* records of a frame for process_batch() */
 	uint64_t rhash[BATCH_RECORDS];            /* their key hashes */
 };

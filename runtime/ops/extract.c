@@ -21,12 +21,14 @@
  * time is read by event_time.c (`time_format`, `time_zone`).
  *
  * Bad lines are counted (the run summary's "bad records"); the first
- * `log_bad` of each task are logged as warnings with the reason and the line
- * (cut at 160 bytes, unprintable bytes as \xHH: file_source's records carry
- * no file name or line number, and a piece-parallel read cannot count lines
- * without reading every byte before its piece). `on_bad_record = fail` makes
- * the first one fail the job instead (exit status 1, errno EILSEQ, which the
- * launcher does not restart: the same input fails again).
+ * `log_bad` of each task are logged as warnings with where the line is, the
+ * reason and the line (cut at 160 bytes, unprintable bytes as \xHH).
+ * `on_bad_record = fail` makes the first one fail the job instead (exit
+ * status 1, errno EILSEQ, which the launcher does not restart: the same input
+ * fails again), named the same way. Where: "path:line" when the runtime knows
+ * the record's origin (shmrun_task_record_origin(), ops.h: directly behind
+ * file_source on a forward edge, the line number counted by file_source only
+ * when asked), else "input record N of this instance" and why no path:line.
  *
  * Everything a conf can get wrong (a regex PCRE2 refuses, with its message
  * and offset; a group name or number the pattern does not have; a field
@@ -43,7 +45,15 @@
  * committed length is per-worker state without a rule, as file_sink's: such a
  * stage's width cannot change under --rescale. Without rejects: any rescale.
  *
- * Rejected: side outputs (an edge that carries only rejected records) — the
+ * Rejected: carrying each record's origin across rings (a file id and line
+ * or offset in every frame record, 12-16 bytes each on every ring, for a
+ * message about the first few bad lines; and the receiving worker would also
+ * need the sender's file list): put extract on a forward edge behind its
+ * file_source (same width, shuffle after it) to get path:line. A line
+ * number kept per piece in file_source's checkpoint entries (it would need
+ * every byte before a piece counted at the first start, by every instance;
+ * counting on demand costs nothing when no line is bad). Side outputs (an
+ * edge that carries only rejected records) — the
  * plan and the channels know one set of output edges per task; a file is the
  * simplest sound form until they do. Our own
  * regex engine (PCRE2 is maintained and has a JIT); std::regex-like
@@ -51,6 +61,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -537,22 +548,38 @@ static void show(const struct shmrun_record *rec, char *buf, size_t len)
 	buf[o] = 0;
 }
 
+/*
+ * Where @rec came from, for a message, into @buf: "PATH:LINE" when the
+ * runtime knows it (directly behind file_source on a forward edge:
+ * shmrun_task_record_origin()), else "input record N of this instance", with
+ * why there is no PATH:LINE.
+ */
+static void where(struct shmrun_task *task, const struct extract *s,
+		  const struct shmrun_record *rec, char *buf, size_t len)
+{
+	if (!shmrun_task_record_origin(task, rec, buf, len))
+		snprintf(buf, len,
+			 "input record %" PRIu64 " of this instance; no file:line: it is known "
+			 "only directly behind file_source on a forward edge",
+			 s->seen);
+}
+
 /* A line that does not fit: count it, write it to rejects, log it or fail. */
 static int bad_line(struct shmrun_task *task, struct extract *s, const struct shmrun_record *rec,
 		    const char *why)
 {
-	char text[SHOW_BYTES * 4 + 8];
+	char text[SHOW_BYTES * 4 + 8], at[PATH_MAX + 160];
 	int err;
 
 	s->bad++;
 	shmrun_task_count(task, SHMRUN_COUNT_RECORDS_BAD, 1);
 	if (s->fail) {
 		show(rec, text, sizeof(text));
+		where(task, s, rec, at, sizeof(at));
 		shmrun_task_error(task,
-				  "bad record (input record %" PRIu64 " of this instance): %s: "
-				  "'%s'; on_bad_record = fail stops the job at the first bad "
-				  "record (skip counts and logs them instead)",
-				  s->seen, why, text);
+				  "bad record (%s): %s: '%s'; on_bad_record = fail stops the job "
+				  "at the first bad record (skip counts and logs them instead)",
+				  at, why, text);
 		return -EILSEQ;
 	}
 	if (s->rej) {
@@ -562,8 +589,9 @@ static int bad_line(struct shmrun_task *task, struct extract *s, const struct sh
 	}
 	if (s->bad <= s->log_max) {
 		show(rec, text, sizeof(text));
-		shmrun_task_warn(task, "bad record %" PRIu64 " (input record %" PRIu64 "): %s: '%s'%s",
-				 s->bad, s->seen, why, text,
+		where(task, s, rec, at, sizeof(at));
+		shmrun_task_warn(task, "bad record %" PRIu64 " (%s): %s: '%s'%s", s->bad, at, why,
+				 text,
 				 s->bad == s->log_max ? "; further bad records are counted, not logged"
 						      : "");
 	}

@@ -32,6 +32,17 @@
  * nothing as soon as another one matches, and `{a,b}.txt` without b.txt ran
  * without a word. The expansion reads braces as preflight.c does.
  *
+ * Origins (ops.h): each batch is emitted with shmrun_emit_batch_origin(), so
+ * an operator directly behind on a forward edge (extract, for its bad-line
+ * messages) may ask where a record was read: source_describe() gives
+ * "path:line". The line number is not tracked while reading (a piece may
+ * start mid-file, and its line number would need every byte before it
+ * counted); it is counted when asked, from the record's byte offset (known
+ * from where its bytes lie in the read buffer), by pread()ing the file from
+ * the last count (same file, lower offset) or from 0. Nothing per line on the
+ * data path; one pointer store per batch. Restored read positions are byte
+ * offsets too, so line numbers after a restore need nothing saved.
+ *
  * A file is read up to the size it had when the job first listed it (at the
  * first start, not on a restore): bytes appended later are not read, by this
  * run or by any resumed one; start fresh (STREAM_RESET_STATE=1) to read them.
@@ -85,6 +96,7 @@
 #define READ_BYTES (1u << 20)
 #define LINES_PER_EMIT 256u               /* lines handed on in one shmrun_emit_batch() */
 #define WINDOW_BYTES 4096u                 /* checksummed before a saved offset */
+#define SCAN_BYTES (64u << 10)             /* read at a time to count lines (origins) */
 #define POS_MAGIC 0x3250534652524d48ull    /* "HMRRFSP2": a pos_entry */
 
 /* What identifies a file's content as of the first start. */
@@ -130,6 +142,12 @@ struct source {
 	size_t cap, lo, hi;  /* unread bytes are buf[lo, hi) */
 	struct shmrun_record lines[LINES_PER_EMIT]; /* read, not yet emitted (into buf) */
 	uint32_t nlines;
+	/* origins of the lines emitted (source_describe()) */
+	struct shmrun_origin origin;
+	unsigned char *scan;  /* counting buffer, SCAN_BYTES, allocated at first use */
+	uint32_t nl_file;     /* file (index in fl) of the last count, UINT32_MAX: none */
+	uint64_t nl_off;      /* offset counted up to in it */
+	uint64_t nl_count;    /* '\n' in [0, nl_off) of it */
 };
 
 static struct file_list *walk_list; /* nftw has no user pointer */
@@ -578,7 +596,76 @@ static void source_close(struct shmrun_task *task, void *state)
 	free(s->checked);
 	free(s->pieces);
 	free(s->buf);
+	free(s->scan);
 	free(s);
+}
+
+/*
+ * Count the '\n' in [0, @off) of the current piece's file (open, s->fd) into
+ * *@count, from where the last count of that file stopped when it is at or
+ * before @off (the lines of an instance come in file order, offsets rising),
+ * else from 0. Return: 0, or -errno.
+ */
+static int count_lines(struct source *s, uint64_t off, uint64_t *count)
+{
+	uint32_t f = s->pieces[s->cur].file;
+	uint64_t at = 0, n = 0;
+
+	if (s->nl_file == f && s->nl_off <= off) {
+		at = s->nl_off;
+		n = s->nl_count;
+	}
+	if (!s->scan && !(s->scan = malloc(SCAN_BYTES)))
+		return -ENOMEM;
+	while (at < off) {
+		size_t want = off - at < SCAN_BYTES ? (size_t)(off - at) : SCAN_BYTES;
+		ssize_t r = pread(s->fd, s->scan, want, (off_t)at);
+		const unsigned char *p = s->scan, *e;
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EIO;
+		e = p + r;
+		while ((p = memchr(p, '\n', (size_t)(e - p))) != NULL) {
+			n++;
+			p++;
+		}
+		at += (uint64_t)r;
+	}
+	s->nl_file = f;
+	s->nl_off = off;
+	s->nl_count = n;
+	*count = n;
+	return 0;
+}
+
+/*
+ * struct shmrun_origin's describe() (ops.h): line @i of the batch being
+ * emitted (s->lines, pointing into s->buf, which has not moved since they
+ * were queued) as "path:line". Its file offset follows from where its bytes
+ * lie in the buffer (buf[lo] is at file offset s->pos); its line number
+ * counts the '\n' before it in the file (count_lines()): paid only when a
+ * message asks, so a piece starting mid-file, or a restored position, needs
+ * no line count in its pieces or checkpoints. A failed count says
+ * "path, byte offset N" instead.
+ */
+static int source_describe(struct shmrun_task *task, void *state, uint32_t i, char *buf, size_t len)
+{
+	struct source *s = state;
+	const unsigned char *v = s->lines[i].value;
+	uint64_t off, lines = 0;
+
+	(void)task;
+	if (s->fd < 0 || s->cur >= s->npieces || v < s->buf || v > s->buf + s->lo)
+		return -EINVAL;
+	off = s->pos - (uint64_t)(s->buf + s->lo - v);
+	if (count_lines(s, off, &lines) == 0)
+		snprintf(buf, len, "%s:%" PRIu64, s->fl.files[s->pieces[s->cur].file], lines + 1);
+	else
+		snprintf(buf, len, "%s, byte offset %" PRIu64, s->fl.files[s->pieces[s->cur].file],
+			 off);
+	return 0;
 }
 
 static int source_open(struct shmrun_task *task, void **state)
@@ -590,6 +677,8 @@ static int source_open(struct shmrun_task *task, void **state)
 		return -ENOMEM;
 	*state = s;
 	s->fd = -1;
+	s->origin = (struct shmrun_origin){.describe = source_describe, .task = task, .state = s};
+	s->nl_file = UINT32_MAX;
 	s->cap = READ_BYTES;
 	s->buf = malloc(s->cap);
 	if (!s->buf)
@@ -679,7 +768,7 @@ static int emit_lines(struct shmrun_task *task, struct source *s)
 		return 0;
 	s->nlines = 0;
 	shmrun_task_count(task, SHMRUN_COUNT_RECORDS_IN, n);
-	return shmrun_emit_batch(task, s->lines, n);
+	return shmrun_emit_batch_origin(task, s->lines, n, &s->origin);
 }
 
 /*

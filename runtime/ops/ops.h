@@ -43,4 +43,64 @@ void shmrun_task_error_at(struct shmrun_task *task, const char *key, const char 
  */
 bool shmrun_task_input_by_key(const struct shmrun_task *task, uint32_t i);
 
+/*
+ * Record origins: where a source read the records of the batch it is
+ * emitting, for messages about one of them (extract's bad-record warnings
+ * name path:line). Runtime-internal, built-ins only: not (yet) in the public
+ * API, so neither its shape nor how far an origin travels is an ABI promise.
+ * The idea is the record metadata of Vector (file + offset of a file source's
+ * event), Logstash (the `path` field and the file input's offset) and
+ * Flink's source split positions; here it is not carried with each record but
+ * asked for, by record pointer, only when a message needs it (nothing per
+ * record on the data path, one pointer store per batch).
+ *
+ * The source fills a struct shmrun_origin and emits with
+ * shmrun_emit_batch_origin(); while that call runs, an operator directly
+ * behind the source on a forward edge may ask shmrun_task_record_origin()
+ * about a record it was handed, from its process() / process_batch().
+ * Anywhere else (behind a ring: shuffle or a width change; behind another
+ * operator; outside the call) the answer is "not known".
+ *
+ * Rejected, for now: a public ABI 1.2 pair (plugin sources setting origins,
+ * plugin operators asking): no plugin needs it yet, and once public the
+ * shape (a describe() callback, answers only on a forward edge) would be
+ * fixed for the ABI major version; it can be added the way ABI 1.1 was when
+ * one does. Carrying origins in ring frames: see extract.c.
+ */
+struct shmrun_origin {
+	/* describe() - write where record @i (0-based index in the batch being
+	 * emitted) of the source task @task (its open() state @state) was read
+	 * into @buf (@len bytes, NUL-terminated, cut if longer), e.g.
+	 * "/data/a.log:17". Called in the source's worker while the emit runs.
+	 * Return: 0, or a negative errno (then nothing is said). */
+	int (*describe)(struct shmrun_task *task, void *state, uint32_t i, char *buf, size_t len);
+	struct shmrun_task *task; /* the emitting source's task */
+	void *state;              /* its state, for describe() */
+	/* set by shmrun_emit_batch_origin(): the batch being emitted */
+	const struct shmrun_record *recs;
+	uint32_t n;
+};
+
+/*
+ * shmrun_emit_batch_origin() - shmrun_emit_batch() of @n records @recs (owned
+ * by the caller, as there) whose origin @o (owned by the caller, alive for
+ * the call; its recs and n are set here) can describe. Return: as
+ * shmrun_emit_batch(). Implemented in worker.c.
+ */
+int shmrun_emit_batch_origin(struct shmrun_task *task, const struct shmrun_record *recs,
+			     uint32_t n, struct shmrun_origin *o);
+
+/*
+ * shmrun_task_record_origin() - where @rec, a record handed to @task's
+ * process() or process_batch() now (the pointer it was given, not a copy),
+ * was read: into @buf (@len bytes, NUL-terminated), e.g. "/data/a.log:17".
+ * Known only when @task is directly behind the source on a forward edge and
+ * the source emitted with an origin (file_source). Cost: a few compares when
+ * not known; when known, what describe() costs (file_source: counting the
+ * '\n' before the line, see file_source.c). Return: true if @buf was
+ * written; false: not known (@buf untouched). Implemented in worker.c.
+ */
+bool shmrun_task_record_origin(struct shmrun_task *task, const struct shmrun_record *rec,
+			       char *buf, size_t len);
+
 #endif /* SHMRUN_OPS_H */

@@ -62,7 +62,7 @@ CONF
 check_out() { # name
 	sort "$tmp/out/$1.tsv" > "$tmp/$1.got"
 	diff -q "$tmp/expected" "$tmp/$1.got" > /dev/null || {
-		diff "$tmp/expected" "$tmp/$1.got" | head -20 >&2
+		diff "$tmp/expected" "$tmp/$1.got" | head -20 >&2 || true
 		fail "$1: output differs from the coreutils reference"
 	}
 }

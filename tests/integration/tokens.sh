@@ -77,7 +77,7 @@ CONF
 	"$shmrun" --log-level warn "$conf" 2> "$tmp/log" || fail "$name: shmrun exited $?"
 	sort "$tmp/out/$name.tsv" > "$tmp/$name.got"
 	diff -q "$tmp/expected.$lower" "$tmp/$name.got" > /dev/null || {
-		diff "$tmp/expected.$lower" "$tmp/$name.got" | head -20 | cut -c1-200 >&2
+		diff "$tmp/expected.$lower" "$tmp/$name.got" | head -20 | cut -c1-200 >&2 || true
 		fail "$name: output differs from the coreutils reference"
 	}
 	echo "ok $name ($(wc -l < "$tmp/$name.got") distinct words)"

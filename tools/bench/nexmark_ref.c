@@ -230,7 +230,9 @@ const struct nx_ref_query *const nx_ref_queries[] = {
     &nx_ref_q0,
     &nx_ref_q1,
     &nx_ref_q2,
+    &nx_ref_q4,
     &nx_ref_q5,
+    &nx_ref_q7,
     NULL,
 };
 

@@ -22,7 +22,7 @@
 
 #include "nexmark_ref.h"
 
-#define Q4_RING 4096u /* a power of two */
+#define Q4_RING	   4096u /* a power of two */
 #define Q4_PENDING 256u
 
 struct q4_auction {
@@ -87,14 +87,18 @@ static void q4_event(void *st, const struct nx_ref_event *e, nx_ref_emit_fn emit
 		a = &q->ring[e->id & (Q4_RING - 1)];
 		if (a->id) {
 			if (a->expires >= e->time_ms) {
-				fprintf(stderr, "q4 reference: auction %llu still open when its slot "
-						"is reused\n", (unsigned long long)a->id);
+				fprintf(stderr,
+					"q4 reference: auction %llu still open when its slot "
+					"is reused\n",
+					(unsigned long long)a->id);
 				abort();
 			}
 			q4_fold(q, a);
 		}
-		*a = (struct q4_auction){.id = e->id, .category = e->category,
-					 .opened = e->time_ms, .expires = e->expires};
+		*a = (struct q4_auction){.id = e->id,
+					 .category = e->category,
+					 .opened = e->time_ms,
+					 .expires = e->expires};
 		for (unsigned i = 0; i < q->npending; i++)
 			if (q->pending[i].auction == e->id && e->time_ms <= e->expires &&
 			    (!a->has || q->pending[i].price > a->max)) {

@@ -186,16 +186,16 @@ static int check_by_key(struct shmrun_task *task, const struct shmrun_record *re
 	shmrun_task_error(task,
 			  "a record of key '%.*s' (vnode %u) reached an instance owning vnodes "
 			  "[%u, %u): its input is not `by key` (%s)",
-			  (int)(rec->key_len < 40 ? rec->key_len : 40), (const char *)rec->key, v, lo,
-			  hi, fix);
+			  (int)(rec->key_len < 40 ? rec->key_len : 40), (const char *)rec->key, v,
+			  lo, hi, fix);
 	return -EINVAL;
 }
 
 /* ==== q4: nexmark_closing_price ============================================ */
 
-#define CP_VALUE 128u		/* bytes of every value of the task */
-#define CP_INLINE 4u		/* pending bids in the head */
-#define CP_PER_PAGE 8u		/* pending bids per page */
+#define CP_VALUE     128u	  /* bytes of every value of the task */
+#define CP_INLINE    4u		  /* pending bids in the head */
+#define CP_PER_PAGE  8u		  /* pending bids per page */
 #define CP_RETAIN_NS 1000000000ll /* how long a fired auction's head stays (1 s) */
 
 enum { CP_KNOWN = 1, CP_BID = 2, CP_CLOSED = 4 };
@@ -247,8 +247,8 @@ static struct cp_pending *cp_at(struct cp_walk *w, uint32_t i, bool create)
 	i -= CP_INLINE;
 	page = 1 + i / CP_PER_PAGE;
 	if (page != w->page_no) {
-		w->page = shmrun_keyed_state_ns(w->task, w->key, w->key_len, page, CP_VALUE,
-						create);
+		w->page =
+		    shmrun_keyed_state_ns(w->task, w->key, w->key_len, page, CP_VALUE, create);
 		w->page_no = w->page ? page : 0;
 		if (!w->page)
 			return NULL;
@@ -458,8 +458,8 @@ static int cp_batch(struct shmrun_task *task, void *state, const struct shmrun_r
 			uint64_t cat;
 
 			if (!nx_u64(&fs, NX_AUCTION_CATEGORY, &cat) ||
-			    !nx_u64(&fs, NX_AUCTION_TIME, &b) || !nx_u64(&fs, NX_AUCTION_EXPIRES, &c) ||
-			    b > INT64_MAX || c > INT64_MAX)
+			    !nx_u64(&fs, NX_AUCTION_TIME, &b) ||
+			    !nx_u64(&fs, NX_AUCTION_EXPIRES, &c) || b > INT64_MAX || c > INT64_MAX)
 				return nx_bad_record(task, rec, "an auction");
 			err = cp_auction(task, rec->key, rec->key_len, cat, (int64_t)b, (int64_t)c);
 		}
@@ -484,7 +484,8 @@ struct avg_value {
 static int avg_batch(struct shmrun_task *task, void *state, const struct shmrun_record *recs,
 		     uint32_t n)
 {
-	int err = check_by_key(task, &recs[0], "write `by key` after the upstream stage in `input =`");
+	int err =
+	    check_by_key(task, &recs[0], "write `by key` after the upstream stage in `input =`");
 
 	(void)state;
 	if (err)
@@ -563,8 +564,8 @@ struct tb_bid {
 };
 
 struct tb_window {
-	int64_t start;	/* ns */
-	uint64_t max;	/* the highest price; meaningful when n > 0 */
+	int64_t start;	 /* ns */
+	uint64_t max;	 /* the highest price; meaningful when n > 0 */
 	uint32_t n, cap; /* bids with it */
 	struct tb_bid *bids;
 };
@@ -817,7 +818,7 @@ bad:
 
 /* ==== q7: nexmark_top_bids ================================================= */
 
-#define TB_VALUE 128u
+#define TB_VALUE    128u
 #define TB_PER_PAGE 5u /* tied bids per page (ns 1..) */
 
 struct tb_head {
@@ -843,7 +844,8 @@ static int tb_batch(struct shmrun_task *task, void *state, const struct shmrun_r
 		    uint32_t n)
 {
 	int64_t wm = shmrun_task_watermark(task);
-	int err = check_by_key(task, &recs[0], "write `by key` after the upstream stage in `input =`");
+	int err =
+	    check_by_key(task, &recs[0], "write `by key` after the upstream stage in `input =`");
 
 	(void)state;
 	if (err)
@@ -914,8 +916,8 @@ static int tb_on_timer(struct shmrun_task *task, void *state, const void *key, u
 	if (!h)
 		return 0;
 	for (uint32_t j = 0; j < h->n && !err; j++) {
-		const struct tb_page *pg = shmrun_keyed_state_ns(
-		    task, key, key_len, 1 + j / TB_PER_PAGE, TB_VALUE, false);
+		const struct tb_page *pg =
+		    shmrun_keyed_state_ns(task, key, key_len, 1 + j / TB_PER_PAGE, TB_VALUE, false);
 		const struct tb_bid *b;
 		char *p = val[k];
 

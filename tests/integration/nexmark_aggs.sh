@@ -48,43 +48,70 @@ same() {
 }
 
 # q4 DIR N WIDTH [JOB LINES] [SOURCE LINES]: q4 over N events of seed 3 with
-# the operators at WIDTH, the sources at $SW (default WIDTH, written so that
-# `sed s/^width = W$/` leaves them); out.tsv (the averages) and closes.tsv
+# the operators at WIDTH, the source at $SW (default WIDTH, written so that
+# `sed s/^width = W$/` leaves it); out.tsv (the averages) and closes.tsv
 # (every auction's category and closing price), both at width 1 so that a
-# --rescale may change the others. RATE_A / RATE_B pace the sources.
+# --rescale may change the others. As q4.conf: one source of all events
+# (`others = skip` on the join), RATE paces it; with TWO=1 an auction and a
+# bid source instead, paced by RATE_A and RATE_B.
 q4() {
 	local d=$1 n=$2 w=$3 job=${4:-} src=${5:-} sw=${SW:-$3}
 	mkdir -p "$d"
 	cp "$plugin" "$d/"
-	cat > "$d/job.conf" <<-CONF
-	[job]
-	workers = 2
-	plugins = nexmark_queries.so
-	$job
-	[auctions]
-	op = nexmark
-	count = $n
-	seed = 3
-	events = auction
-	width = $sw  ; sources
-	piece_events = 5000
-	watermark_delay = 0s
-	$src${RATE_A:+
-	rate = $RATE_A}
-	[bids]
-	op = nexmark
-	count = $n
-	seed = 3
-	events = bid
-	width = $sw  ; sources
-	piece_events = 5000
-	watermark_delay = 0s
-	$src${RATE_B:+
-	rate = $RATE_B}
-	[closing]
-	op = nexmark_closing_price
-	input = auctions by key, bids by key
-	width = $w
+	if [ -n "${TWO:-}" ]; then
+		cat > "$d/job.conf" <<-CONF
+		[job]
+		workers = 2
+		plugins = nexmark_queries.so
+		$job
+		[auctions]
+		op = nexmark
+		count = $n
+		seed = 3
+		events = auction
+		width = $sw  ; sources
+		piece_events = 5000
+		watermark_delay = 0s
+		$src${RATE_A:+
+		rate = $RATE_A}
+		[bids]
+		op = nexmark
+		count = $n
+		seed = 3
+		events = bid
+		width = $sw  ; sources
+		piece_events = 5000
+		watermark_delay = 0s
+		$src${RATE_B:+
+		rate = $RATE_B}
+		[closing]
+		op = nexmark_closing_price
+		input = auctions by key, bids by key
+		width = $w
+		CONF
+	else
+		cat > "$d/job.conf" <<-CONF
+		[job]
+		workers = 2
+		plugins = nexmark_queries.so
+		$job
+		[events]
+		op = nexmark
+		count = $n
+		seed = 3
+		width = $sw  ; source
+		piece_events = 5000
+		watermark_delay = 0s
+		$src${RATE:+
+		rate = $RATE}
+		[closing]
+		op = nexmark_closing_price
+		input = events by key
+		others = skip
+		width = $w
+		CONF
+	fi
+	cat >> "$d/job.conf" <<-CONF
 	[q4]
 	op = nexmark_average
 	input = closing by key
@@ -162,28 +189,27 @@ done
 # nexmark_closing_price before its auction and waits (pending, hundreds per
 # auction, in pages); auctions and bids of the same ms included.
 N=100000
-RATE_A=2000 q4 "$tmp/q4-early" $N 2
+RATE_A=2000 TWO=1 q4 "$tmp/q4-early" $N 2
 run "$tmp/q4-early"
 "$bench" nexmark --reference q4 --events $N --seed 3 > "$tmp/q4.want"
 same "q4 with the bids ahead" "$tmp/q4.want" "$tmp/q4-early/out.tsv"
 echo "ok q4 with the auctions paced behind the bids: equal to the reference over $N events"
 
 # ---- kill -9 and --rescale with checkpoints ----------------------------------
-# About 2.5 s per run: bids at 120 000/s, auctions at the same pace of event
-# time (3 : 46).
+# About 2.5 s per run: q4's events at 130 000/s, q7's bids at 120 000/s.
 N=300000
 CK='checkpoint_dir = ck
 checkpoint_interval = 100ms'
-export RATE_A=7800 RATE_B=120000
+export RATE=130000 RATE_B=120000
 
 # fault-free outputs (no checkpoints, unpaced)
-RATE_A='' RATE_B='' q4 "$tmp/q4-ref" $N 2
+RATE='' q4 "$tmp/q4-ref" $N 2
 run "$tmp/q4-ref"
 "$bench" nexmark --reference q4 --events $N --seed 3 > "$tmp/q4.want"
 same "q4 fault-free at width 2" "$tmp/q4.want" "$tmp/q4-ref/out.tsv"
-RATE_A='' RATE_B='' q7 "$tmp/q7-ref" $N 2 500ms
+RATE_B='' q7 "$tmp/q7-ref" $N 2 500ms
 run "$tmp/q7-ref"
-RATE_A='' RATE_B='' q7 "$tmp/q7-ref1" $N 1 500ms
+RATE_B='' q7 "$tmp/q7-ref1" $N 1 500ms
 run "$tmp/q7-ref1"
 same "q7 (500ms windows) at widths 2 and 1" "$tmp/q7-ref1/out.tsv" "$tmp/q7-ref/out.tsv"
 [ "$(wc -l < "$tmp/q7-ref/out.tsv")" -ge 60 ] ||
@@ -249,7 +275,7 @@ rescale q4 2 3
 rescale q4 3 1
 rescale q7 2 3
 rescale q7 3 1
-unset RATE_A RATE_B
+unset RATE RATE_B
 
 # ---- q4's state stays bounded ------------------------------------------------
 # Over 600 000 events (60 s of event time, 36 000 auctions), paced (event
@@ -261,7 +287,7 @@ unset RATE_A RATE_B
 # events): the peak with them must stay under a quarter of that. (A ratio
 # of the paced peaks at 1x and 4x the events was tried: a stall of the
 # machine makes the sources catch up at different speeds, and the peak
-# jumps 2-3x at random.) One worker and sources of width 1: `rate` is
+# jumps 2-3x at random.) One worker and the source at width 1: `rate` is
 # shared by a stage's instances first come, first served, so two instances
 # of a source on one worker drift apart in event time without bound, and
 # the watermark (their minimum) with them (runtime/pace.c, source_budget()).
@@ -273,7 +299,7 @@ sed -i -e '/^watermark_delay/d' -e 's/^workers = 2/workers = 1/' "$tmp/q4-unboun
 run "$tmp/q4-unbounded"
 unbounded=$(peak)
 same "q4 over $n events without watermarks" "$tmp/q4.want" "$tmp/q4-unbounded/out.tsv"
-RATE_A=6500 RATE_B=100000 SW=1 q4 "$tmp/q4-mem" $n 2 "" "watermark_interval = 10ms"
+RATE=108000 SW=1 q4 "$tmp/q4-mem" $n 2 "" "watermark_interval = 10ms"
 sed -i 's/^workers = 2/workers = 1/' "$tmp/q4-mem/job.conf"
 run "$tmp/q4-mem"
 bounded=$(peak)
@@ -328,7 +354,7 @@ wrong "nexmark_top_bids fed bids" nexmark_top_bids bid join "by key" \
 # ---- an input that is not `by key` --------------------------------------------
 # q4 and q7 at width 2 with a rebalance edge into each keyed operator: the
 # job fails, naming the stage, instead of joining or averaging apart
-for edit in 's/input = auctions by key, bids by key/input = auctions rebalance, bids rebalance/:closing' \
+for edit in 's/input = events by key/input = events rebalance/:closing' \
 	's/input = closing by key/input = closing rebalance/:q4' 's/input = partial by key/input = partial rebalance/:q7'; do
 	stage=${edit##*:}
 	q=q4
@@ -347,6 +373,15 @@ for edit in 's/input = auctions by key, bids by key/input = auctions rebalance, 
 	rm -rf "$d"
 	echo "ok $stage of $q read by rebalance at width 2: the job fails, naming the stage"
 done
+
+# others = skip: a stream of persons only gives no closing price, and no error
+d=$tmp/skip
+mkdir -p "$d"
+cp "$plugin" "$d/"
+printf '[job]\nplugins = nexmark_queries.so\n[gen]\nop = nexmark\ncount = 1000\nevents = person\n[q]\nop = nexmark_closing_price\ninput = gen by key\nothers = skip\n[out]\nop = file_sink\ninput = q\npath = out.tsv\n' > "$d/job.conf"
+run "$d"
+[ -f "$d/out.tsv" ] && [ ! -s "$d/out.tsv" ] || fail "others = skip fed persons: output not empty"
+echo "ok nexmark_closing_price with others = skip fed persons: no output, no error"
 
 # ---- bad keys -------------------------------------------------------------------
 # bad NAME LINE PATTERN OP LINES...: a job gen -> OP (with LINES) -> sink is
@@ -374,5 +409,6 @@ bad "size = 10 (no unit)" 10 "size" nexmark_top_bids_partial "size = 10"
 bad "size = 400 days" 10 "size" nexmark_top_bids_partial "size = 34560000s"
 bad "size on nexmark_top_bids" 10 "size" nexmark_top_bids "size = 10s"
 bad "a key of nexmark_closing_price" 10 "expires" nexmark_closing_price "expires = 1s"
+bad "others = maybe" 10 "others" nexmark_closing_price "others = maybe"
 bad "a key of nexmark_average" 10 "round" nexmark_average "round = up"
 echo "ok bad keys refused at their line before anything starts (exit 2)"

@@ -233,6 +233,8 @@ const struct nx_ref_query *const nx_ref_queries[] = {
     &nx_ref_q3,
     &nx_ref_q5,
     &nx_ref_q8,
+    &nx_ref_q4,
+    &nx_ref_q7,
     NULL,
 };
 

@@ -109,5 +109,7 @@ int nx_ref_run(const struct nx_ref_query *q, uint64_t seed, uint64_t count, nx_r
 /* The queries, one file each (nexmark_ref_qN.c) or a few per file. */
 extern const struct nx_ref_query nx_ref_q0, nx_ref_q1, nx_ref_q2, nx_ref_q5;
 extern const struct nx_ref_query nx_ref_q3, nx_ref_q8; /* nexmark_ref_q3.c, nexmark_ref_q8.c */
+extern const struct nx_ref_query nx_ref_q4; /* nexmark_ref_q4.c */
+extern const struct nx_ref_query nx_ref_q7; /* nexmark_ref_q7.c */
 
 #endif

@@ -152,5 +152,6 @@ int nx_bad_record(struct shmrun_task *task, const struct shmrun_record *rec, con
 /* The operators, one file per group of queries (plugin.c lists them). */
 extern const struct shmrun_operator nx_currency_op; /* q1: select.c */
 extern const struct shmrun_operator nx_filter_op;   /* q2: select.c */
+extern const struct shmrun_operator nx_window_key_op, nx_top_op; /* q5: top.c */
 
 #endif

@@ -34,4 +34,5 @@ int nx_bad_record(struct shmrun_task *task, const struct shmrun_record *rec, con
 	return -EINVAL;
 }
 
-SHMRUN_PLUGIN("nexmark-queries", "1.0.0", &nx_currency_op, &nx_filter_op);
+SHMRUN_PLUGIN("nexmark-queries", "1.0.0", &nx_currency_op, &nx_filter_op,
+	      &nx_window_key_op, &nx_top_op);

@@ -14,8 +14,9 @@
  *
  *   [job]              workers = W, idle = spin, name = bench-nexmark-qN
  *   every `width =`    W (a stage without one stays at width 1)
- *   every nexmark      count = N, seed = 42; for the latency runs also
- *   stage              rate, event_rate and first_event_time (below)
+ *   every nexmark      count = N, seed = 42, unpaced (its `rate` dropped); for
+ *   stage              the latency runs rate, event_rate and first_event_time
+ *                      and pieces of 1 ms of events (below)
  *   every file_sink    null_sink (throughput) or latency_sink (latency),
  *   or stdout_sink     its own keys dropped, the stage's kept
  *
@@ -39,7 +40,11 @@
  * gives every kind a whole rate (E = 10^9 / 2^a 5^b, a <= 8, b <= 7; so E
  * is 40-50 % of the peak): `rate` = E x the stage's share of the kinds (46/50
  * for bids), `event_rate` = E, `first_event_time` = the wall clock in ms when
- * the bench launches the job, so event time tracks the clock. The sinks are
+ * the bench launches the job, so event time tracks the clock, and
+ * `piece_events` = E / 1000: the instances work on pieces of the event
+ * numbers dealt in turn, at the same time, so a piece of P events puts
+ * records up to P / E off their schedule (1 ms; the shipped 10 000 events
+ * would be 10 ms at 1 M events/s). The sinks are
  * latency_sink: per output record, CLOCK_REALTIME at the sink - its event
  * time. For a query that passes records through, that is the event's time:
  * source lag + the path to the sink; for a windowed query, the output's
@@ -402,8 +407,10 @@ static char *nx_rewrite(const char *q, const char *text, struct nx_rewrite *rw)
 				if (rw->latency)
 					nx_putf(&b,
 						"rate = %" PRIu64 "\nevent_rate = %" PRIu64
-						"\nfirst_event_time = %" PRIu64 "\n",
-						rw->rate * s->share / 50, rw->rate, rw->first_ms);
+						"\nfirst_event_time = %" PRIu64
+						"\npiece_events = %" PRIu64 "\n",
+						rw->rate * s->share / 50, rw->rate, rw->first_ms,
+						rw->rate / 1000 ? rw->rate / 1000 : 1);
 				break;
 			case NX_STAGE_SINK:
 				if (rw->nsinks < NX_MAX_SINKS)
@@ -426,9 +433,10 @@ static char *nx_rewrite(const char *q, const char *text, struct nx_rewrite *rw)
 			    (!strcmp(key, "name") || !strcmp(key, "workers") || !strcmp(key, "idle")))
 				continue;
 			if (s->kind == NX_STAGE_SOURCE &&
-			    (!strcmp(key, "count") || !strcmp(key, "seed") ||
-			     (rw->latency && (!strcmp(key, "rate") || !strcmp(key, "event_rate") ||
-					      !strcmp(key, "first_event_time")))))
+			    (!strcmp(key, "count") || !strcmp(key, "seed") || !strcmp(key, "rate") ||
+			     (rw->latency &&
+			      (!strcmp(key, "event_rate") || !strcmp(key, "first_event_time") ||
+			       !strcmp(key, "piece_events")))))
 				continue;
 			if (s->kind == NX_STAGE_SINK) {
 				if (!strcmp(key, "op")) {

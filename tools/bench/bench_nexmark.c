@@ -108,7 +108,7 @@ static const char nx_usage_text[] =
     "count = N and seed = 42, every file_sink a null_sink (latency: latency_sink).\n"
     "Rates are marginal: (N - 2) / (t(N) - t(2)), start-up and exit left out.\n"
     "\n"
-    "  --events N    events per run, every kind counted (default 10000000)\n"
+    "  --events N    events per run, every kind counted (default 5000000)\n"
     "  --reps N      repetitions, the best is reported (default 3)\n"
     "  --query Q,..  only these queries (default: every one found)\n"
     "  --queries DIR the qN.conf files and their plugin (default: the build's\n"
@@ -998,7 +998,7 @@ int bench_nexmark_main(int argc, char **argv)
 	static struct nx_result res[NX_MAX_QUERIES];
 	char built[PATH_MAX], shmrun[PATH_MAX], dir[PATH_MAX];
 	const char *keep = NULL, *reference = NULL, *pick = NULL, *qdir = SHMRUN_BENCH_NEXMARK_DIR;
-	uint64_t reps = 0, n = 10000000, seed = 1;
+	uint64_t reps = 0, n = 5000000, seed = 1;
 	double seconds = 5;
 	bool seed_given = false, qdir_given = false, seconds_given = false;
 	bool quick = false, verbose = false, made_dir = false, n_given = false;

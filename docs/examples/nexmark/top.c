@@ -51,6 +51,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nexmark.h"
 
@@ -173,9 +174,24 @@ static void top_close(struct shmrun_task *task, void *state)
 	free(state);
 }
 
-/* Delete window @w's tie list, from auction @a on. Return: 0 or -EIO (reported). */
+/* Window @w's key-bound value of namespace @ns deleted. Return: 0 or a negative
+ * errno (reported). */
+static int top_delete(struct shmrun_task *task, const void *w, uint32_t wlen, uint64_t ns)
+{
+	int err = shmrun_keyed_state_delete(task, w, wlen, true, ns);
+
+	if (err)
+		shmrun_task_error(task, "window '%.*s': deleting its state (%" PRIu64 "): %s",
+				  (int)wlen, (const char *)w, ns, strerror(-err));
+	return err;
+}
+
+/* Delete window @w's tie list, from auction @a on. Return: 0 or a negative
+ * errno (reported). */
 static int top_drop_list(struct shmrun_task *task, const void *w, uint32_t wlen, uint64_t a)
 {
+	int err;
+
 	while (a) {
 		struct top_entry *e = shmrun_keyed_state_ns(task, w, wlen, a, sizeof(*e), false);
 		uint64_t next;
@@ -188,7 +204,9 @@ static int top_drop_list(struct shmrun_task *task, const void *w, uint32_t wlen,
 			return -EIO;
 		}
 		next = e->next;
-		shmrun_keyed_state_delete(task, w, wlen, true, a); /* present: cannot fail */
+		err = top_delete(task, w, wlen, a);
+		if (err)
+			return err;
 		a = next;
 	}
 	return 0;
@@ -324,10 +342,7 @@ static int top_timer(struct shmrun_task *task, void *state, const void *key, uin
 			return err;
 	}
 	err = top_drop_list(task, key, key_len, h->head);
-	if (err)
-		return err;
-	shmrun_keyed_state_delete(task, key, key_len, true, 0);
-	return 0;
+	return err ? err : top_delete(task, key, key_len, 0);
 }
 
 static int top_end(struct shmrun_task *task, void *state)

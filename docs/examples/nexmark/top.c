@@ -42,6 +42,12 @@
  * Auction ids and counts are >= 1 (NEXMark ids start at 1000), so ns 0 and
  * count 0 are free for the head and "new window".
  *
+ * The same (window, auction) twice, before the window's timer: a late firing
+ * upstream (`allowed_lateness`) re-emits the window with a larger count,
+ * which then counts as any larger count does; the same count again changes
+ * nothing. Counts of a window only grow, so the smaller one never needs to
+ * come back. After the timer such a record is late (above).
+ *
  * Rejected: the maximum by watermark (on_watermark() walking every window):
  * timers already live in the key's vnode and fire in a deterministic order;
  * a fixed-size array of tied auctions (not exact when ties are many);
@@ -274,14 +280,8 @@ static int top_process(struct shmrun_task *task, void *state, const struct shmru
 	e = shmrun_keyed_state_ns(task, rec->key, rec->key_len, auction, sizeof(*e), true);
 	if (!e)
 		return -ENOMEM;
-	if (e->count) {
-		shmrun_task_error(task,
-				  "window '%.*s': auction %" PRIu64
-				  " counted twice (the window stage must have emit = final and no "
-				  "allowed_lateness)",
-				  (int)rec->key_len, (const char *)rec->key, auction);
-		return -EINVAL;
-	}
+	if (e->count)
+		return 0; /* listed already, with this count: the same record again */
 	e->count = count;
 	e->next = h->head;
 	h->head = auction;

@@ -105,7 +105,7 @@ rescale 3 1
 
 # ---- hand-computed: ties, one auction alone, a late count --------------------
 # nexmark_top fed by extract from lines "start end auction count time_ms" (as
-# nexmark_window_key emits them: a window's lines at its end - 1), paced at 50
+# nexmark_window_key emits them: a window's lines at its end - 1), paced at 20
 # lines/s with watermarks every 1 ms, 1 ms behind the newest time, so a
 # window's timer fires once a line of a later window came; the last line is
 # behind the watermark: late, counted, dropped.
@@ -128,7 +128,7 @@ plugins = nexmark_queries.so
 [lines]
 op = file_source
 path = in.tsv
-rate = 50
+rate = 20
 [ex]
 op = extract
 input = lines

@@ -35,18 +35,16 @@
  * the reference generator's text byte for byte.
  *
  * Latency. The query at workers 2 with every nexmark stage paced so that
- * the events (all kinds) come at E per second, E the largest rate <= half
- * the W = 2 peak whose event spacing (1 s / E) is a whole number of ns and
- * gives every kind a whole rate (E = 10^9 / 2^a 5^b, a <= 8, b <= 7; so E
- * is 40-50 % of the peak): `rate` = E x the stage's share of the kinds (46/50
- * for bids), `event_rate` = E, `first_event_time` = the wall clock in ms when
- * the bench launches the job, so event time tracks the clock, and
- * `piece_events` = E / 1000: the instances work on pieces of the event
- * numbers dealt in turn, at the same time, so a piece of P events puts
- * records up to P / E off their schedule (1 ms; the shipped 10 000 events
- * would be 10 ms at 1 M events/s). The sinks are
- * latency_sink: per output record, CLOCK_REALTIME at the sink - its event
- * time. For a query that passes records through, that is the event's time:
+ * the events (all kinds) come at E per second, half the W = 2 peak with the
+ * event spacing 1 s / E rounded up to a whole ns (the source spaces event
+ * times by whole ns; nx_stage_rate()): `rate` = E x the stage's share of the
+ * kinds (46/50 for bids), `event_rate` = E, `first_event_time` = the wall
+ * clock in ms when the bench launches the job, so event time tracks the
+ * clock, and `piece_events` = E / 1000: the instances work on pieces of the
+ * event numbers dealt in turn, at the same time, so a piece of P events
+ * puts records up to P / E off their schedule (1 ms; the shipped 10 000
+ * events would be 10 ms at 1 M events/s). The sinks are latency_sink: per
+ * output record, CLOCK_REALTIME at the sink - its event time. For a query that passes records through, that is the event's time:
  * source lag + the path to the sink; for a windowed query, the output's
  * event time is the window's (end - 1 ns), so it counts from the window end:
  * the watermark's delay and interval + the path. Both include the job's
@@ -216,7 +214,7 @@ struct nx_rewrite {
 	unsigned workers;
 	uint64_t count;	   /* events of every nexmark stage */
 	bool latency;	   /* sinks -> latency_sink, sources paced */
-	uint64_t rate;	   /* latency: events (all kinds) per second */
+	uint64_t spacing;  /* latency: ns between two events (all kinds), >= 1 */
 	uint64_t first_ms; /* latency: event 0's event time, ms since the epoch */
 	/* out: the sink stages' names (latency_sink writes lat-NAME.txt[.i]) */
 	char sinks[NX_MAX_SINKS][64];
@@ -324,6 +322,21 @@ static void nx_putf(struct nx_buf *b, const char *fmt, ...)
 	nx_put(b, s, n < 0 ? 0 : (size_t)n < sizeof(s) ? (size_t)n : sizeof(s) - 1);
 }
 
+/*
+ * The `rate` of a nexmark stage emitting @share events of 50 when the events
+ * are @spacing ns apart: records per second, rounded (at most 0.5 records/s
+ * off the events' schedule). Its `event_rate`, 10^9 / @spacing rounded down,
+ * gives back @spacing as the source's event spacing (10^9 / event_rate,
+ * truncated) for any spacing up to 31 622 ns (rates from 31 623 events/s
+ * up), so event time and pacing keep step.
+ */
+static uint64_t nx_stage_rate(uint64_t spacing, unsigned share)
+{
+	double r = 1e9 / (double)spacing * share / 50;
+
+	return r < 1 ? 1 : (uint64_t)(r + 0.5);
+}
+
 /* The keys every stage has (docs/topology.md "Stages"), kept in a rewritten sink. */
 static bool nx_stage_key(const char *k)
 {
@@ -409,8 +422,9 @@ static char *nx_rewrite(const char *q, const char *text, struct nx_rewrite *rw)
 						"rate = %" PRIu64 "\nevent_rate = %" PRIu64
 						"\nfirst_event_time = %" PRIu64
 						"\npiece_events = %" PRIu64 "\n",
-						rw->rate * s->share / 50, rw->rate, rw->first_ms,
-						rw->rate / 1000 ? rw->rate / 1000 : 1);
+						nx_stage_rate(rw->spacing, s->share),
+						1000000000 / rw->spacing, rw->first_ms,
+						1000000 / rw->spacing ? 1000000 / rw->spacing : 1);
 				break;
 			case NX_STAGE_SINK:
 				if (rw->nsinks < NX_MAX_SINKS)
@@ -800,32 +814,16 @@ static void nx_percentiles(struct nx_hist *h, struct nx_latency *res)
 	}
 }
 
-/* The largest events/s <= @want whose spacing is 2^a 5^b ns (a <= 8, b <= 7):
- * whole ns apart, and a whole rate for every kind (x 1/50, 3/50, 46/50). */
-static uint64_t nx_paced_rate(double want)
-{
-	uint64_t best = 0;
-
-	for (uint64_t p2 = 1; p2 <= 256; p2 *= 2)
-		for (uint64_t p5 = 1; p5 <= 78125; p5 *= 5) {
-			uint64_t e = 1000000000ull / (p2 * p5);
-
-			if ((double)e <= want && e > best)
-				best = e;
-		}
-	return best ? best : 1000000000ull / (256 * 78125); /* 50 events/s */
-}
-
 static int nx_latency_run(const char *shmrun, const char *dir, const struct nx_query *q,
-			  uint64_t rate, double seconds, struct nx_latency *res)
+			  uint64_t spacing, double seconds, struct nx_latency *res)
 {
 	static struct nx_hist h;
-	struct nx_rewrite rw = {.workers = 2, .latency = true, .rate = rate};
+	struct nx_rewrite rw = {.workers = 2, .latency = true, .spacing = spacing};
 	char name[80], path[PATH_MAX];
 	struct timespec now;
 	double secs;
 
-	rw.count = (uint64_t)((double)rate * seconds);
+	rw.count = (uint64_t)(1e9 / (double)spacing * seconds);
 	if (rw.count < 1000)
 		rw.count = 1000;
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -870,7 +868,7 @@ struct nx_result {
 	double ref, best[3], fixed[3]; /* events/s; fixed: t(2), s */
 	uint64_t lines;
 	struct nx_latency lat;
-	uint64_t lat_rate;
+	uint64_t lat_spacing; /* ns between events in the latency run */
 };
 
 static double nx_target(const char *q)
@@ -913,7 +911,7 @@ static void nx_print(const struct nx_query *q, const struct nx_result *r, uint64
 	nx_fmt_ms(c, sizeof(c), r->lat.p99_ms);
 	printf("latency query=%s workers=2 rate_ev_s=%" PRIu64 " measured=%" PRIu64
 	       " early=%" PRIu64 " min_ms=%s p50_ms=%s p99_ms=%s\n",
-	       q->ref->name, r->lat_rate, r->lat.measured, r->lat.early, a, b, c);
+	       q->ref->name, (uint64_t)(1e9 / (double)r->lat_spacing + 0.5), r->lat.measured, r->lat.early, a, b, c);
 	fflush(stdout);
 }
 
@@ -976,11 +974,13 @@ static int nx_query_bench(const char *shmrun, const char *dir, const struct nx_q
 		}
 		fflush(stdout);
 	}
-	r->lat_rate = nx_paced_rate(r->best[2] / 2);
-	if (nx_latency_run(shmrun, dir, q, r->lat_rate, seconds, &r->lat))
+	/* half the peak, as a whole number of ns between events (rounded up) */
+	r->lat_spacing = r->best[2] > 2 ? (uint64_t)(2e9 / r->best[2]) + 1 : 1000000000;
+	if (nx_latency_run(shmrun, dir, q, r->lat_spacing, seconds, &r->lat))
 		return -1;
 	if (verbose)
-		printf("# %s latency: %" PRIu64 " events/s for %.2f s\n", qn, r->lat_rate, seconds);
+		printf("# %s latency: events %" PRIu64 " ns apart for %.2f s\n", qn, r->lat_spacing,
+		       seconds);
 	return 0;
 }
 

@@ -44,8 +44,9 @@
  * event numbers dealt in turn, at the same time, so a piece of P events
  * puts records up to P / E off their schedule (1 ms; the shipped 10 000
  * events would be 10 ms at 1 M events/s). The sinks are latency_sink: per
- * output record, CLOCK_REALTIME at the sink - its event time. For a query that passes records through, that is the event's time:
- * source lag + the path to the sink; for a windowed query, the output's
+ * output record, CLOCK_REALTIME at the sink - its event time. For a query
+ * that passes records through, that is the event's time: source lag + the
+ * path to the sink; for a windowed query, the output's
  * event time is the window's (end - 1 ns), so it counts from the window end:
  * the watermark's delay and interval + the path. Both include the job's
  * start-up (launch to the source's first record, a few ms: the schedule of
@@ -87,12 +88,12 @@
 #endif
 
 #define NX_RUN_TIMEOUT_S 600.0
-#define NX_CHECK_EVENTS 5000u
-#define NX_SEED 42u
-#define NX_SLOT 256u
-#define NX_MAX_QUERIES 64
-#define NX_MAX_SINKS 16
-#define NX_MAX_BUCKETS 8192u /* latency_sink has 7424 */
+#define NX_CHECK_EVENTS	 5000u
+#define NX_SEED		 42u
+#define NX_SLOT		 256u
+#define NX_MAX_QUERIES	 64
+#define NX_MAX_SINKS	 16
+#define NX_MAX_BUCKETS	 8192u /* latency_sink has 7424 */
 
 static const char nx_usage_text[] =
     "Usage: shmrun-bench nexmark [--events N] [--reps N] [--query Q,...] [--queries DIR]\n"
@@ -160,8 +161,9 @@ static int nx_print_reference(const char *name, uint64_t seed, uint64_t n)
 	const struct nx_ref_query *q = nx_ref_query_find(name);
 
 	if (!q) {
-		fprintf(stderr, "shmrun-bench nexmark: --reference '%s': no such query; the queries:",
-			name);
+		fprintf(
+		    stderr,
+		    "shmrun-bench nexmark: --reference '%s': no such query; the queries:", name);
 		for (unsigned i = 0; nx_ref_queries[i]; i++)
 			fprintf(stderr, " %s", nx_ref_queries[i]->name);
 		fputc('\n', stderr);
@@ -387,7 +389,7 @@ static char *nx_rewrite(const char *q, const char *text, struct nx_rewrite *rw)
 				 (!strcmp(val, "file_sink") || !strcmp(val, "stdout_sink")))
 				s->kind = NX_STAGE_SINK;
 			else if (!strcmp(key, "events"))
-				s->share = !strcmp(val, "bid")	   ? 46
+				s->share = !strcmp(val, "bid")	     ? 46
 					   : !strcmp(val, "auction") ? 3
 					   : !strcmp(val, "person")  ? 1
 								     : 50;
@@ -412,8 +414,8 @@ static char *nx_rewrite(const char *q, const char *text, struct nx_rewrite *rw)
 			nx_put(&b, "\n", 1);
 			switch (s->kind) {
 			case NX_STAGE_JOB:
-				nx_putf(&b, "name = bench-nexmark-%s\nworkers = %u\nidle = spin\n", q,
-					rw->workers);
+				nx_putf(&b, "name = bench-nexmark-%s\nworkers = %u\nidle = spin\n",
+					q, rw->workers);
 				break;
 			case NX_STAGE_SOURCE:
 				nx_putf(&b, "count = %" PRIu64 "\nseed = %u\n", rw->count, NX_SEED);
@@ -428,8 +430,8 @@ static char *nx_rewrite(const char *q, const char *text, struct nx_rewrite *rw)
 				break;
 			case NX_STAGE_SINK:
 				if (rw->nsinks < NX_MAX_SINKS)
-					snprintf(rw->sinks[rw->nsinks++], sizeof(rw->sinks[0]), "%s",
-						 s->name);
+					snprintf(rw->sinks[rw->nsinks++], sizeof(rw->sinks[0]),
+						 "%s", s->name);
 				if (rw->latency)
 					nx_putf(&b, "path = lat-%s.txt\n", s->name);
 				break;
@@ -444,10 +446,12 @@ static char *nx_rewrite(const char *q, const char *text, struct nx_rewrite *rw)
 				continue;
 			}
 			if (s->kind == NX_STAGE_JOB &&
-			    (!strcmp(key, "name") || !strcmp(key, "workers") || !strcmp(key, "idle")))
+			    (!strcmp(key, "name") || !strcmp(key, "workers") ||
+			     !strcmp(key, "idle")))
 				continue;
 			if (s->kind == NX_STAGE_SOURCE &&
-			    (!strcmp(key, "count") || !strcmp(key, "seed") || !strcmp(key, "rate") ||
+			    (!strcmp(key, "count") || !strcmp(key, "seed") ||
+			     !strcmp(key, "rate") ||
 			     (rw->latency &&
 			      (!strcmp(key, "event_rate") || !strcmp(key, "first_event_time") ||
 			       !strcmp(key, "piece_events")))))
@@ -491,8 +495,9 @@ static int nx_write_query(const char *dir, const char *name, const char *q, cons
 
 	if (!conf)
 		return -1;
-	rc = bench_pathf(path, sizeof(path), "%s/%s.conf", dir, name) ? -1
-								       : bench_write_text(path, conf);
+	rc = bench_pathf(path, sizeof(path), "%s/%s.conf", dir, name)
+		 ? -1
+		 : bench_write_text(path, conf);
 	free(conf);
 	return rc;
 }
@@ -520,8 +525,8 @@ static int nx_check_log(const char *dir, const char *name, uint64_t n, const cha
 /* A width-1 run of the nexmark source into a file equals the reference's text. */
 static int nx_check_events(const char *shmrun, const char *dir)
 {
-	char path[PATH_MAX], text[512], *got = NULL,
-					 *want = malloc((size_t)NX_CHECK_EVENTS * NX_SLOT), *p;
+	char *want = malloc((size_t)NX_CHECK_EVENTS * NX_SLOT), *got = NULL, *p;
+	char path[PATH_MAX], text[512];
 	size_t len;
 	double secs;
 	int rc = -1;
@@ -651,11 +656,12 @@ static int nx_find_queries(const char *dir, bool dir_given, const char *pick, co
 			if (!k || !nx_ref_query_find(name) ||
 			    bench_pathf(path, sizeof(path), "%s/%s.conf", dir, name) ||
 			    access(path, R_OK)) {
-				fprintf(stderr,
-					"shmrun-bench nexmark: --query '%s': %s; the queries:", name,
-					!nx_ref_query_find(name) ? "no reference for it"
-								 : "no such conf in the queries "
-								   "directory");
+				fprintf(
+				    stderr,
+				    "shmrun-bench nexmark: --query '%s': %s; the queries:", name,
+				    !nx_ref_query_find(name) ? "no reference for it"
+							     : "no such conf in the queries "
+							       "directory");
 				for (unsigned i = 0; nx_ref_queries[i]; i++)
 					fprintf(stderr, " %s", nx_ref_queries[i]->name);
 				fprintf(stderr, " (confs in %s)\n", dir);
@@ -807,7 +813,8 @@ static void nx_percentiles(struct nx_hist *h, struct nx_latency *res)
 		for (uint32_t i = 0; i < h->nb && total; i++) {
 			seen += pairs[i][1];
 			if (seen >= rank) {
-				*out[k] = (double)(pairs[i][0] < h->max ? pairs[i][0] : h->max) / 1e6;
+				*out[k] =
+				    (double)(pairs[i][0] < h->max ? pairs[i][0] : h->max) / 1e6;
 				break;
 			}
 		}
@@ -843,7 +850,8 @@ static int nx_latency_run(const char *shmrun, const char *dir, const struct nx_q
 			return -1;
 		found += !r;
 		for (unsigned i = 0; i < 4096; i++) {
-			if (bench_pathf(path, sizeof(path), "%s/lat-%s.txt.%u", dir, rw.sinks[s], i))
+			if (bench_pathf(path, sizeof(path), "%s/lat-%s.txt.%u", dir, rw.sinks[s],
+					i))
 				return -1;
 			r = nx_merge(&h, path);
 			if (r < 0)
@@ -853,8 +861,8 @@ static int nx_latency_run(const char *shmrun, const char *dir, const struct nx_q
 			found++;
 		}
 		if (!found) {
-			fprintf(stderr, "shmrun-bench: %s: latency_sink wrote no lat-%s.txt*\n", name,
-				rw.sinks[s]);
+			fprintf(stderr, "shmrun-bench: %s: latency_sink wrote no lat-%s.txt*\n",
+				name, rw.sinks[s]);
 			return -1;
 		}
 	}
@@ -911,14 +919,14 @@ static void nx_print(const struct nx_query *q, const struct nx_result *r, uint64
 	nx_fmt_ms(c, sizeof(c), r->lat.p99_ms);
 	printf("latency query=%s workers=2 rate_ev_s=%" PRIu64 " measured=%" PRIu64
 	       " early=%" PRIu64 " min_ms=%s p50_ms=%s p99_ms=%s\n",
-	       q->ref->name, (uint64_t)(1e9 / (double)r->lat_spacing + 0.5), r->lat.measured, r->lat.early, a, b, c);
+	       q->ref->name, (uint64_t)(1e9 / (double)r->lat_spacing + 0.5), r->lat.measured,
+	       r->lat.early, a, b, c);
 	fflush(stdout);
 }
 
 /* Time query @q: throughput at workers 1 and 2, the reference, then latency. */
-static int nx_query_bench(const char *shmrun, const char *dir, const struct nx_query *q,
-			  uint64_t n, uint64_t reps, double seconds, bool verbose,
-			  struct nx_result *r)
+static int nx_query_bench(const char *shmrun, const char *dir, const struct nx_query *q, uint64_t n,
+			  uint64_t reps, double seconds, bool verbose, struct nx_result *r)
 {
 	struct nx_tally tally, tally2;
 	const char *qn = q->ref->name;
@@ -933,8 +941,8 @@ static int nx_query_bench(const char *shmrun, const char *dir, const struct nx_q
 		if (rr < 0)
 			return -1;
 		if (rep && tally.lines != r->lines) {
-			fprintf(stderr, "shmrun-bench: reference %s: %" PRIu64 " lines, then %" PRIu64
-					"\n",
+			fprintf(stderr,
+				"shmrun-bench: reference %s: %" PRIu64 " lines, then %" PRIu64 "\n",
 				qn, r->lines, tally.lines);
 			return -1;
 		}
@@ -954,7 +962,8 @@ static int nx_query_bench(const char *shmrun, const char *dir, const struct nx_q
 			snprintf(name, sizeof(name), "%s-w%u-fixed", qn, w);
 			if (nx_write_query(dir, name, qn, q->conf, &rw) ||
 			    bench_run_conf(shmrun, dir, name, NX_RUN_TIMEOUT_S, &t) ||
-			    nx_check_log(dir, name, tally2.lines, "the reference's lines over 2 events"))
+			    nx_check_log(dir, name, tally2.lines,
+					 "the reference's lines over 2 events"))
 				return -1;
 			if (!r->fixed[w] || t < r->fixed[w])
 				r->fixed[w] = t;
@@ -966,7 +975,8 @@ static int nx_query_bench(const char *shmrun, const char *dir, const struct nx_q
 				return -1;
 			rate = (double)(n - 2) / (secs > r->fixed[w] ? secs - r->fixed[w] : secs);
 			if (verbose)
-				printf("# %s rep %" PRIu64 " workers=%u: %.3f s (fixed %.3f s) %.2f "
+				printf("# %s rep %" PRIu64
+				       " workers=%u: %.3f s (fixed %.3f s) %.2f "
 				       "Mev/s\n",
 				       qn, rep + 1, w, secs, t, rate / 1e6);
 			if (rate > r->best[w])
@@ -1014,7 +1024,8 @@ int bench_nexmark_main(int argc, char **argv)
 		case 'e':
 			if (bench_parse_count(optarg, 1000000000000ull, &n) || n < 100)
 				return bench_usage_error(
-				    "nexmark", "--events '%s': need a count from 100 to 10^12", optarg);
+				    "nexmark", "--events '%s': need a count from 100 to 10^12",
+				    optarg);
 			n_given = true;
 			break;
 		case 'R':
@@ -1030,7 +1041,8 @@ int bench_nexmark_main(int argc, char **argv)
 			if (!*optarg || strspn(optarg, "abcdefghijklmnopqrstuvwxyz0123456789_,") !=
 					    strlen(optarg))
 				return bench_usage_error(
-				    "nexmark", "--query '%s': need query names, comma-separated (q1,q5)",
+				    "nexmark",
+				    "--query '%s': need query names, comma-separated (q1,q5)",
 				    optarg);
 			pick = optarg;
 			break;
@@ -1043,7 +1055,8 @@ int bench_nexmark_main(int argc, char **argv)
 			seconds = strtod(optarg, &end);
 			if (errno || end == optarg || *end || !(seconds >= 0.01) || seconds > 600)
 				return bench_usage_error(
-				    "nexmark", "--seconds '%s': need a number in [0.01, 600]", optarg);
+				    "nexmark", "--seconds '%s': need a number in [0.01, 600]",
+				    optarg);
 			seconds_given = true;
 			break;
 		default:
@@ -1062,8 +1075,10 @@ int bench_nexmark_main(int argc, char **argv)
 	if (optind < argc)
 		return bench_usage_error("nexmark", "unexpected argument '%s'", argv[optind]);
 	if (seed_given && !reference)
-		return bench_usage_error("nexmark", "--seed is for --reference (the timed runs use "
-						    "seed %u)", NX_SEED);
+		return bench_usage_error("nexmark",
+					 "--seed is for --reference (the timed runs use "
+					 "seed %u)",
+					 NX_SEED);
 	if (reference)
 		return nx_print_reference(reference, seed, n_given ? n : 200000);
 	if (quick && !n_given)

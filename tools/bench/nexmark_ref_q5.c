@@ -47,7 +47,8 @@ static int q5_table_grow(struct q5_table *t)
 
 		if (!t->key[i])
 			continue;
-		for (h = (t->key[i] * 0x9e3779b97f4a7c15ull) & (cap - 1); key[h]; h = (h + 1) & (cap - 1))
+		for (h = (t->key[i] * 0x9e3779b97f4a7c15ull) & (cap - 1); key[h];
+		     h = (h + 1) & (cap - 1))
 			;
 		key[h] = t->key[i];
 		count[h] = t->count[i];

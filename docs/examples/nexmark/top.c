@@ -61,10 +61,10 @@
 
 #include "nexmark.h"
 
-#define BATCH_OUT 64	  /* records gathered per shmrun_emit_batch() */
+#define BATCH_OUT      64 /* records gathered per shmrun_emit_batch() */
 #define WINDOW_KEY_MAX 96 /* bytes of "start<TAB>end" (ISO or ms times) */
-#define VALUE_MAX 160
-#define WARN_LATE 3 /* late records logged per task */
+#define VALUE_MAX      160
+#define WARN_LATE      3 /* late records logged per task */
 
 /* ---- nexmark_window_key -------------------------------------------------------- */
 
@@ -115,8 +115,8 @@ static int window_key_one(struct shmrun_task *task, const struct shmrun_record *
 	return 0;
 }
 
-static int window_key_batch(struct shmrun_task *task, void *state,
-			    const struct shmrun_record *recs, uint32_t n)
+static int window_key_batch(struct shmrun_task *task, void *state, const struct shmrun_record *recs,
+			    uint32_t n)
 {
 	static __thread char buf[BATCH_OUT][VALUE_MAX];
 	struct shmrun_record out[BATCH_OUT];
@@ -226,7 +226,8 @@ static int top_bad(struct shmrun_task *task, const struct shmrun_record *rec)
 			  "time): key '%.*s', value '%.*s' (feed this stage from "
 			  "nexmark_window_key by key)",
 			  (int)(rec->key_len < 80 ? rec->key_len : 80), (const char *)rec->key,
-			  (int)(rec->value_len < 80 ? rec->value_len : 80), (const char *)rec->value);
+			  (int)(rec->value_len < 80 ? rec->value_len : 80),
+			  (const char *)rec->value);
 	return -EINVAL;
 }
 
@@ -315,7 +316,8 @@ static int top_timer(struct shmrun_task *task, void *state, const void *key, uin
 	if (domain != SHMRUN_TIME_EVENT || !h)
 		return 0; /* never set; or a window already emitted */
 	for (a = h->head; a;) {
-		struct top_entry *e = shmrun_keyed_state_ns(task, key, key_len, a, sizeof(*e), false);
+		struct top_entry *e =
+		    shmrun_keyed_state_ns(task, key, key_len, a, sizeof(*e), false);
 		char *p;
 
 		if (!e)

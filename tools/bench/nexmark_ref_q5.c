@@ -1,12 +1,16 @@
 /*
  * tools/bench/nexmark_ref_q5.c: the reference of docs/examples/nexmark/q5.conf
- * (nexmark_ref.h): the number of bids per auction in sliding windows of
- * 10 s every 2 s of event time, windows aligned to the epoch, as `window`
- * emits them with time_format = ms: auction TAB start TAB end TAB count.
+ * (nexmark_ref.h), NEXMark q5 "hot items": per sliding window of 10 s every
+ * 2 s of event time (windows aligned to the epoch), the auction(s) with the
+ * most bids, every one of them on a tie, as the topology emits them:
+ * auction TAB start TAB end TAB count (ms since the epoch). A window
+ * without bids has no line.
  *
  * The events come in event-time order, so a window is final as soon as an
  * event at or past its end arrives: at most size / slide = 5 windows are open,
- * each a hash table auction -> count, emitted and cleared when it closes.
+ * each a hash table auction -> count; when one closes, one pass finds its
+ * largest count and a second emits the auctions that have it, clearing the
+ * table.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +47,8 @@ static int q5_table_grow(struct q5_table *t)
 
 		if (!t->key[i])
 			continue;
-		for (h = (t->key[i] * 0x9e3779b97f4a7c15ull) & (cap - 1); key[h]; h = (h + 1) & (cap - 1))
+		for (h = (t->key[i] * 0x9e3779b97f4a7c15ull) & (cap - 1); key[h];
+		     h = (h + 1) & (cap - 1))
 			;
 		key[h] = t->key[i];
 		count[h] = t->count[i];
@@ -75,19 +80,25 @@ static void q5_table_add(struct q5_table *t, uint64_t k)
 static void q5_emit_window(struct q5 *q, unsigned i, nx_ref_emit_fn emit, void *ctx)
 {
 	struct q5_table *t = &q->t[i];
+	uint64_t max = 0;
 	char line[96], *p;
 
+	for (size_t h = 0; h < t->cap; h++)
+		if (t->key[h] && t->count[h] > max)
+			max = t->count[h];
 	for (size_t h = 0; h < t->cap; h++) {
 		if (!t->key[h])
 			continue;
-		p = nx_ref_u(line, t->key[h]);
-		*p++ = '\t';
-		p = nx_ref_u(p, q->start[i]);
-		*p++ = '\t';
-		p = nx_ref_u(p, q->start[i] + Q5_SIZE_MS);
-		*p++ = '\t';
-		p = nx_ref_u(p, t->count[h]);
-		emit(ctx, line, (size_t)(p - line));
+		if (t->count[h] == max) {
+			p = nx_ref_u(line, t->key[h]);
+			*p++ = '\t';
+			p = nx_ref_u(p, q->start[i]);
+			*p++ = '\t';
+			p = nx_ref_u(p, q->start[i] + Q5_SIZE_MS);
+			*p++ = '\t';
+			p = nx_ref_u(p, t->count[h]);
+			emit(ctx, line, (size_t)(p - line));
+		}
 		t->key[h] = 0;
 		t->count[h] = 0;
 	}
@@ -163,7 +174,7 @@ static void q5_close(void *st)
 
 const struct nx_ref_query nx_ref_q5 = {
     .name = "q5",
-    .about = "hot items: bids per auction in sliding windows of 10 s every 2 s",
+    .about = "hot items: per sliding window of 10 s every 2 s, the auction(s) with the most bids",
     .open = q5_open,
     .event = q5_event,
     .end = q5_end,

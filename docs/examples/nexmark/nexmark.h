@@ -155,5 +155,6 @@ extern const struct shmrun_operator nx_filter_op;   /* q2: select.c */
 extern const struct shmrun_operator nx_local_items_op, nx_new_users_op; /* q3, q8: join.c */
 extern const struct shmrun_operator nx_closing_price_op, nx_average_op; /* q4: agg.c */
 extern const struct shmrun_operator nx_top_bids_partial_op, nx_top_bids_op; /* q7: agg.c */
+extern const struct shmrun_operator nx_window_key_op, nx_top_op; /* q5: top.c */
 
 #endif

@@ -38,8 +38,26 @@ int shmrun_ranges_deal(struct shmrun_ranges *rs, struct shmrun_task *task, uint6
 	return 0;
 }
 
+static int range_cmp(const void *a, const void *b)
+{
+	const struct shmrun_range *x = a, *y = b;
+
+	return x->next < y->next ? -1 : x->next > y->next;
+}
+
 struct shmrun_range *shmrun_ranges_current(struct shmrun_ranges *rs)
 {
+	/*
+	 * Restored entries come in the order a rescale dealt them (pooled by
+	 * old instance, then dealt k mod width): a later piece may precede an
+	 * earlier one. The numbers are produced in increasing order all the
+	 * same, so event times stay in order and watermark_delay = 0s stays
+	 * exact after a --rescale (nexmark, sequence's event_time = sequence).
+	 */
+	if (rs->unsorted) {
+		qsort(rs->r + rs->cur, rs->n - rs->cur, sizeof(*rs->r), range_cmp);
+		rs->unsorted = false;
+	}
 	while (rs->cur < rs->n && rs->r[rs->cur].next >= rs->r[rs->cur].end)
 		rs->cur++;
 	return rs->cur < rs->n ? &rs->r[rs->cur] : NULL;
@@ -69,6 +87,7 @@ int shmrun_ranges_restore(struct shmrun_ranges *rs, struct shmrun_task *task, co
 		return -EBADMSG;
 	}
 	memcpy(&r, entry, sizeof(r));
+	rs->unsorted = true;
 	return add_range(rs, r.next, r.end);
 }
 

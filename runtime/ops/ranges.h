@@ -15,6 +15,7 @@
 #ifndef SHMRUN_OPS_RANGES_H
 #define SHMRUN_OPS_RANGES_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "shmrun/operator.h"
@@ -24,8 +25,9 @@ struct shmrun_range {
 };
 
 struct shmrun_ranges {
-	struct shmrun_range *r; /* this instance's, in order */
+	struct shmrun_range *r; /* this instance's, in order of next */
 	uint32_t n, cap, cur;	/* r[cur] is the current one */
+	bool unsorted;		/* restored entries, sorted before the first use */
 };
 
 /*

@@ -23,6 +23,17 @@
  * else: a token is a permission, not a publication); the first instance to
  * produce sets rate_start_ns once, by compare-and-swap.
  *
+ * Fairness within a worker. The worker visits its tasks in one order every
+ * turn, so of two instances of a stage on one worker the first would take
+ * every token due and the second none until the first finished: its events
+ * would lag, and the watermark, the minimum over instances, with them
+ * (event-time state grows without bound). So an instance defers, for a
+ * turn, to a sibling on its worker (same stage, paced, still producing)
+ * that has used PRODUCE_BUDGET tokens fewer and is not parked (worker.c,
+ * rate_defers()): between siblings
+ * on one worker the tokens are shared evenly; across workers the counter is
+ * (each worker takes as its loop turns).
+ *
  * Designs rejected: a rate per instance (rate / width each: a skewed or
  * finished instance would leave the stage below its rate); sleeping inside
  * produce() (it would stall every other task of the worker); a token bucket
@@ -77,6 +88,7 @@ int source_budget(struct shmrun_task *t, int64_t now)
 /* Give back the tokens of @t's budget @took that produce() did not use (@used). */
 void rate_return(struct shmrun_task *t, uint64_t took, uint64_t used)
 {
+	t->rate_used += used < took ? used : took;
 	if (t->rate && used < took)
 		atomic_fetch_sub_explicit(&t->rate_slot->rate_taken, took - used,
 					  memory_order_relaxed);

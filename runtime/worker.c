@@ -1211,6 +1211,25 @@ static void mark_forward_active(struct shmrun_task *t)
 					&t->outs[o].forward->fwd_wm[t->outs[o].fwd_slot]);
 }
 
+/*
+ * Whether paced source @t lets a sibling go first this turn: an instance of
+ * its stage on this worker, paced, producing and not parked, that has used
+ * PRODUCE_BUDGET tokens fewer (pace.c, "Fairness within a worker").
+ */
+static bool rate_defers(const struct shmrun_task *t)
+{
+	const struct shmrun_worker *w = t->w;
+
+	for (uint32_t i = 0; i < w->ntasks; i++) {
+		const struct shmrun_task *u = &w->tasks[i];
+
+		if (u != t && u->stage == t->stage && u->rate && !u->ended && !u->exhausted &&
+		    u->rate_used + PRODUCE_BUDGET <= t->rate_used && !task_parked(u))
+			return true;
+	}
+	return false;
+}
+
 static uint32_t step(struct shmrun_worker *w)
 {
 	uint32_t progress = 0;
@@ -1238,6 +1257,8 @@ static uint32_t step(struct shmrun_worker *w)
 					continue;
 			}
 			/* no clock read for an unpaced source: this runs every turn */
+			if (t->rate && rate_defers(t))
+				continue; /* a sibling on this worker is behind: its turn */
 			budget = t->rate ? source_budget(t, shmrun_now_ns()) : (int)PRODUCE_BUDGET;
 			if (budget == 0)
 				continue; /* paced: not yet */

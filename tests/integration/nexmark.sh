@@ -186,6 +186,19 @@ rescale() { # from to: stop a run at width FROM, --rescale to width TO
 rescale 2 3
 rescale 3 1
 
+# ---- pacing is fair between instances on one worker -------------------------
+# The stage's rate is shared by its instances; on one worker, visited in one
+# order every turn, the first used to take every token until it finished, so
+# the other's events (and the watermark, their minimum) lagged without bound.
+JOB='workers = 1' conf "$tmp/fair" "count = 100000" "width = 2" "piece_events = 5000" "rate = 100000"
+run "$tmp/fair"
+awk -F'\t' 'NR <= 50000 { n = $3; i = int(n / 5000) % 2; if (n > m[i]) m[i] = n }
+	END { d = m[0] - m[1]; if (d < 0) d = -d
+	      printf "%d %d %d\n", m[0], m[1], d }' "$tmp/fair/out.tsv" > "$tmp/fair.m"
+read -r m0 m1 d < "$tmp/fair.m"
+[ "$d" -le 20000 ] || fail "pacing on one worker: at the 50000th event the instances are at events $m0 and $m1"
+echo "ok pacing on one worker: at the 50000th event the two instances are at events $m0 and $m1"
+
 # ---- event-time order after --rescale ---------------------------------------
 # A rescale deals the pieces still to make pooled by old instance, so a new
 # instance may be dealt a later piece before an earlier one; it must still

@@ -162,7 +162,9 @@ struct shmrun_combiner {
  * changes (docs/design.md §5): there is no silent "keep what you had".
  */
 enum shmrun_pw_rule {
-	SHMRUN_PW_NONE = 0,  /**< no per-worker state declared: the stage cannot be rescaled */
+	SHMRUN_PW_NONE = 0,  /**< no rule: a checkpoint holding per-worker entries of the stage cannot
+				  be restored into another width (--rescale refuses); without
+				  entries (only key-bound state) the width may change */
 	SHMRUN_PW_SPLIT = 1, /**< pool every old instance's entries, deal them out: each entry owned once */
 	SHMRUN_PW_UNION = 2, /**< every new instance gets every entry */
 };

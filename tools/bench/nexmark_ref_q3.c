@@ -18,9 +18,9 @@
 
 #include "nexmark_ref.h"
 
-#define Q3_CATEGORY  10
-#define Q3_FIRST_ID  1000
-#define Q3_NONE	     UINT32_MAX
+#define Q3_CATEGORY 10
+#define Q3_FIRST_ID 1000
+#define Q3_NONE	    UINT32_MAX
 
 struct q3_person {
 	uint8_t came, kept; /* kept: in one of the states */
@@ -103,8 +103,8 @@ static void q3_event(void *st, const struct nx_ref_event *e, nx_ref_emit_fn emit
 	if (e->kind == NX_PERSON) {
 		p = q3_at(q, e->id);
 		p->came = 1;
-		p->kept = !strcmp(e->state, "OR") || !strcmp(e->state, "ID") ||
-			  !strcmp(e->state, "CA");
+		p->kept =
+		    !strcmp(e->state, "OR") || !strcmp(e->state, "ID") || !strcmp(e->state, "CA");
 		memcpy(p->name, e->name, sizeof(p->name));
 		memcpy(p->city, e->city, sizeof(p->city));
 		memcpy(p->state, e->state, sizeof(p->state));

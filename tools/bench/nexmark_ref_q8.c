@@ -25,8 +25,8 @@ struct q8_person {
 };
 
 struct q8 {
-	uint64_t window;  /* the open window's number + 1; 0: none yet */
-	uint64_t *sold;	  /* by id - Q8_FIRST_ID: the last window (number + 1) it sold in */
+	uint64_t window; /* the open window's number + 1; 0: none yet */
+	uint64_t *sold;	 /* by id - Q8_FIRST_ID: the last window (number + 1) it sold in */
 	size_t cap;
 	struct q8_person *p; /* the open window's persons */
 	size_t n, pcap;

@@ -115,11 +115,11 @@ static bool key_is(const struct shmrun_record *rec, const struct nx_fields *fs, 
 
 /* ---- q3: nexmark_local_items -------------------------------------------------- */
 
-#define Q3_VALUE 64u			/* bytes of every key-bound value */
-#define Q3_TEXT (Q3_VALUE - 8u)		/* name, city, state of a person */
-#define Q3_INLINE (Q3_TEXT / 8u)	/* waiting auction ids in the head */
-#define Q3_PAGE_IDS (Q3_VALUE / 8u)	/* waiting auction ids per page */
-#define Q3_ROW (Q3_TEXT + 3u + 20u)	/* name TAB city TAB state TAB id */
+#define Q3_VALUE    64u			 /* bytes of every key-bound value */
+#define Q3_TEXT	    (Q3_VALUE - 8u)	 /* name, city, state of a person */
+#define Q3_INLINE   (Q3_TEXT / 8u)	 /* waiting auction ids in the head */
+#define Q3_PAGE_IDS (Q3_VALUE / 8u)	 /* waiting auction ids per page */
+#define Q3_ROW	    (Q3_TEXT + 3u + 20u) /* name TAB city TAB state TAB id */
 
 /* The states of q3's WHERE: P.state IN ('OR', 'ID', 'CA'). */
 static const char q3_states[][3] = {"OR", "ID", "CA"};
@@ -129,7 +129,7 @@ struct q3_head {
 	uint8_t person;	  /* 1: the person came; text holds it */
 	uint8_t name_len, city_len, state_len;
 	union {
-		char text[Q3_TEXT];	  /* name, city, state, one after the other */
+		char text[Q3_TEXT];	 /* name, city, state, one after the other */
 		uint64_t ids[Q3_INLINE]; /* the first waiting auctions */
 	} u;
 };
@@ -150,10 +150,11 @@ struct q3 {
 static int q3_prepare(struct shmrun_task *task)
 {
 	if (shmrun_task_inputs(task) != 2) {
-		shmrun_task_error(task,
-				  "nexmark_local_items needs two inputs, the persons first and the "
-				  "auctions second (input = persons by key, auctions by key), not %u",
-				  shmrun_task_inputs(task));
+		shmrun_task_error(
+		    task,
+		    "nexmark_local_items needs two inputs, the persons first and the "
+		    "auctions second (input = persons by key, auctions by key), not %u",
+		    shmrun_task_inputs(task));
 		return -EINVAL;
 	}
 	return 0;
@@ -237,9 +238,8 @@ static uint64_t q3_waiting(struct shmrun_task *task, const struct shmrun_record 
 static void q3_drop_pages(struct shmrun_task *task, const struct shmrun_record *rec,
 			  const struct q3_head *h)
 {
-	uint32_t pages = h->waiting > Q3_INLINE
-				 ? (h->waiting - Q3_INLINE + Q3_PAGE_IDS - 1) / Q3_PAGE_IDS
-				 : 0;
+	uint32_t pages =
+	    h->waiting > Q3_INLINE ? (h->waiting - Q3_INLINE + Q3_PAGE_IDS - 1) / Q3_PAGE_IDS : 0;
 
 	for (uint32_t k = 0; k < pages; k++)
 		shmrun_keyed_state_delete(task, rec->key, rec->key_len, true, 1 + (uint64_t)k);
@@ -408,7 +408,7 @@ const struct shmrun_operator nx_local_items_op = {
 
 /* ---- q8: nexmark_new_users ------------------------------------------------------ */
 
-#define Q8_ROW 96 /* name (at most 64) TAB start (at most 20) */
+#define Q8_ROW	    96 /* name (at most 64) TAB start (at most 20) */
 #define Q8_NAME_MAX 64
 #define PAIR_FIELDS 19 /* a person's 9, an auction's 10 */
 
@@ -485,13 +485,15 @@ static int q8_pair(struct shmrun_task *task, struct q8 *q, const struct shmrun_r
 {
 	struct nx_fields p, a;
 	uint64_t pt, at, *seen;
-	int64_t end = rec->event_time_ns + 1, start = end - q->size; /* ns */
+	int64_t end, start; /* the pair's window, ns */
 	char *row, *t;
 	uint32_t name;
 	int err;
 
 	if (!q8_split(rec, &p, &a) || !nx_u64(&p, NX_PERSON_TIME, &pt) ||
-	    !nx_u64(&a, NX_AUCTION_TIME, &at))
+	    !nx_u64(&a, NX_AUCTION_TIME, &at) ||
+	    __builtin_add_overflow(rec->event_time_ns, 1, &end) ||
+	    __builtin_sub_overflow(end, q->size, &start))
 		return nx_bad_record(task, rec, "a window_join pair of a person and an auction");
 	if (!key_is(rec, &p, NX_PERSON_ID) || !key_is(rec, &a, NX_AUCTION_SELLER))
 		return nx_bad_record(task, rec,
@@ -499,16 +501,16 @@ static int q8_pair(struct shmrun_task *task, struct q8 *q, const struct shmrun_r
 				     "person (key = person on both sources)");
 	if ((err = check_vnode(task, rec, q->lo, q->hi, q->vnodes)))
 		return err;
-	if (pt > INT64_MAX / 1000000 || at > INT64_MAX / 1000000 ||
-	    (int64_t)pt * 1000000 < start || (int64_t)pt * 1000000 >= end ||
-	    (int64_t)at * 1000000 < start || (int64_t)at * 1000000 >= end) {
+	if (pt > INT64_MAX / 1000000 || at > INT64_MAX / 1000000 || (int64_t)pt * 1000000 < start ||
+	    (int64_t)pt * 1000000 >= end || (int64_t)at * 1000000 < start ||
+	    (int64_t)at * 1000000 >= end) {
 		shmrun_task_error(task,
 				  "person %.*s at %" PRIu64 " ms and auction at %" PRIu64
 				  " ms are not in the window [%" PRId64 ", %" PRId64
 				  ") ms that size = %" PRId64 " ms gives: set size equal to the "
 				  "window_join's size",
-				  (int)rec->key_len, (const char *)rec->key, pt, at, start / 1000000,
-				  end / 1000000, q->size / 1000000);
+				  (int)rec->key_len, (const char *)rec->key, pt, at,
+				  start / 1000000, end / 1000000, q->size / 1000000);
 		return -EINVAL;
 	}
 	name = p.len[NX_PERSON_NAME];
@@ -562,7 +564,7 @@ static int q8_timer(struct shmrun_task *task, void *state, const void *key, uint
 		    int64_t time_ns, enum shmrun_time_domain domain)
 {
 	(void)state;
-	if (domain == SHMRUN_TIME_EVENT)
+	if (domain == SHMRUN_TIME_EVENT && time_ns != INT64_MAX) /* (never set at INT64_MAX) */
 		shmrun_keyed_state_delete(task, key, key_len, true, (uint64_t)(time_ns + 1));
 	return 0;
 }

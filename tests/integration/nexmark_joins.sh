@@ -161,9 +161,10 @@ rescale() {
 	for pace in 3 6 12; do
 		d=$tmp/$q.rescale-$from-$to-$pace
 		rc=0
-		# one piece per source instance: each instance then makes its events in
-		# event-time order after the rescale too (q8's watermark_delay = 0s)
-		PACE=$pace job "$q" "$d" "$n" "$from" "$sw" $(((n + from - 1) / from)) "${ckpt[@]}"
+		# 20 pieces: a rescale deals each new instance pieces of several old
+		# ones, which it must still make in event-time order (q8's
+		# watermark_delay = 0s: no record may come late)
+		PACE=$pace job "$q" "$d" "$n" "$from" "$sw" $((n / 20)) "${ckpt[@]}"
 		(cd "$d" && exec "$shmrun" "$q.conf") 2> "$tmp/log" &
 		launcher=$!
 		wait_started || fail "$q rescale $from -> $to: the run did not start"
@@ -186,6 +187,8 @@ rescale() {
 			fail "$q rescale $from -> $to: width not changed"
 		(cd "$d" && "$shmrun" --rescale "$q.conf") 2> "$tmp/log" ||
 			fail "$q --rescale $from -> $to: exit $?"
+		qgrep "late records" "$tmp/log" &&
+			fail "$q --rescale $from -> $to: $(grep 'late records' "$tmp/log")"
 		same "$q, stop, --rescale $from -> $to" "$q" "$d"
 		echo "ok $q, stop after $n1 of $all rows, --rescale $from -> $to: the reference's"
 		return 0

@@ -34,9 +34,9 @@
  * and before anything is timed, 5000 events of the source at width 1 equal
  * the reference generator's text byte for byte.
  *
- * Latency. The query at workers 2 with every nexmark stage paced so that
- * the events (all kinds) come at E per second, half the W = 2 peak with the
- * event spacing 1 s / E rounded up to a whole ns (the source spaces event
+ * Latency. The query at workers W = 1 and 2 with every nexmark stage paced
+ * so that the events (all kinds) come at E per second, half the peak at
+ * that W, with the event spacing 1 s / E rounded up to a whole ns (the source spaces event
  * times by whole ns; nx_stage_rate()): `rate` = E x the stage's share of the
  * kinds (46/50 for bids), `event_rate` = E, `first_event_time` = the wall
  * clock in ms when the bench launches the job, so event time tracks the
@@ -46,15 +46,19 @@
  * events would be 10 ms at 1 M events/s). The sinks are latency_sink: per
  * output record, CLOCK_REALTIME at the sink - its event time. For a query
  * that passes records through, that is the event's time: source lag + the
- * path to the sink; for a windowed query, the output's
- * event time is the window's (end - 1 ns), so it counts from the window end:
- * the watermark's delay and interval + the path. Both include the job's
- * start-up (launch to the source's first record, a few ms: the schedule of
- * event times starts at the launch, the pacing at the first record; the
- * min_ms column shows its floor). Records that arrive before their event
- * time are left out and counted as `early` (latency_sink's `negative`): a
- * source instance ahead of its schedule, or a window fired at the end of
- * input before its end.
+ * path to the sink; for a windowed query, the output's event time is the
+ * window's (end - 1 ns), so it counts from the window end: the watermark's
+ * delay and interval + the path. Both include the job's start-up (launch to
+ * the source's first record, a few ms: the schedule of event times starts
+ * at the launch, the pacing at the first record; min_ms, the lowest
+ * latency, shows that floor at W = 1). Records that arrive before their
+ * event time are left out and counted as `early` (latency_sink's
+ * `negative`): a source instance ahead of its schedule, or a window fired at
+ * the end of input before its end. At W = 2 the source's instances share
+ * one token counter (runtime/pace.c) but work on their own pieces, so one
+ * can run ahead of the schedule while the other lags: both show (`early`,
+ * and a p99 that W = 1 does not have); the W = 1 line is the runtime's
+ * latency without that.
  *
  * Targets (issue 12 §8): >= 5 M events/s/core for q0-q2, >= 1 M for q5, q7
  * and q8, printed as met or missed beside the figures; a miss never fails
@@ -102,9 +106,10 @@ static const char nx_usage_text[] =
     "\n"
     "Times every NEXMark query of the queries directory (qN.conf with a reference)\n"
     "as shmrun runs it, at workers 1 and 2, against its single-threaded reference\n"
-    "in the same run, then its latency at half the workers=2 peak. Each conf is\n"
-    "rewritten: workers and every width = W, idle = spin, every nexmark stage\n"
-    "count = N and seed = 42, every file_sink a null_sink (latency: latency_sink).\n"
+    "in the same run, then its latency at half its peak at workers 1 and 2. Each\n"
+    "conf is rewritten: workers and every width = W, idle = spin, every nexmark\n"
+    "stage count = N and seed = 42, every file_sink a null_sink (latency:\n"
+    "latency_sink).\n"
     "Rates are marginal: (N - 2) / (t(N) - t(2)), start-up and exit left out.\n"
     "\n"
     "  --events N    events per run, every kind counted (default 5000000)\n"
@@ -121,17 +126,18 @@ static const char nx_usage_text[] =
     "                0..N-1 of seed S (default 1; N default 200000), as file_sink\n"
     "                lines, and exit: what the tests compare a shmrun run with\n"
     "\n"
-    "Output, two lines per query (the first wrapped here), then a '#' line with every\n"
-    "query's per-core ratios ('#' lines are commentary):\n"
+    "Output, three lines per query (the first wrapped here; a latency line for W = 1\n"
+    "and for W = 2), then a '#' line with every query's per-core ratios ('#' lines\n"
+    "are commentary):\n"
     "  nexmark query=Q events=N lines=L reference_mev_s=F\n"
     "      w1_mev_s_per_core=F w1_vs_reference=F w2_mev_s_per_core=F w2_vs_reference=F\n"
     "      target_mev_s_per_core=T|- w1_target=met|missed|- w2_target=met|missed|-\n"
-    "  latency query=Q workers=2 rate_ev_s=E measured=M early=K min_ms=F p50_ms=F p99_ms=F\n"
+    "  latency query=Q workers=W rate_ev_s=E measured=M early=K min_ms=F p50_ms=F p99_ms=F\n"
     "mev_s: million events per second, every kind of event counted; per_core: divided\n"
     "by the workers; vs_reference: per core over the reference's rate (one core);\n"
     "lines: the query's output lines over N events, the reference's and every run's\n"
-    "(null_sink's records). Latency: the query at workers 2, its sources paced at E\n"
-    "events/s (<= half the workers=2 peak) with event time tracking the clock\n"
+    "(null_sink's records). Latency: the query at workers W, its sources paced at E\n"
+    "events/s (<= half the peak at W) with event time tracking the clock\n"
     "(first_event_time = launch, event_rate = E); per output record CLOCK_REALTIME\n"
     "at the sink minus its event time: the event's for pass-through queries, the\n"
     "window end's (end - 1 ns) for windowed ones; the job's start-up included\n"
@@ -219,7 +225,8 @@ struct nx_rewrite {
 	bool latency;	   /* sinks -> latency_sink, sources paced */
 	uint64_t spacing;  /* latency: ns between two events (all kinds), >= 1 */
 	uint64_t first_ms; /* latency: event 0's event time, ms since the epoch */
-	/* out: the sink stages' names (latency_sink writes lat-NAME.txt[.i]) */
+	const char *tag;   /* latency: the run's name, in its latency_sink paths */
+	/* out: the sink stages' names (latency_sink writes lat-TAG-NAME.txt[.i]) */
 	char sinks[NX_MAX_SINKS][64];
 	unsigned nsinks;
 };
@@ -434,7 +441,7 @@ static char *nx_rewrite(const char *q, const char *text, struct nx_rewrite *rw)
 					snprintf(rw->sinks[rw->nsinks++], sizeof(rw->sinks[0]),
 						 "%s", s->name);
 				if (rw->latency)
-					nx_putf(&b, "path = lat-%s.txt\n", s->name);
+					nx_putf(&b, "path = lat-%s-%s.txt\n", rw->tag, s->name);
 				break;
 			case NX_STAGE_OTHER:
 				break;
@@ -823,10 +830,11 @@ static void nx_percentiles(struct nx_hist *h, struct nx_latency *res)
 }
 
 static int nx_latency_run(const char *shmrun, const char *dir, const struct nx_query *q,
-			  uint64_t spacing, double seconds, struct nx_latency *res)
+			  unsigned workers, uint64_t spacing, double seconds,
+			  struct nx_latency *res)
 {
 	static struct nx_hist h;
-	struct nx_rewrite rw = {.workers = 2, .latency = true, .spacing = spacing};
+	struct nx_rewrite rw = {.workers = workers, .latency = true, .spacing = spacing};
 	char name[80], path[PATH_MAX];
 	struct timespec now;
 	double secs;
@@ -836,7 +844,8 @@ static int nx_latency_run(const char *shmrun, const char *dir, const struct nx_q
 		rw.count = 1000;
 	clock_gettime(CLOCK_REALTIME, &now);
 	rw.first_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
-	snprintf(name, sizeof(name), "%s-latency", q->ref->name);
+	snprintf(name, sizeof(name), "%s-latency-w%u", q->ref->name, workers);
+	rw.tag = name;
 	if (nx_write_query(dir, name, q->ref->name, q->conf, &rw) ||
 	    bench_run_conf(shmrun, dir, name, NX_RUN_TIMEOUT_S + seconds, &secs))
 		return -1;
@@ -844,15 +853,15 @@ static int nx_latency_run(const char *shmrun, const char *dir, const struct nx_q
 	for (unsigned s = 0; s < rw.nsinks; s++) {
 		int found = 0, r;
 
-		if (bench_pathf(path, sizeof(path), "%s/lat-%s.txt", dir, rw.sinks[s]))
+		if (bench_pathf(path, sizeof(path), "%s/lat-%s-%s.txt", dir, name, rw.sinks[s]))
 			return -1;
 		r = nx_merge(&h, path);
 		if (r < 0)
 			return -1;
 		found += !r;
 		for (unsigned i = 0; i < 4096; i++) {
-			if (bench_pathf(path, sizeof(path), "%s/lat-%s.txt.%u", dir, rw.sinks[s],
-					i))
+			if (bench_pathf(path, sizeof(path), "%s/lat-%s-%s.txt.%u", dir, name,
+					rw.sinks[s], i))
 				return -1;
 			r = nx_merge(&h, path);
 			if (r < 0)
@@ -862,8 +871,8 @@ static int nx_latency_run(const char *shmrun, const char *dir, const struct nx_q
 			found++;
 		}
 		if (!found) {
-			fprintf(stderr, "shmrun-bench: %s: latency_sink wrote no lat-%s.txt*\n",
-				name, rw.sinks[s]);
+			fprintf(stderr, "shmrun-bench: %s: latency_sink wrote no lat-%s-%s.txt*\n",
+				name, name, rw.sinks[s]);
 			return -1;
 		}
 	}
@@ -876,8 +885,8 @@ static int nx_latency_run(const char *shmrun, const char *dir, const struct nx_q
 struct nx_result {
 	double ref, best[3], fixed[3]; /* events/s; fixed: t(2), s */
 	uint64_t lines;
-	struct nx_latency lat;
-	uint64_t lat_spacing; /* ns between events in the latency run */
+	struct nx_latency lat[3]; /* by workers */
+	uint64_t lat_spacing[3];  /* ns between events in the latency runs */
 };
 
 static double nx_target(const char *q)
@@ -915,13 +924,15 @@ static void nx_print(const struct nx_query *q, const struct nx_result *r, uint64
 	       "w2_vs_reference=%.3f target_mev_s_per_core=%s w1_target=%s w2_target=%s\n",
 	       q->ref->name, n, r->lines, r->ref / 1e6, w1 / 1e6, r->ref > 0 ? w1 / r->ref : 0,
 	       w2 / 1e6, r->ref > 0 ? w2 / r->ref : 0, tgt, nx_met(w1, t), nx_met(w2, t));
-	nx_fmt_ms(a, sizeof(a), r->lat.min_ms);
-	nx_fmt_ms(b, sizeof(b), r->lat.p50_ms);
-	nx_fmt_ms(c, sizeof(c), r->lat.p99_ms);
-	printf("latency query=%s workers=2 rate_ev_s=%" PRIu64 " measured=%" PRIu64
-	       " early=%" PRIu64 " min_ms=%s p50_ms=%s p99_ms=%s\n",
-	       q->ref->name, (uint64_t)(1e9 / (double)r->lat_spacing + 0.5), r->lat.measured,
-	       r->lat.early, a, b, c);
+	for (unsigned w = 1; w <= 2; w++) {
+		nx_fmt_ms(a, sizeof(a), r->lat[w].min_ms);
+		nx_fmt_ms(b, sizeof(b), r->lat[w].p50_ms);
+		nx_fmt_ms(c, sizeof(c), r->lat[w].p99_ms);
+		printf("latency query=%s workers=%u rate_ev_s=%" PRIu64 " measured=%" PRIu64
+		       " early=%" PRIu64 " min_ms=%s p50_ms=%s p99_ms=%s\n",
+		       q->ref->name, w, (uint64_t)(1e9 / (double)r->lat_spacing[w] + 0.5),
+		       r->lat[w].measured, r->lat[w].early, a, b, c);
+	}
 	fflush(stdout);
 }
 
@@ -985,13 +996,15 @@ static int nx_query_bench(const char *shmrun, const char *dir, const struct nx_q
 		}
 		fflush(stdout);
 	}
-	/* half the peak, as a whole number of ns between events (rounded up) */
-	r->lat_spacing = r->best[2] > 2 ? (uint64_t)(2e9 / r->best[2]) + 1 : 1000000000;
-	if (nx_latency_run(shmrun, dir, q, r->lat_spacing, seconds, &r->lat))
-		return -1;
-	if (verbose)
-		printf("# %s latency: events %" PRIu64 " ns apart for %.2f s\n", qn, r->lat_spacing,
-		       seconds);
+	for (unsigned w = 1; w <= 2; w++) {
+		/* half the peak at w workers, a whole number of ns between events (rounded up) */
+		r->lat_spacing[w] = r->best[w] > 2 ? (uint64_t)(2e9 / r->best[w]) + 1 : 1000000000;
+		if (nx_latency_run(shmrun, dir, q, w, r->lat_spacing[w], seconds, &r->lat[w]))
+			return -1;
+		if (verbose)
+			printf("# %s latency workers=%u: events %" PRIu64 " ns apart for %.2f s\n",
+			       qn, w, r->lat_spacing[w], seconds);
+	}
 	return 0;
 }
 
@@ -1110,7 +1123,7 @@ int bench_nexmark_main(int argc, char **argv)
 	for (unsigned i = 0; i < nq; i++)
 		printf(" %s", qs[i].ref->name);
 	printf("\n# %" PRIu64 " events per run (seed %u), best of %" PRIu64
-	       " reps; latency runs of %.2f s at workers 2\n",
+	       " reps; latency runs of %.2f s\n",
 	       n, NX_SEED, reps, seconds);
 	fflush(stdout);
 	for (unsigned i = 0; i < nq; i++) {

@@ -379,8 +379,11 @@ static int topo_order(struct loader *ld, uint32_t *indeg, bool *reached)
 
 		while (u < n && (reached[u] || indeg[u]))
 			u++;
-		if (u == n) /* unreachable: cycles were reported above */
+		if (u == n) { /* unreachable: cycles were reported above */
+			while (k < n)
+				job->topo[k++] = n;
 			break;
+		}
 		reached[u] = true;
 		job->topo[k] = u;
 		for (uint32_t e = 0; e < job->nedges; e++)
@@ -408,6 +411,8 @@ static void check_watermark_sources(struct loader *ld, bool *gets)
 	for (uint32_t k = 0; k < n; k++) {
 		uint32_t u = job->topo[k];
 
+		if (u >= n)
+			return; /* a cycle cut the order short: reported already */
 		for (uint32_t e = 0; e < job->nedges; e++)
 			if (job->edges[e].from == u)
 				gets[job->edges[e].to] |= gets[u] || job->stages[u].watermarks;
@@ -415,7 +420,7 @@ static void check_watermark_sources(struct loader *ld, bool *gets)
 	for (uint32_t i = 0; i < n; i++) {
 		const struct shmrun_stage *st = &job->stages[i];
 
-		if (gets[i])
+		if (gets[i] || !st->op)
 			continue;
 		for (size_t k = 0; k < sizeof(event_time_ops) / sizeof(event_time_ops[0]); k++)
 			if (strcmp(st->op->name, event_time_ops[k]) == 0)
@@ -487,7 +492,7 @@ int load_graph(struct loader *ld)
 	/* path, done with, holds the in-degrees (n + 1 words) */
 	if (ld->errs.n == 0 && topo_order(ld, path, reached))
 		goto out;
-	if (ld->errs.n == 0)
+	if (ld->errs.n == 0 && ld->ops_ok && !ld->edges_missing && job->topo)
 		check_watermark_sources(ld, reached);
 	r = 0;
 out:

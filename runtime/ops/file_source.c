@@ -136,6 +136,7 @@ struct source {
 	uint32_t ids_cap;
 	struct piece *pieces; /* this instance's */
 	uint32_t npieces, cur, cap_pieces;
+	bool unsorted;        /* restored pieces, put in (file, offset) order before use */
 	int fd;
 	uint64_t pos;        /* file offset of buf[lo] */
 	unsigned char *buf;
@@ -800,9 +801,31 @@ static int source_produce(struct shmrun_task *task, void *state, uint32_t budget
 	return r < 0 ? r : err ? err : r;
 }
 
+static int piece_cmp(const void *a, const void *b)
+{
+	const struct piece *x = a, *y = b;
+
+	if (x->file != y->file)
+		return x->file < y->file ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
 static int source_produce_lines(struct shmrun_task *task, struct source *s, uint32_t budget)
 {
 	int err;
+
+	/*
+	 * Restored pieces come in the order a rescale dealt them (pooled by old
+	 * instance): a later piece of a file could precede an earlier one, and
+	 * event times set downstream (extract) would go backwards, making
+	 * records late under a small watermark_delay. Read each file's pieces
+	 * in offset order, as a fresh run does; files in the order the entries
+	 * first name them.
+	 */
+	if (s->unsorted) {
+		qsort(s->pieces + s->cur, s->npieces - s->cur, sizeof(*s->pieces), piece_cmp);
+		s->unsorted = false;
+	}
 
 	while (budget > 0) {
 		unsigned char *nl;
@@ -1072,6 +1095,7 @@ static int source_restore(struct shmrun_task *task, void *state, const void *ent
 			    64))
 		return -ENOMEM;
 	s->pieces[s->npieces++] = (struct piece){(uint32_t)f, pe.off, pe.end, pe.sum, pe.window};
+	s->unsorted = true;
 	return 0;
 }
 

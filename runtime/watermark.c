@@ -152,11 +152,36 @@ static bool inputs_min(const struct shmrun_task *t, int64_t *m)
 	return any;
 }
 
-/* @t's watermark follows its inputs' minimum (not MAX: only end of input gives that). */
+/*
+ * Whether every input of @t, idle or not, has delivered MAX: each upstream
+ * finished (a source exhausted while it waits for the final checkpoint
+ * sends MAX, not END), so no record will come to @t any more.
+ */
+static bool inputs_all_max(const struct shmrun_task *t)
+{
+	for (uint32_t i = 0; i < t->nins; i++)
+		if (t->ins[i]->wmi.wm != SHMRUN_WATERMARK_MAX)
+			return false;
+	for (uint32_t i = 0; i < t->fwd_inputs; i++)
+		if (t->fwd_wm[i].wm != SHMRUN_WATERMARK_MAX)
+			return false;
+	return t->nins + t->fwd_inputs > 0;
+}
+
+/*
+ * @t's watermark follows its inputs' minimum; a generating task ignores
+ * its inputs' watermarks. MAX only once every input delivered MAX: then no
+ * record can come, and a generating task too is done with event time
+ * (without this, a stage such as extract behind a file_source instance that
+ * finished first held every window downstream until the job's end when
+ * checkpoints keep finished sources waiting).
+ */
 static int follow_inputs(struct shmrun_task *t)
 {
 	int64_t m;
 
+	if (t->wm < SHMRUN_WATERMARK_MAX && inputs_all_max(t))
+		return wm_advance(t, SHMRUN_WATERMARK_MAX, true);
 	if (t->wm_gen || !inputs_min(t, &m) || m == SHMRUN_WATERMARK_MAX || m <= t->wm)
 		return 0;
 	return wm_advance(t, m, true);
@@ -173,8 +198,9 @@ int wm_input_advanced(struct shmrun_task *t, struct wm_input *in, int64_t wm)
 		in->idle = false; /* it delivered: it counts again */
 		in->last_ns = t->w->turn_ns;
 	}
-	/* an input above t->wm was not holding the minimum: nothing can move */
-	if (old > t->wm)
+	/* an input above t->wm was not holding the minimum: nothing can move,
+	 * unless it was the last one to reach MAX */
+	if (old > t->wm && (wm != SHMRUN_WATERMARK_MAX || !inputs_all_max(t)))
 		return 0;
 	return follow_inputs(t);
 }

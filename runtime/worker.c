@@ -650,7 +650,7 @@ static uint32_t read_channel(struct shmrun_task *t, struct chan_in *in)
 {
 	const struct shmrun_frame *f;
 	uint64_t bytes = 0;
-	uint32_t n = 0;
+	uint32_t n = 0, delivered = 0;
 	int err;
 
 	while (!t->w->failed && !task_parked(t)) {
@@ -666,6 +666,9 @@ static uint32_t read_channel(struct shmrun_task *t, struct chan_in *in)
 			break;
 		}
 		n++;
+		/* records, watermarks, END: what keeps an input from being idle; a
+		 * barrier alone does not (it comes every checkpoint_interval) */
+		delivered += f->kind != SHMRUN_FRAME_BARRIER;
 		bytes += SHMRUN_FRAME_HEADER + f->len; /* (plus the ring's commit word: a budget) */
 		if (f->kind == SHMRUN_FRAME_DATA) {
 			t->cur_input = in->input;
@@ -708,7 +711,7 @@ static uint32_t read_channel(struct shmrun_task *t, struct chan_in *in)
 		}
 		shmrun_ring_release(&in->ring, f);
 	}
-	if (n && t->w->wm_clocked)
+	if (delivered && t->w->wm_clocked)
 		wm_input_active(t, &in->wmi);
 	return n;
 }
@@ -747,8 +750,8 @@ static int task_checkpoint(struct shmrun_task *t, uint64_t e)
 		struct out_edge *oe = &t->outs[o];
 
 		if (oe->kind == SHMRUN_EDGE_FORWARD) {
-			if (t->w->wm_clocked) /* a barrier is a delivery: not idle */
-				wm_input_active(oe->forward, &oe->forward->fwd_wm[oe->fwd_slot]);
+			/* a barrier is no delivery for idleness: it comes every
+			 * checkpoint_interval, and an input with nothing else is idle */
 			err = deliver_barrier(oe->forward, e, (int32_t)oe->fwd_slot);
 			continue;
 		}

@@ -486,4 +486,34 @@ else
 	echo "# finished instance: the job ended within 2.5 s (a slow start?); only the end checked"
 fi
 
+# ---- idle_timeout with checkpoints: barriers alone do not keep an input busy --
+# One instance reads only bad lines: its extract emits nothing, so the window's
+# input from it carries only checkpoint barriers. Those used to count as
+# deliveries (every checkpoint_interval, shorter than idle_timeout), so the
+# input was never idle and held the windows until the job's end.
+d=$tmp/idlebar
+mkdir -p "$d"
+seq 0 2999 | sed 's/^/k /' > "$d/a.txt"
+seq 0 2999 | sed 's/^/garbage/' > "$d/b.txt"
+fsconf 2 | sed -e 's/^path = a.txt/path = a.txt b.txt/' -e 's/^piece_bytes = .*/piece_bytes = 1G/' \
+	-e 's/^checkpoint_dir = ck/checkpoint_dir = ck\nidle_timeout = 1s\ncheckpoint_interval = 200ms/' > "$d/job.conf"
+(cd "$d" && exec "$shmrun" job.conf) 2> "$tmp/log" &
+launcher=$!
+wait_started || fail "idle with barriers: the run did not start"
+sleep 2.5
+n=$(cat "$d/out.tsv" 2> /dev/null | wc -l)
+alive=0
+kill -0 $launcher 2> /dev/null && alive=1
+rc=0
+wait $launcher || rc=$?
+launcher=
+[ $rc -eq 0 ] || fail "idle with barriers: exit status $rc"
+[ "$(wc -l < "$d/out.tsv")" -eq 300 ] || fail "idle with barriers: $(wc -l < "$d/out.tsv") windows, want 300"
+if [ $alive = 1 ]; then
+	[ "$n" -gt 0 ] || fail "idle with barriers: no window 2.5 s into the run (an input with only barriers was never idle)"
+	echo "ok idle_timeout 1s with checkpoints every 200 ms: an input with only barriers is idle, $n windows out while the job ran"
+else
+	echo "# idle with barriers: the job ended within 2.5 s; only the end checked"
+fi
+
 echo "watermarks: ok"

@@ -395,6 +395,8 @@ int shmrun_timefmt_compile(struct shmrun_timefmt *f, const char *fmt, char *why,
 		}
 		if (*p == 'z')
 			f->has_z = 1;
+		if (*p == 'j')
+			f->has_j = 1;
 		if (*p != '%' && *p != 'n' && *p != 't')
 			conv++;
 	}
@@ -527,9 +529,16 @@ int shmrun_timefmt_parse(const struct shmrun_timefmt *f, struct shmrun_tz *tz, c
 	}
 	if (!p || *p)
 		return -EINVAL;
-	/* glibc's strptime takes %d up to 31 in any month: 2025-02-31 would
-	 * become 2025-03-03 */
-	if (tm.tm_mday > days_in_month((int64_t)tm.tm_year + 1900, tm.tm_mon + 1))
+	/* glibc's strptime takes %d up to 31 in any month (2025-02-31 would
+	 * become 2025-03-03), %S up to 61, and a %j past the year's last day
+	 * (2023 366 became 2025-02-01) or against its %m %d: what no calendar
+	 * has is not a time */
+	if (tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_sec > 60 ||
+	    tm.tm_mday > days_in_month((int64_t)tm.tm_year + 1900, tm.tm_mon + 1))
+		return -EINVAL;
+	if (f->has_j && tm.tm_yday != days_from_civil((int64_t)tm.tm_year + 1900, tm.tm_mon + 1,
+						       tm.tm_mday) -
+					   days_from_civil((int64_t)tm.tm_year + 1900, 1, 1))
 		return -EINVAL;
 	secs = days_from_civil((int64_t)tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday) * DAY_S +
 	       tm.tm_hour * 3600ll + tm.tm_min * 60ll + tm.tm_sec;

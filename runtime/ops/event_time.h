@@ -56,6 +56,7 @@ struct shmrun_timefmt {
 	enum shmrun_timefmt_kind kind;
 	char *pre, *post; /* strptime formats before and after %f (post NULL: no %f) */
 	int has_z;	  /* %z: the offset written in the text wins over the zone */
+	int has_j;	  /* %j: the day of the year, checked against the year and date */
 };
 
 /*

@@ -213,6 +213,23 @@ START_TEST(strptime_formats)
 	/* a day of the year stays allowed */
 	ck_assert_int_eq(parse_in("%Y %j", "UTC", "2024 366", &err), 1735603200 * S);
 	ck_assert_int_eq(err, 0);
+	ck_assert_int_eq(parse_in("%Y %j", "UTC", "2023 365", &err), 1703980800 * S);
+	ck_assert_int_eq(err, 0);
+	/* ... but not past the year's last (2023 366 became 2025-02-01), nor
+	 * against the month and day given with it (2024 060 Jan became
+	 * 2024-01-29); a second of 61 (glibc takes up to 61) is no time; 60, a
+	 * leap second, is read as POSIX time does: the next minute's :00 */
+	parse_in("%Y %j", "UTC", "2023 366", &err);
+	ck_assert_int_eq(err, -EINVAL);
+	parse_in("%Y %j %b", "UTC", "2024 060 Jan", &err);
+	ck_assert_int_eq(err, -EINVAL);
+	ck_assert_int_eq(parse_in("%Y %j %b", "UTC", "2024 060 Feb", &err), 1709164800 * S);
+	ck_assert_int_eq(err, 0);
+	parse_in("%Y-%m-%d %H:%M:%S", "UTC", "2024-01-01 23:59:61", &err);
+	ck_assert_int_eq(err, -EINVAL);
+	ck_assert_int_eq(parse_in("%Y-%m-%d %H:%M:%S", "UTC", "2024-01-01 23:59:60", &err),
+			 1704153600 * S);
+	ck_assert_int_eq(err, 0);
 	{
 		char longtext[400];
 

@@ -110,6 +110,25 @@ bool shmrun_task_input_by_key(const struct shmrun_task *t, uint32_t i)
 	return false;
 }
 
+int shmrun_task_require_by_key(struct shmrun_task *t, const char *op)
+{
+	uint32_t n = shmrun_task_inputs(t);
+
+	if (shmrun_task_width(t) <= 1)
+		return 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (!shmrun_task_input_by_key(t, i)) {
+			shmrun_task_error_at(t, "input",
+					     "%s keeps its state per key, and at width %u the records "
+					     "of a key must all reach one instance: write `by key` "
+					     "after %s input%s (input = STAGE by key), or set width = 1",
+					     op, shmrun_task_width(t), n > 1 ? "every" : "its",
+					     n > 1 ? "" : "");
+			return -EINVAL;
+		}
+	return 0;
+}
+
 /* The line of the stage's `input =` key, 0 if none (its edges carry it). */
 static int input_line(const struct shmrun_task *t)
 {

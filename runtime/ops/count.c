@@ -130,6 +130,12 @@ static int count_end(struct shmrun_task *task, void *state)
 	return c.err;
 }
 
+/* Check: the records of a key meet in one instance (ops.h). */
+static int count_prepare(struct shmrun_task *task)
+{
+	return shmrun_task_require_by_key(task, "count");
+}
+
 static const struct shmrun_param_def params[] = {
 	{.key = "emit", .type = SHMRUN_PARAM_ENUM, .def = "final", .choices = "final update",
 	 .doc = "final: one record per key at end of input; update: one per change"},
@@ -141,6 +147,7 @@ const struct shmrun_operator shmrun_op_count = {
 	.name = "count",
 	.summary = "counts records per key (key-bound state); value = decimal count",
 	.params = params,
+	.prepare = count_prepare,
 	.open = count_open,
 	.process = count_process,
 	.process_batch = count_process_batch,

@@ -44,6 +44,16 @@ void shmrun_task_error_at(struct shmrun_task *task, const char *key, const char 
 bool shmrun_task_input_by_key(const struct shmrun_task *task, uint32_t i);
 
 /*
+ * shmrun_task_require_by_key() - prepare() of an operator whose state is per
+ * key (count, window): at a width above 1 every input must be `by key`, or
+ * the records of one key would be split over instances and each would
+ * aggregate a part (a forward or rebalance edge at width 2 gave partial
+ * counts, silently). At width 1 any input will do. Return: 0, or -EINVAL
+ * after an error at the line of `input`. Implemented in task.c.
+ */
+int shmrun_task_require_by_key(struct shmrun_task *task, const char *op);
+
+/*
  * Record origins: where a source read the records of the batch it is
  * emitting, for messages about one of them (extract's bad-record warnings
  * name path:line). Runtime-internal, built-ins only: not (yet) in the public

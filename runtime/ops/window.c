@@ -167,6 +167,8 @@ static int window_prepare(struct shmrun_task *task)
 	uint64_t size = shmrun_task_param_u64(task, "size", 0);
 	uint64_t slide = shmrun_task_param_u64(task, "slide", 0);
 
+	if (shmrun_task_require_by_key(task, "window"))
+		return -EINVAL;
 	if (k != SESSION && !has_size) {
 		shmrun_task_error_at(task, "kind",
 					"kind = %s needs size (e.g. size = 60s); add it", kind);

@@ -78,4 +78,24 @@ sed 's/^count = 10$/count = 10\nwatermark_delay = 0s/' "$tmp/nowm.conf" > "$tmp/
 "$shmrun" check "$tmp/wm.conf" > /dev/null 2> "$tmp/log" || fail "wm: refused"
 qgrep "generates watermarks" "$tmp/log" && fail "wm: warned although the source generates watermarks"
 echo "ok a window with no watermark upstream is warned about at its line, not once there is one"
+# per-key state at width 2 needs `by key` inputs: a forward or rebalance edge
+# split a key's records over instances, each aggregating a part (silently)
+for op in window count; do
+	for edge in "" " rebalance"; do
+		{
+			printf '[job]\nworkers = 2\n[src]\nop = sequence\ncount = 10\nwidth = 2\n'
+			printf '[w]\nop = %s\ninput = src%s\nwidth = 2\n' "$op" "$edge"
+			[ $op = window ] && printf 'kind = tumbling\nsize = 1s\n'
+			printf '[out]\nop = null_sink\ninput = w\n'
+		} > "$tmp/nokey.conf"
+		rc=0
+		"$shmrun" check "$tmp/nokey.conf" > /dev/null 2> "$tmp/log" || rc=$?
+		[ $rc -eq 2 ] || fail "$op with input '$edge' at width 2: exit $rc, want 2"
+		qgrep -F "$tmp/nokey.conf:9: stage 'w' [0]: $op keeps its state per key, and at width 2 the records of a key must all reach one instance" "$tmp/log" ||
+			fail "$op with input '$edge' at width 2: $(cat "$tmp/log")"
+	done
+	sed -i 's/^width = 2$/width = 1/' "$tmp/nokey.conf"
+	"$shmrun" check "$tmp/nokey.conf" > /dev/null 2> "$tmp/log" || fail "$op at width 1 with a rebalance input refused"
+done
+echo "ok window and count at width 2 refuse an input not by key at its line; width 1 takes any"
 echo "window_check: $n bad confs refused at their line, 3 good ones accepted"

@@ -210,9 +210,13 @@ cp "$qdir/nexmark_queries.so" "$d/"
 # wrong NAME WANT-MESSAGE CONF-BODY: the job fails (exit 1), naming stage 'q'
 wrong() {
 	local rc=0
-	printf '[job]\nplugins = nexmark_queries.so\nworkers = 2\n%s\n' "$3" > "$d/job.conf"
+	# with checkpoints: a record the operator refuses (EILSEQ) is not retried,
+	# the same input would come again
+	rm -rf "$d/ck"
+	printf '[job]\nplugins = nexmark_queries.so\nworkers = 2\ncheckpoint_dir = ck\n%s\n' "$3" > "$d/job.conf"
 	(cd "$d" && "$shmrun" job.conf) 2> "$tmp/log" || rc=$?
 	[ $rc -eq 1 ] || fail "$1: exit $rc, want 1"
+	qgrep "restart 1 of" "$tmp/log" && fail "$1: restarted, though the same input fails again"
 	qgrep -F "stage 'q' [" "$tmp/log" || fail "$1: no message naming the stage"
 	qgrep -F "$2" "$tmp/log" || fail "$1: no '$2' in the message"
 	echo "ok $1: the job fails, naming the stage and the record"

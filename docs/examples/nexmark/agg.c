@@ -129,7 +129,7 @@ static int64_t floor_div(int64_t t, int64_t d)
 /*
  * Fail the task over @rec, which is not @want (a phrase: "an output of
  * nexmark_top_bids_partial"), showing its first bytes; @fix says what to
- * do. Return: -EINVAL.
+ * do. Return: -EILSEQ.
  */
 static int bad_input(struct shmrun_task *task, const struct shmrun_record *rec, const char *want,
 		     const char *fix)
@@ -149,7 +149,7 @@ static int bad_input(struct shmrun_task *task, const struct shmrun_record *rec, 
 	*p = '\0';
 	shmrun_task_error(task, "a record that is not %s: '%s'%s (%s)", want, shown,
 			  rec->value_len > n ? "..." : "", fix);
-	return -EINVAL;
+	return -EILSEQ; /* the same input again: no restart cures it */
 }
 
 /* Unsigned decimal @s (@len bytes) into *@v. Return: false if not one. */
@@ -184,7 +184,7 @@ static bool parse_u64s(const void *v, uint32_t len, uint64_t *out, unsigned n)
  * vnodes would be joined or summed apart from the key's other records and
  * lost by a rescale. Checked on the first record of each batch (a wrong
  * edge kind sends most records astray, so it shows at once), not per
- * record. Return: 0, or -EINVAL after an error saying what to write (@fix).
+ * record. Return: 0, or -EILSEQ after an error saying what to write (@fix).
  */
 static int check_by_key(struct shmrun_task *task, const struct shmrun_record *rec, const char *fix)
 {
@@ -198,7 +198,7 @@ static int check_by_key(struct shmrun_task *task, const struct shmrun_record *re
 			  "[%u, %u): its input is not `by key` (%s)",
 			  (int)(rec->key_len < 40 ? rec->key_len : 40), (const char *)rec->key, v,
 			  lo, hi, fix);
-	return -EINVAL;
+	return -EILSEQ; /* the same input again: no restart cures it */
 }
 
 /* ==== q4: nexmark_closing_price ============================================ */
@@ -461,7 +461,7 @@ static int cp_batch(struct shmrun_task *task, void *state, const struct shmrun_r
 					  "by key)",
 					  (int)(rec->key_len < 40 ? rec->key_len : 40),
 					  (const char *)rec->key, (int)fs.len[id], fs.f[id]);
-			return -EINVAL;
+			return -EILSEQ; /* the same input again: no restart cures it */
 		}
 		if (rec->event_time_ns <= wm) {
 			shmrun_task_count(task, SHMRUN_COUNT_LATE_RECORDS, 1);

@@ -87,7 +87,7 @@
 /*
  * Whether @rec's key is in this instance's vnodes: with an input not
  * `by key`, records of a key reach other instances than its state's owner.
- * Return: 0, or -EINVAL after failing the task.
+ * Return: 0, or -EILSEQ after failing the task.
  */
 static int check_vnode(struct shmrun_task *task, const struct shmrun_record *rec, uint32_t lo,
 		       uint32_t hi, uint32_t vnodes)
@@ -104,7 +104,7 @@ static int check_vnode(struct shmrun_task *task, const struct shmrun_record *rec
 			  "not in this one's [%u, %u)): write every input of this stage `by key`",
 			  (int)(rec->key_len < 32 ? rec->key_len : 32), (const char *)rec->key,
 			  shmrun_task_input(task), v, lo, hi);
-	return -EINVAL;
+	return -EILSEQ; /* the same input again: no restart cures it */
 }
 
 /* The record's key must be field @i of @fs (the person id, the seller). */
@@ -511,7 +511,7 @@ static int q8_pair(struct shmrun_task *task, struct q8 *q, const struct shmrun_r
 				  "window_join's size",
 				  (int)rec->key_len, (const char *)rec->key, pt, at,
 				  start / 1000000, end / 1000000, q->size / 1000000);
-		return -EINVAL;
+		return -EILSEQ; /* the same input again: no restart cures it */
 	}
 	name = p.len[NX_PERSON_NAME];
 	if (name > Q8_NAME_MAX)

@@ -145,7 +145,8 @@ static inline char *nx_put_u64(char *p, uint64_t v)
 
 /*
  * nx_bad_record() - fail the task over a record that is not the NEXMark
- * event @want (a word: "a bid"), showing its first bytes. Return: -EINVAL.
+ * event @want (a word: "a bid"), showing its first bytes. Return: -EILSEQ
+ * (the launcher does not restart the job for it: the same input again).
  */
 int nx_bad_record(struct shmrun_task *task, const struct shmrun_record *rec, const char *want);
 

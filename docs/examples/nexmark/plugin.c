@@ -31,7 +31,7 @@ int nx_bad_record(struct shmrun_task *task, const struct shmrun_record *rec, con
 			  "a record that is not %s of the nexmark source: '%s'%s (feed this stage "
 			  "from a nexmark stage with the right `events`)",
 			  want, shown, rec->value_len > n ? "..." : "");
-	return -EINVAL;
+	return -EILSEQ; /* the same input again: no restart cures it */
 }
 
 SHMRUN_PLUGIN("nexmark-queries", "1.0.0", &nx_currency_op, &nx_filter_op,

@@ -48,7 +48,7 @@ static void select_close(struct shmrun_task *task, void *state)
 
 /*
  * q1: @rec's value with the price in euro cents, at @buf (VALUE_MAX bytes),
- * into *@out. Return: 0, or -EINVAL (reported) for a record not a bid.
+ * into *@out. Return: 0, or -EILSEQ (reported) for a record not a bid.
  */
 static int currency_one(struct shmrun_task *task, const struct shmrun_record *rec, char *buf,
 			struct shmrun_record *out)

@@ -90,7 +90,7 @@ static int not_window_output(struct shmrun_task *task, const struct shmrun_recor
 			  WINDOW_KEY_MAX, (int)(rec->key_len < 40 ? rec->key_len : 40),
 			  (const char *)rec->key, (int)(rec->value_len < 80 ? rec->value_len : 80),
 			  (const char *)rec->value);
-	return -EINVAL;
+	return -EILSEQ; /* the same input again: no restart cures it */
 }
 
 /* @rec re-keyed by its window, at @buf (VALUE_MAX bytes), into *@out. */
@@ -228,7 +228,7 @@ static int top_bad(struct shmrun_task *task, const struct shmrun_record *rec)
 			  (int)(rec->key_len < 80 ? rec->key_len : 80), (const char *)rec->key,
 			  (int)(rec->value_len < 80 ? rec->value_len : 80),
 			  (const char *)rec->value);
-	return -EINVAL;
+	return -EILSEQ; /* the same input again: no restart cures it */
 }
 
 static int top_process(struct shmrun_task *task, void *state, const struct shmrun_record *rec)

@@ -29,7 +29,7 @@ keys = 10
 width = 2
 [c]
 op = count
-input = gen
+input = gen by key
 width = 2
 [out]
 op = file_sink

@@ -457,6 +457,29 @@ qgrep "late records" "$tmp/log" && fail "file_source --rescale 2 -> 1: $(grep 'l
 	fail "file_source --rescale 2 -> 1: $(wc -l < "$d/out.tsv") windows, want 300 of 10 records"
 echo "ok file_source --rescale 2 -> 1: each file's pieces in offset order, no record late, 300 windows"
 
+# windows_while_running NAME WANT WHY OK: run $d/job.conf; 2.5 s in, some
+# window must be committed (unless the run already ended: a slow start), and
+# at the end WANT windows.
+windows_while_running() {
+	local n alive=0 rc=0
+	(cd "$d" && exec "$shmrun" job.conf) 2> "$tmp/log" &
+	launcher=$!
+	wait_started || fail "$1: the run did not start"
+	sleep 2.5
+	n=$(cat "$d/out.tsv" 2> /dev/null | wc -l)
+	kill -0 $launcher 2> /dev/null && alive=1
+	wait $launcher || rc=$?
+	launcher=
+	[ $rc -eq 0 ] || fail "$1: exit status $rc"
+	[ "$(wc -l < "$d/out.tsv")" -eq "$2" ] || fail "$1: $(wc -l < "$d/out.tsv") windows, want $2"
+	if [ $alive = 0 ]; then
+		echo "# $1: the job ended within 2.5 s; only the end checked"
+		return 0
+	fi
+	[ "$n" -gt 0 ] || fail "$1: no window committed 2.5 s into the run ($3)"
+	echo "ok $4: $n windows out while the job ran"
+}
+
 # ---- a finished instance does not hold the watermark (with checkpoints) ----
 # With checkpoint_dir a finished source instance waits for the final
 # checkpoint, sending MAX rather than END. extract generates its own
@@ -467,24 +490,9 @@ d=$tmp/fsdone
 mkdir -p "$d"
 seq 0 5999 | sed 's/^/k /' > "$d/a.txt"
 fsconf 2 | sed -e 's/^piece_bytes = .*/piece_bytes = 1G/' > "$d/job.conf"
-(cd "$d" && exec "$shmrun" job.conf) 2> "$tmp/log" &
-launcher=$!
-wait_started || fail "finished instance: the run did not start"
-sleep 2.5
-n=$(cat "$d/out.tsv" 2> /dev/null | wc -l)
-alive=0
-kill -0 $launcher 2> /dev/null && alive=1
-rc=0
-wait $launcher || rc=$?
-launcher=
-[ $rc -eq 0 ] || fail "finished instance: exit status $rc"
-[ "$(wc -l < "$d/out.tsv")" -eq 600 ] || fail "finished instance: $(wc -l < "$d/out.tsv") windows, want 600"
-if [ $alive = 1 ]; then
-	[ "$n" -gt 0 ] || fail "finished instance: no window committed 2.5 s into a 6 s run (the watermark held by the instance with no piece)"
-	echo "ok a source instance with no piece does not hold the watermark: $n windows out while the job ran"
-else
-	echo "# finished instance: the job ended within 2.5 s (a slow start?); only the end checked"
-fi
+windows_while_running "finished instance" 600 \
+	"the watermark held by the instance with no piece" \
+	"a source instance with no piece does not hold the watermark"
 
 # ---- idle_timeout with checkpoints: barriers alone do not keep an input busy --
 # One instance reads only bad lines: its extract emits nothing, so the window's
@@ -497,23 +505,8 @@ seq 0 2999 | sed 's/^/k /' > "$d/a.txt"
 seq 0 2999 | sed 's/^/garbage/' > "$d/b.txt"
 fsconf 2 | sed -e 's/^path = a.txt/path = a.txt b.txt/' -e 's/^piece_bytes = .*/piece_bytes = 1G/' \
 	-e 's/^checkpoint_dir = ck/checkpoint_dir = ck\nidle_timeout = 1s\ncheckpoint_interval = 200ms/' > "$d/job.conf"
-(cd "$d" && exec "$shmrun" job.conf) 2> "$tmp/log" &
-launcher=$!
-wait_started || fail "idle with barriers: the run did not start"
-sleep 2.5
-n=$(cat "$d/out.tsv" 2> /dev/null | wc -l)
-alive=0
-kill -0 $launcher 2> /dev/null && alive=1
-rc=0
-wait $launcher || rc=$?
-launcher=
-[ $rc -eq 0 ] || fail "idle with barriers: exit status $rc"
-[ "$(wc -l < "$d/out.tsv")" -eq 300 ] || fail "idle with barriers: $(wc -l < "$d/out.tsv") windows, want 300"
-if [ $alive = 1 ]; then
-	[ "$n" -gt 0 ] || fail "idle with barriers: no window 2.5 s into the run (an input with only barriers was never idle)"
-	echo "ok idle_timeout 1s with checkpoints every 200 ms: an input with only barriers is idle, $n windows out while the job ran"
-else
-	echo "# idle with barriers: the job ended within 2.5 s; only the end checked"
-fi
+windows_while_running "idle with barriers" 300 \
+	"an input with only barriers was never idle" \
+	"idle_timeout 1s with checkpoints every 200 ms: an input with only barriers is idle"
 
 echo "watermarks: ok"

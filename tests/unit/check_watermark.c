@@ -126,7 +126,7 @@ START_TEST(test_min_over_inputs)
 }
 END_TEST
 
-START_TEST(test_max_only_at_end)
+START_TEST(test_max_when_every_input_is)
 {
 	setup_task(0, MIN);
 	wm_input_advanced(&t, &rings[0].wmi, 7);
@@ -134,10 +134,11 @@ START_TEST(test_max_only_at_end)
 	wm_input_advanced(&t, &fwd[0], MAX);
 	ck_assert_int_eq(t.wm, 7);
 	wm_input_advanced(&t, &rings[0].wmi, MAX);
-	ck_assert_int_eq(t.wm, 7); /* every input at MAX: waits for its end of input */
-	ck_assert_int_eq(wm_advance(&t, MAX, false), 0);
+	/* every input at MAX: each upstream finished, no record can come (with
+	 * checkpoints a finished source sends MAX and waits for the final
+	 * checkpoint, not END): MAX now, not at end of input */
 	ck_assert_int_eq(t.wm, MAX);
-	ck_assert_int_eq(wm_advance(&t, MAX, false), 0); /* once */
+	ck_assert_int_eq(wm_advance(&t, MAX, false), 0); /* at end of input: once */
 	expect_seen(2, (const int64_t[]){7, MAX});
 }
 END_TEST
@@ -250,7 +251,7 @@ static Suite *watermark_suite(void)
 	TCase *tc = tcase_create("rules");
 
 	tcase_add_test(tc, test_min_over_inputs);
-	tcase_add_test(tc, test_max_only_at_end);
+	tcase_add_test(tc, test_max_when_every_input_is);
 	tcase_add_test(tc, test_restored_never_back);
 	tcase_add_test(tc, test_idle_timeout);
 	tcase_add_test(tc, test_held_input_not_idle);

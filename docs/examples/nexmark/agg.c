@@ -126,32 +126,6 @@ static int64_t floor_div(int64_t t, int64_t d)
 	return (t % d < 0) ? q - 1 : q;
 }
 
-/*
- * Fail the task over @rec, which is not @want (a phrase: "an output of
- * nexmark_top_bids_partial"), showing its first bytes; @fix says what to
- * do. Return: -EILSEQ.
- */
-static int bad_input(struct shmrun_task *task, const struct shmrun_record *rec, const char *want,
-		     const char *fix)
-{
-	char shown[80 * 4 + 1], *p = shown;
-	uint32_t n = rec->value_len < 80 ? rec->value_len : 80;
-	const unsigned char *v = rec->value;
-
-	for (uint32_t i = 0; i < n; i++) {
-		if (v[i] == '\t')
-			p += sprintf(p, "\\t");
-		else if (v[i] < 0x20 || v[i] >= 0x7f || v[i] == '\\')
-			p += sprintf(p, "\\x%02x", v[i]);
-		else
-			*p++ = (char)v[i];
-	}
-	*p = '\0';
-	shmrun_task_error(task, "a record that is not %s: '%s'%s (%s)", want, shown,
-			  rec->value_len > n ? "..." : "", fix);
-	return -EILSEQ; /* the same input again: no restart cures it */
-}
-
 /* Unsigned decimal @s (@len bytes) into *@v. Return: false if not one. */
 static bool parse_u64(const char *s, uint32_t len, uint64_t *v)
 {
@@ -531,7 +505,7 @@ static int avg_batch(struct shmrun_task *task, void *state, const struct shmrun_
 		uint64_t v;
 
 		if (!parse_u64(recs[i].value, recs[i].value_len, &v))
-			return bad_input(task, &recs[i], "a number (an unsigned decimal integer)",
+			return nx_fail_record(task, &recs[i], "a number (an unsigned decimal integer)",
 					 "feed it nexmark_closing_price's output, or records "
 					 "whose value is the number to average");
 		a = shmrun_keyed_state(task, recs[i].key, recs[i].key_len, sizeof(*a), true);
@@ -895,7 +869,7 @@ static int tb_batch(struct shmrun_task *task, void *state, const struct shmrun_r
 
 		if (!parse_u64s(rec->value, rec->value_len, f, 4) ||
 		    !parse_u64(rec->key, rec->key_len, &window))
-			return bad_input(task, rec,
+			return nx_fail_record(task, rec,
 					 "an output of nexmark_top_bids_partial (key = window "
 					 "end, value = price TAB auction TAB bidder TAB date_time)",
 					 "feed it from a nexmark_top_bids_partial stage, by key");

@@ -150,6 +150,30 @@ static inline char *nx_put_u64(char *p, uint64_t v)
  */
 int nx_bad_record(struct shmrun_task *task, const struct shmrun_record *rec, const char *want);
 
+/*
+ * nx_fail_record() - fail the task over @rec, which is not @what (a phrase:
+ * "an output of nexmark_top_bids_partial"), showing its first 80 bytes (TAB
+ * as \t, other control bytes as \xHH); @fix says what to do.
+ * Return: -EILSEQ (not retried by the launcher: the same input again).
+ */
+int nx_fail_record(struct shmrun_task *task, const struct shmrun_record *rec, const char *what,
+		   const char *fix);
+
+/* NX_MAP_VALUE_MAX: the bytes a map function may write for one record. */
+#define NX_MAP_VALUE_MAX 256
+
+/*
+ * nx_map_batch() - the process_batch() of a one-to-one operator: @fn turns
+ * each of @recs (@n) into one record at *@out, its bytes written at @buf
+ * (NX_MAP_VALUE_MAX bytes, valid until the records are emitted), or fails
+ * (its error returned at once); the records go out with shmrun_emit_batch()
+ * 64 at a time. Return: 0, or the first error.
+ */
+typedef int (*nx_map_fn)(struct shmrun_task *task, const struct shmrun_record *rec, char *buf,
+			 struct shmrun_record *out);
+int nx_map_batch(struct shmrun_task *task, const struct shmrun_record *recs, uint32_t n,
+		 nx_map_fn fn);
+
 /* The operators, one file per group of queries (plugin.c lists them). */
 extern const struct shmrun_operator nx_currency_op; /* q1: select.c */
 extern const struct shmrun_operator nx_filter_op;   /* q2: select.c */

@@ -12,7 +12,8 @@
 
 #include "nexmark.h"
 
-int nx_bad_record(struct shmrun_task *task, const struct shmrun_record *rec, const char *want)
+int nx_fail_record(struct shmrun_task *task, const struct shmrun_record *rec, const char *what,
+		   const char *fix)
 {
 	char shown[80 * 4 + 1], *p = shown;
 	uint32_t n = rec->value_len < 80 ? rec->value_len : 80;
@@ -27,11 +28,41 @@ int nx_bad_record(struct shmrun_task *task, const struct shmrun_record *rec, con
 			*p++ = (char)v[i];
 	}
 	*p = '\0';
-	shmrun_task_error(task,
-			  "a record that is not %s of the nexmark source: '%s'%s (feed this stage "
-			  "from a nexmark stage with the right `events`)",
-			  want, shown, rec->value_len > n ? "..." : "");
+	shmrun_task_error(task, "a record that is not %s: '%s'%s (%s)", what, shown,
+			  rec->value_len > n ? "..." : "", fix);
 	return -EILSEQ; /* the same input again: no restart cures it */
+}
+
+int nx_bad_record(struct shmrun_task *task, const struct shmrun_record *rec, const char *want)
+{
+	char what[128];
+
+	snprintf(what, sizeof(what), "%s of the nexmark source", want);
+	return nx_fail_record(task, rec, what,
+			      "feed this stage from a nexmark stage with the right `events`");
+}
+
+int nx_map_batch(struct shmrun_task *task, const struct shmrun_record *recs, uint32_t n,
+		 nx_map_fn fn)
+{
+	enum { BATCH = 64 };
+	static __thread char buf[BATCH][NX_MAP_VALUE_MAX];
+	struct shmrun_record out[BATCH];
+	uint32_t k = 0;
+	int err;
+
+	for (uint32_t i = 0; i < n; i++) {
+		err = fn(task, &recs[i], buf[k], &out[k]);
+		if (err)
+			return err;
+		if (++k == BATCH) {
+			err = shmrun_emit_batch(task, out, k);
+			if (err)
+				return err;
+			k = 0;
+		}
+	}
+	return k ? shmrun_emit_batch(task, out, k) : 0;
 }
 
 SHMRUN_PLUGIN("nexmark-queries", "1.0.0", &nx_currency_op, &nx_filter_op,

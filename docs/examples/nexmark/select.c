@@ -23,7 +23,6 @@
 #include "nexmark.h"
 
 #define BATCH_OUT 64 /* records gathered per shmrun_emit_batch() */
-#define VALUE_MAX 256
 
 struct select_state {
 	uint64_t modulo; /* nexmark_filter */
@@ -47,7 +46,7 @@ static void select_close(struct shmrun_task *task, void *state)
 }
 
 /*
- * q1: @rec's value with the price in euro cents, at @buf (VALUE_MAX bytes),
+ * q1: @rec's value with the price in euro cents, at @buf (NX_MAP_VALUE_MAX bytes),
  * into *@out. Return: 0, or -EILSEQ (reported) for a record not a bid.
  */
 static int currency_one(struct shmrun_task *task, const struct shmrun_record *rec, char *buf,
@@ -60,7 +59,7 @@ static int currency_one(struct shmrun_task *task, const struct shmrun_record *re
 	const char *v = rec->value;
 
 	if (!nx_split(rec->value, rec->value_len, &fs) || fs.kind != NX_BID ||
-	    !nx_u64(&fs, NX_BID_PRICE, &price) || rec->value_len > VALUE_MAX - 20)
+	    !nx_u64(&fs, NX_BID_PRICE, &price) || rec->value_len > NX_MAP_VALUE_MAX - 20)
 		return nx_bad_record(task, rec, "a bid");
 	head = (size_t)(fs.f[NX_BID_PRICE] - v);
 	tail = rec->value_len - head - fs.len[NX_BID_PRICE];
@@ -77,24 +76,8 @@ static int currency_one(struct shmrun_task *task, const struct shmrun_record *re
 static int currency_batch(struct shmrun_task *task, void *state, const struct shmrun_record *recs,
 			  uint32_t n)
 {
-	static __thread char buf[BATCH_OUT][VALUE_MAX];
-	struct shmrun_record out[BATCH_OUT];
-	uint32_t k = 0;
-	int err;
-
 	(void)state;
-	for (uint32_t i = 0; i < n; i++) {
-		err = currency_one(task, &recs[i], buf[k], &out[k]);
-		if (err)
-			return err;
-		if (++k == BATCH_OUT) {
-			err = shmrun_emit_batch(task, out, k);
-			if (err)
-				return err;
-			k = 0;
-		}
-	}
-	return k ? shmrun_emit_batch(task, out, k) : 0;
+	return nx_map_batch(task, recs, n, currency_one);
 }
 
 static int currency_process(struct shmrun_task *task, void *state, const struct shmrun_record *rec)

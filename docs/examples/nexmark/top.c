@@ -118,24 +118,8 @@ static int window_key_one(struct shmrun_task *task, const struct shmrun_record *
 static int window_key_batch(struct shmrun_task *task, void *state, const struct shmrun_record *recs,
 			    uint32_t n)
 {
-	static __thread char buf[BATCH_OUT][VALUE_MAX];
-	struct shmrun_record out[BATCH_OUT];
-	uint32_t k = 0;
-	int err;
-
 	(void)state;
-	for (uint32_t i = 0; i < n; i++) {
-		err = window_key_one(task, &recs[i], buf[k], &out[k]);
-		if (err)
-			return err;
-		if (++k == BATCH_OUT) {
-			err = shmrun_emit_batch(task, out, k);
-			if (err)
-				return err;
-			k = 0;
-		}
-	}
-	return k ? shmrun_emit_batch(task, out, k) : 0;
+	return nx_map_batch(task, recs, n, window_key_one);
 }
 
 static int window_key_process(struct shmrun_task *task, void *state,

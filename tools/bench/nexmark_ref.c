@@ -162,63 +162,38 @@ void nx_ref_make(uint64_t seed, uint64_t n, struct nx_ref_event *e)
 	}
 }
 
+/* TAB and decimal @v, or TAB and @str, at @p; return the end. */
+static char *ref_tu(char *p, uint64_t v)
+{
+	*p++ = '\t';
+	return nx_ref_u(p, v);
+}
+
+static char *ref_ts(char *p, const char *str)
+{
+	*p++ = '\t';
+	return ref_s(p, str);
+}
+
 char *nx_ref_format(const struct nx_ref_event *e, char *p)
 {
 	switch (e->kind) {
 	case NX_PERSON:
-		p = nx_ref_u(p, e->id);
-		p = ref_s(p, "\tperson\t");
-		p = nx_ref_u(p, e->n);
-		*p++ = '\t';
-		p = nx_ref_u(p, e->id);
-		*p++ = '\t';
-		p = ref_s(p, e->name);
-		*p++ = '\t';
-		p = ref_s(p, e->email);
-		*p++ = '\t';
-		p = ref_s(p, e->credit_card);
-		*p++ = '\t';
-		p = ref_s(p, e->city);
-		*p++ = '\t';
-		p = ref_s(p, e->state);
-		*p++ = '\t';
-		p = nx_ref_u(p, e->time_ms);
+		p = ref_ts(nx_ref_u(p, e->id), "person");
+		p = ref_tu(ref_tu(p, e->n), e->id);
+		p = ref_ts(ref_ts(ref_ts(p, e->name), e->email), e->credit_card);
+		p = ref_tu(ref_ts(ref_ts(p, e->city), e->state), e->time_ms);
 		break;
 	case NX_AUCTION:
-		p = nx_ref_u(p, e->id);
-		p = ref_s(p, "\tauction\t");
-		p = nx_ref_u(p, e->n);
-		*p++ = '\t';
-		p = nx_ref_u(p, e->id);
-		*p++ = '\t';
-		p = ref_s(p, e->item_name);
-		*p++ = '\t';
-		p = nx_ref_u(p, e->initial_bid);
-		*p++ = '\t';
-		p = nx_ref_u(p, e->reserve);
-		*p++ = '\t';
-		p = nx_ref_u(p, e->time_ms);
-		*p++ = '\t';
-		p = nx_ref_u(p, e->expires);
-		*p++ = '\t';
-		p = nx_ref_u(p, e->seller);
-		*p++ = '\t';
-		p = nx_ref_u(p, e->category);
+		p = ref_ts(nx_ref_u(p, e->id), "auction");
+		p = ref_ts(ref_tu(ref_tu(p, e->n), e->id), e->item_name);
+		p = ref_tu(ref_tu(ref_tu(p, e->initial_bid), e->reserve), e->time_ms);
+		p = ref_tu(ref_tu(ref_tu(p, e->expires), e->seller), e->category);
 		break;
 	case NX_BID:
-		p = nx_ref_u(p, e->auction);
-		p = ref_s(p, "\tbid\t");
-		p = nx_ref_u(p, e->n);
-		*p++ = '\t';
-		p = nx_ref_u(p, e->auction);
-		*p++ = '\t';
-		p = nx_ref_u(p, e->bidder);
-		*p++ = '\t';
-		p = nx_ref_u(p, e->price);
-		*p++ = '\t';
-		p = ref_s(p, e->channel);
-		*p++ = '\t';
-		p = nx_ref_u(p, e->time_ms);
+		p = ref_ts(nx_ref_u(p, e->auction), "bid");
+		p = ref_tu(ref_tu(ref_tu(p, e->n), e->auction), e->bidder);
+		p = ref_tu(ref_ts(ref_tu(p, e->price), e->channel), e->time_ms);
 		break;
 	}
 	*p++ = '\n';

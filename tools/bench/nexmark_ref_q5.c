@@ -116,14 +116,9 @@ static void *q5_open(void)
 	return q;
 }
 
-static void q5_event(void *st, const struct nx_ref_event *e, nx_ref_emit_fn emit, void *ctx)
+/* Emit and clear the open windows that end at or before @t ms, oldest first. */
+static void q5_close_until(struct q5 *q, uint64_t t, nx_ref_emit_fn emit, void *ctx)
 {
-	struct q5 *q = st;
-	uint64_t last = e->time_ms / Q5_SLIDE_MS * Q5_SLIDE_MS; /* the newest window's start */
-
-	if (e->kind != NX_BID)
-		return;
-	/* close the windows that end at or before this event, oldest first */
 	for (;;) {
 		unsigned oldest = Q5_OPEN;
 
@@ -131,10 +126,20 @@ static void q5_event(void *st, const struct nx_ref_event *e, nx_ref_emit_fn emit
 			if (q->start[i] != UINT64_MAX &&
 			    (oldest == Q5_OPEN || q->start[i] < q->start[oldest]))
 				oldest = i;
-		if (oldest == Q5_OPEN || q->start[oldest] + Q5_SIZE_MS > e->time_ms)
+		if (oldest == Q5_OPEN || q->start[oldest] + Q5_SIZE_MS > t)
 			break;
 		q5_emit_window(q, oldest, emit, ctx);
 	}
+}
+
+static void q5_event(void *st, const struct nx_ref_event *e, nx_ref_emit_fn emit, void *ctx)
+{
+	struct q5 *q = st;
+	uint64_t last = e->time_ms / Q5_SLIDE_MS * Q5_SLIDE_MS; /* the newest window's start */
+
+	if (e->kind != NX_BID)
+		return;
+	q5_close_until(q, e->time_ms, emit, ctx);
 	for (unsigned k = 0; k < Q5_OPEN; k++) {
 		uint64_t s = last - (uint64_t)k * Q5_SLIDE_MS;
 		unsigned slot = (unsigned)(s / Q5_SLIDE_MS % Q5_OPEN);
@@ -146,19 +151,7 @@ static void q5_event(void *st, const struct nx_ref_event *e, nx_ref_emit_fn emit
 
 static void q5_end(void *st, nx_ref_emit_fn emit, void *ctx)
 {
-	struct q5 *q = st;
-
-	for (;;) {
-		unsigned oldest = Q5_OPEN;
-
-		for (unsigned i = 0; i < Q5_OPEN; i++)
-			if (q->start[i] != UINT64_MAX &&
-			    (oldest == Q5_OPEN || q->start[i] < q->start[oldest]))
-				oldest = i;
-		if (oldest == Q5_OPEN)
-			break;
-		q5_emit_window(q, oldest, emit, ctx);
-	}
+	q5_close_until(st, UINT64_MAX - Q5_SIZE_MS, emit, ctx);
 }
 
 static void q5_close(void *st)

@@ -153,26 +153,15 @@ static bool parse_u64s(const void *v, uint32_t len, uint64_t *out, unsigned n)
 }
 
 /*
- * Whether @rec reached the instance that owns its key's vnode, as a `by
- * key` input delivers it: key-bound state of a key outside the instance's
- * vnodes would be joined or summed apart from the key's other records and
- * lost by a rescale. Checked on the first record of each batch (a wrong
- * edge kind sends most records astray, so it shows at once), not per
- * record. Return: 0, or -EILSEQ after an error saying what to write (@fix).
+ * nx_check_by_key() on the first record of a batch (a wrong edge kind sends
+ * most records astray, so it shows at once), not per record.
  */
 static int check_by_key(struct shmrun_task *task, const struct shmrun_record *rec, const char *fix)
 {
-	uint32_t lo, hi, v = shmrun_task_vnode_of(task, rec->key, rec->key_len);
+	uint32_t lo, hi;
 
 	shmrun_task_vnode_range(task, &lo, &hi);
-	if (v >= lo && v < hi)
-		return 0;
-	shmrun_task_error(task,
-			  "a record of key '%.*s' (vnode %u) reached an instance owning vnodes "
-			  "[%u, %u): its input is not `by key` (%s)",
-			  (int)(rec->key_len < 40 ? rec->key_len : 40), (const char *)rec->key, v,
-			  lo, hi, fix);
-	return -EILSEQ; /* the same input again: no restart cures it */
+	return nx_check_by_key(task, rec, lo, hi, fix);
 }
 
 /* ==== q4: nexmark_closing_price ============================================ */

@@ -84,28 +84,8 @@
 
 /* ---- shared ------------------------------------------------------------------ */
 
-/*
- * Whether @rec's key is in this instance's vnodes: with an input not
- * `by key`, records of a key reach other instances than its state's owner.
- * Return: 0, or -EILSEQ after failing the task.
- */
-static int check_vnode(struct shmrun_task *task, const struct shmrun_record *rec, uint32_t lo,
-		       uint32_t hi, uint32_t vnodes)
-{
-	uint32_t v;
-
-	if (lo == 0 && hi == vnodes)
-		return 0; /* every key is ours */
-	v = shmrun_task_vnode_of(task, rec->key, rec->key_len);
-	if (v >= lo && v < hi)
-		return 0;
-	shmrun_task_error(task,
-			  "key '%.*s' of input %u belongs to another instance (its vnode %u is "
-			  "not in this one's [%u, %u)): write every input of this stage `by key`",
-			  (int)(rec->key_len < 32 ? rec->key_len : 32), (const char *)rec->key,
-			  shmrun_task_input(task), v, lo, hi);
-	return -EILSEQ; /* the same input again: no restart cures it */
-}
+/* What nx_check_by_key() tells to write. */
+#define BY_KEY_FIX "write every input of this stage `by key`"
 
 /* The record's key must be field @i of @fs (the person id, the seller). */
 static bool key_is(const struct shmrun_record *rec, const struct nx_fields *fs, unsigned i)
@@ -141,7 +121,7 @@ struct q3_page {
 
 struct q3 {
 	uint64_t category;
-	uint32_t lo, hi, vnodes; /* this instance's vnodes [lo, hi) of vnodes */
+	uint32_t lo, hi; /* this instance's vnodes [lo, hi) */
 	uint32_t n;		 /* rows gathered in out[] */
 	struct shmrun_record out[BATCH_OUT];
 	char row[BATCH_OUT][Q3_ROW];
@@ -170,7 +150,6 @@ static int q3_open(struct shmrun_task *task, void **state)
 	}
 	q->category = shmrun_task_param_u64(task, "category", 10);
 	shmrun_task_vnode_range(task, &q->lo, &q->hi);
-	q->vnodes = shmrun_task_vnodes(task);
 	*state = q;
 	return 0;
 }
@@ -267,7 +246,7 @@ static int q3_person(struct shmrun_task *task, struct q3 *q, const struct shmrun
 		return nx_bad_record(task, rec, "a person (the first input)");
 	if (!key_is(rec, &fs, NX_PERSON_ID))
 		return nx_bad_record(task, rec, "a person keyed by its id (key = person)");
-	if ((err = check_vnode(task, rec, q->lo, q->hi, q->vnodes)))
+	if ((err = nx_check_by_key(task, rec, q->lo, q->hi, BY_KEY_FIX)))
 		return err;
 	name = fs.len[NX_PERSON_NAME];
 	city = fs.len[NX_PERSON_CITY];
@@ -332,7 +311,7 @@ static int q3_auction(struct shmrun_task *task, struct q3 *q, const struct shmru
 		return nx_bad_record(task, rec, "an auction keyed by its seller (key = person)");
 	if (category != q->category)
 		return 0;
-	if ((err = check_vnode(task, rec, q->lo, q->hi, q->vnodes)))
+	if ((err = nx_check_by_key(task, rec, q->lo, q->hi, BY_KEY_FIX)))
 		return err;
 	h = shmrun_keyed_state_ns(task, rec->key, rec->key_len, 0, Q3_VALUE, true);
 	if (!h)
@@ -414,7 +393,7 @@ const struct shmrun_operator nx_local_items_op = {
 
 struct q8 {
 	int64_t size;		 /* ns */
-	uint32_t lo, hi, vnodes; /* as q3's */
+	uint32_t lo, hi; /* as q3's */
 	uint32_t n;
 	struct shmrun_record out[BATCH_OUT];
 	char row[BATCH_OUT][Q8_ROW];
@@ -442,7 +421,6 @@ static int q8_open(struct shmrun_task *task, void **state)
 	}
 	q->size = (int64_t)shmrun_task_param_u64(task, "size", 10000000000ull);
 	shmrun_task_vnode_range(task, &q->lo, &q->hi);
-	q->vnodes = shmrun_task_vnodes(task);
 	*state = q;
 	return 0;
 }
@@ -499,7 +477,7 @@ static int q8_pair(struct shmrun_task *task, struct q8 *q, const struct shmrun_r
 		return nx_bad_record(task, rec,
 				     "a pair of a person and an auction it sells, keyed by the "
 				     "person (key = person on both sources)");
-	if ((err = check_vnode(task, rec, q->lo, q->hi, q->vnodes)))
+	if ((err = nx_check_by_key(task, rec, q->lo, q->hi, BY_KEY_FIX)))
 		return err;
 	if (pt > INT64_MAX / 1000000 || at > INT64_MAX / 1000000 || (int64_t)pt * 1000000 < start ||
 	    (int64_t)pt * 1000000 >= end || (int64_t)at * 1000000 < start ||

@@ -159,6 +159,16 @@ int nx_bad_record(struct shmrun_task *task, const struct shmrun_record *rec, con
 int nx_fail_record(struct shmrun_task *task, const struct shmrun_record *rec, const char *what,
 		   const char *fix);
 
+/*
+ * nx_check_by_key() - whether @rec reached the instance owning its key's
+ * vnode, as a `by key` input delivers it (@lo..@hi: the instance's vnodes,
+ * shmrun_task_vnode_range()); a record of another instance's key would be
+ * aggregated apart from its key's other records and lost by a rescale.
+ * Return: 0, or -EILSEQ after failing the task, saying what to write (@fix).
+ */
+int nx_check_by_key(struct shmrun_task *task, const struct shmrun_record *rec, uint32_t lo,
+		    uint32_t hi, const char *fix);
+
 /* NX_MAP_VALUE_MAX: the bytes a map function may write for one record. */
 #define NX_MAP_VALUE_MAX 256
 

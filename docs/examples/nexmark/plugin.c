@@ -42,6 +42,24 @@ int nx_bad_record(struct shmrun_task *task, const struct shmrun_record *rec, con
 			      "feed this stage from a nexmark stage with the right `events`");
 }
 
+int nx_check_by_key(struct shmrun_task *task, const struct shmrun_record *rec, uint32_t lo,
+		    uint32_t hi, const char *fix)
+{
+	uint32_t v;
+
+	if (lo == 0 && hi == shmrun_task_vnodes(task))
+		return 0; /* every key is this instance's */
+	v = shmrun_task_vnode_of(task, rec->key, rec->key_len);
+	if (v >= lo && v < hi)
+		return 0;
+	shmrun_task_error(task,
+			  "a record of key '%.*s' (vnode %u) reached an instance owning vnodes "
+			  "[%u, %u): its input is not `by key` (%s)",
+			  (int)(rec->key_len < 40 ? rec->key_len : 40), (const char *)rec->key, v,
+			  lo, hi, fix);
+	return -EILSEQ; /* the same input again: no restart cures it */
+}
+
 int nx_map_batch(struct shmrun_task *task, const struct shmrun_record *recs, uint32_t n,
 		 nx_map_fn fn)
 {

@@ -63,8 +63,8 @@ static uint64_t ref_next_person(uint64_t n, uint64_t *x)
 	return people - active + ref_below(x, active + 10);
 }
 
-static const char *const ref_first[] = {"Peter", "Paul", "Luke",   "John",  "Saul", "Vicky",
-					"Kate",  "Julie", "Sarah", "Deiter", "Walter"};
+static const char *const ref_first[] = {"Peter", "Paul",  "Luke",  "John",   "Saul",  "Vicky",
+					"Kate",	 "Julie", "Sarah", "Deiter", "Walter"};
 static const char *const ref_last[] = {"Shultz", "Abrams", "Spencer", "White", "Bartels",
 				       "Walton", "Smith",  "Jones",   "Noris"};
 static const char *const ref_cities[] = {"Phoenix",  "Los Angeles", "San Francisco", "Boise",
@@ -144,8 +144,8 @@ void nx_ref_make(uint64_t seed, uint64_t n, struct nx_ref_event *e)
 		p = ref_word(e->item_name, &x, 1 + ref_below(&x, 20));
 		*p = '\0';
 		/* 2 x 1666 events x 100 us, in ms, + 1 */
-		e->expires = e->time_ms + 1 +
-			     ref_below(&x, 2ull * 100000 * (100 * 50 / 3) / 1000000 + 1);
+		e->expires =
+		    e->time_ms + 1 + ref_below(&x, 2ull * 100000 * (100 * 50 / 3) / 1000000 + 1);
 	} else {
 		e->kind = NX_BID;
 		if (ref_below(&x, 2) > 0) {
@@ -202,15 +202,8 @@ char *nx_ref_format(const struct nx_ref_event *e, char *p)
 
 /* In name order; a query's file defines its struct (nexmark_ref.h). */
 const struct nx_ref_query *const nx_ref_queries[] = {
-    &nx_ref_q0,
-    &nx_ref_q1,
-    &nx_ref_q2,
-    &nx_ref_q3,
-    &nx_ref_q5,
-    &nx_ref_q8,
-    &nx_ref_q4,
-    &nx_ref_q7,
-    NULL,
+    &nx_ref_q0, &nx_ref_q1, &nx_ref_q2, &nx_ref_q3, &nx_ref_q5,
+    &nx_ref_q8, &nx_ref_q4, &nx_ref_q7, NULL,
 };
 
 const struct nx_ref_query *nx_ref_query_find(const char *name)

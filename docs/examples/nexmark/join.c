@@ -122,7 +122,7 @@ struct q3_page {
 struct q3 {
 	uint64_t category;
 	uint32_t lo, hi; /* this instance's vnodes [lo, hi) */
-	uint32_t n;		 /* rows gathered in out[] */
+	uint32_t n;	 /* rows gathered in out[] */
 	struct shmrun_record out[BATCH_OUT];
 	char row[BATCH_OUT][Q3_ROW];
 };
@@ -392,7 +392,7 @@ const struct shmrun_operator nx_local_items_op = {
 #define PAIR_FIELDS 19 /* a person's 9, an auction's 10 */
 
 struct q8 {
-	int64_t size;		 /* ns */
+	int64_t size;	 /* ns */
 	uint32_t lo, hi; /* as q3's */
 	uint32_t n;
 	struct shmrun_record out[BATCH_OUT];

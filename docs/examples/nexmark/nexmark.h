@@ -185,11 +185,11 @@ int nx_map_batch(struct shmrun_task *task, const struct shmrun_record *recs, uin
 		 nx_map_fn fn);
 
 /* The operators, one file per group of queries (plugin.c lists them). */
-extern const struct shmrun_operator nx_currency_op; /* q1: select.c */
-extern const struct shmrun_operator nx_filter_op;   /* q2: select.c */
-extern const struct shmrun_operator nx_local_items_op, nx_new_users_op; /* q3, q8: join.c */
-extern const struct shmrun_operator nx_closing_price_op, nx_average_op; /* q4: agg.c */
+extern const struct shmrun_operator nx_currency_op;			    /* q1: select.c */
+extern const struct shmrun_operator nx_filter_op;			    /* q2: select.c */
+extern const struct shmrun_operator nx_local_items_op, nx_new_users_op;	    /* q3, q8: join.c */
+extern const struct shmrun_operator nx_closing_price_op, nx_average_op;	    /* q4: agg.c */
 extern const struct shmrun_operator nx_top_bids_partial_op, nx_top_bids_op; /* q7: agg.c */
-extern const struct shmrun_operator nx_window_key_op, nx_top_op; /* q5: top.c */
+extern const struct shmrun_operator nx_window_key_op, nx_top_op;	    /* q5: top.c */
 
 #endif

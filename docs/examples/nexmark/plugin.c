@@ -83,7 +83,6 @@ int nx_map_batch(struct shmrun_task *task, const struct shmrun_record *recs, uin
 	return k ? shmrun_emit_batch(task, out, k) : 0;
 }
 
-SHMRUN_PLUGIN("nexmark-queries", "1.0.0", &nx_currency_op, &nx_filter_op,
-	      &nx_local_items_op, &nx_new_users_op,
-	      &nx_closing_price_op, &nx_average_op, &nx_top_bids_partial_op, &nx_top_bids_op,
-	      &nx_window_key_op, &nx_top_op);
+SHMRUN_PLUGIN("nexmark-queries", "1.0.0", &nx_currency_op, &nx_filter_op, &nx_local_items_op,
+	      &nx_new_users_op, &nx_closing_price_op, &nx_average_op, &nx_top_bids_partial_op,
+	      &nx_top_bids_op, &nx_window_key_op, &nx_top_op);

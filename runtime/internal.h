@@ -70,6 +70,9 @@ struct shmrun_plugin_info {
 	const char *version; /**< and version */
 };
 
+/** shmrun_plugin_path_at() - the path of loaded plugin @i (load order), or NULL past the last. */
+const char *shmrun_plugin_path_at(uint32_t i);
+
 /**
  * shmrun_operator_plugin() - the plugin that provided @op (as
  * shmrun_operator_find() returned it): NULL for a built-in operator. Valid

@@ -75,6 +75,11 @@ static uint32_t nplugins;
 /* builtins, then every plugin's ops, then NULL; NULL until a plugin loads */
 static const struct shmrun_operator **all;
 
+const char *shmrun_plugin_path_at(uint32_t i)
+{
+	return i < nplugins ? plugins[i].info.path : NULL;
+}
+
 const struct shmrun_operator *const *shmrun_operators(void)
 {
 	return all ? (const struct shmrun_operator *const *)all : builtins;

@@ -83,6 +83,7 @@
 
 #include "ckpt/ckpt_io.h"
 #include "ops/input_check.h"
+#include "internal.h"
 #include "preflight.h"
 #include "shmrun/operator.h"
 #include "shmrun/runtime.h"
@@ -486,7 +487,15 @@ static bool writable(const char *path, bool dir, char *why, size_t len)
 /* Every input and output of @job, each output once per file the stage writes. */
 static int collect(const struct shmrun_job *job, struct io_list *in, struct io_list *out)
 {
+	const char *plugin;
 	int err = 0;
+
+	/* the run reads these too (a restart reads the conf again, a worker maps
+	 * the plugins): an output over one would destroy the job itself */
+	if (strcmp(job->conf_path, "-") != 0)
+		err = io_add(in, "the topology file", job->conf_path, strlen(job->conf_path), 1);
+	for (uint32_t i = 0; !err && (plugin = shmrun_plugin_path_at(i)) != NULL; i++)
+		err = io_add(in, "a plugin", plugin, strlen(plugin), 1);
 
 	for (uint32_t s = 0; s < job->nstages && !err; s++) {
 		const struct shmrun_stage *st = &job->stages[s];

@@ -95,3 +95,23 @@ for op in nexmark_currency nexmark_filter; do
 		fail "$op fed persons: no message naming the stage and the record"
 	echo "ok $op fed persons: the job fails, naming the stage and the record"
 done
+
+# ---- an output over the topology file or a plugin is refused -----------------
+# The run reads both (a restart reads the conf again; workers map the plugins):
+# a width-1 file_sink once overwrote the conf, or truncated the plugin (SIGBUS).
+for victim in job.conf nexmark_queries.so; do
+	d=$tmp/victim
+	rm -rf "$d"
+	mkdir -p "$d"
+	cp "$qdir/nexmark_queries.so" "$d/"
+	printf '[job]\nplugins = nexmark_queries.so\n[gen]\nop = nexmark\ncount = 100\nevents = bid\n[q]\nop = nexmark_filter\ninput = gen\n[out]\nop = file_sink\ninput = q\npath = %s\n' \
+		"$victim" > "$d/job.conf"
+	before=$(md5sum "$d/job.conf" "$d/nexmark_queries.so")
+	rc=0
+	(cd "$d" && "$shmrun" job.conf) 2> "$tmp/log" || rc=$?
+	[ $rc -eq 2 ] || fail "an output over $victim: exit $rc, want 2"
+	qgrep "job.conf:13: stage 'out' path = .*$victim is the same file as the input of" "$tmp/log" ||
+		fail "an output over $victim: no message naming it"
+	[ "$before" = "$(md5sum "$d/job.conf" "$d/nexmark_queries.so")" ] || fail "an output over $victim: the file changed"
+	echo "ok an output over $victim is refused (exit 2), the file untouched"
+done

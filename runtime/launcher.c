@@ -116,6 +116,7 @@
 
 #include "callback.h"
 #include "control.h"
+#include "metrics.h"
 #include "ckpt/ckpt_io.h"
 #include "ckpt/fault.h"
 #include "ckpt/manifest.h"
@@ -334,6 +335,9 @@ struct run {
 	struct watch wt;
 	struct cb_watch cw; /* operator_timeout (callback.c) */
 	bool stopping;     /* a stop request is being served */
+	uint32_t starts;   /* starts so far (the metrics block counts restarts) */
+	struct shmrun_metrics *metrics; /* the live counters, for the whole invocation */
+	int metrics_fd;    /* its memfd (jobsock.c hands out read-only copies) */
 };
 
 /*
@@ -372,6 +376,9 @@ static enum run_end start_workers(struct run *r)
 		return RUN_NOSTART;
 	}
 	bind_rings(plan, &r->seg);
+	if (r->metrics)
+		shmrun_metrics_new_start(r->metrics, r->epoch, r->starts > 0);
+	r->starts++;
 	fflush(NULL);
 	for (uint32_t w = 0; w < job->workers; w++) {
 		pid_t pid = fork();
@@ -388,6 +395,9 @@ static enum run_end start_workers(struct run *r)
 		}
 		r->pids[w] = pid;
 		r->running++;
+		if (r->metrics)
+			atomic_store_explicit(&shmrun_metrics_worker(r->metrics, w)->pid, pid,
+					      memory_order_relaxed);
 	}
 	shmrun_log(SHMRUN_LOG_INFO, "job %s: %u worker%s, %u task%s, %u ring%s", job->name,
 		   job->workers, job->workers == 1 ? "" : "s", plan->ntasks,
@@ -443,6 +453,9 @@ static bool serve_stop(struct run *r, int sig, bool forwarded)
 	}
 	if (is_stop_signal(sig) && !r->stopping) {
 		r->stopping = true;
+		if (r->metrics)
+			atomic_store_explicit(&r->metrics->state, SHMRUN_JOB_STOPPING,
+					      memory_order_relaxed);
 		r->signal = sig;
 		r->stop_ns = shmrun_now_ns();
 		if (forwarded) {
@@ -956,6 +969,9 @@ static int restart_loop(struct run *r)
 		if (rc >= 0)
 			break;
 		attempt++;
+		if (r->metrics)
+			atomic_store_explicit(&r->metrics->state, SHMRUN_JOB_RESTARTING,
+					      memory_order_relaxed);
 		if (restart_backoff(r, attempt)) {
 			rc = 0;
 			break;
@@ -991,7 +1007,8 @@ static void unblock_signals(struct run *r)
 int shmrun_run(const struct shmrun_job *job)
 {
 	struct shmrun_plan *plan = NULL;
-	struct run r = {.job = job, .start_ns = shmrun_now_ns()};
+	struct run r = {.job = job, .start_ns = shmrun_now_ns(), .metrics_fd = -1};
+	const char *counters = getenv("SHMRUN_COUNTERS");
 	int rc = 2;
 
 	for (uint32_t i = 0; i < job->nwarnings; i++)
@@ -1003,10 +1020,27 @@ int shmrun_run(const struct shmrun_job *job)
 	r.plan = plan;
 	if (prepare_and_lock(&r))
 		goto out;
+	if (!counters || strcmp(counters, "off") != 0) {
+		r.metrics = shmrun_metrics_create(plan, &r.metrics_fd);
+		if (!r.metrics) {
+			shmrun_log(SHMRUN_LOG_ERROR, "cannot create the metrics block: %s",
+				   strerror(errno));
+			rc = 1;
+			goto out;
+		}
+		shmrun_run_metrics = r.metrics;
+	}
 	block_signals(&r);
 	rc = restart_loop(&r);
+	if (r.metrics) {
+		atomic_store_explicit(&r.metrics->exit_status, rc, memory_order_relaxed);
+		atomic_store_explicit(&r.metrics->state, rc ? SHMRUN_JOB_FAILED : SHMRUN_JOB_DONE,
+				      memory_order_relaxed);
+	}
 	unblock_signals(&r);
 out:
+	shmrun_run_metrics = NULL;
+	shmrun_metrics_destroy(r.metrics, r.metrics_fd);
 	shmrun_control_destroy(r.ctl);
 	shmrun_plan_free(plan);
 	return rc;

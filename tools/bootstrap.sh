@@ -21,6 +21,9 @@ packages=(
 	build-essential cmake pkg-config
 	liburing-dev libjemalloc-dev check libinih-dev libxxhash-dev libnuma-dev
 	libpcre2-dev  # extract's regex (runtime/ops/extract.c)
+	libjansson-dev     # JSON: --summary, top --json, --json, --log-format=json
+	libmicrohttpd-dev  # the Prometheus endpoint ([job] metrics)
+	curl        # scrapes /metrics in tests/integration
 	tzdata      # extract's time_zone: /usr/share/zoneinfo
 	python3     # ships /usr/lib/python3.11, the main job's real input
 	coreutils findutils gawk   # the word-count reference in the tests

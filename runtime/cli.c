@@ -35,6 +35,7 @@
 #include "internal.h" /* runtime/: rescale, restore check, ckpt list/verify */
 #include "shmrun/job.h"
 #include "shmrun/runtime.h"
+#include "summary.h"
 
 #ifndef SHMRUN_VERSION /* runtime/CMakeLists.txt sets it from project(VERSION) */
 #define SHMRUN_VERSION "0.1.0"
@@ -79,6 +80,9 @@ static void usage(FILE *out)
 		"  --rescale-from DIR with plan: print what a rescale from DIR would move\n"
 		"  --plugin PATH      load an operator plugin (a shared object) before the\n"
 		"                     topology, as [job] plugins does; repeatable\n"
+		"  --summary FILE     at exit, write a JSON summary of the run to FILE: how it\n"
+		"                     ended, counters per stage, checkpoints, restarts, times\n"
+		"                     (docs/observability.md)\n"
 		"  -h, --help         this text\n"
 		"  -V, --version      print the version\n"
 		"\n"
@@ -233,11 +237,12 @@ int shmrun_main(int argc, char **argv)
 		{"rescale-from", required_argument, NULL, 'f'},
 		{"plugin", required_argument, NULL, 'p'},
 		{"markdown", no_argument, NULL, 'm'},
+		{"summary", required_argument, NULL, 'S'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{0},
 	};
-	const char *cmd = "run", *rescale_from = NULL, *drop[64], *plugin[64];
+	const char *cmd = "run", *rescale_from = NULL, *drop[64], *plugin[64], *summary = NULL;
 	uint32_t ndrop = 0, nplugin = 0;
 	bool rescale = false, markdown = false;
 	int info = 0; /* -h or -V: answered once every argument is read */
@@ -305,6 +310,9 @@ int shmrun_main(int argc, char **argv)
 			break;
 		case 'm':
 			markdown = true;
+			break;
+		case 'S':
+			summary = optarg;
 			break;
 		case 'h':
 		case 'V':
@@ -379,6 +387,15 @@ int shmrun_main(int argc, char **argv)
 		return usage_error("--rescale goes with a run or check");
 	if (ndrop && !rescale && !rescale_from)
 		return usage_error("--drop-state needs --rescale (or plan --rescale-from)");
+	if (summary && strcmp(cmd, "run") != 0)
+		return usage_error("--summary goes with a run");
+	if (summary) { /* refused before anything starts, as outputs are */
+		char why[PATH_MAX + 256];
+
+		if (shmrun_summary_check(summary, why, sizeof(why)))
+			return usage_error("%s", why);
+		shmrun_summary_set_path(summary);
+	}
 	if (strcmp(cmd, "run") != 0)
 		stop_signals(SIG_UNBLOCK); /* check, plan: default behaviour */
 	rc = load(argv[optind], &job);

@@ -123,7 +123,9 @@
 #include "ckpt/recovery.h"
 #include "plan.h"
 #include "preflight.h"
+#include "prom.h"
 #include "report.h"
+#include "summary.h"
 #include "util.h"
 #include "worker.h"
 
@@ -338,6 +340,8 @@ struct run {
 	uint32_t starts;   /* starts so far (the metrics block counts restarts) */
 	struct shmrun_metrics *metrics; /* the live counters, for the whole invocation */
 	int metrics_fd;    /* its memfd (jobsock.c hands out read-only copies) */
+	struct shmrun_prom *prom; /* [job] metrics: the Prometheus endpoint, or NULL */
+	enum run_end end;  /* how the last start ended (the summary file) */
 };
 
 /*
@@ -622,7 +626,7 @@ static enum run_end reap_exits(struct run *r)
  */
 static bool serve_outside(struct run *r)
 {
-	(void)r;
+	shmrun_prom_serve(r->prom);
 	return false;
 }
 
@@ -886,7 +890,8 @@ static int start_result(struct run *r, enum run_end end, uint32_t attempt)
 	const struct shmrun_job *job = r->job;
 
 	if (end == RUN_DONE) {
-		print_summary(r->plan, shmrun_control_stats(r->ctl), shmrun_now_ns() - r->start_ns);
+		print_summary(r->plan, r->metrics, shmrun_control_stats(r->ctl),
+			      shmrun_now_ns() - r->start_ns);
 		print_stalls(job, shmrun_control_stats(r->ctl));
 		return 0;
 	}
@@ -965,6 +970,7 @@ static bool restart_backoff(struct run *r, uint32_t attempt)
 
 			shmrun_log(SHMRUN_LOG_WARN, "%s during restart backoff: stopping",
 				   strsignal(sig));
+			r->epoch = e; /* the summary file's "stopped at epoch" */
 			fprintf(stderr, "stopped at epoch %" PRIu64 "\n", e);
 			return true;
 		}
@@ -981,6 +987,7 @@ static int restart_loop(struct run *r)
 	for (;;) {
 		enum run_end end = run_once(r);
 
+		r->end = end;
 		rc = start_result(r, end, attempt);
 		if (rc >= 0)
 			break;
@@ -989,6 +996,7 @@ static int restart_loop(struct run *r)
 			atomic_store_explicit(&r->metrics->state, SHMRUN_JOB_RESTARTING,
 					      memory_order_relaxed);
 		if (restart_backoff(r, attempt)) {
+			r->end = RUN_STOPPED;
 			rc = 0;
 			break;
 		}
@@ -1020,6 +1028,33 @@ static void unblock_signals(struct run *r)
 	shmrun_fault_slow_exit();
 }
 
+/*
+ * The summary file (--summary, summary.c) of a run that started and ended
+ * with exit status @rc, every worker reaped: how it ended, from r->end.
+ */
+static void write_summary(const struct run *r, int rc)
+{
+	struct shmrun_summary_end end = {.exit_status = rc, .status = "done"};
+	const char *path = shmrun_summary_path();
+
+	if (!path)
+		return;
+	if (rc > 128) {
+		end.status = "signaled";
+		end.signal = rc - 128;
+		end.cause = r->end == RUN_FAILED ? r->cause : NULL;
+	} else if (rc) {
+		end.status = "failed";
+		end.cause = r->refused ? "the checkpoint to restore does not fit this topology"
+			    : r->cause[0] ? r->cause
+					  : "the job could not start (see the log)";
+	} else if (r->end == RUN_STOPPED) {
+		end.status = "stopped";
+		end.epoch = r->epoch;
+	}
+	shmrun_summary_write(path, r->metrics, r->plan, &end, shmrun_now_ns() - r->start_ns);
+}
+
 int shmrun_run(const struct shmrun_job *job)
 {
 	struct shmrun_plan *plan = NULL;
@@ -1034,6 +1069,17 @@ int shmrun_run(const struct shmrun_job *job)
 	if (shmrun_plan_build(job, &plan))
 		return 2;
 	r.plan = plan;
+	if (job->metrics) {
+		/* bound first: a port in use refuses the run with nothing done */
+		char why[512];
+
+		r.prom = shmrun_prom_start(job->metrics, job->name, why, sizeof(why));
+		if (!r.prom) {
+			shmrun_log(SHMRUN_LOG_ERROR, "%s:%d: %s; nothing was started",
+				   job->conf_path, job->metrics_line, why);
+			goto out;
+		}
+	}
 	if (prepare_and_lock(&r))
 		goto out;
 	if (!counters || strcmp(counters, "off") != 0) {
@@ -1045,6 +1091,7 @@ int shmrun_run(const struct shmrun_job *job)
 			goto out;
 		}
 		shmrun_run_metrics = r.metrics;
+		shmrun_prom_attach(r.prom, r.metrics);
 	}
 	block_signals(&r);
 	rc = restart_loop(&r);
@@ -1053,8 +1100,10 @@ int shmrun_run(const struct shmrun_job *job)
 		atomic_store_explicit(&r.metrics->state, rc ? SHMRUN_JOB_FAILED : SHMRUN_JOB_DONE,
 				      memory_order_relaxed);
 	}
+	write_summary(&r, rc);
 	unblock_signals(&r);
 out:
+	shmrun_prom_stop(r.prom);
 	shmrun_run_metrics = NULL;
 	shmrun_metrics_destroy(r.metrics, r.metrics_fd);
 	shmrun_control_destroy(r.ctl);

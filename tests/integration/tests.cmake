@@ -5,3 +5,14 @@ shmrun_check_test(check_ring_procs
 	LIBS shmrun_shm
 	LABELS ring
 	TIMEOUT 300)
+
+# The Prometheus endpoint and the summary file (issue 13 §4, §6): real runs
+# scraped with curl, summaries checked against the job's output.
+if(TARGET shmrun)
+	foreach(t prometheus summary)
+		add_test(NAME ${t} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/${t}.sh
+			 $<TARGET_FILE:shmrun>)
+		set_tests_properties(${t} PROPERTIES TIMEOUT 600 LABELS "runtime;integration"
+				     SKIP_RETURN_CODE 77)
+	endforeach()
+endif()

@@ -193,3 +193,11 @@ shmrun_check_test(check_watermark
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)
+
+# The Prometheus page and the summary file from hand-set counters (runtime/prom.c,
+# runtime/summary.c, issue 13 §4, §6).
+shmrun_check_test(check_prom
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_prom.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)

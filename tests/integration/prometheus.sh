@@ -152,17 +152,24 @@ qgrep -x 'shmrun_state{job="p",state="running"} 1' "$tmp/m2" || fail "state runn
 st=$(value "$tmp/m2" shmrun_start_time_seconds 'job="p"')
 [ $((st - $(date +%s))) -le 1 ] && [ $(($(date +%s) - st)) -le 120 ] ||
 	fail "start_time_seconds $st is not the start of this run"
-# the values move: the source made more, the sink wrote more, the workers ran
+# the values move: the source made more, count received more (it emits at
+# end of input only), its state holds the 100 keys, the workers ran
 in1=$(value "$tmp/m1" shmrun_records_in_total 'stage="gen"')
 in2=$(value "$tmp/m2" shmrun_records_in_total 'stage="gen"')
-out1=$(value "$tmp/m1" shmrun_records_out_total 'stage="out"')
-out2=$(value "$tmp/m2" shmrun_records_out_total 'stage="out"')
+out1=$(value "$tmp/m1" shmrun_records_in_total 'stage="count"')
+out2=$(value "$tmp/m2" shmrun_records_in_total 'stage="count"')
+keys2=$(value "$tmp/m2" shmrun_keys 'stage="count"')
+bytes1=$(value "$tmp/m1" shmrun_bytes_out_total 'stage="gen"')
+bytes2=$(value "$tmp/m2" shmrun_bytes_out_total 'stage="gen"')
 busy2=$(awk '/^shmrun_busy_seconds_total\{.*stage="count"/ { s += $NF } END { print (s > 0) }' "$tmp/m2")
 [ "$in2" -gt "$in1" ] || fail "records_in_total of gen did not grow: $in1 then $in2"
 [ "$in2" -lt 60000 ] || fail "records_in_total of gen is $in2 while the job runs (the source makes 60000 in about 6 s)"
-[ "$out2" -gt "$out1" ] || fail "records_out_total of out did not grow: $out1 then $out2"
+[ "$out2" -gt "$out1" ] || fail "records_in_total of count did not grow: $out1 then $out2"
+[ "$out2" -le "$in2" ] || fail "count received $out2 records, more than gen made ($in2)"
+[ "$bytes2" -gt "$bytes1" ] || fail "bytes_out_total of gen did not grow: $bytes1 then $bytes2"
+[ "$keys2" = 100 ] || fail "keys of count is $keys2 after 1.5 s, expected the 100 keys"
 [ "$busy2" = 1 ] || fail "busy_seconds_total of count is 0 after 1.5 s"
-echo "ok scrapes: records_in_total of gen $in1 -> $in2, records_out_total of out $out1 -> $out2"
+echo "ok scrapes: records_in_total of gen $in1 -> $in2, of count $out1 -> $out2"
 
 # --- 2. other paths and methods --------------------------------------------------
 code=$(curl -sS -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/")
@@ -180,7 +187,7 @@ echo "ok 404, 405, no socket in the workers"
 wait "$launcher" || fail "the job failed"
 launcher=
 lines=$(wc -l < "$tmp/out.tsv")
-[ "$lines" -gt 0 ] || fail "empty output"
+[ "$lines" = 100 ] || fail "output has $lines lines, expected 100 keys"
 ! curl -s --max-time 5 -o /dev/null "$url" || fail "the endpoint still answers after the job ended"
 echo "ok the endpoint closes with the job"
 

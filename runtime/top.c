@@ -602,12 +602,10 @@ static void print_text(FILE *out, const struct view *v, bool screen, double ever
 		fprintf(out, "rates over %.1fs", interval_s(v));
 	else
 		fprintf(out, "totals only (one sample)");
-	fprintf(out,
-		"; BUSY/BACKPRESSURE/IDLE: shares of each task's time; RING: its fullest "
-		"output ring%s\n",
-		screen ? "; q quits" : "");
 	if (screen)
-		fprintf(out, "refresh every %.1fs\n", every_s);
+		fprintf(out, " (refresh %.1fs, q quits)", every_s);
+	fprintf(out, "; BUSY/BACKPRESSURE/IDLE: shares of each task's time; RING: its fullest "
+		     "output ring\n");
 	fputc('\n', out);
 
 	/* stages and tasks */
@@ -779,7 +777,8 @@ static json_t *view_json(const struct view *v)
 			jset(to, "instance", json_integer(tk->instance));
 			jset(to, "worker", json_integer(tk->worker));
 			jset(to, "cpu", json_integer(tk->cpu));
-			jset(to, "pid", json_integer(b->pid[tk->worker]));
+			jset(to, "pid",
+			     b->pid[tk->worker] ? json_integer(b->pid[tk->worker]) : json_null());
 			jset(to, "vnode_lo", json_integer(tk->vnode_lo));
 			jset(to, "vnode_hi", json_integer(tk->vnode_hi));
 			row_json(to, &v->task[i], b->wall_ns);

@@ -5,3 +5,10 @@ shmrun_check_test(check_ring_procs
 	LIBS shmrun_shm
 	LABELS ring
 	TIMEOUT 300)
+
+# `shmrun top` (issue 13 §3) against real jobs: --json read twice while a paced
+# job runs, the snapshot, several jobs, a job that ends; the screen in tmux.
+if(TARGET shmrun)
+	add_test(NAME top COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/top.sh $<TARGET_FILE:shmrun>)
+	set_tests_properties(top PROPERTIES TIMEOUT 300 LABELS "runtime;integration")
+endif()

@@ -19,7 +19,7 @@ set -euo pipefail
 shmrun=${1:?usage: top.sh path/to/shmrun}
 . "$(dirname "$0")/lib.sh"
 
-export XDG_RUNTIME_DIR=$tmp/run
+export XDG_RUNTIME_DIR=$tmp/toprun
 mkdir -m 0700 "$XDG_RUNTIME_DIR"
 pids=() # every background launcher, killed on exit
 sock="$tmp/tmux.sock"

@@ -536,13 +536,22 @@ static const char *row_state(char *buf, size_t len, const struct row *r)
 	return buf;
 }
 
+/* Print @line without its trailing blanks, then a newline. */
+static void put_line(FILE *out, char *line)
+{
+	size_t n = strlen(line);
+
+	while (n && line[n - 1] == ' ')
+		line[--n] = '\0';
+	fprintf(out, "%s\n", line);
+}
+
 #define ROWFMT "%-22.22s %3s %3s %7s %7s %7s %7s %4s %s %4s %4s %s %4s %7s %9s %s"
 
 static void print_row(FILE *out, const char *name, const char *wk, const char *cpu,
 		      const struct row *r, int64_t now)
 {
 	char b[16][32], line[512];
-	size_t n;
 
 	snprintf(line, sizeof(line), ROWFMT, name, wk, cpu, top_fmt_count(b[0], 32, r->rin_s),
 		 top_fmt_count(b[1], 32, r->rout_s), top_fmt_count(b[2], 32, (double)r->rin),
@@ -552,17 +561,14 @@ static void print_row(FILE *out, const char *name, const char *wk, const char *c
 		 r->nout ? top_fmt_bar(b[8], 32, r->fill, BAR) : "             ",
 		 r->nout ? pct(b[9], 32, r->fill) : "", wm_lag(b[10], 32, r->wm, now),
 		 top_fmt_bytes(b[11], 32, (double)r->state_bytes), row_state(b[12], 32, r));
-	n = strlen(line);
-	while (n && line[n - 1] == ' ')
-		line[--n] = '\0';
-	fprintf(out, "%s\n", line);
+	put_line(out, line);
 }
 
 static void print_text(FILE *out, const struct view *v, bool screen, double every_s)
 {
 	const struct shmrun_metrics *m = v->m;
 	const struct sample *b = v->b;
-	char t[8][32];
+	char t[8][32], line[512];
 
 	/* the job line */
 	fprintf(out, "job %s  pid %d  %s", v->job, (int)m->launcher_pid, state_name(b));
@@ -609,8 +615,10 @@ static void print_text(FILE *out, const struct view *v, bool screen, double ever
 	fputc('\n', out);
 
 	/* stages and tasks */
-	fprintf(out, ROWFMT "\n", "STAGE / TASK", "WKR", "CPU", "IN/s", "OUT/s", "IN", "OUT",
-		"BUSY", "BACKPRESSURE", "", "IDLE", "RING FILL   ", "", "WM LAG", "STATE", "");
+	snprintf(line, sizeof(line), ROWFMT, "STAGE / TASK", "WKR", "CPU", "IN/s", "OUT/s", "IN",
+		 "OUT", "BUSY", "BACKPRESSURE", "", "IDLE", "RING FILL   ", "", "WM LAG", "STATE",
+		 "");
+	put_line(out, line);
 	for (uint32_t s = 0; s < m->stages; s++) {
 		const struct shmrun_metrics_stage *st = shmrun_metrics_stage(m, s);
 		char name[SHMRUN_METRICS_NAME_BYTES], op[SHMRUN_METRICS_OP_BYTES], label[128];

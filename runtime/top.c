@@ -315,6 +315,15 @@ static void sample_take(struct sample *s, const struct shmrun_metrics *m)
 			   kill(m->launcher_pid, 0) && errno == ESRCH;
 }
 
+/* Whether the job has ended (done, failed, or its launcher is gone), now. */
+static bool job_over(const struct shmrun_metrics *m)
+{
+	uint32_t st = SHMRUN_METRIC(((struct shmrun_metrics *)m)->state);
+
+	return st == SHMRUN_JOB_DONE || st == SHMRUN_JOB_FAILED ||
+	       (kill(m->launcher_pid, 0) && errno == ESRCH);
+}
+
 static bool sample_ended(const struct sample *s)
 {
 	return s->state == SHMRUN_JOB_DONE || s->state == SHMRUN_JOB_FAILED || s->launcher_gone;
@@ -995,8 +1004,8 @@ static void ended_message(const struct shmrun_metrics *m, const struct sample *b
 
 static int watch(const struct shmrun_metrics *m, double every_s)
 {
-	struct sample s[2];
-	int cur = 0, rows, cols, rc = 0;
+	struct sample s[2] = {0};
+	int cur = 0, rows, cols, rc = 0, err;
 	bool have_prev = false;
 	int64_t every_ns = (int64_t)(every_s * 1e9), next;
 	char *text = NULL;
@@ -1012,8 +1021,9 @@ static int watch(const struct shmrun_metrics *m, double every_s)
 		goto out_free;
 	}
 	handlers();
-	if (term_enter()) {
-		fprintf(stderr, "shmrun top: cannot set up the terminal: %s\n", strerror(errno));
+	err = term_enter();
+	if (err) {
+		fprintf(stderr, "shmrun top: cannot set up the terminal: %s\n", strerror(-err));
 		rc = 1;
 		goto out_free;
 	}
@@ -1032,7 +1042,10 @@ static int watch(const struct shmrun_metrics *m, double every_s)
 			redraw = false;
 		}
 		if (sample_ended(&s[cur])) {
+			/* the final numbers on the normal screen, without the keys line */
 			term_restore();
+			free(text);
+			text = render(m, have_prev ? &s[cur ^ 1] : NULL, &s[cur], false, 0);
 			if (text)
 				fputs(text, stdout);
 			ended_message(m, &s[cur]);
@@ -1086,7 +1099,7 @@ out_free:
 /* One snapshot: text or JSON, rates over @every_s (0: totals only). */
 static int snapshot(const struct shmrun_metrics *m, double every_s, bool json)
 {
-	struct sample a, b;
+	struct sample a = {0}, b = {0};
 	int rc = 1;
 
 	if (sample_alloc(&a, m) || sample_alloc(&b, m)) {
@@ -1095,11 +1108,20 @@ static int snapshot(const struct shmrun_metrics *m, double every_s, bool json)
 	}
 	sample_take(&a, m);
 	if (every_s > 0) {
-		struct timespec ts = {.tv_sec = (time_t)every_s,
-				      .tv_nsec = (long)((every_s - floor(every_s)) * 1e9)};
+		/* the interval, cut short when the job ends: rates are over the
+		 * time actually measured, and a script is not kept waiting */
+		int64_t end = a.mono_ns + (int64_t)(every_s * 1e9);
 
-		while (nanosleep(&ts, &ts) && errno == EINTR)
-			;
+		for (;;) {
+			int64_t left = end - shmrun_now_ns();
+			struct timespec ts = {0, left > 100000000 ? 100000000 : left};
+
+			if (left <= 0)
+				break;
+			nanosleep(&ts, NULL);
+			if (job_over(m))
+				break;
+		}
 		sample_take(&b, m);
 	}
 	if (json) {

@@ -513,6 +513,8 @@ static const char *pct(char *buf, size_t len, double share)
 {
 	if (isnan(share))
 		snprintf(buf, len, "-");
+	else if (share > 0 && share < 0.005) /* not "0%" next to a bar that is not empty */
+		snprintf(buf, len, "<1%%");
 	else
 		snprintf(buf, len, "%.0f%%", share * 100);
 	return buf;

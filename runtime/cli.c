@@ -36,6 +36,7 @@
 #include "shmrun/job.h"
 #include "shmrun/runtime.h"
 #include "summary.h"
+#include "top.h"
 
 #ifndef SHMRUN_VERSION /* runtime/CMakeLists.txt sets it from project(VERSION) */
 #define SHMRUN_VERSION "0.1.0"
@@ -49,6 +50,7 @@ static void usage(FILE *out)
 		"       shmrun check [--rescale] [options] topology.conf\n"
 		"       shmrun ckpt list DIR | shmrun ckpt verify DIR\n"
 		"       shmrun ops [--plugin PATH]... [--markdown] [NAME]\n"
+		"       shmrun top [--json] [--interval SECONDS] [JOB]\n"
 		"\n"
 		"Runs a stream-processing job on this host: worker processes ([job] workers,\n"
 		"default 1; or one per CPU listed in cpus), each pinned to a CPU, connected\n"
@@ -67,6 +69,8 @@ static void usage(FILE *out)
 		"  ops [NAME]       the operators a stage may name (built-in and from\n"
 		"                   plugins); with NAME its keys, types, defaults, ranges\n"
 		"                   and per-worker state rule (--markdown: as docs/operators.md)\n"
+		"  top [JOB]        a running job live: rates, backpressure, ring fill,\n"
+		"                   placement, checkpoints (--json: one snapshot)\n"
 		"\n"
 		"options:\n"
 		"  --log-level LEVEL  error, warn, info (default) or debug\n"
@@ -92,7 +96,7 @@ static void usage(FILE *out)
 		"See docs/topology.md for the topology.conf reference.\n");
 }
 
-static const char *const commands[] = {"run", "plan", "check", "ckpt", "ops"};
+static const char *const commands[] = {"run", "plan", "check", "ckpt", "ops", "top"};
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 /*
@@ -267,6 +271,10 @@ int shmrun_main(int argc, char **argv)
 			return unknown_command("ckpt command", argv[2], sub, 2);
 		return usage_error("ckpt takes a command and one directory: shmrun ckpt list DIR "
 				   "| shmrun ckpt verify DIR");
+	}
+	if (argc > 1 && strcmp(argv[1], "top") == 0) {
+		stop_signals(SIG_UNBLOCK); /* top sets its own handlers */
+		return shmrun_top_main(argc - 1, argv + 1);
 	}
 	if (argc > 1 && (strcmp(argv[1], "plan") == 0 || strcmp(argv[1], "check") == 0 ||
 			 strcmp(argv[1], "run") == 0 || strcmp(argv[1], "ops") == 0)) {

@@ -206,3 +206,10 @@ shmrun_check_test(check_prom
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)
+# `shmrun top`'s number formatting (runtime/top.h): sizes, counts, rates,
+# durations, bars, ring fill; tests/integration/top.sh runs the command.
+shmrun_check_test(check_top
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_top.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)

@@ -29,6 +29,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,7 @@
 
 #include "metrics.h"
 #include "plan.h"
+#include "shmrun/job.h"
 #include "shmrun/runtime.h"
 #include "summary.h"
 
@@ -97,6 +99,77 @@ int shmrun_summary_check(const char *path, char *why, size_t why_len)
 	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
 		snprintf(why, why_len, "--summary %s: is a directory; name a file", path);
 		return -EISDIR;
+	}
+	return 0;
+}
+
+/*
+ * @path as "DIR/NAME" with DIR made absolute and free of links (realpath), so
+ * two spellings of one place compare equal. Return: 0, or -errno of realpath.
+ */
+static int place(const char *path, char *out, size_t len)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[PATH_MAX], *real;
+
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	real = realpath(dir, NULL);
+	if (!real)
+		return -errno;
+	snprintf(out, len, "%s/%s", strcmp(real, "/") ? real : "", slash ? slash + 1 : path);
+	free(real);
+	return 0;
+}
+
+/* Whether @name is @base or @base.<digits> (an output of a wider stage). */
+static bool output_name(const char *name, const char *base)
+{
+	size_t n = strlen(base);
+
+	return strncmp(name, base, n) == 0 &&
+	       (!name[n] || (name[n] == '.' && name[n + 1] &&
+			     strspn(name + n + 1, "0123456789") == strlen(name + n + 1)));
+}
+
+int shmrun_summary_check_job(const char *path, const struct shmrun_job *job, char *why,
+			     size_t why_len)
+{
+	char sum[2 * PATH_MAX], other[2 * PATH_MAX];
+	struct stat a, b;
+
+	if (place(path, sum, sizeof(sum)))
+		return 0; /* shmrun_summary_check() said why */
+	if (stat(path, &a) == 0 && stat(job->conf_path, &b) == 0 && a.st_dev == b.st_dev &&
+	    a.st_ino == b.st_ino) {
+		snprintf(why, why_len, "--summary %s is the topology file %s; name another file",
+			 path, job->conf_path);
+		return -EEXIST;
+	}
+	for (uint32_t s = 0; s < job->nstages; s++) {
+		const struct shmrun_stage *st = &job->stages[s];
+
+		for (uint32_t i = 0; i < st->nparams; i++) {
+			const struct shmrun_param *p = &st->params[i];
+
+			if (!p->value || p->def->io != SHMRUN_PARAM_OUTPUT ||
+			    place(p->value, other, sizeof(other)))
+				continue;
+			{
+				const char *ss = strrchr(sum, '/'), *os = strrchr(other, '/');
+
+				if (ss - sum == os - other && strncmp(sum, other, (size_t)(ss - sum)) == 0 &&
+				    output_name(ss + 1, os + 1)) {
+					snprintf(why, why_len,
+						 "--summary %s is an output of stage '%s' (%s = %s); "
+						 "name another file",
+						 path, st->name, p->def->key, p->value);
+					return -EEXIST;
+				}
+			}
+		}
 	}
 	return 0;
 }

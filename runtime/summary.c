@@ -84,8 +84,9 @@ int shmrun_summary_check(const char *path, char *why, size_t why_len)
 		return -err;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		snprintf(why, why_len, "--summary %s: %s is not a directory; name a file in a "
-				       "directory",
+		snprintf(why, why_len,
+			 "--summary %s: %s is not a directory; name a file in a "
+			 "directory",
 			 path, dir);
 		return -ENOTDIR;
 	}
@@ -134,6 +135,16 @@ static bool output_name(const char *name, const char *base)
 			     strspn(name + n + 1, "0123456789") == strlen(name + n + 1)));
 }
 
+/* Whether the places @sum and @out (of place()) are one directory, and @sum's
+ * name is @out's or one of its PATH.<instance> names. */
+static bool same_output(const char *sum, const char *out)
+{
+	const char *ss = strrchr(sum, '/'), *os = strrchr(out, '/');
+
+	return ss - sum == os - out && strncmp(sum, out, (size_t)(ss - sum)) == 0 &&
+	       output_name(ss + 1, os + 1);
+}
+
 int shmrun_summary_check_job(const char *path, const struct shmrun_job *job, char *why,
 			     size_t why_len)
 {
@@ -155,20 +166,13 @@ int shmrun_summary_check_job(const char *path, const struct shmrun_job *job, cha
 			const struct shmrun_param *p = &st->params[i];
 
 			if (!p->value || p->def->io != SHMRUN_PARAM_OUTPUT ||
-			    place(p->value, other, sizeof(other)))
+			    place(p->value, other, sizeof(other)) || !same_output(sum, other))
 				continue;
-			{
-				const char *ss = strrchr(sum, '/'), *os = strrchr(other, '/');
-
-				if (ss - sum == os - other && strncmp(sum, other, (size_t)(ss - sum)) == 0 &&
-				    output_name(ss + 1, os + 1)) {
-					snprintf(why, why_len,
-						 "--summary %s is an output of stage '%s' (%s = %s); "
-						 "name another file",
-						 path, st->name, p->def->key, p->value);
-					return -EEXIST;
-				}
-			}
+			snprintf(why, why_len,
+				 "--summary %s is an output of stage '%s' (%s = %s); name another "
+				 "file",
+				 path, st->name, p->def->key, p->value);
+			return -EEXIST;
 		}
 	}
 	return 0;
@@ -299,9 +303,9 @@ static json_t *cpu_json(void)
 	json_object_set_new(o, "system", timeval_json(sys));
 	json_object_set_new(o, "total", timeval_json(total));
 	json_object_set_new(o, "launcher", timeval_json(self.ru_utime));
-	json_object_set_new(o, "max_rss_kib", json_integer(kids.ru_maxrss > self.ru_maxrss
-								   ? kids.ru_maxrss
-								   : self.ru_maxrss));
+	json_object_set_new(
+	    o, "max_rss_kib",
+	    json_integer(kids.ru_maxrss > self.ru_maxrss ? kids.ru_maxrss : self.ru_maxrss));
 	return o;
 }
 
@@ -324,11 +328,15 @@ static json_t *checkpoints_json(const struct shmrun_metrics *m)
 {
 	json_t *o = json_object();
 
-	json_object_set_new(o, "completed", json_integer((json_int_t)SHMRUN_METRIC(m->ckpt_completed)));
+	json_object_set_new(o, "completed",
+			    json_integer((json_int_t)SHMRUN_METRIC(m->ckpt_completed)));
 	json_object_set_new(o, "aborted", json_integer((json_int_t)SHMRUN_METRIC(m->ckpt_aborted)));
-	json_object_set_new(o, "last_epoch", json_integer((json_int_t)SHMRUN_METRIC(m->ckpt_epoch)));
-	json_object_set_new(o, "last_duration_seconds", seconds(SHMRUN_METRIC(m->ckpt_duration_ns)));
-	json_object_set_new(o, "last_size_bytes", json_integer((json_int_t)SHMRUN_METRIC(m->ckpt_bytes)));
+	json_object_set_new(o, "last_epoch",
+			    json_integer((json_int_t)SHMRUN_METRIC(m->ckpt_epoch)));
+	json_object_set_new(o, "last_duration_seconds",
+			    seconds(SHMRUN_METRIC(m->ckpt_duration_ns)));
+	json_object_set_new(o, "last_size_bytes",
+			    json_integer((json_int_t)SHMRUN_METRIC(m->ckpt_bytes)));
 	json_object_set_new(o, "last_at", utc_json(SHMRUN_METRIC(m->ckpt_wall_ns)));
 	return o;
 }
@@ -376,7 +384,8 @@ static json_t *summary_json(const struct shmrun_metrics *m, const struct shmrun_
 	json_object_set_new(doc, "stages", stages_json(m, plan, &all, &read, &written));
 	if (m) {
 		json_object_set_new(doc, "started_at", utc_json(m->started_wall_ns));
-		json_object_set_new(doc, "restarts", json_integer((json_int_t)SHMRUN_METRIC(m->restarts)));
+		json_object_set_new(doc, "restarts",
+				    json_integer((json_int_t)SHMRUN_METRIC(m->restarts)));
 		json_object_set_new(doc, "restored_epoch",
 				    json_integer((json_int_t)SHMRUN_METRIC(m->restored_epoch)));
 		json_object_set_new(doc, "checkpoints", checkpoints_json(m));
@@ -384,7 +393,8 @@ static json_t *summary_json(const struct shmrun_metrics *m, const struct shmrun_
 		json_object_set_new(totals, "records_written", json_integer((json_int_t)written));
 		json_object_set_new(totals, "records_bad", json_integer((json_int_t)all.bad));
 		json_object_set_new(totals, "records_late", json_integer((json_int_t)all.late));
-		json_object_set_new(totals, "state_bytes", json_integer((json_int_t)all.state_bytes));
+		json_object_set_new(totals, "state_bytes",
+				    json_integer((json_int_t)all.state_bytes));
 		json_object_set_new(totals, "keys", json_integer((json_int_t)all.keys));
 		json_object_set_new(doc, "totals", totals);
 	} else {
@@ -415,7 +425,9 @@ int shmrun_summary_write(const char *path, const struct shmrun_metrics *m,
 {
 	json_t *doc = summary_json(m, plan, end, wall_ns);
 	char tmp[PATH_MAX];
-	char *text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) : NULL;
+	char *text =
+	    doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9))
+		: NULL;
 	int fd, err = 0;
 
 	json_decref(doc);

@@ -22,11 +22,11 @@ struct shmrun_plan;
 
 /* How the run ended, for the summary (from launcher.c's struct run). */
 struct shmrun_summary_end {
-	int exit_status;   /* shmrun's exit status (128+N: died by signal N) */
+	int exit_status;    /* shmrun's exit status (128+N: died by signal N) */
 	const char *status; /* "done", "stopped", "failed" or "signaled" */
-	uint64_t epoch;    /* "stopped": the epoch it stopped at (0 none) */
-	const char *cause; /* "failed", "signaled": why (may be "" or NULL) */
-	int signal;        /* "signaled": the signal, else 0 */
+	uint64_t epoch;	    /* "stopped": the epoch it stopped at (0 none) */
+	const char *cause;  /* "failed", "signaled": why (may be "" or NULL) */
+	int signal;	    /* "signaled": the signal, else 0 */
 };
 
 /*

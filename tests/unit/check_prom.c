@@ -69,9 +69,10 @@ START_TEST(addresses)
 	struct sockaddr_storage ss;
 	socklen_t len;
 	char why[256];
-	static const char *const bad[] = {"", "abc", "0", "65536", ":", "1.2.3:80", "host:80",
-					  "[::1]", "[::1]9", "::1:80", "[zz]:80", "127.0.0.1:",
-					  "12345678901", "-1", "80x"};
+	static const char *const bad[] = {
+	    "",		"abc",	      "0",	     "65536",  ":",
+	    "1.2.3:80", "host:80",    "[::1]",	     "[::1]9", "::1:80",
+	    "[zz]:80",	"127.0.0.1:", "12345678901", "-1",     "80x"};
 
 	ck_assert_int_eq(shmrun_prom_parse("9464", &ss, &len, why, sizeof(why)), 0);
 	ck_assert_int_eq(ss.ss_family, AF_INET);
@@ -168,7 +169,8 @@ START_TEST(exposition_page)
 	    "shmrun_state_bytes{job=\"t\",stage=\"out\",instance=\"0\"} 100",
 	    "shmrun_watermark_seconds{job=\"t\",stage=\"gen\",instance=\"0\"} 1700000000.123456789",
 	    "shmrun_watermark_seconds{job=\"t\",stage=\"gen\",instance=\"1\"} +Inf",
-	    "shmrun_ring_fill_bytes{job=\"t\",from_stage=\"gen\",from_instance=\"1\",to_stage=\"out\","
+	    "shmrun_ring_fill_bytes{job=\"t\",from_stage=\"gen\",from_instance=\"1\",to_stage="
+	    "\"out\","
 	    "to_instance=\"0\"} 3072",
 	    "shmrun_ring_capacity_bytes{job=\"t\",from_stage=\"gen\",from_instance=\"0\",to_stage="
 	    "\"out\",to_instance=\"0\"} 1048576",
@@ -271,8 +273,8 @@ START_TEST(summary_document)
 	ck_assert_str_eq(json_string_value(json_object_get(d, "reason")), "failed: boom");
 	ck_assert(json_is_false(json_object_get(d, "counters")));
 	ck_assert_ptr_null(json_object_get(d, "totals"));
-	ck_assert_ptr_null(json_object_get(json_array_get(json_object_get(d, "stages"), 0),
-					   "records_in"));
+	ck_assert_ptr_null(
+	    json_object_get(json_array_get(json_object_get(d, "stages"), 0), "records_in"));
 	json_decref(d);
 
 	/* an unwritable place: an error, no file */

@@ -154,6 +154,11 @@ static bool has_line(const char *page, const char *line)
 	return false;
 }
 
+/* A channel sample, gen[@from] -> out[0], of value @v. */
+#define RING(what, from, v)                                                                        \
+	("shmrun_ring_" what "_bytes{job=\"t\",from_stage=\"gen\",from_instance=\"" from           \
+	 "\",to_stage=\"out\",to_instance=\"0\"} " v)
+
 START_TEST(exposition_page)
 {
 	struct shmrun_job job;
@@ -169,11 +174,8 @@ START_TEST(exposition_page)
 	    "shmrun_state_bytes{job=\"t\",stage=\"out\",instance=\"0\"} 100",
 	    "shmrun_watermark_seconds{job=\"t\",stage=\"gen\",instance=\"0\"} 1700000000.123456789",
 	    "shmrun_watermark_seconds{job=\"t\",stage=\"gen\",instance=\"1\"} +Inf",
-	    "shmrun_ring_fill_bytes{job=\"t\",from_stage=\"gen\",from_instance=\"1\",to_stage="
-	    "\"out\","
-	    "to_instance=\"0\"} 3072",
-	    "shmrun_ring_capacity_bytes{job=\"t\",from_stage=\"gen\",from_instance=\"0\",to_stage="
-	    "\"out\",to_instance=\"0\"} 1048576",
+	    RING("fill", "1", "3072"),
+	    RING("capacity", "0", "1048576"),
 	    "shmrun_restarts_total{job=\"t\"} 2",
 	    "shmrun_checkpoints_total{job=\"t\"} 3",
 	    "shmrun_checkpoint_epoch{job=\"t\"} 9",

@@ -7,11 +7,13 @@
 #     and labels the docs list are there, and records_in_total of the source
 #     and records_out_total of the sink grow between the scrapes;
 #   - another path is 404, another method 405; the endpoint is gone once the
-#     job ends, and no worker ever held the port;
+#     job ends, and no worker ever held the port; a second run of the job is
+#     refused for the port and the first one's output is whole;
 #   - through a kill -9 and restart: the same endpoint answers, restarts_total
 #     is 1, records_in_total never goes back, the checkpoint metrics move;
 #   - bad `metrics =` values are refused naming file:line (exit 2);
-#   - a port in use is refused naming the address, exit 2, nothing started;
+#   - a port in use is refused naming the address, exit 2, nothing started
+#     (no output, no checkpoint_dir, no summary);
 #   - [::1]:PORT serves too, where the host has IPv6 loopback.
 # Ports: tests run in parallel, so each run tries random ports until one is
 # free (a port another program holds is refused, which is itself tested).
@@ -185,6 +187,14 @@ for w in $(pgrep -P "$launcher"); do
 	! ls -l "/proc/$w/fd" 2> /dev/null | qgrep socket: || fail "worker $w holds a socket"
 done
 echo "ok 404, 405, no socket in the workers"
+# a second run of the same job: refused for the port, before it locks or
+# creates anything; the first one goes on to a whole output (below)
+rc=0
+(cd "$tmp" && "$shmrun" p.conf) 2> "$tmp/second.log" || rc=$?
+[ "$rc" = 2 ] || fail "a second run of the job exited $rc, expected 2"
+qgrep -F "p.conf:3: metrics = 127.0.0.1:$port: the address is in use" "$tmp/second.log" ||
+	{ cat "$tmp/second.log" >&2; fail "a second run is not refused for the port"; }
+echo "ok a second run is refused for the port"
 
 wait "$launcher" || fail "the job failed"
 launcher=
@@ -247,7 +257,7 @@ PY
 holder=$!
 for _ in $(seq 100); do [ -s "$tmp/busyport" ] && break; sleep 0.1; done
 busy=$(cat "$tmp/busyport")
-job_conf "$tmp/busy.conf" 127.0.0.1: "$busy"
+job_conf "$tmp/busy.conf" 127.0.0.1: "$busy" "checkpoint_dir = busy_ckpt"
 sed -i "s|^path = out.tsv|path = busy.tsv|" "$tmp/busy.conf"
 rc=0
 (cd "$tmp" && "$shmrun" --summary busy.json busy.conf) 2> "$tmp/log" || rc=$?
@@ -259,6 +269,7 @@ qgrep -F "busy.conf:3: metrics = 127.0.0.1:$busy: the address is in use" "$tmp/l
 qgrep "choose another port" "$tmp/log" || fail "the message does not say what to do"
 [ ! -e "$tmp/busy.tsv" ] && [ ! -e "$tmp/busy.tsv.tmp" ] || fail "a refused run created its output"
 [ ! -e "$tmp/busy.json" ] || fail "a run refused before it started wrote a summary"
+[ ! -e "$tmp/busy_ckpt" ] || fail "a run refused for its port created its checkpoint_dir"
 ! grep -q "launcher: job" "$tmp/log" || fail "workers started although the port was in use"
 echo "ok a port in use is refused before anything starts"
 

@@ -409,6 +409,14 @@ int shmrun_main(int argc, char **argv)
 	rc = load(argv[optind], &job);
 	if (rc)
 		return rc;
+	if (summary) {
+		char why[3 * PATH_MAX];
+
+		if (shmrun_summary_check_job(summary, &job, why, sizeof(why))) {
+			shmrun_job_free(&job);
+			return usage_error("%s", why);
+		}
+	}
 	if (rescale && !job.checkpoint_dir) { /* the run and check alike */
 		fprintf(stderr, "shmrun: --rescale needs checkpoint_dir in [job] of %s\n",
 			argv[optind]);

@@ -825,15 +825,28 @@ int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
 
 /*
  * Before the first start: each stage's prepare(), the preflight of every
- * path, the run's locks, checkpoint_dir created, and a warning when
+ * path, the Prometheus endpoint bound ([job] metrics: r->prom), the run's
+ * locks, checkpoint_dir created, and a warning when
  * checkpoints cannot use io_uring. Return: 0, or -1 (logged): nothing started.
  */
-static int prepare_and_lock(const struct run *r)
+static int prepare_and_lock(struct run *r)
 {
 	const struct shmrun_job *job = r->job;
 
 	if (shmrun_prepare(job, r->plan) || shmrun_preflight(job))
 		return -1;
+	if (job->metrics) {
+		/* before the locks, which create missing outputs (empty): a
+		 * port in use refuses the run having created nothing */
+		char why[512];
+
+		r->prom = shmrun_prom_start(job->metrics, job->name, why, sizeof(why));
+		if (!r->prom) {
+			shmrun_log(SHMRUN_LOG_ERROR, "%s:%d: %s; nothing was started",
+				   job->conf_path, job->metrics_line, why);
+			return -1;
+		}
+	}
 	/* before anything reads, moves or creates checkpoints or outputs (STREAM_RESET_STATE,
 	 * the restore): a second live run is refused here, having touched nothing */
 	if (shmrun_lock_job(job))
@@ -1069,17 +1082,6 @@ int shmrun_run(const struct shmrun_job *job)
 	if (shmrun_plan_build(job, &plan))
 		return 2;
 	r.plan = plan;
-	if (job->metrics) {
-		/* bound first: a port in use refuses the run with nothing done */
-		char why[512];
-
-		r.prom = shmrun_prom_start(job->metrics, job->name, why, sizeof(why));
-		if (!r.prom) {
-			shmrun_log(SHMRUN_LOG_ERROR, "%s:%d: %s; nothing was started",
-				   job->conf_path, job->metrics_line, why);
-			goto out;
-		}
-	}
 	if (prepare_and_lock(&r))
 		goto out;
 	if (!counters || strcmp(counters, "off") != 0) {

@@ -56,15 +56,15 @@
 #include "metrics.h"
 #include "prom.h"
 
-#define ROUNDS 16		 /* MHD rounds per serve call at most */
-#define CONN_LIMIT 16		 /* concurrent clients */
-#define CONN_TIMEOUT_S 10	 /* an idle client is dropped after it */
-#define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+#define ROUNDS	       16 /* MHD rounds per serve call at most */
+#define CONN_LIMIT     16 /* concurrent clients */
+#define CONN_TIMEOUT_S 10 /* an idle client is dropped after it */
+#define CONTENT_TYPE   "text/plain; version=0.0.4; charset=utf-8"
 
 struct shmrun_prom {
 	struct MHD_Daemon *mhd;
-	int fd;					/* the listening socket (MHD closes it) */
-	const struct shmrun_metrics *m;		/* NULL: shmrun_up only */
+	int fd;				/* the listening socket (MHD closes it) */
+	const struct shmrun_metrics *m; /* NULL: shmrun_up only */
 	char job[SHMRUN_METRICS_NAME_BYTES];
 };
 
@@ -88,7 +88,7 @@ static void close_in_child(void)
 				close(fd);
 	if (live->fd >= 0)
 		close(live->fd); /* EBADF if closed above: harmless */
-	live = NULL; /* the child's copy only; nothing else of MHD is touched */
+	live = NULL;		 /* the child's copy only; nothing else of MHD is touched */
 }
 
 static void register_atfork(void)
@@ -150,7 +150,8 @@ int shmrun_prom_parse(const char *text, struct sockaddr_storage *ss, socklen_t *
 
 			if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1) {
 				snprintf(why, why_len,
-					 "is not an address: '%s' is not a numeric IPv6 address", host);
+					 "is not an address: '%s' is not a numeric IPv6 address",
+					 host);
 				return -EINVAL;
 			}
 			a->sin6_family = AF_INET6;
@@ -162,7 +163,8 @@ int shmrun_prom_parse(const char *text, struct sockaddr_storage *ss, socklen_t *
 	}
 	colon = strrchr(text, ':');
 	if (colon) {
-		if ((size_t)(colon - text) >= sizeof(host) || memchr(text, ':', (size_t)(colon - text))) {
+		if ((size_t)(colon - text) >= sizeof(host) ||
+		    memchr(text, ':', (size_t)(colon - text))) {
 			snprintf(why, why_len,
 				 "is not an address; expected PORT, HOST:PORT or [IPV6]:PORT, e.g. "
 				 "127.0.0.1:9464 (an IPv6 address goes in brackets)");
@@ -246,6 +248,7 @@ static void task_labels(FILE *out, const struct shmrun_metrics *m,
 
 enum unit { U_COUNT, U_NS };
 
+/* clang-format off */
 /* The per-task numbers, in the order of the page. */
 static const struct task_metric {
 	const char *name, *type, *help;
@@ -276,6 +279,7 @@ static const struct task_metric {
 	TM("shmrun_keys", "gauge", keys, U_COUNT, "Distinct keys in the task's key-bound state now."),
 #undef TM
 };
+/* clang-format on */
 
 static void render_tasks(const struct shmrun_metrics *m, const char *job, FILE *out)
 {
@@ -380,8 +384,7 @@ static void job_u64(FILE *out, const char *job, const char *name, const char *ty
 	fprintf(out, "} %" PRIu64 "\n", v);
 }
 
-static void job_seconds(FILE *out, const char *job, const char *name, const char *help,
-			int64_t ns)
+static void job_seconds(FILE *out, const char *job, const char *name, const char *help, int64_t ns)
 {
 	family(out, name, "gauge", help);
 	if (!ns)
@@ -394,8 +397,8 @@ static void job_seconds(FILE *out, const char *job, const char *name, const char
 
 static void render_job(const struct shmrun_metrics *m, const char *job, FILE *out)
 {
-	static const char *const states[] = {"starting", "running", "stopping",
-					     "restarting", "done", "failed"};
+	static const char *const states[] = {"starting",   "running", "stopping",
+					     "restarting", "done",    "failed"};
 	uint32_t state = SHMRUN_METRIC(m->state);
 
 	family(out, "shmrun_state", "gauge",
@@ -416,7 +419,8 @@ static void render_job(const struct shmrun_metrics *m, const char *job, FILE *ou
 	job_u64(out, job, "shmrun_checkpoints_aborted_total", "counter",
 		"Checkpoints given up (timed out or failed).", SHMRUN_METRIC(m->ckpt_aborted));
 	job_u64(out, job, "shmrun_checkpoint_epoch", "gauge",
-		"The newest complete checkpoint's epoch, 0 for none.", SHMRUN_METRIC(m->ckpt_epoch));
+		"The newest complete checkpoint's epoch, 0 for none.",
+		SHMRUN_METRIC(m->ckpt_epoch));
 	family(out, "shmrun_checkpoint_duration_seconds", "gauge",
 	       "The newest checkpoint's duration, from its trigger to its durable MANIFEST.");
 	sample_start(out, "shmrun_checkpoint_duration_seconds", job);
@@ -492,7 +496,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return answer_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
 				   "method not allowed: GET /metrics\n");
 	if (strcmp(url, "/metrics") != 0)
-		return answer_text(conn, MHD_HTTP_NOT_FOUND, "not found: the metrics are at /metrics\n");
+		return answer_text(conn, MHD_HTTP_NOT_FOUND,
+				   "not found: the metrics are at /metrics\n");
 	out = open_memstream(&page, &len);
 	if (!out)
 		return answer_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
@@ -565,11 +570,10 @@ struct shmrun_prom *shmrun_prom_start(const char *addr, const char *job_name, ch
 				 strerror(err));
 		goto err_close;
 	}
-	p->mhd = MHD_start_daemon(ss.ss_family == AF_INET6 ? (unsigned)MHD_USE_IPv6 : 0u, 0,
-				  NULL, NULL, on_request, p, MHD_OPTION_LISTEN_SOCKET, p->fd,
-				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_LIMIT,
-				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_S,
-				  MHD_OPTION_END);
+	p->mhd = MHD_start_daemon(
+	    ss.ss_family == AF_INET6 ? (unsigned)MHD_USE_IPv6 : 0u, 0, NULL, NULL, on_request, p,
+	    MHD_OPTION_LISTEN_SOCKET, p->fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_LIMIT,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_S, MHD_OPTION_END);
 	if (!p->mhd) {
 		err = EINVAL;
 		snprintf(why, why_len, "metrics = %s: libmicrohttpd refused to start on it", addr);

@@ -29,6 +29,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,7 @@
 
 #include "metrics.h"
 #include "plan.h"
+#include "shmrun/job.h"
 #include "shmrun/runtime.h"
 #include "summary.h"
 
@@ -82,8 +84,9 @@ int shmrun_summary_check(const char *path, char *why, size_t why_len)
 		return -err;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		snprintf(why, why_len, "--summary %s: %s is not a directory; name a file in a "
-				       "directory",
+		snprintf(why, why_len,
+			 "--summary %s: %s is not a directory; name a file in a "
+			 "directory",
 			 path, dir);
 		return -ENOTDIR;
 	}
@@ -97,6 +100,80 @@ int shmrun_summary_check(const char *path, char *why, size_t why_len)
 	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
 		snprintf(why, why_len, "--summary %s: is a directory; name a file", path);
 		return -EISDIR;
+	}
+	return 0;
+}
+
+/*
+ * @path as "DIR/NAME" with DIR made absolute and free of links (realpath), so
+ * two spellings of one place compare equal. Return: 0, or -errno of realpath.
+ */
+static int place(const char *path, char *out, size_t len)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[PATH_MAX], *real;
+
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	real = realpath(dir, NULL);
+	if (!real)
+		return -errno;
+	snprintf(out, len, "%s/%s", strcmp(real, "/") ? real : "", slash ? slash + 1 : path);
+	free(real);
+	return 0;
+}
+
+/* Whether @name is @base or @base.<digits> (an output of a wider stage). */
+static bool output_name(const char *name, const char *base)
+{
+	size_t n = strlen(base);
+
+	return strncmp(name, base, n) == 0 &&
+	       (!name[n] || (name[n] == '.' && name[n + 1] &&
+			     strspn(name + n + 1, "0123456789") == strlen(name + n + 1)));
+}
+
+/* Whether the places @sum and @out (of place()) are one directory, and @sum's
+ * name is @out's or one of its PATH.<instance> names. */
+static bool same_output(const char *sum, const char *out)
+{
+	const char *ss = strrchr(sum, '/'), *os = strrchr(out, '/');
+
+	return ss - sum == os - out && strncmp(sum, out, (size_t)(ss - sum)) == 0 &&
+	       output_name(ss + 1, os + 1);
+}
+
+int shmrun_summary_check_job(const char *path, const struct shmrun_job *job, char *why,
+			     size_t why_len)
+{
+	char sum[2 * PATH_MAX], other[2 * PATH_MAX];
+	struct stat a, b;
+
+	if (place(path, sum, sizeof(sum)))
+		return 0; /* shmrun_summary_check() said why */
+	if (stat(path, &a) == 0 && stat(job->conf_path, &b) == 0 && a.st_dev == b.st_dev &&
+	    a.st_ino == b.st_ino) {
+		snprintf(why, why_len, "--summary %s is the topology file %s; name another file",
+			 path, job->conf_path);
+		return -EEXIST;
+	}
+	for (uint32_t s = 0; s < job->nstages; s++) {
+		const struct shmrun_stage *st = &job->stages[s];
+
+		for (uint32_t i = 0; i < st->nparams; i++) {
+			const struct shmrun_param *p = &st->params[i];
+
+			if (!p->value || p->def->io != SHMRUN_PARAM_OUTPUT ||
+			    place(p->value, other, sizeof(other)) || !same_output(sum, other))
+				continue;
+			snprintf(why, why_len,
+				 "--summary %s is an output of stage '%s' (%s = %s); name another "
+				 "file",
+				 path, st->name, p->def->key, p->value);
+			return -EEXIST;
+		}
 	}
 	return 0;
 }
@@ -226,9 +303,9 @@ static json_t *cpu_json(void)
 	json_object_set_new(o, "system", timeval_json(sys));
 	json_object_set_new(o, "total", timeval_json(total));
 	json_object_set_new(o, "launcher", timeval_json(self.ru_utime));
-	json_object_set_new(o, "max_rss_kib", json_integer(kids.ru_maxrss > self.ru_maxrss
-								   ? kids.ru_maxrss
-								   : self.ru_maxrss));
+	json_object_set_new(
+	    o, "max_rss_kib",
+	    json_integer(kids.ru_maxrss > self.ru_maxrss ? kids.ru_maxrss : self.ru_maxrss));
 	return o;
 }
 
@@ -251,11 +328,15 @@ static json_t *checkpoints_json(const struct shmrun_metrics *m)
 {
 	json_t *o = json_object();
 
-	json_object_set_new(o, "completed", json_integer((json_int_t)SHMRUN_METRIC(m->ckpt_completed)));
+	json_object_set_new(o, "completed",
+			    json_integer((json_int_t)SHMRUN_METRIC(m->ckpt_completed)));
 	json_object_set_new(o, "aborted", json_integer((json_int_t)SHMRUN_METRIC(m->ckpt_aborted)));
-	json_object_set_new(o, "last_epoch", json_integer((json_int_t)SHMRUN_METRIC(m->ckpt_epoch)));
-	json_object_set_new(o, "last_duration_seconds", seconds(SHMRUN_METRIC(m->ckpt_duration_ns)));
-	json_object_set_new(o, "last_size_bytes", json_integer((json_int_t)SHMRUN_METRIC(m->ckpt_bytes)));
+	json_object_set_new(o, "last_epoch",
+			    json_integer((json_int_t)SHMRUN_METRIC(m->ckpt_epoch)));
+	json_object_set_new(o, "last_duration_seconds",
+			    seconds(SHMRUN_METRIC(m->ckpt_duration_ns)));
+	json_object_set_new(o, "last_size_bytes",
+			    json_integer((json_int_t)SHMRUN_METRIC(m->ckpt_bytes)));
 	json_object_set_new(o, "last_at", utc_json(SHMRUN_METRIC(m->ckpt_wall_ns)));
 	return o;
 }
@@ -303,7 +384,8 @@ static json_t *summary_json(const struct shmrun_metrics *m, const struct shmrun_
 	json_object_set_new(doc, "stages", stages_json(m, plan, &all, &read, &written));
 	if (m) {
 		json_object_set_new(doc, "started_at", utc_json(m->started_wall_ns));
-		json_object_set_new(doc, "restarts", json_integer((json_int_t)SHMRUN_METRIC(m->restarts)));
+		json_object_set_new(doc, "restarts",
+				    json_integer((json_int_t)SHMRUN_METRIC(m->restarts)));
 		json_object_set_new(doc, "restored_epoch",
 				    json_integer((json_int_t)SHMRUN_METRIC(m->restored_epoch)));
 		json_object_set_new(doc, "checkpoints", checkpoints_json(m));
@@ -311,7 +393,8 @@ static json_t *summary_json(const struct shmrun_metrics *m, const struct shmrun_
 		json_object_set_new(totals, "records_written", json_integer((json_int_t)written));
 		json_object_set_new(totals, "records_bad", json_integer((json_int_t)all.bad));
 		json_object_set_new(totals, "records_late", json_integer((json_int_t)all.late));
-		json_object_set_new(totals, "state_bytes", json_integer((json_int_t)all.state_bytes));
+		json_object_set_new(totals, "state_bytes",
+				    json_integer((json_int_t)all.state_bytes));
 		json_object_set_new(totals, "keys", json_integer((json_int_t)all.keys));
 		json_object_set_new(doc, "totals", totals);
 	} else {
@@ -342,7 +425,9 @@ int shmrun_summary_write(const char *path, const struct shmrun_metrics *m,
 {
 	json_t *doc = summary_json(m, plan, end, wall_ns);
 	char tmp[PATH_MAX];
-	char *text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) : NULL;
+	char *text =
+	    doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9))
+		: NULL;
 	int fd, err = 0;
 
 	json_decref(doc);

@@ -16,16 +16,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct shmrun_job;
 struct shmrun_metrics;
 struct shmrun_plan;
 
 /* How the run ended, for the summary (from launcher.c's struct run). */
 struct shmrun_summary_end {
-	int exit_status;   /* shmrun's exit status (128+N: died by signal N) */
+	int exit_status;    /* shmrun's exit status (128+N: died by signal N) */
 	const char *status; /* "done", "stopped", "failed" or "signaled" */
-	uint64_t epoch;    /* "stopped": the epoch it stopped at (0 none) */
-	const char *cause; /* "failed", "signaled": why (may be "" or NULL) */
-	int signal;        /* "signaled": the signal, else 0 */
+	uint64_t epoch;	    /* "stopped": the epoch it stopped at (0 none) */
+	const char *cause;  /* "failed", "signaled": why (may be "" or NULL) */
+	int signal;	    /* "signaled": the signal, else 0 */
 };
 
 /*
@@ -46,6 +47,17 @@ const char *shmrun_summary_path(void);
  * Return: 0; -ENOENT, -ENOTDIR, -EISDIR, -EACCES, -ENAMETOOLONG.
  */
 int shmrun_summary_check(const char *path, char *why, size_t why_len);
+
+/*
+ * shmrun_summary_check_job() - whether the summary at @path would overwrite a
+ * file of @job: the topology file, or an output of a stage (a parameter of
+ * io SHMRUN_PARAM_OUTPUT, or its PATH.<instance> files). Paths compare by
+ * their directories' real paths and their names.
+ * @why: receives "--summary PATH is ...; name another file" (@why_len bytes).
+ * Return: 0, or -EEXIST.
+ */
+int shmrun_summary_check_job(const char *path, const struct shmrun_job *job, char *why,
+			     size_t why_len);
 
 /*
  * shmrun_summary_write() - write the summary to @path: the document to

@@ -13,7 +13,8 @@
 #   - stopped with a final checkpoint: "stopped at epoch N", N as printed;
 #     signaled without checkpoints: status signaled, signal 15;
 #   - an unwritable FILE (missing directory, a file as directory, a
-#     directory as FILE) is refused before anything starts, exit 2, naming it.
+#     directory as FILE), or one that is the topology file or an output, is
+#     refused before anything starts, exit 2, naming it.
 set -euo pipefail
 shmrun=${1:?usage: summary.sh path/to/shmrun}
 export LC_ALL=C
@@ -230,6 +231,17 @@ if [ "$(id -u)" != 0 ]; then
 	[ "$rc" = 2 ] && qgrep "cannot create files in ro" "$tmp/log" || fail "a read-only directory is not refused"
 	[ ! -e out.tsv ] || fail "--summary ro/s.json: the job ran"
 fi
+# over the topology file or an output: refused, neither touched
+cp wc.conf wc.conf.orig
+for over in wc.conf:"is the topology file" "$tmp/d/./out.tsv:is an output of stage 'out'"; do
+	path=${over%%:*}
+	rc=0
+	"$shmrun" --summary "$path" wc.conf 2> "$tmp/log" || rc=$?
+	[ "$rc" = 2 ] || fail "--summary $path: exit $rc, expected 2"
+	qgrep -F -- "--summary $path ${over#*:}" "$tmp/log" || fail "--summary $path: not refused as ${over#*:}"
+	cmp -s wc.conf wc.conf.orig || fail "--summary $path: the topology file changed"
+	[ ! -e out.tsv ] || fail "--summary $path: the job ran"
+done
 rc=0
 "$shmrun" check --summary s.json wc.conf 2> "$tmp/log" || rc=$?
 [ "$rc" = 2 ] && qgrep "summary goes with a run" "$tmp/log" || fail "check --summary not refused"

@@ -69,9 +69,10 @@ START_TEST(addresses)
 	struct sockaddr_storage ss;
 	socklen_t len;
 	char why[256];
-	static const char *const bad[] = {"", "abc", "0", "65536", ":", "1.2.3:80", "host:80",
-					  "[::1]", "[::1]9", "::1:80", "[zz]:80", "127.0.0.1:",
-					  "12345678901", "-1", "80x"};
+	static const char *const bad[] = {
+	    "",		"abc",	      "0",	     "65536",  ":",
+	    "1.2.3:80", "host:80",    "[::1]",	     "[::1]9", "::1:80",
+	    "[zz]:80",	"127.0.0.1:", "12345678901", "-1",     "80x"};
 
 	ck_assert_int_eq(shmrun_prom_parse("9464", &ss, &len, why, sizeof(why)), 0);
 	ck_assert_int_eq(ss.ss_family, AF_INET);
@@ -153,6 +154,11 @@ static bool has_line(const char *page, const char *line)
 	return false;
 }
 
+/* A channel sample, gen[@from] -> out[0], of value @v. */
+#define RING(what, from, v)                                                                        \
+	("shmrun_ring_" what "_bytes{job=\"t\",from_stage=\"gen\",from_instance=\"" from           \
+	 "\",to_stage=\"out\",to_instance=\"0\"} " v)
+
 START_TEST(exposition_page)
 {
 	struct shmrun_job job;
@@ -168,10 +174,8 @@ START_TEST(exposition_page)
 	    "shmrun_state_bytes{job=\"t\",stage=\"out\",instance=\"0\"} 100",
 	    "shmrun_watermark_seconds{job=\"t\",stage=\"gen\",instance=\"0\"} 1700000000.123456789",
 	    "shmrun_watermark_seconds{job=\"t\",stage=\"gen\",instance=\"1\"} +Inf",
-	    "shmrun_ring_fill_bytes{job=\"t\",from_stage=\"gen\",from_instance=\"1\",to_stage=\"out\","
-	    "to_instance=\"0\"} 3072",
-	    "shmrun_ring_capacity_bytes{job=\"t\",from_stage=\"gen\",from_instance=\"0\",to_stage="
-	    "\"out\",to_instance=\"0\"} 1048576",
+	    RING("fill", "1", "3072"),
+	    RING("capacity", "0", "1048576"),
 	    "shmrun_restarts_total{job=\"t\"} 2",
 	    "shmrun_checkpoints_total{job=\"t\"} 3",
 	    "shmrun_checkpoint_epoch{job=\"t\"} 9",
@@ -271,8 +275,8 @@ START_TEST(summary_document)
 	ck_assert_str_eq(json_string_value(json_object_get(d, "reason")), "failed: boom");
 	ck_assert(json_is_false(json_object_get(d, "counters")));
 	ck_assert_ptr_null(json_object_get(d, "totals"));
-	ck_assert_ptr_null(json_object_get(json_array_get(json_object_get(d, "stages"), 0),
-					   "records_in"));
+	ck_assert_ptr_null(
+	    json_object_get(json_array_get(json_object_get(d, "stages"), 0), "records_in"));
 	json_decref(d);
 
 	/* an unwritable place: an error, no file */

@@ -113,6 +113,7 @@ struct shmrun_task {
 	uint64_t m_busy_ns, m_idle_ns, m_bp_ns; /* time busy, idle, parked */
 	int64_t m_turn_ns;              /* busy time in this loop turn so far */
 	uint64_t m_src_pos, m_src_total; /* file sources: shmrun_task_source_progress() */
+	uint64_t m_bad0, m_late0;       /* records_bad, records_late published before this start */
 };
 
 /*

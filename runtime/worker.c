@@ -1352,8 +1352,8 @@ static void metrics_publish(struct shmrun_worker *w, int64_t now)
 		PUT(m->watermark, t->wm);
 		PUT(m->state_bytes, t->kv.bytes);
 		PUT(m->keys, t->kv.keys);
-		PUT(m->records_bad, t->records_bad);
-		PUT(m->records_late, t->records_late);
+		PUT(m->records_bad, t->m_bad0 + t->records_bad);
+		PUT(m->records_late, t->m_late0 + t->records_late);
 		PUT(m->source_pos, t->m_src_pos);
 		PUT(m->source_total, t->m_src_total);
 		PUT(m->parked, (uint32_t)(!t->ended && task_parked(t)));
@@ -1402,6 +1402,36 @@ static void metrics_turn(struct shmrun_worker *w)
 	w->m_turns++;
 	if (now - w->m_pub_ns >= METRICS_PUBLISH_NS)
 		metrics_publish(w, now);
+}
+
+/*
+ * The worker's tasks and line in the metrics block. Counters are totals
+ * since the launcher started, and a restarted worker's own start at 0: each
+ * takes what the block holds as its start (a source's and a sink's operator
+ * counts start again at 0 and add to it), so no total ever goes back.
+ */
+static void metrics_attach(struct shmrun_worker *w)
+{
+	w->mxw = shmrun_metrics_worker(w->mx, w->index);
+	for (uint32_t x = 0; x < w->ntasks; x++) {
+		struct shmrun_task *t = &w->tasks[x];
+		struct shmrun_metrics_task *m = shmrun_metrics_task(w->mx, t->id);
+
+		t->mx = m;
+		t->m_in = SHMRUN_METRIC(m->records_in);
+		t->m_out = SHMRUN_METRIC(m->records_out);
+		t->m_in_bytes = SHMRUN_METRIC(m->bytes_in);
+		t->m_out_bytes = SHMRUN_METRIC(m->bytes_out);
+		t->m_busy_ns = SHMRUN_METRIC(m->busy_ns);
+		t->m_idle_ns = SHMRUN_METRIC(m->idle_ns);
+		t->m_bp_ns = SHMRUN_METRIC(m->backpressure_ns);
+		t->m_bad0 = SHMRUN_METRIC(m->records_bad);
+		t->m_late0 = SHMRUN_METRIC(m->records_late);
+	}
+	w->m_turns = SHMRUN_METRIC(w->mxw->turns);
+	w->m_sleep_ns = SHMRUN_METRIC(w->mxw->sleep_ns);
+	w->m_snap0 = SHMRUN_METRIC(w->mxw->snapshots);
+	w->m_last_ns = shmrun_now_ns();
 }
 
 void shmrun_task_source_progress(struct shmrun_task *t, uint64_t pos, uint64_t total)
@@ -1666,12 +1696,8 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 
 	if (start_worker(&w))
 		return 1;
-	if (w.mx) {
-		w.mxw = shmrun_metrics_worker(w.mx, index);
-		for (uint32_t x = 0; x < w.ntasks; x++)
-			w.tasks[x].mx = shmrun_metrics_task(w.mx, w.tasks[x].id);
-		w.m_last_ns = shmrun_now_ns();
-	}
+	if (w.mx)
+		metrics_attach(&w);
 	open_tasks(&w);
 	flush_setup(&w);
 	w.co.next_ns = shmrun_now_ns() + (int64_t)plan->job->checkpoint_interval_ns;

@@ -72,6 +72,7 @@ struct shmrun_worker {
 	int64_t m_last_ns;  /* end of the last accounted turn, CLOCK_MONOTONIC */
 	int64_t m_pub_ns;   /* last publication */
 	uint64_t m_turns, m_sleep_ns;
+	uint64_t m_snap0;   /* snapshots published before this start */
 	struct shmrun_record rbuf[BATCH_RECORDS]; /* records of a frame for process_batch() */
 	uint64_t rhash[BATCH_RECORDS];            /* their key hashes */
 };

@@ -171,7 +171,8 @@ static void record_stall(struct shmrun_worker *w, int64_t ns)
 		if ((uint64_t)ns > atomic_load_explicit(&w->mxw->stall_max_ns, memory_order_relaxed))
 			atomic_store_explicit(&w->mxw->stall_max_ns, (uint64_t)ns,
 					      memory_order_relaxed);
-		atomic_store_explicit(&w->mxw->snapshots, w->nstalls, memory_order_relaxed);
+		atomic_store_explicit(&w->mxw->snapshots, w->m_snap0 + w->nstalls,
+				      memory_order_relaxed);
 	}
 }
 

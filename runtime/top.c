@@ -1136,7 +1136,7 @@ static int snapshot(const struct shmrun_metrics *m, double every_s, bool json)
 		}
 		root = view_json(&v);
 		view_free(&v);
-		rc = json_dumpf(root, stdout, JSON_INDENT(2)) ? 1 : 0;
+		rc = json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(9)) ? 1 : 0;
 		json_decref(root);
 		fputc('\n', stdout);
 	} else {

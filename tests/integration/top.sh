@@ -7,6 +7,8 @@
 #     widths are the topology's, every task's worker and CPU are the ones
 #     `shmrun plan` prints, every worker's pid is the process pinned there;
 #   - the snapshot without a terminal names every stage and task;
+#   - a worker killed (-9): top shows one restart, the restored epoch, the new
+#     worker's pid, and rates again;
 #   - a job that ends while `top --json --interval` samples it: its final
 #     numbers, state "done", exit 0;
 #   - the screen in a real terminal (tmux): it shows the stages, q quits with
@@ -188,6 +190,26 @@ expect_status 1 "2 jobs are running: topother, toppaced; name one" "$shmrun" top
 kill -TERM "$other"
 wait "$other" || fail "the second job's stop"
 echo "ok several jobs"
+
+# --- a restart: kill -9 a worker; top shows the restart and the new worker -----
+old_pid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["workers"][1]["pid"])' "$tmp/j2")
+kill -9 "$old_pid"
+restarted=
+for _ in $(seq 100); do
+	"$shmrun" top --json --interval 0.2 toppaced > "$tmp/j4" || fail "top --json after a restart"
+	if python3 - "$tmp/j4" "$old_pid" <<'PY'; then restarted=1; break; fi
+import json, sys
+j = json.load(open(sys.argv[1]))
+w = j["workers"][1]["pid"]
+sys.exit(0 if j["restarts"] == 1 and j["state"] == "running" and j["restored_epoch"] and
+         w and w != int(sys.argv[2]) and j["stages"][0]["records_in_per_s"] > 0 else 1)
+PY
+	sleep 0.1
+done
+[ -n "$restarted" ] || fail "no restart seen by top: $(head -c 600 "$tmp/j4")"
+"$shmrun" top --interval 0 toppaced | qgrep -E "restarts 1  restored epoch [0-9]+  this start" ||
+	fail "the snapshot's header after a restart"
+echo "ok a restart"
 
 # --- a job that ends while sampled -------------------------------------------
 d3=$tmp/short

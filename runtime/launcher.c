@@ -121,8 +121,10 @@
 #include "ckpt/fault.h"
 #include "ckpt/manifest.h"
 #include "ckpt/recovery.h"
+#include "jobsock.h"
 #include "plan.h"
 #include "preflight.h"
+#include "proctitle.h"
 #include "report.h"
 #include "util.h"
 #include "worker.h"
@@ -201,6 +203,14 @@ static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segm
 	snprintf(role, sizeof(role), "worker %u", index);
 	shmrun_log_set_role(role);
 	shmrun_locks_forget(); /* the launcher holds them; a stray child must not */
+	jobsock_forget();      /* the job's socket and name lock, likewise */
+	{
+		char comm[96]; /* PR_SET_NAME keeps 15 bytes */
+
+		snprintf(comm, sizeof(comm), "shmrun w%u %s", index, job->name);
+		shmrun_proctitle_set(comm, "shmrun: %s worker %u cpu %d", job->name, index,
+				     job->cpus[index]);
+	}
 	launcher_pid = launcher;
 	worker_ctl = ctl;
 	memset(&sa, 0, sizeof(sa));
@@ -338,6 +348,7 @@ struct run {
 	uint32_t starts;   /* starts so far (the metrics block counts restarts) */
 	struct shmrun_metrics *metrics; /* the live counters, for the whole invocation */
 	int metrics_fd;    /* its memfd (jobsock.c hands out read-only copies) */
+	struct jobsock js; /* the job's socket: `shmrun ps`, `stop`, `top` */
 };
 
 /*
@@ -622,8 +633,9 @@ static enum run_end reap_exits(struct run *r)
  */
 static bool serve_outside(struct run *r)
 {
-	(void)r;
-	return false;
+	bool stop = jobsock_serve(&r->js);
+
+	return stop;
 }
 
 /*
@@ -1020,6 +1032,29 @@ static void unblock_signals(struct run *r)
 	shmrun_fault_slow_exit();
 }
 
+/*
+ * The job's socket (jobsock.h), once the run's locks are taken: a second job
+ * of the same name is refused (exit 2, as a second run on one checkpoint_dir
+ * is); a runtime directory that cannot be used only loses `shmrun ps`,
+ * `stop` and `top` for this job. Return: 0, or -1 (logged): refused.
+ */
+static int open_jobsock(struct run *r)
+{
+	char why[PATH_MAX + 256];
+	int err = jobsock_open(&r->js, r->job->name, r->metrics_fd, why, sizeof(why));
+
+	if (err == -EEXIST || err == -EINVAL) {
+		shmrun_log(SHMRUN_LOG_ERROR, "%s: %s; nothing was started", r->job->conf_path, why);
+		return -1;
+	}
+	if (err)
+		shmrun_log(SHMRUN_LOG_WARN,
+			   "job %s: no socket to attach to (%s); shmrun ps, stop and top will not "
+			   "see it",
+			   r->job->name, why);
+	return 0;
+}
+
 int shmrun_run(const struct shmrun_job *job)
 {
 	struct shmrun_plan *plan = NULL;
@@ -1046,6 +1081,8 @@ int shmrun_run(const struct shmrun_job *job)
 		}
 		shmrun_run_metrics = r.metrics;
 	}
+	if (open_jobsock(&r))
+		goto out;
 	block_signals(&r);
 	rc = restart_loop(&r);
 	if (r.metrics) {
@@ -1055,6 +1092,7 @@ int shmrun_run(const struct shmrun_job *job)
 	}
 	unblock_signals(&r);
 out:
+	jobsock_close(&r.js);
 	shmrun_run_metrics = NULL;
 	shmrun_metrics_destroy(r.metrics, r.metrics_fd);
 	shmrun_control_destroy(r.ctl);

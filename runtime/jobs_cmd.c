@@ -67,9 +67,9 @@ static int usage(const char *fmt, ...)
 static const char *state_name(uint32_t state)
 {
 	static const char *const names[] = {
-		[SHMRUN_JOB_STARTING] = "starting", [SHMRUN_JOB_RUNNING] = "running",
-		[SHMRUN_JOB_STOPPING] = "stopping", [SHMRUN_JOB_RESTARTING] = "restarting",
-		[SHMRUN_JOB_DONE] = "done",         [SHMRUN_JOB_FAILED] = "failed",
+	    [SHMRUN_JOB_STARTING] = "starting", [SHMRUN_JOB_RUNNING] = "running",
+	    [SHMRUN_JOB_STOPPING] = "stopping", [SHMRUN_JOB_RESTARTING] = "restarting",
+	    [SHMRUN_JOB_DONE] = "done",		[SHMRUN_JOB_FAILED] = "failed",
 	};
 
 	return state < sizeof(names) / sizeof(names[0]) && names[state] ? names[state] : "unknown";
@@ -216,8 +216,8 @@ int shmrun_jobs_ps(int argc, char **argv)
 			continue;
 		}
 		if (!r.counters) {
-			printf("%-20s %8d %7s %9s %-10s %8s %10s %9s\n", r.name, (int)r.pid, "-", "-",
-			       "-", "-", "-", "-");
+			printf("%-20s %8d %7s %9s %-10s %8s %10s %9s\n", r.name, (int)r.pid, "-",
+			       "-", "-", "-", "-", "-");
 			continue;
 		}
 		fmt_age(up, sizeof(up), r.uptime_s);
@@ -233,7 +233,7 @@ int shmrun_jobs_ps(int argc, char **argv)
 			printf("%10s %9s\n", "-", "-");
 	}
 	if (json) {
-		char *s = json_dumps(arr, JSON_INDENT(2));
+		char *s = json_dumps(arr, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
 
 		if (s)
 			printf("%s\n", s);
@@ -359,11 +359,12 @@ int shmrun_jobs_stop(int argc, char **argv)
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r == 0) {
-			fprintf(stderr,
-				"shmrun stop: job %s (pid %d) has not exited within %g s; it goes on "
-				"stopping: wait for it, or end it at once without a final "
-				"checkpoint (kill -KILL %d)\n",
-				job, (int)pid, timeout, (int)pid);
+			fprintf(
+			    stderr,
+			    "shmrun stop: job %s (pid %d) has not exited within %g s; it goes on "
+			    "stopping: wait for it, or end it at once without a final "
+			    "checkpoint (kill -KILL %d)\n",
+			    job, (int)pid, timeout, (int)pid);
 			close(pidfd);
 			shmrun_metrics_unmap(m);
 			return 1;

@@ -119,8 +119,8 @@ static bool our_dir(const char *path)
 	return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid();
 }
 
-int jobsock_dir_from(const char *xdg, const char *run_user, const char *tmp, bool create,
-		     char *buf, size_t len, char *why, size_t why_len)
+int jobsock_dir_from(const char *xdg, const char *run_user, const char *tmp, bool create, char *buf,
+		     size_t len, char *why, size_t why_len)
 {
 	char base[PATH_MAX];
 	int n;
@@ -128,7 +128,7 @@ int jobsock_dir_from(const char *xdg, const char *run_user, const char *tmp, boo
 	if (xdg && xdg[0] == '/' && our_dir(xdg))
 		n = snprintf(buf, len, "%s/shmrun", xdg);
 	else if (snprintf(base, sizeof(base), "%s/%u", run_user, (unsigned)geteuid()) <
-			 (int)sizeof(base) &&
+		     (int)sizeof(base) &&
 		 our_dir(base))
 		n = snprintf(buf, len, "%s/shmrun", base);
 	else
@@ -149,8 +149,8 @@ int jobsock_dir_from(const char *xdg, const char *run_user, const char *tmp, boo
 
 int jobsock_dir(char *buf, size_t len, char *why, size_t why_len)
 {
-	return jobsock_dir_from(getenv("XDG_RUNTIME_DIR"), "/run/user", "/tmp", true, buf, len,
-				why, why_len);
+	return jobsock_dir_from(getenv("XDG_RUNTIME_DIR"), "/run/user", "/tmp", true, buf, len, why,
+				why_len);
 }
 
 /* The jobs' directory for a client, which makes none: -ENOENT, no job runs. */
@@ -251,8 +251,8 @@ static int take_lock(struct jobsock *js, const char *lock_name, pid_t *pid)
 
 	for (;;) {
 		struct stat a, b;
-		int fd = openat(js->dir_fd, lock_name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-				0600);
+		int fd =
+		    openat(js->dir_fd, lock_name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 
 		if (fd < 0)
 			return -errno;
@@ -362,19 +362,14 @@ int jobsock_open(struct jobsock *js, const char *job, int metrics_fd, char *why,
 		say(why, why_len, "%s/%s: %s", js->dir, sock_name, strerror(errno));
 		goto err_unlink;
 	}
-	if (metrics_fd >= 0) {
-		char self[64];
-
-		snprintf(self, sizeof(self), "/proc/self/fd/%d", metrics_fd);
-		js->metrics_ro = open(self, O_RDONLY | O_CLOEXEC);
-		if (js->metrics_ro < 0) {
-			err = -errno;
-			say(why, why_len, "%s: a read-only descriptor of the metrics block: %s",
-			    self, strerror(errno));
-			goto err_unlink;
-		}
-	}
 	js->open = true;
+	err = jobsock_set_metrics(js, metrics_fd);
+	if (err) {
+		js->open = false;
+		say(why, why_len, "a read-only descriptor of the metrics block: %s",
+		    strerror(-err));
+		goto err_unlink;
+	}
 	current = js;
 	return 0;
 
@@ -385,6 +380,23 @@ err_unlock:
 err_close:
 	close_fds(js);
 	return err;
+}
+
+int jobsock_set_metrics(struct jobsock *js, int metrics_fd)
+{
+	char self[64];
+
+	if (!js->open)
+		return 0;
+	if (js->metrics_ro >= 0)
+		close(js->metrics_ro);
+	js->metrics_ro = -1;
+	if (metrics_fd < 0)
+		return 0;
+	/* a new open file description, read-only: mmap(PROT_WRITE) of it fails */
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", metrics_fd);
+	js->metrics_ro = open(self, O_RDONLY | O_CLOEXEC);
+	return js->metrics_ro < 0 ? -errno : 0;
 }
 
 /* Send @line, with @fd as SCM_RIGHTS if >= 0; never blocks (the reply is short). */
@@ -422,8 +434,8 @@ static bool answer(struct jobsock *js, struct jobsock_client *c)
 		if (js->metrics_ro >= 0)
 			reply(c->fd, "ok\n", js->metrics_ro);
 		else
-			reply(c->fd, "error: this job runs without counters (SHMRUN_COUNTERS=off)\n",
-			      -1);
+			reply(c->fd,
+			      "error: this job runs without counters (SHMRUN_COUNTERS=off)\n", -1);
 	} else if (strcmp(c->buf, "stop") == 0) {
 		reply(c->fd, "ok stopping\n", -1);
 		shmrun_log(SHMRUN_LOG_INFO, "job %s: a stop was requested over its socket",
@@ -440,8 +452,8 @@ static bool answer(struct jobsock *js, struct jobsock_client *c)
 static bool poll_client(struct jobsock *js, struct jobsock_client *c, int64_t now)
 {
 	for (;;) {
-		ssize_t got = recv(c->fd, c->buf + c->got, sizeof(c->buf) - 1 - c->got,
-				   MSG_DONTWAIT);
+		ssize_t got =
+		    recv(c->fd, c->buf + c->got, sizeof(c->buf) - 1 - c->got, MSG_DONTWAIT);
 
 		if (got > 0) {
 			c->got += (uint32_t)got;
@@ -802,7 +814,8 @@ int jobsock_list(char ***names)
 		size_t len = strlen(e->d_name);
 		char *name;
 
-		if (len <= 5 || strcmp(e->d_name + len - 5, ".lock") != 0 || len - 5 > JOBSOCK_NAME_MAX)
+		if (len <= 5 || strcmp(e->d_name + len - 5, ".lock") != 0 ||
+		    len - 5 > JOBSOCK_NAME_MAX)
 			continue;
 		if (lock_held(dir_fd, e->d_name, NULL) != 1)
 			continue;

@@ -67,8 +67,8 @@
 
 /* One client of the launcher, waiting for its request line. */
 struct jobsock_client {
-	int fd;           /* -1: a free slot */
-	uint32_t got;     /* bytes of @buf received */
+	int fd;		  /* -1: a free slot */
+	uint32_t got;	  /* bytes of @buf received */
 	int64_t deadline; /* CLOCK_MONOTONIC ns: dropped after it */
 	char buf[32];
 };
@@ -78,11 +78,11 @@ struct jobsock_client {
  * and jobsock_serve() do nothing then.
  */
 struct jobsock {
-	bool open;        /* jobsock_open() succeeded, jobsock_close() not yet */
-	int listen_fd;    /* JOB.sock, non-blocking */
-	int lock_fd;      /* JOB.lock, flocked (LOCK_EX) */
-	int dir_fd;       /* the directory, O_PATH: every name is reached through it */
-	int metrics_ro;   /* a read-only descriptor of the metrics block; -1 none */
+	bool open;	/* jobsock_open() succeeded, jobsock_close() not yet */
+	int listen_fd;	/* JOB.sock, non-blocking */
+	int lock_fd;	/* JOB.lock, flocked (LOCK_EX) */
+	int dir_fd;	/* the directory, O_PATH: every name is reached through it */
+	int metrics_ro; /* a read-only descriptor of the metrics block; -1 none */
 	char name[JOBSOCK_NAME_MAX + 1];
 	char dir[PATH_MAX]; /* for messages */
 	struct jobsock_client clients[JOBSOCK_CLIENTS];
@@ -107,8 +107,8 @@ int jobsock_dir(char *buf, size_t len, char *why, size_t why_len);
  * directory ("/tmp"). @create false: make nothing, -ENOENT if the chosen
  * directory does not exist (no job runs). Return: as jobsock_dir().
  */
-int jobsock_dir_from(const char *xdg, const char *run_user, const char *tmp, bool create,
-		     char *buf, size_t len, char *why, size_t why_len);
+int jobsock_dir_from(const char *xdg, const char *run_user, const char *tmp, bool create, char *buf,
+		     size_t len, char *why, size_t why_len);
 
 /*
  * jobsock_name_ok() - whether @job can name the job's files: 1 to
@@ -130,6 +130,15 @@ bool jobsock_name_ok(const char *job);
  * bind(), the lock file).
  */
 int jobsock_open(struct jobsock *js, const char *job, int metrics_fd, char *why, size_t why_len);
+
+/*
+ * jobsock_set_metrics() - hand out read-only descriptors of the metrics memfd
+ * @metrics_fd (not owned; -1: none) from now on, when jobsock_open() was
+ * given -1 because the block did not exist yet (the launcher takes the name
+ * before it makes the block). Return: 0; a negative errno of open() (the
+ * job is served without counters).
+ */
+int jobsock_set_metrics(struct jobsock *js, int metrics_fd);
 
 /*
  * jobsock_serve() - accept every client waiting now and answer each whose

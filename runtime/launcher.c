@@ -349,6 +349,7 @@ struct run {
 	struct shmrun_metrics *metrics; /* the live counters, for the whole invocation */
 	int metrics_fd;    /* its memfd (jobsock.c hands out read-only copies) */
 	struct jobsock js; /* the job's socket: `shmrun ps`, `stop`, `top` */
+	bool stop_asked;   /* a client asked a stop that supervise() has not served yet */
 };
 
 /*
@@ -633,9 +634,9 @@ static enum run_end reap_exits(struct run *r)
  */
 static bool serve_outside(struct run *r)
 {
-	bool stop = jobsock_serve(&r->js);
-
-	return stop;
+	/* kept until supervise() serves it: a tick that took SIGCHLD does not */
+	r->stop_asked |= jobsock_serve(&r->js);
+	return r->stop_asked;
 }
 
 /*
@@ -662,9 +663,14 @@ static enum run_end supervise(struct run *r)
 		bool forwarded = sig > 0 && info.si_code == SI_QUEUE &&
 				 info.si_value.sival_int == STOP_FORWARDED;
 
-		if (serve_outside(r) && sig <= 0) {
-			sig = SIGTERM; /* `shmrun stop JOB`: a stop request, as from outside */
-			forwarded = false;
+		if (serve_outside(r) && (sig <= 0 || is_stop_signal(sig))) {
+			/* `shmrun stop JOB`: a stop request, as from outside (with a stop
+			 * signal taken in the same tick: the same request) */
+			if (sig <= 0) {
+				sig = SIGTERM;
+				forwarded = false;
+			}
+			r->stop_asked = false;
 		}
 		watch_workers(&r->wt, r->plan, r->pids, shmrun_now_ns());
 		shmrun_cb_watch(&r->cw, r->plan, r->ctl, r->pids, shmrun_now_ns());
@@ -833,14 +839,42 @@ int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
 
 /*
  * Before the first start: each stage's prepare(), the preflight of every
- * path, the run's locks, checkpoint_dir created, and a warning when
+ * path, the job's name (open_jobsock()), the run's locks, checkpoint_dir created, and a warning when
  * checkpoints cannot use io_uring. Return: 0, or -1 (logged): nothing started.
  */
-static int prepare_and_lock(const struct run *r)
+/*
+ * The job's socket (jobsock.h): the job's name taken before the run's locks
+ * create anything, so that a second job of the same name is refused (exit 2)
+ * having created nothing. A second run of the same job is refused as before,
+ * naming the run that holds its checkpoint_dir or an output
+ * (shmrun_lock_job_check()). A runtime directory that cannot be used only
+ * loses `shmrun ps`, `stop` and `top` for this job. Return: 0, or -1
+ * (logged): refused.
+ */
+static int open_jobsock(struct run *r)
+{
+	char why[PATH_MAX + 256];
+	int err = jobsock_open(&r->js, r->job->name, -1, why, sizeof(why));
+
+	if (err == -EEXIST && shmrun_lock_job_check(r->job))
+		return -1; /* the refusal names the holder of checkpoint_dir or an output */
+	if (err == -EEXIST || err == -EINVAL) {
+		shmrun_log(SHMRUN_LOG_ERROR, "%s: %s; nothing was started", r->job->conf_path, why);
+		return -1;
+	}
+	if (err)
+		shmrun_log(SHMRUN_LOG_WARN,
+			   "job %s: no socket to attach to (%s); shmrun ps, stop and top will not "
+			   "see it",
+			   r->job->name, why);
+	return 0;
+}
+
+static int prepare_and_lock(struct run *r)
 {
 	const struct shmrun_job *job = r->job;
 
-	if (shmrun_prepare(job, r->plan) || shmrun_preflight(job))
+	if (shmrun_prepare(job, r->plan) || shmrun_preflight(job) || open_jobsock(r))
 		return -1;
 	/* before anything reads, moves or creates checkpoints or outputs (STREAM_RESET_STATE,
 	 * the restore): a second live run is refused here, having touched nothing */
@@ -1032,29 +1066,6 @@ static void unblock_signals(struct run *r)
 	shmrun_fault_slow_exit();
 }
 
-/*
- * The job's socket (jobsock.h), once the run's locks are taken: a second job
- * of the same name is refused (exit 2, as a second run on one checkpoint_dir
- * is); a runtime directory that cannot be used only loses `shmrun ps`,
- * `stop` and `top` for this job. Return: 0, or -1 (logged): refused.
- */
-static int open_jobsock(struct run *r)
-{
-	char why[PATH_MAX + 256];
-	int err = jobsock_open(&r->js, r->job->name, r->metrics_fd, why, sizeof(why));
-
-	if (err == -EEXIST || err == -EINVAL) {
-		shmrun_log(SHMRUN_LOG_ERROR, "%s: %s; nothing was started", r->job->conf_path, why);
-		return -1;
-	}
-	if (err)
-		shmrun_log(SHMRUN_LOG_WARN,
-			   "job %s: no socket to attach to (%s); shmrun ps, stop and top will not "
-			   "see it",
-			   r->job->name, why);
-	return 0;
-}
-
 int shmrun_run(const struct shmrun_job *job)
 {
 	struct shmrun_plan *plan = NULL;
@@ -1081,8 +1092,9 @@ int shmrun_run(const struct shmrun_job *job)
 		}
 		shmrun_run_metrics = r.metrics;
 	}
-	if (open_jobsock(&r))
-		goto out;
+	if (jobsock_set_metrics(&r.js, r.metrics_fd))
+		shmrun_log(SHMRUN_LOG_WARN, "job %s: its socket serves no counters: %s", job->name,
+			   strerror(errno));
 	block_signals(&r);
 	rc = restart_loop(&r);
 	if (r.metrics) {

@@ -34,7 +34,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 
-static char *area;  /* the argument area, or NULL */
+static char *area; /* the argument area, or NULL */
 static size_t area_len;
 static char **copies; /* the heap copies of argv's strings (reachable: no leak report) */
 

@@ -26,6 +26,6 @@ void shmrun_proctitle_init(int argc, char **argv);
  * length of the original arguments).
  */
 void shmrun_proctitle_set(const char *comm, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 #endif /* SHMRUN_RT_PROCTITLE_H */

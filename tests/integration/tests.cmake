@@ -5,3 +5,11 @@ shmrun_check_test(check_ring_procs
 	LIBS shmrun_shm
 	LABELS ring
 	TIMEOUT 300)
+
+# The job's socket (issue 13 §2, §8): shmrun ps and stop, process titles, a
+# second job of the same name refused, a kill -9'd launcher's socket replaced.
+if(TARGET shmrun)
+	add_test(NAME jobsock COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/jobsock.sh $<TARGET_FILE:shmrun>)
+	set_tests_properties(jobsock PROPERTIES TIMEOUT 600 LABELS "runtime;integration"
+			     SKIP_RETURN_CODE 77)
+endif()

@@ -87,9 +87,9 @@ START_TEST(test_dir_fallbacks)
 
 	snprintf(want, sizeof(want), "%s/shmrun-%u", tmp, (unsigned)geteuid());
 	for (size_t i = 0; i < sizeof(bad_xdg) / sizeof(bad_xdg[0]); i++) {
-		ck_assert_int_eq(jobsock_dir_from(bad_xdg[i], ru, tmp, true, buf, sizeof(buf), why,
-						  sizeof(why)),
-				 0);
+		ck_assert_int_eq(
+		    jobsock_dir_from(bad_xdg[i], ru, tmp, true, buf, sizeof(buf), why, sizeof(why)),
+		    0);
 		ck_assert_str_eq(buf, want);
 	}
 	ck_assert_uint_eq(mode_of(want), 0700);
@@ -112,9 +112,9 @@ START_TEST(test_dir_found_mode_fixed)
 	snprintf(d, sizeof(d), "%s/shmrun-%u", tmp, (unsigned)geteuid());
 	ck_assert_int_eq(mkdir(d, 0755), 0);
 	ck_assert_int_eq(chmod(d, 0755), 0);
-	ck_assert_int_eq(jobsock_dir_from(NULL, "/nonexistent", tmp, true, buf, sizeof(buf), why,
-					  sizeof(why)),
-			 0);
+	ck_assert_int_eq(
+	    jobsock_dir_from(NULL, "/nonexistent", tmp, true, buf, sizeof(buf), why, sizeof(why)),
+	    0);
 	ck_assert_uint_eq(mode_of(d), 0700);
 }
 END_TEST
@@ -128,9 +128,9 @@ START_TEST(test_dir_refused)
 	snprintf(target, sizeof(target), "%s", make("elsewhere", 0700));
 	snprintf(d, sizeof(d), "%s/shmrun-%u", tmp, (unsigned)geteuid());
 	ck_assert_int_eq(symlink(target, d), 0);
-	ck_assert_int_eq(jobsock_dir_from(NULL, "/nonexistent", tmp, true, buf, sizeof(buf), why,
-					  sizeof(why)),
-			 -ENOTDIR);
+	ck_assert_int_eq(
+	    jobsock_dir_from(NULL, "/nonexistent", tmp, true, buf, sizeof(buf), why, sizeof(why)),
+	    -ENOTDIR);
 	ck_assert_ptr_nonnull(strstr(why, "symbolic link"));
 	/* another user's (only root can make one) */
 	if (geteuid() == 0) {
@@ -138,8 +138,8 @@ START_TEST(test_dir_refused)
 		snprintf(d, sizeof(d), "%s/shmrun-0", tmp);
 		ck_assert_int_eq(mkdir(d, 0700), 0);
 		ck_assert_int_eq(chown(d, 65534, 65534), 0);
-		ck_assert_int_eq(jobsock_dir_from(NULL, "/nonexistent", tmp, true, buf,
-						  sizeof(buf), why, sizeof(why)),
+		ck_assert_int_eq(jobsock_dir_from(NULL, "/nonexistent", tmp, true, buf, sizeof(buf),
+						  why, sizeof(why)),
 				 -EPERM);
 		ck_assert_ptr_nonnull(strstr(why, "belongs to uid 65534"));
 	}
@@ -152,9 +152,9 @@ START_TEST(test_dir_no_create)
 
 	snprintf(tmp, sizeof(tmp), "%s", make("tmp_nocreate", 0755));
 	snprintf(d, sizeof(d), "%s/shmrun-%u", tmp, (unsigned)geteuid());
-	ck_assert_int_eq(jobsock_dir_from(NULL, "/nonexistent", tmp, false, buf, sizeof(buf), why,
-					  sizeof(why)),
-			 -ENOENT);
+	ck_assert_int_eq(
+	    jobsock_dir_from(NULL, "/nonexistent", tmp, false, buf, sizeof(buf), why, sizeof(why)),
+	    -ENOENT);
 	ck_assert_int_eq(access(d, F_OK), -1);
 }
 END_TEST
@@ -289,7 +289,8 @@ START_TEST(test_serve)
 		if (pid == 0)
 			_exit(metrics_client(i ? NULL : "j2"));
 		ck_assert(!serve_until(&js, pid, &st));
-		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "metrics client: status %d", st);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "metrics client: status %d",
+			      st);
 	}
 	/* stop: the launcher's pid, a pidfd of it */
 	pid = fork();
@@ -309,9 +310,9 @@ START_TEST(test_serve)
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0)
 		_exit(jobsock_metrics_fd("j2", why, sizeof(why)) == -ENODATA &&
-				      strstr(why, "without counters")
-			      ? 0
-			      : 1);
+			      strstr(why, "without counters")
+			  ? 0
+			  : 1);
 	ck_assert(!serve_until(&js, pid, &st));
 	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	jobsock_close(&js);

@@ -11,7 +11,7 @@
  * failed. shmrun_check_restore() is the read-only half of the restore step,
  * for `shmrun check`.
  *
- *     shmrun_run: plan, prepare, preflight, lock, mkdir checkpoint_dir
+ *     shmrun_run: plan, prepare, preflight, job name (jobsock.h), lock, mkdir checkpoint_dir
  *       └─ loop: run_once ─ select_restore (STREAM_RESET_STATE, newest
  *                │          checkpoint that verifies, fingerprint)
  *                │          segment, fork + pin workers, supervise
@@ -838,11 +838,6 @@ int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
 }
 
 /*
- * Before the first start: each stage's prepare(), the preflight of every
- * path, the job's name (open_jobsock()), the run's locks, checkpoint_dir created, and a warning when
- * checkpoints cannot use io_uring. Return: 0, or -1 (logged): nothing started.
- */
-/*
  * The job's socket (jobsock.h): the job's name taken before the run's locks
  * create anything, so that a second job of the same name is refused (exit 2)
  * having created nothing. A second run of the same job is refused as before,
@@ -870,6 +865,12 @@ static int open_jobsock(struct run *r)
 	return 0;
 }
 
+/*
+ * Before the first start: each stage's prepare(), the preflight of every
+ * path, the job's name (open_jobsock()), the run's locks, checkpoint_dir
+ * created, and a warning when checkpoints cannot use io_uring. Return: 0, or
+ * -1 (logged): nothing started.
+ */
 static int prepare_and_lock(struct run *r)
 {
 	const struct shmrun_job *job = r->job;

@@ -213,3 +213,8 @@ shmrun_check_test(check_top
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)
+# The job's socket (issue 13: shmrun ps, stop, top): the runtime directory's
+# fallbacks, the name lock, a forked client served, a stale socket replaced.
+shmrun_check_test(check_jobsock
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_jobsock.c
+	TIMEOUT 120)

@@ -44,9 +44,9 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: shmrun [options] topology.conf\n"
-		"       shmrun plan [--rescale-from CKPT_DIR] [options] topology.conf\n"
+		"       shmrun plan [--json | --rescale-from CKPT_DIR] [options] topology.conf\n"
 		"       shmrun check [--rescale] [options] topology.conf\n"
-		"       shmrun ckpt list DIR | shmrun ckpt verify DIR\n"
+		"       shmrun ckpt list [--json] DIR | shmrun ckpt verify [--json] DIR\n"
 		"       shmrun ops [--plugin PATH]... [--markdown] [NAME]\n"
 		"\n"
 		"Runs a stream-processing job on this host: worker processes ([job] workers,\n"
@@ -77,6 +77,8 @@ static void usage(FILE *out)
 		"  --drop-state=STAGE with --rescale (or plan --rescale-from): a removed stage\n"
 		"                     whose state may be dropped\n"
 		"  --rescale-from DIR with plan: print what a rescale from DIR would move\n"
+		"  --json             with plan, ckpt list and ckpt verify: one JSON document\n"
+		"                     of what the text shows (fields: docs/shmrun.1.md)\n"
 		"  --plugin PATH      load an operator plugin (a shared object) before the\n"
 		"                     topology, as [job] plugins does; repeatable\n"
 		"  -h, --help         this text\n"
@@ -233,13 +235,14 @@ int shmrun_main(int argc, char **argv)
 		{"rescale-from", required_argument, NULL, 'f'},
 		{"plugin", required_argument, NULL, 'p'},
 		{"markdown", no_argument, NULL, 'm'},
+		{"json", no_argument, NULL, 'j'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{0},
 	};
 	const char *cmd = "run", *rescale_from = NULL, *drop[64], *plugin[64];
 	uint32_t ndrop = 0, nplugin = 0;
-	bool rescale = false, markdown = false;
+	bool rescale = false, markdown = false, json = false;
 	int info = 0; /* -h or -V: answered once every argument is read */
 	struct shmrun_job job;
 	int c, rc;
@@ -251,17 +254,35 @@ int shmrun_main(int argc, char **argv)
 
 		stop_signals(SIG_UNBLOCK);
 
-		if (argc == 4 && strlen(argv[3]) > SHMRUN_CKPT_DIR_MAX)
+		bool as_json = false;
+		const char *dir = NULL;
+		int ndirs = 0;
+
+		/* --json before or after DIR; "--" ends the options */
+		for (int i = 3, opts_end = 0; i < argc; i++) {
+			if (!opts_end && strcmp(argv[i], "--json") == 0) {
+				as_json = true;
+			} else if (!opts_end && strcmp(argv[i], "--") == 0) {
+				opts_end = 1;
+			} else if (!opts_end && argv[i][0] == '-' && argv[i][1]) {
+				return usage_error("ckpt %s: unknown option '%s' (only --json)",
+						   argv[2], argv[i]);
+			} else {
+				dir = argv[i];
+				ndirs++;
+			}
+		}
+		if (ndirs == 1 && strlen(dir) > SHMRUN_CKPT_DIR_MAX)
 			return usage_error("checkpoint directory too long (%zu bytes; at most %d): %s",
-					   strlen(argv[3]), SHMRUN_CKPT_DIR_MAX, argv[3]);
-		if (argc == 4 && strcmp(argv[2], "list") == 0)
-			return shmrun_ckpt_print_list(argv[3], stdout);
-		if (argc == 4 && strcmp(argv[2], "verify") == 0)
-			return shmrun_ckpt_print_verify(argv[3], stdout);
+					   strlen(dir), SHMRUN_CKPT_DIR_MAX, dir);
+		if (ndirs == 1 && strcmp(argv[2], "list") == 0)
+			return shmrun_ckpt_print_list(dir, stdout, as_json);
+		if (ndirs == 1 && strcmp(argv[2], "verify") == 0)
+			return shmrun_ckpt_print_verify(dir, stdout, as_json);
 		if (argc > 2 && strcmp(argv[2], "list") != 0 && strcmp(argv[2], "verify") != 0)
 			return unknown_command("ckpt command", argv[2], sub, 2);
-		return usage_error("ckpt takes a command and one directory: shmrun ckpt list DIR "
-				   "| shmrun ckpt verify DIR");
+		return usage_error("ckpt takes a command and one directory: shmrun ckpt list "
+				   "[--json] DIR | shmrun ckpt verify [--json] DIR");
 	}
 	if (argc > 1 && (strcmp(argv[1], "plan") == 0 || strcmp(argv[1], "check") == 0 ||
 			 strcmp(argv[1], "run") == 0 || strcmp(argv[1], "ops") == 0)) {
@@ -306,6 +327,9 @@ int shmrun_main(int argc, char **argv)
 		case 'm':
 			markdown = true;
 			break;
+		case 'j':
+			json = true;
+			break;
 		case 'h':
 		case 'V':
 			if (!info)
@@ -344,6 +368,10 @@ int shmrun_main(int argc, char **argv)
 		cmd = argv[optind++];
 	if (markdown && strcmp(cmd, "ops") != 0)
 		return usage_error("--markdown goes with `shmrun ops`");
+	if (json && strcmp(cmd, "plan") != 0)
+		return usage_error("--json goes with `shmrun plan` (and `shmrun ckpt list|verify`)");
+	if (json && rescale_from)
+		return usage_error("plan --json does not print a rescale; leave out --rescale-from");
 	if (strcmp(cmd, "ops") == 0 && (rescale || rescale_from || ndrop))
 		return usage_error("`shmrun ops` takes --plugin and --markdown only");
 	if (strcmp(cmd, "ops") == 0 && argc - optind > 1)
@@ -409,7 +437,12 @@ int shmrun_main(int argc, char **argv)
 		struct shmrun_plan *plan;
 
 		rc = shmrun_plan_build(&job, &plan) ? 2 : 0;
-		if (!rc) {
+		if (!rc && json) {
+			rc = shmrun_plan_print_json(plan, stdout) ? 1 : 0;
+			if (rc)
+				fprintf(stderr, "shmrun: plan --json: cannot write the JSON\n");
+			shmrun_plan_free(plan);
+		} else if (!rc) {
 			shmrun_plan_print(plan, stdout);
 			shmrun_plan_free(plan);
 		}

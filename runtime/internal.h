@@ -239,6 +239,19 @@ int shmrun_rescale_dry_run(const struct shmrun_job *job, const char *const *drop
 int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char *const *drop,
 			 uint32_t ndrop);
 
+/**
+ * shmrun_plan_print_json() - `shmrun plan --json`: what shmrun_plan_print()
+ * prints, from the same plan, as one JSON document (jansson) on @out. Fields
+ * (stable; docs/shmrun.1.md): job, workers, vnodes; stages[] {name, op,
+ * width, plugin: null or {name, version, path}}; tasks[] {task, stage,
+ * instance, worker, cpu, vnode_lo, vnode_hi (the range [lo, hi))}; edges[]
+ * {from, to, kind: forward|shuffle|rebalance|broadcast, combined, channels[]
+ * {ring, from_instance, to_instance, local, from_worker, to_worker}, empty
+ * for forward}; segment {rings, ring_bytes, rings_crossing_workers, bytes}.
+ * Return: 0; -ENOMEM; -EIO if @out did not take it.
+ */
+int shmrun_plan_print_json(const struct shmrun_plan *plan, FILE *out);
+
 /* --- `shmrun ckpt` (ckpt/manifest.c) --- */
 
 /**
@@ -246,9 +259,10 @@ int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char 
  * directory under @dir, newest first: epoch, time (UTC), total size, status
  * (ok, incomplete, or damaged with the reason) and the state size of each
  * stage (key-bound + per-worker bytes).
+ * @json: print one JSON document instead (see shmrun_ckpt_print_verify()).
  * Return: exit status: 0; 1 if @dir cannot be read (message on stderr).
  */
-int shmrun_ckpt_print_list(const char *dir, FILE *out);
+int shmrun_ckpt_print_list(const char *dir, FILE *out, bool json);
 
 /**
  * shmrun_ckpt_print_verify() - `shmrun ckpt verify DIR`: verify every
@@ -263,8 +277,17 @@ int shmrun_ckpt_print_list(const char *dir, FILE *out);
  * Return: exit status: 0 if a restore would use a checkpoint and no committed
  * checkpoint is damaged (incomplete and retired directories are not failures); 1 otherwise
  * (also when there is no complete checkpoint).
+ * @json: the same, collected once, printed as one JSON document (jansson):
+ * {dir, checkpoints[] {epoch, name, status: ok|incomplete|damaged|retired,
+ * reason (null when ok), time (RFC 3339 UTC), time_ns, bytes, finished,
+ * stages[] {name, width, key_bound_bytes, per_worker_bytes,
+ * per_worker_max_bytes}}}; verify adds restore {action: use|refuse|empty,
+ * epoch (null unless use), skipped_newer[] (names)}, live_run_pid (null when
+ * none), damaged, incomplete, ok (the exit status is 0). Fields of a
+ * checkpoint that is not ok are null or empty. An unreadable @dir is an error
+ * on stderr as in text, with no JSON.
  */
-int shmrun_ckpt_print_verify(const char *dir, FILE *out);
+int shmrun_ckpt_print_verify(const char *dir, FILE *out, bool json);
 
 /* --- logging helpers (log.c) --- */
 

@@ -69,6 +69,10 @@ static void usage(FILE *out)
 		"\n"
 		"options:\n"
 		"  --log-level LEVEL  error, warn, info (default) or debug\n"
+		"  --log-format=FMT   text (default) or json: one JSON object per log line\n"
+		"                     (time, level, job, worker, stage, instance, msg)\n"
+		"  --no-progress      no progress line (shown on a terminal for file sources:\n"
+		"                     bytes read of total, rate, ETA)\n"
 		"  --rescale          restore the newest checkpoint into a changed topology\n"
 		"                     (new widths, worker count, new stages): key-bound state\n"
 		"                     moves whole vnodes to their new owners, per-worker state\n"
@@ -236,13 +240,15 @@ int shmrun_main(int argc, char **argv)
 		{"plugin", required_argument, NULL, 'p'},
 		{"markdown", no_argument, NULL, 'm'},
 		{"json", no_argument, NULL, 'j'},
+		{"log-format", required_argument, NULL, 'L'},
+		{"no-progress", no_argument, NULL, 'P'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{0},
 	};
 	const char *cmd = "run", *rescale_from = NULL, *drop[64], *plugin[64];
 	uint32_t ndrop = 0, nplugin = 0;
-	bool rescale = false, markdown = false, json = false;
+	bool rescale = false, markdown = false, json = false, progress = true;
 	int info = 0; /* -h or -V: answered once every argument is read */
 	struct shmrun_job job;
 	int c, rc;
@@ -330,6 +336,18 @@ int shmrun_main(int argc, char **argv)
 		case 'j':
 			json = true;
 			break;
+		case 'L': {
+			int f = shmrun_log_parse_format(optarg);
+
+			if (f < 0)
+				return usage_error("--log-format must be text or json, not '%s'",
+						   optarg);
+			shmrun_log_set_format(f);
+			break;
+		}
+		case 'P':
+			progress = false;
+			break;
 		case 'h':
 		case 'V':
 			if (!info)
@@ -412,6 +430,7 @@ int shmrun_main(int argc, char **argv)
 	rc = load(argv[optind], &job);
 	if (rc)
 		return rc;
+	shmrun_log_set_job(job.name); /* every log line names it from here on */
 	if (rescale && !job.checkpoint_dir) { /* the run and check alike */
 		fprintf(stderr, "shmrun: --rescale needs checkpoint_dir in [job] of %s\n",
 			argv[optind]);
@@ -462,8 +481,12 @@ int shmrun_main(int argc, char **argv)
 		if (!rc && rescale &&
 		    shmrun_rescale(&job, job.checkpoint_dir, drop, ndrop, NULL, NULL))
 			rc = 2;
-		if (!rc)
+		if (!rc) {
+			/* before the workers are forked: they inherit whether a
+			 * progress line may be on screen (log.c) */
+			shmrun_progress_setup(&job, progress);
 			rc = shmrun_run(&job);
+		}
 		shmrun_unlock_job();
 		if (rc > 128) {
 			shmrun_job_free(&job);

@@ -192,14 +192,12 @@ static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segm
 	const struct shmrun_job *job = plan->job;
 	struct sigaction sa;
 	cpu_set_t set;
-	char role[32];
 	int status;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != launcher)
 		_exit(1);
-	snprintf(role, sizeof(role), "worker %u", index);
-	shmrun_log_set_role(role);
+	shmrun_log_set_worker(index);
 	shmrun_locks_forget(); /* the launcher holds them; a stray child must not */
 	launcher_pid = launcher;
 	worker_ctl = ctl;
@@ -622,7 +620,7 @@ static enum run_end reap_exits(struct run *r)
  */
 static bool serve_outside(struct run *r)
 {
-	(void)r;
+	shmrun_progress_tick(r->metrics); /* progress.c: at most 4 draws a second */
 	return false;
 }
 
@@ -682,6 +680,7 @@ static enum run_end finish_start(struct run *r, enum run_end end)
 		end = RUN_STOPPED;
 		r->epoch = atomic_load_explicit(&r->ctl->final_epoch, memory_order_acquire);
 	}
+	shmrun_progress_pause(); /* the report, or a restart's lines, follow */
 	free(r->wt.stopped_ns);
 	free(r->wt.told);
 	shmrun_cb_watch_free(&r->cw);
@@ -895,7 +894,7 @@ static int start_result(struct run *r, enum run_end end, uint32_t attempt)
 		shmrun_log(SHMRUN_LOG_INFO, "stopped at epoch %" PRIu64
 					    "; run the same topology again to resume",
 			   r->epoch);
-		fprintf(stderr, "stopped at epoch %" PRIu64 "\n", r->epoch);
+		shmrun_log_plain("stopped at epoch %" PRIu64 "\n", r->epoch);
 		return 0;
 	}
 	if (end == RUN_SIGNALED)
@@ -965,7 +964,7 @@ static bool restart_backoff(struct run *r, uint32_t attempt)
 
 			shmrun_log(SHMRUN_LOG_WARN, "%s during restart backoff: stopping",
 				   strsignal(sig));
-			fprintf(stderr, "stopped at epoch %" PRIu64 "\n", e);
+			shmrun_log_plain("stopped at epoch %" PRIu64 "\n", e);
 			return true;
 		}
 	}

@@ -249,10 +249,17 @@ void shmrun_snapshot_reaped(struct shmrun_worker *w, int pid, int status)
 		 * newer one): it did not die, and nothing waits for it */
 		if (WIFEXITED(status) && shmrun_slot_stale(w->ctl, slot, c.epoch))
 			break;
-		shmrun_log(SHMRUN_LOG_WARN,
-			   "the snapshot writer of task %u for epoch %" PRIu64 " died (%s %d)",
-			   c.task, c.epoch, WIFSIGNALED(status) ? "signal" : "exit status",
-			   WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+		{
+			const struct shmrun_plan_task *pt = &w->plan->tasks[c.task];
+			char msg[160];
+
+			snprintf(msg, sizeof(msg),
+				 "the snapshot writer (task %u) for epoch %" PRIu64 " died (%s %d)",
+				 c.task, c.epoch, WIFSIGNALED(status) ? "signal" : "exit status",
+				 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+			shmrun_log_task(SHMRUN_LOG_WARN, NULL, w->plan->job->stages[pt->stage].name,
+					pt->instance, msg);
+		}
 		atomic_store_explicit(&slot->error, -ECHILD, memory_order_relaxed);
 		/* release: pairs with the coordinator's acquire of failed_epoch */
 		atomic_store_explicit(&slot->failed_epoch, c.epoch, memory_order_release);

@@ -391,11 +391,13 @@ void shmrun_progress_pause(void);
 
 /**
  * shmrun_progress_format() - the progress line's text into @buf (@len bytes):
- * "JOB: P% POS of TOTAL, RATE/s, ETA T" (@total 0: unknown, "JOB: POS read,
- * RATE/s"; @rate < 0: not known yet, left out). Sizes in binary units.
+ * "JOB: P% POS of TOTAL, RATE/s, ETA T, checkpoint E" (@pos, @total in bytes,
+ * @total 0: unknown, "JOB: POS read, RATE/s"; @rate in bytes/s, < 0: not known
+ * yet, left out; @epoch the newest complete checkpoint, 0: none, left out).
+ * Sizes in binary units (KiB, MiB, ...).
  */
 void shmrun_progress_format(char *buf, size_t len, const char *job, uint64_t pos, uint64_t total,
-			    double rate);
+			    double rate, uint64_t epoch);
 
 /**
  * shmrun_fit_middle() - copy @src into @dst of @cap bytes (NUL included); a

@@ -1026,6 +1026,7 @@ int shmrun_run(const struct shmrun_job *job)
 	const char *counters = getenv("SHMRUN_COUNTERS");
 	int rc = 2;
 
+	shmrun_log_set_job(job->name); /* also when embedded, without cli.c */
 	for (uint32_t i = 0; i < job->nwarnings; i++)
 		shmrun_log(SHMRUN_LOG_WARN, "%s", job->warnings[i]);
 	if (shmrun_reset_checked() < 0)

@@ -2,13 +2,15 @@
  * runtime/progress.c: the progress line of a job with finite input (issue 13
  * item 5), drawn by the launcher on stderr when that is a terminal:
  *
- *     wordcount: 41% 12.3 MiB of 30.1 MiB, 8.2 MiB/s, ETA 2 s
+ *     wordcount: 41% 12.3 MiB of 30.1 MiB, 8.2 MiB/s, ETA 2 s, checkpoint 12
  *
  * What it reads: the metrics block (metrics.h), never the workers: the sum of
  * source_pos and of source_total over the tasks of file_source stages (the
  * job line's input_bytes when the sources do not know their total yet). The
  * rate is over the last RATE_WINDOW draws (about two seconds), so it follows
- * changes of pace; the ETA is what is left at that rate.
+ * changes of pace; the ETA is what is left at that rate. The checkpoint is
+ * the newest complete epoch (ckpt_epoch): the per-epoch log lines are at
+ * debug level, so this is where a person sees checkpoints being taken.
  *
  * When: shmrun_progress_tick() runs once per supervision tick (the launcher's
  * serve_outside(), <= 100 ms apart) and draws at most every DRAW_NS (4x/s);
@@ -27,6 +29,7 @@
  * positions, and a worker must never block on a terminal); a thread in the
  * launcher (the supervision tick already comes often enough).
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -142,28 +145,37 @@ static unsigned columns(void)
 }
 
 void shmrun_progress_format(char *buf, size_t len, const char *job, uint64_t pos, uint64_t total,
-			    double rate)
+			    double rate, uint64_t epoch)
 {
 	char a[32], b[32], r[32], eta[40];
-	int n;
+	size_t n;
+	int k;
 
 	human(a, sizeof(a), (double)pos);
 	if (total) {
 		human(b, sizeof(b), (double)total);
-		n = snprintf(buf, len, "%s: %u%% %s of %s", job,
+		k = snprintf(buf, len, "%s: %u%% %s of %s", job,
 			     (unsigned)(pos >= total ? 100 : pos * 100 / total), a, b);
 	} else {
-		n = snprintf(buf, len, "%s: %s read", job, a);
+		k = snprintf(buf, len, "%s: %s read", job, a);
 	}
-	if (n < 0 || (size_t)n >= len || rate < 0)
+	if (k < 0 || (size_t)k >= len)
 		return;
-	human(r, sizeof(r), rate);
-	if (total && pos < total && rate > 0) {
-		duration(eta, sizeof(eta), (double)(total - pos) / rate);
-		snprintf(buf + n, len - (size_t)n, ", %s/s, ETA %s", r, eta);
-	} else {
-		snprintf(buf + n, len - (size_t)n, ", %s/s", r);
+	n = (size_t)k;
+	if (rate >= 0) {
+		human(r, sizeof(r), rate);
+		if (total && pos < total && rate > 0) {
+			duration(eta, sizeof(eta), (double)(total - pos) / rate);
+			k = snprintf(buf + n, len - n, ", %s/s, ETA %s", r, eta);
+		} else {
+			k = snprintf(buf + n, len - n, ", %s/s", r);
+		}
+		if (k < 0 || (size_t)k >= len - n)
+			return;
+		n += (size_t)k;
 	}
+	if (epoch)
+		snprintf(buf + n, len - n, ", checkpoint %" PRIu64, epoch);
 }
 
 void shmrun_progress_tick(const struct shmrun_metrics *m)
@@ -180,7 +192,8 @@ void shmrun_progress_tick(const struct shmrun_metrics *m)
 	pg.last_draw_ns = now;
 	input_position(m, &pos, &total);
 	rate = rate_of(now, pos);
-	shmrun_progress_format(line, sizeof(line), m->job, pos, total, rate);
+	shmrun_progress_format(line, sizeof(line), m->job, pos, total, rate,
+			       atomic_load_explicit(&m->ckpt_epoch, memory_order_relaxed));
 	cols = columns();
 	if (strlen(line) >= cols)
 		line[cols > 1 ? cols - 1 : 0] = '\0'; /* never wrap: see the top */

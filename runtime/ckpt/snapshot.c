@@ -250,15 +250,20 @@ void shmrun_snapshot_reaped(struct shmrun_worker *w, int pid, int status)
 		if (WIFEXITED(status) && shmrun_slot_stale(w->ctl, slot, c.epoch))
 			break;
 		{
-			const struct shmrun_plan_task *pt = &w->plan->tasks[c.task];
+			const struct shmrun_plan *plan = w->plan;
+			const struct shmrun_plan_task *pt = plan ? &plan->tasks[c.task] : NULL;
 			char msg[160];
 
 			snprintf(msg, sizeof(msg),
 				 "the snapshot writer (task %u) for epoch %" PRIu64 " died (%s %d)",
 				 c.task, c.epoch, WIFSIGNALED(status) ? "signal" : "exit status",
 				 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-			shmrun_log_task(SHMRUN_LOG_WARN, NULL, w->plan->job->stages[pt->stage].name,
-					pt->instance, msg);
+			if (pt) /* of the task's stage and instance: fields in JSON */
+				shmrun_log_task(SHMRUN_LOG_WARN, NULL,
+						plan->job->stages[pt->stage].name, pt->instance,
+						msg);
+			else /* a unit test's worker, without a plan */
+				shmrun_log(SHMRUN_LOG_WARN, "%s", msg);
 		}
 		atomic_store_explicit(&slot->error, -ECHILD, memory_order_relaxed);
 		/* release: pairs with the coordinator's acquire of failed_epoch */

@@ -196,14 +196,12 @@ static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segm
 	const struct shmrun_job *job = plan->job;
 	struct sigaction sa;
 	cpu_set_t set;
-	char role[32];
 	int status;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != launcher)
 		_exit(1);
-	snprintf(role, sizeof(role), "worker %u", index);
-	shmrun_log_set_role(role);
+	shmrun_log_set_worker(index);
 	shmrun_locks_forget(); /* the launcher holds them; a stray child must not */
 	jobsock_forget();      /* the job's socket and name lock, likewise */
 	{
@@ -639,6 +637,7 @@ static enum run_end reap_exits(struct run *r)
 static bool serve_outside(struct run *r)
 {
 	shmrun_prom_serve(r->prom);
+	shmrun_progress_tick(r->metrics); /* progress.c: at most 4 draws a second */
 	/* kept until supervise() serves it: a tick that took SIGCHLD does not */
 	r->stop_asked |= jobsock_serve(&r->js);
 	return r->stop_asked;
@@ -705,6 +704,7 @@ static enum run_end finish_start(struct run *r, enum run_end end)
 		end = RUN_STOPPED;
 		r->epoch = atomic_load_explicit(&r->ctl->final_epoch, memory_order_acquire);
 	}
+	shmrun_progress_pause(); /* the report, or a restart's lines, follow */
 	free(r->wt.stopped_ns);
 	free(r->wt.told);
 	shmrun_cb_watch_free(&r->cw);
@@ -961,7 +961,7 @@ static int start_result(struct run *r, enum run_end end, uint32_t attempt)
 		shmrun_log(SHMRUN_LOG_INFO, "stopped at epoch %" PRIu64
 					    "; run the same topology again to resume",
 			   r->epoch);
-		fprintf(stderr, "stopped at epoch %" PRIu64 "\n", r->epoch);
+		shmrun_log_plain("stopped at epoch %" PRIu64 "\n", r->epoch);
 		return 0;
 	}
 	if (end == RUN_SIGNALED)
@@ -1032,7 +1032,7 @@ static bool restart_backoff(struct run *r, uint32_t attempt)
 			shmrun_log(SHMRUN_LOG_WARN, "%s during restart backoff: stopping",
 				   strsignal(sig));
 			r->epoch = e; /* the summary file's "stopped at epoch" */
-			fprintf(stderr, "stopped at epoch %" PRIu64 "\n", e);
+			shmrun_log_plain("stopped at epoch %" PRIu64 "\n", e);
 			return true;
 		}
 	}
@@ -1123,6 +1123,7 @@ int shmrun_run(const struct shmrun_job *job)
 	const char *counters = getenv("SHMRUN_COUNTERS");
 	int rc = 2;
 
+	shmrun_log_set_job(job->name); /* also when embedded, without cli.c */
 	for (uint32_t i = 0; i < job->nwarnings; i++)
 		shmrun_log(SHMRUN_LOG_WARN, "%s", job->warnings[i]);
 	if (shmrun_reset_checked() < 0)

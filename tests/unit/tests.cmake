@@ -86,6 +86,14 @@ shmrun_check_test(check_manifest
 	LABELS runtime
 	TIMEOUT 60)
 
+# Log lines as text and JSON, the status line's erasing, the progress line's
+# text (runtime/log.c, runtime/progress.c; issue 13 items 5 and 7).
+shmrun_check_test(check_log
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_log.c
+	LIBS shmrun_rt PkgConfig::JANSSON
+	LABELS runtime
+	TIMEOUT 60)
+
 # The runtime's shared idioms through runtime/util.h: the growable array (growth,
 # exact need, overflow and a failed realloc leave the array intact), mkdir -p,
 # the read loop, the monotonic clock.

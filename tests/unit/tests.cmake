@@ -225,4 +225,6 @@ shmrun_check_test(check_top
 # fallbacks, the name lock, a forked client served, a stale socket replaced.
 shmrun_check_test(check_jobsock
 	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_jobsock.c
+	LIBS shmrun_rt
+	LABELS runtime
 	TIMEOUT 120)

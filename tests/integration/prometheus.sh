@@ -187,12 +187,15 @@ for w in $(pgrep -P "$launcher"); do
 	! ls -l "/proc/$w/fd" 2> /dev/null | qgrep socket: || fail "worker $w holds a socket"
 done
 echo "ok 404, 405, no socket in the workers"
-# a second run of the same job: refused for the port, before it locks or
-# creates anything; the first one goes on to a whole output (below)
+# another job on the same port (a second run of the same job is refused
+# earlier, for its name): refused for the port, before it locks or creates
+# anything; the first one goes on to a whole output (below)
 rc=0
-(cd "$tmp" && "$shmrun" p.conf) 2> "$tmp/second.log" || rc=$?
-[ "$rc" = 2 ] || fail "a second run of the job exited $rc, expected 2"
-qgrep -F "p.conf:3: metrics = 127.0.0.1:$port: the address is in use" "$tmp/second.log" ||
+sed 's/^path = out.tsv/path = other.tsv/; s/^\[job\]/[job]\nname = p-other/' "$tmp/p.conf" > "$tmp/q.conf"
+(cd "$tmp" && "$shmrun" q.conf) 2> "$tmp/second.log" || rc=$?
+[ "$rc" = 2 ] || fail "a second job on the port exited $rc, expected 2"
+[ ! -e "$tmp/other.tsv" ] || fail "the refused job created its output"
+qgrep -F "q.conf:4: metrics = 127.0.0.1:$port: the address is in use" "$tmp/second.log" ||
 	{ cat "$tmp/second.log" >&2; fail "a second run is not refused for the port"; }
 echo "ok a second run is refused for the port"
 

@@ -117,7 +117,7 @@ static int read_row(const char *name, struct job_row *row)
 {
 	const struct shmrun_metrics *m;
 	char why[512];
-	int64_t now = wall_ns();
+	int64_t now;
 	int fd;
 
 	memset(row, 0, sizeof(*row));
@@ -137,6 +137,9 @@ static int read_row(const char *name, struct job_row *row)
 		row->pid = jobsock_pid(name);
 		return row->pid > 0 ? 0 : -ENOENT;
 	}
+	/* now, not before the request: a checkpoint may complete while the
+	 * launcher answers, and its age is never negative */
+	now = wall_ns();
 	row->counters = true;
 	row->pid = m->launcher_pid;
 	row->workers = m->workers;
@@ -145,7 +148,7 @@ static int read_row(const char *name, struct job_row *row)
 	row->uptime_s = (double)(now - m->started_wall_ns) / 1e9;
 	row->ckpt_epoch = SHMRUN_METRIC(m->ckpt_epoch);
 	if (row->ckpt_epoch)
-		row->ckpt_age_s = (double)(now - SHMRUN_METRIC(m->ckpt_wall_ns)) / 1e9;
+		row->ckpt_age_s = fmax(0, (double)(now - SHMRUN_METRIC(m->ckpt_wall_ns)) / 1e9);
 	snprintf(row->conf_buf, sizeof(row->conf_buf), "%.*s", (int)sizeof(m->conf_path) - 1,
 		 m->conf_path);
 	row->conf = row->conf_buf;

@@ -280,6 +280,13 @@ u="$tmp/user"
 mkdir -p "$u"
 chmod 755 "$tmp"
 chmod 777 "$u"
+# the unprivileged user's jobs serve their sockets in a runtime directory of
+# its own here (lib.sh's is root's), not in a /tmp/shmrun-65534 left behind
+if [ -n "$nobody" ] && [ "$nobody" != env ]; then
+	mkdir -m 700 "$tmp/run-nobody"
+	chown 65534:65534 "$tmp/run-nobody"
+	nobody="$nobody env XDG_RUNTIME_DIR=$tmp/run-nobody"
+fi
 cat > "$u/job.conf" <<CONF
 [job]
 checkpoint_dir = ck

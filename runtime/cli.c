@@ -33,6 +33,8 @@
 #include <unistd.h>
 
 #include "internal.h" /* runtime/: rescale, restore check, ckpt list/verify */
+#include "jobsock.h"  /* shmrun ps, shmrun stop (jobs_cmd.c) */
+#include "proctitle.h"
 #include "shmrun/job.h"
 #include "shmrun/runtime.h"
 #include "top.h"
@@ -49,6 +51,7 @@ static void usage(FILE *out)
 		"       shmrun check [--rescale] [options] topology.conf\n"
 		"       shmrun ckpt list DIR | shmrun ckpt verify DIR\n"
 		"       shmrun ops [--plugin PATH]... [--markdown] [NAME]\n"
+		"       shmrun ps [--json] | shmrun stop [--timeout SECONDS] JOB\n"
 		"       shmrun top [--json] [--interval SECONDS] [JOB]\n"
 		"\n"
 		"Runs a stream-processing job on this host: worker processes ([job] workers,\n"
@@ -68,6 +71,10 @@ static void usage(FILE *out)
 		"  ops [NAME]       the operators a stage may name (built-in and from\n"
 		"                   plugins); with NAME its keys, types, defaults, ranges\n"
 		"                   and per-worker state rule (--markdown: as docs/operators.md)\n"
+		"  ps               this user's running jobs: name, pid, workers, uptime,\n"
+		"                   state, last checkpoint (--json: a JSON array)\n"
+		"  stop JOB         stop a running job (a final checkpoint with checkpoint_dir)\n"
+		"                   and wait for it to exit; exit 0 if it exited 0\n"
 		"  top [JOB]        a running job live: rates, backpressure, ring fill,\n"
 		"                   placement, checkpoints (--json: one snapshot)\n"
 		"\n"
@@ -92,7 +99,7 @@ static void usage(FILE *out)
 		"See docs/topology.md for the topology.conf reference.\n");
 }
 
-static const char *const commands[] = {"run", "plan", "check", "ckpt", "ops", "top"};
+static const char *const commands[] = {"run", "plan", "check", "ckpt", "ops", "ps", "stop", "top"};
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 /*
@@ -249,6 +256,7 @@ int shmrun_main(int argc, char **argv)
 	int c, rc;
 
 	stop_signals(SIG_BLOCK); /* first: see stop_signals() */
+	shmrun_proctitle_init(argc, argv); /* before anything keeps a pointer into argv */
 	argv[0] = (char *)"shmrun"; /* getopt_long's messages say "shmrun: ..." */
 	if (argc > 1 && strcmp(argv[1], "ckpt") == 0) {
 		static const char *const sub[] = {"list", "verify"};
@@ -266,6 +274,11 @@ int shmrun_main(int argc, char **argv)
 			return unknown_command("ckpt command", argv[2], sub, 2);
 		return usage_error("ckpt takes a command and one directory: shmrun ckpt list DIR "
 				   "| shmrun ckpt verify DIR");
+	}
+	if (argc > 1 && (strcmp(argv[1], "ps") == 0 || strcmp(argv[1], "stop") == 0)) {
+		stop_signals(SIG_UNBLOCK); /* runs no job: Ctrl-C ends it */
+		return strcmp(argv[1], "ps") == 0 ? shmrun_jobs_ps(argc - 1, argv + 1)
+						  : shmrun_jobs_stop(argc - 1, argv + 1);
 	}
 	if (argc > 1 && strcmp(argv[1], "top") == 0) {
 		stop_signals(SIG_UNBLOCK); /* top sets its own handlers */

@@ -11,7 +11,7 @@
  * failed. shmrun_check_restore() is the read-only half of the restore step,
  * for `shmrun check`.
  *
- *     shmrun_run: plan, prepare, preflight, lock, mkdir checkpoint_dir
+ *     shmrun_run: plan, prepare, preflight, job name (jobsock.h), lock, mkdir checkpoint_dir
  *       └─ loop: run_once ─ select_restore (STREAM_RESET_STATE, newest
  *                │          checkpoint that verifies, fingerprint)
  *                │          segment, fork + pin workers, supervise
@@ -121,8 +121,10 @@
 #include "ckpt/fault.h"
 #include "ckpt/manifest.h"
 #include "ckpt/recovery.h"
+#include "jobsock.h"
 #include "plan.h"
 #include "preflight.h"
+#include "proctitle.h"
 #include "report.h"
 #include "util.h"
 #include "worker.h"
@@ -201,6 +203,14 @@ static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segm
 	snprintf(role, sizeof(role), "worker %u", index);
 	shmrun_log_set_role(role);
 	shmrun_locks_forget(); /* the launcher holds them; a stray child must not */
+	jobsock_forget();      /* the job's socket and name lock, likewise */
+	{
+		char comm[96]; /* PR_SET_NAME keeps 15 bytes */
+
+		snprintf(comm, sizeof(comm), "shmrun w%u %s", index, job->name);
+		shmrun_proctitle_set(comm, "shmrun: %s worker %u cpu %d", job->name, index,
+				     job->cpus[index]);
+	}
 	launcher_pid = launcher;
 	worker_ctl = ctl;
 	memset(&sa, 0, sizeof(sa));
@@ -338,6 +348,8 @@ struct run {
 	uint32_t starts;   /* starts so far (the metrics block counts restarts) */
 	struct shmrun_metrics *metrics; /* the live counters, for the whole invocation */
 	int metrics_fd;    /* its memfd (jobsock.c hands out read-only copies) */
+	struct jobsock js; /* the job's socket: `shmrun ps`, `stop`, `top` */
+	bool stop_asked;   /* a client asked a stop that supervise() has not served yet */
 };
 
 /*
@@ -622,8 +634,9 @@ static enum run_end reap_exits(struct run *r)
  */
 static bool serve_outside(struct run *r)
 {
-	(void)r;
-	return false;
+	/* kept until supervise() serves it: a tick that took SIGCHLD does not */
+	r->stop_asked |= jobsock_serve(&r->js);
+	return r->stop_asked;
 }
 
 /*
@@ -650,9 +663,14 @@ static enum run_end supervise(struct run *r)
 		bool forwarded = sig > 0 && info.si_code == SI_QUEUE &&
 				 info.si_value.sival_int == STOP_FORWARDED;
 
-		if (serve_outside(r) && sig <= 0) {
-			sig = SIGTERM; /* `shmrun stop JOB`: a stop request, as from outside */
-			forwarded = false;
+		if (serve_outside(r) && (sig <= 0 || is_stop_signal(sig))) {
+			/* `shmrun stop JOB`: a stop request, as from outside (with a stop
+			 * signal taken in the same tick: the same request) */
+			if (sig <= 0) {
+				sig = SIGTERM;
+				forwarded = false;
+			}
+			r->stop_asked = false;
 		}
 		watch_workers(&r->wt, r->plan, r->pids, shmrun_now_ns());
 		shmrun_cb_watch(&r->cw, r->plan, r->ctl, r->pids, shmrun_now_ns());
@@ -820,15 +838,44 @@ int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
 }
 
 /*
- * Before the first start: each stage's prepare(), the preflight of every
- * path, the run's locks, checkpoint_dir created, and a warning when
- * checkpoints cannot use io_uring. Return: 0, or -1 (logged): nothing started.
+ * The job's socket (jobsock.h): the job's name taken before the run's locks
+ * create anything, so that a second job of the same name is refused (exit 2)
+ * having created nothing. A second run of the same job is refused as before,
+ * naming the run that holds its checkpoint_dir or an output
+ * (shmrun_lock_job_check()). A runtime directory that cannot be used only
+ * loses `shmrun ps`, `stop` and `top` for this job. Return: 0, or -1
+ * (logged): refused.
  */
-static int prepare_and_lock(const struct run *r)
+static int open_jobsock(struct run *r)
+{
+	char why[PATH_MAX + 256];
+	int err = jobsock_open(&r->js, r->job->name, -1, why, sizeof(why));
+
+	if (err == -EEXIST && shmrun_lock_job_check(r->job))
+		return -1; /* the refusal names the holder of checkpoint_dir or an output */
+	if (err == -EEXIST || err == -EINVAL) {
+		shmrun_log(SHMRUN_LOG_ERROR, "%s: %s; nothing was started", r->job->conf_path, why);
+		return -1;
+	}
+	if (err)
+		shmrun_log(SHMRUN_LOG_WARN,
+			   "job %s: no socket to attach to (%s); shmrun ps, stop and top will not "
+			   "see it",
+			   r->job->name, why);
+	return 0;
+}
+
+/*
+ * Before the first start: each stage's prepare(), the preflight of every
+ * path, the job's name (open_jobsock()), the run's locks, checkpoint_dir
+ * created, and a warning when checkpoints cannot use io_uring. Return: 0, or
+ * -1 (logged): nothing started.
+ */
+static int prepare_and_lock(struct run *r)
 {
 	const struct shmrun_job *job = r->job;
 
-	if (shmrun_prepare(job, r->plan) || shmrun_preflight(job))
+	if (shmrun_prepare(job, r->plan) || shmrun_preflight(job) || open_jobsock(r))
 		return -1;
 	/* before anything reads, moves or creates checkpoints or outputs (STREAM_RESET_STATE,
 	 * the restore): a second live run is refused here, having touched nothing */
@@ -1046,6 +1093,9 @@ int shmrun_run(const struct shmrun_job *job)
 		}
 		shmrun_run_metrics = r.metrics;
 	}
+	if (jobsock_set_metrics(&r.js, r.metrics_fd))
+		shmrun_log(SHMRUN_LOG_WARN, "job %s: its socket serves no counters: %s", job->name,
+			   strerror(errno));
 	block_signals(&r);
 	rc = restart_loop(&r);
 	if (r.metrics) {
@@ -1055,6 +1105,7 @@ int shmrun_run(const struct shmrun_job *job)
 	}
 	unblock_signals(&r);
 out:
+	jobsock_close(&r.js);
 	shmrun_run_metrics = NULL;
 	shmrun_metrics_destroy(r.metrics, r.metrics_fd);
 	shmrun_control_destroy(r.ctl);

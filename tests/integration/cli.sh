@@ -241,7 +241,7 @@ usage_error() { # want-regex args...
 usage_error "^shmrun: unknown command 'chekc'; did you mean 'check'\?$" chekc "$tmp/good.conf"
 usage_error "^shmrun: unknown command 'chekc'; did you mean 'check'\?$" chekc
 usage_error "^shmrun: unknown command 'paln'; did you mean 'plan'\?$" paln "$tmp/good.conf"
-usage_error "^shmrun: unknown command 'frobnicate' \(commands: run, plan, check, ckpt, ops, top\)$" frobnicate "$tmp/good.conf"
+usage_error "^shmrun: unknown command 'frobnicate' \(commands: run, plan, check, ckpt, ops, ps, stop, top\)$" frobnicate "$tmp/good.conf"
 usage_error "^shmrun: unknown ckpt command 'lsit'; did you mean 'list'\?$" ckpt lsit "$tmp"
 # a command after options that only works first: named, never "did you mean" itself
 usage_error "^shmrun: 'ckpt' must be the first argument: shmrun ckpt \.\.\.$" --log-level debug ckpt list "$tmp"

@@ -198,6 +198,13 @@ shmrun_check_test(check_watermark
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)
+# The job's socket (issue 13: shmrun ps, stop, top): the runtime directory's
+# fallbacks, the name lock, a forked client served, a stale socket replaced.
+shmrun_check_test(check_jobsock
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_jobsock.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 120)
 
 # `shmrun top`'s number formatting (runtime/top.h): sizes, counts, rates,
 # durations, bars, ring fill; tests/integration/top.sh runs the command.

@@ -69,10 +69,6 @@
 #include "top.h"
 #include "util.h"
 
-/* TEMPORARY until the jobsock branch lands */
-#pragma weak jobsock_list
-#pragma weak jobsock_metrics_fd
-
 /* ---- formatting helpers (pure; tests/unit/check_top.c) ---- */
 
 /* @v (>= 0) scaled by @base into @units: "12.3k", "4.50 MiB". */
@@ -1202,10 +1198,6 @@ static const struct shmrun_metrics *attach(const char *job, const char *path)
 		job = path;
 	} else {
 		if (!job) {
-			if (!jobsock_list) { /* TEMPORARY until jobsock lands */
-				fprintf(stderr, "shmrun top: job sockets are not built yet\n");
-				return NULL;
-			}
 			n = jobsock_list(&names);
 			if (n < 0) {
 				fprintf(stderr, "shmrun top: cannot list the running jobs: %s\n",
@@ -1222,16 +1214,10 @@ static const struct shmrun_metrics *attach(const char *job, const char *path)
 			}
 			if (n == 1)
 				snprintf(only, sizeof(only), "%s", names[0]);
-			for (int i = 0; i < n; i++)
-				free(names[i]);
-			free(names);
+			jobsock_list_free(names, n);
 			if (n != 1)
 				return NULL;
 			job = only;
-		}
-		if (!jobsock_metrics_fd || !jobsock_list) { /* TEMPORARY until jobsock lands */
-			fprintf(stderr, "shmrun top: job sockets are not built yet\n");
-			return NULL;
 		}
 		fd = jobsock_metrics_fd(job, why, sizeof(why));
 		if (fd < 0) {

@@ -15,14 +15,12 @@
 #     status 0 and leaves the terminal as it was (canonical mode, echo, the
 #     normal screen); so does ^C; a job that ends while watched is reported
 #     and top exits 0 (skipped with a message without tmux).
-# Jobs run under a private XDG_RUNTIME_DIR, so other jobs of this user are
-# not seen and do not count as "several".
+# Jobs run under the test's own XDG_RUNTIME_DIR (lib.sh), so other jobs of
+# this user are not seen and do not count as "several".
 set -euo pipefail
 shmrun=${1:?usage: top.sh path/to/shmrun}
 . "$(dirname "$0")/lib.sh"
 
-export XDG_RUNTIME_DIR=$tmp/toprun
-mkdir -m 0700 "$XDG_RUNTIME_DIR"
 pids=() # every background launcher, killed on exit
 sock="$tmp/tmux.sock"
 cleanup_top() {
@@ -84,11 +82,6 @@ expect_status 2 "interval must be seconds" "$shmrun" top --interval soon
 expect_status 2 "interval must be seconds" "$shmrun" top --interval -1
 expect_status 2 "at most one JOB" "$shmrun" top a b
 expect_status 2 "unrecognized option" "$shmrun" top --bogus
-# TEMPORARY: until the job socket (runtime/jobsock.c) is merged, top cannot attach
-if { "$shmrun" top 2>&1 || true; } | qgrep -F "job sockets are not built yet"; then
-	echo "skipped: runtime/jobsock.c is not built in yet" >&2
-	exit 77
-fi
 expect_status 1 "^shmrun top: no running job$" "$shmrun" top
 expect_status 1 "nosuch" "$shmrun" top nosuch
 expect_status 1 "nosuch" "$shmrun" top --json nosuch

@@ -209,7 +209,8 @@ launcher=
 py "$tmp/k/s.json" <<'PY'
 assert d["status"] == "signaled" and d["signal"] == 15 and d["exit_status"] == 143, d
 assert d["reason"].startswith("signal: "), d["reason"]
-assert 0 < d["totals"]["records_read"] < 40000, d["totals"]
+# stopped midway; every worker published its last numbers as it exited
+assert d["totals"]["records_written"] <= d["totals"]["records_read"] < 40000, d["totals"]
 PY
 echo "ok signaled"
 

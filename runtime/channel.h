@@ -75,6 +75,7 @@
 #define BATCH_SLACK 16u   /* bytes past batch_cap a short copy may touch */
 
 struct shmrun_task;
+struct shmrun_metrics_chan;
 
 /* A producer's view of one channel, with its overflow for a full ring. */
 struct chan_out {
@@ -89,6 +90,7 @@ struct chan_out {
 	uint16_t batch_flags; /* REC_* flags of the records in it */
 	uint64_t frames;      /* frames put on this channel */
 	uint64_t ovf_frames;  /* of which went through the overflow queue */
+	struct shmrun_metrics_chan *mx; /* its live counters (metrics.h), or NULL */
 };
 
 struct chan_in {
@@ -98,6 +100,7 @@ struct chan_in {
 	struct wm_input wmi; /* its watermark and idleness (watermark.h) */
 	uint32_t input;      /* its upstream's index in the reading stage's `input =` list
 				(shmrun_task_input()) */
+	struct shmrun_metrics_chan *mx; /* its live counters (metrics.h), or NULL */
 };
 
 struct out_edge {

@@ -34,6 +34,7 @@
 
 #include "channel.h"
 #include "control.h"
+#include "metrics.h"
 #include "plan.h"
 #include "shmrun/operator.h"
 #include "state.h"
@@ -105,6 +106,14 @@ struct shmrun_task {
 	int64_t wm_interval_ns;   /* wm_gen: the stage's watermark_interval */
 	int64_t wm_due_ns;        /* wm_gen: next generation, CLOCK_MONOTONIC */
 	struct wm_input *fwd_wm;  /* one per forward input (out_edge.fwd_slot) */
+	/* live counters (metrics.h), published by the worker once per turn */
+	struct shmrun_metrics_task *mx; /* this task's block; NULL without a metrics block */
+	uint64_t m_in, m_out;           /* records delivered to it / emitted by it */
+	uint64_t m_in_bytes, m_out_bytes; /* their key + value bytes */
+	uint64_t m_busy_ns, m_idle_ns, m_bp_ns; /* time busy, idle, parked */
+	int64_t m_turn_ns;              /* busy time in this loop turn so far */
+	uint64_t m_src_pos, m_src_total; /* file sources: shmrun_task_source_progress() */
+	uint64_t m_bad0, m_late0;       /* records_bad, records_late published before this start */
 };
 
 /*

@@ -146,6 +146,8 @@ static int deliver(struct shmrun_task *t, const struct shmrun_record *rec, uint6
 
 	if (t->w->failed)
 		return -ECANCELED;
+	t->m_in++;
+	t->m_in_bytes += (uint64_t)rec->key_len + rec->value_len;
 	t->cur_key = hashed ? rec->key : NULL;
 	t->cur_key_len = rec->key_len;
 	t->cur_hash = hash;
@@ -174,6 +176,9 @@ static int deliver_batch(struct shmrun_task *t, const struct shmrun_record *recs
 			err = deliver(t, &recs[i], hashes ? hashes[i] : 0, hashes != NULL);
 		return err;
 	}
+	t->m_in += n;
+	for (uint32_t i = 0; i < n; i++)
+		t->m_in_bytes += (uint64_t)recs[i].key_len + recs[i].value_len;
 	if (hashes) {
 		t->cur_recs = recs;
 		t->cur_hashes = hashes;
@@ -195,6 +200,8 @@ static int deliver_partial(struct shmrun_task *t, const struct shmrun_record *re
 
 	if (t->w->failed)
 		return -ECANCELED;
+	t->m_in++;
+	t->m_in_bytes += (uint64_t)rec->key_len + rec->value_len;
 	if (!t->op->combiner) {
 		shmrun_task_error(t, "corrupt frame: a combined record for an operator without "
 				     "a combiner");
@@ -254,7 +261,17 @@ static inline int combine_one(struct shmrun_task *t, struct out_edge *e,
 	return err;
 }
 
+static int emit_one(struct shmrun_task *t, const struct shmrun_record *rec);
+
 int shmrun_emit(struct shmrun_task *t, const struct shmrun_record *rec)
+{
+	t->m_out++;
+	t->m_out_bytes += (uint64_t)rec->key_len + rec->value_len;
+	return emit_one(t, rec);
+}
+
+/* shmrun_emit() but counted by the caller. */
+static int emit_one(struct shmrun_task *t, const struct shmrun_record *rec)
 {
 	/* a generating stage's task: the largest event time it emitted (0 = none) */
 	if (__builtin_expect(t->wm_gen, 0) && rec->event_time_ns > t->wm_max_ts &&
@@ -311,6 +328,9 @@ int shmrun_emit_batch(struct shmrun_task *t, const struct shmrun_record *recs, u
 
 	if (n == 0)
 		return 0;
+	t->m_out += n;
+	for (uint32_t i = 0; i < n; i++)
+		t->m_out_bytes += (uint64_t)recs[i].key_len + recs[i].value_len;
 	if (__builtin_expect(t->wm_gen, 0))
 		wm_track_batch(t, recs, n);
 	/* the common chain: one forward edge, one call for the whole batch */
@@ -332,7 +352,7 @@ int shmrun_emit_batch(struct shmrun_task *t, const struct shmrun_record *recs, u
 		return err;
 	}
 	for (uint32_t i = 0; i < n && !err; i++)
-		err = shmrun_emit(t, &recs[i]);
+		err = emit_one(t, &recs[i]);
 	return err;
 }
 
@@ -1071,6 +1091,7 @@ static int attach_rings(struct shmrun_worker *w)
 				return err;
 			o->src_task = ch->src_task;
 			o->dst_task = ch->dst_task;
+			o->mx = w->mx ? shmrun_metrics_chan(w->mx, c) : NULL;
 			o->backlogged = &w->backlogged;
 			err = chan_batch_init(o);
 			if (err)
@@ -1090,6 +1111,7 @@ static int attach_rings(struct shmrun_worker *w)
 			if (err)
 				return err;
 			wm_input_init(&in->wmi);
+			in->mx = w->mx ? shmrun_metrics_chan(w->mx, c) : NULL;
 			shmrun_ring_set_wake_bell(
 				&in->ring, p->tasks[ch->src_task].worker == w->index
 						   ? NULL
@@ -1233,9 +1255,195 @@ static bool rate_defers(const struct shmrun_task *t)
 	return false;
 }
 
+/*
+ * One task's share of a loop turn: a source's barrier and produce() budget,
+ * or a budget of frames from each of its open input rings. Return: progress.
+ */
+static uint32_t step_task(struct shmrun_worker *w, struct shmrun_task *t)
+{
+	uint32_t progress = 0;
+
+	if (t->op->flags & SHMRUN_OP_SOURCE) {
+		uint64_t before = t->records_in, where;
+		int r, budget;
+
+		if (w->checkpointing) {
+			r = source_barrier(t);
+			progress += r > 0;
+			if (t->ended || t->exhausted || r < 0)
+				return progress;
+		}
+		/* no clock read for an unpaced source: this runs every turn */
+		if (t->rate && rate_defers(t))
+			return progress; /* a sibling on this worker is behind: its turn */
+		budget = t->rate ? source_budget(t, shmrun_now_ns()) : (int)PRODUCE_BUDGET;
+		if (budget == 0)
+			return progress; /* paced: not yet */
+		where = cb_enter(t, SHMRUN_CB_PRODUCE);
+		r = t->op->produce(t, t->state, (uint32_t)budget);
+		cb_leave(t, where);
+		rate_return(t, (uint64_t)budget, t->records_in - before);
+		/* busy: it had more than a whole budget to give (a paced source is
+		 * held back by its pace, not by work in hand: its partials go
+		 * out every turn) */
+		t->busy = r > 0 && !t->rate && t->records_in - before >= (uint64_t)budget;
+		progress += (uint32_t)(t->records_in - before) + (r <= 0);
+		if (t->records_in != before && w->wm_clocked)
+			mark_forward_active(t);
+		if (r < 0) {
+			if (!w->failed)
+				shmrun_task_error(t, "produce failed: %s", strerror(-r));
+			note_fail_errno(w, r);
+		} else if (r == 0 && w->checkpointing) {
+			/* wait for the final epoch, which ends it; its watermark
+			 * is MAX now: a finished source holds nobody back */
+			t->exhausted = true;
+			atomic_store_explicit(&w->slots[t->id].exhausted, 1, memory_order_release);
+			wm_advance(t, SHMRUN_WATERMARK_MAX, true);
+		} else if (r == 0) {
+			task_end(t, 0, false);
+		}
+		return progress;
+	}
+	for (uint32_t i = 0; i < t->nins && !t->ended; i++)
+		if (!t->ins[i]->ended && !t->ins[i]->held)
+			progress += read_channel(t, t->ins[i]);
+	if (progress && w->wm_clocked)
+		mark_forward_active(t);
+	if (!progress && t->nins && t->op->flush)
+		flush_task(t, 0); /* its input drained */
+	return progress;
+}
+
+/* ---- live counters (metrics.h) ---------------------------------------------- */
+
+#define METRICS_PUBLISH_NS 1000000 /* publish at most once a millisecond */
+
+static int64_t wall_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+#define PUT(field, v) atomic_store_explicit(&(field), (v), memory_order_relaxed)
+
+/*
+ * Store every counter of the worker's tasks and channels in the metrics
+ * block: relaxed stores to lines only this worker writes (metrics.h).
+ */
+static void metrics_publish(struct shmrun_worker *w, int64_t now)
+{
+	for (uint32_t x = 0; x < w->ntasks; x++) {
+		struct shmrun_task *t = &w->tasks[x];
+		struct shmrun_metrics_task *m = t->mx;
+
+		/* a source's records in are those it read, a sink's records
+		 * out those it wrote (shmrun_task_count()); no other operator
+		 * counts them, so the sums count nothing twice */
+		PUT(m->records_in, t->m_in + t->records_in);
+		PUT(m->records_out, t->m_out + t->records_out);
+		PUT(m->bytes_in, t->m_in_bytes + t->m_src_pos);
+		PUT(m->bytes_out, t->m_out_bytes);
+		PUT(m->busy_ns, t->m_busy_ns);
+		PUT(m->idle_ns, t->m_idle_ns);
+		PUT(m->backpressure_ns, t->m_bp_ns);
+		PUT(m->watermark, t->wm);
+		PUT(m->state_bytes, t->kv.bytes);
+		PUT(m->keys, t->kv.keys);
+		PUT(m->records_bad, t->m_bad0 + t->records_bad);
+		PUT(m->records_late, t->m_late0 + t->records_late);
+		PUT(m->source_pos, t->m_src_pos);
+		PUT(m->source_total, t->m_src_total);
+		PUT(m->parked, (uint32_t)(!t->ended && task_parked(t)));
+		PUT(m->ended, (uint32_t)t->ended);
+	}
+	for (uint32_t c = 0; c < w->nouts; c++) {
+		struct chan_out *o = &w->outs[c];
+
+		PUT(o->mx->tail, o->ring.tail_pub);
+		PUT(o->mx->frames, o->frames);
+		PUT(o->mx->overflow_frames, o->ovf_frames);
+	}
+	for (uint32_t c = 0; c < w->nins; c++)
+		PUT(w->ins[c].mx->head, w->ins[c].ring.head);
+	PUT(w->mxw->turns, w->m_turns);
+	PUT(w->mxw->sleep_ns, w->m_sleep_ns);
+	PUT(w->mxw->heartbeat_ns, wall_now_ns());
+	w->m_pub_ns = now;
+}
+
+/*
+ * The end of a loop turn: each task's time since the last turn ended is its
+ * busy time (measured around its share, step_task()) and the rest, which is
+ * backpressure while it is parked and idle otherwise (the worker ran other
+ * tasks or slept). So busy + idle + backpressure is the task's wall time.
+ * Publishes at most every METRICS_PUBLISH_NS.
+ */
+static void metrics_turn(struct shmrun_worker *w)
+{
+	int64_t now = shmrun_now_ns(), dt = now - w->m_last_ns;
+
+	for (uint32_t x = 0; x < w->ntasks; x++) {
+		struct shmrun_task *t = &w->tasks[x];
+		int64_t busy = t->m_turn_ns < dt ? t->m_turn_ns : dt;
+
+		t->m_turn_ns = 0;
+		if (t->ended)
+			continue;
+		t->m_busy_ns += (uint64_t)busy;
+		if (task_parked(t))
+			t->m_bp_ns += (uint64_t)(dt - busy);
+		else
+			t->m_idle_ns += (uint64_t)(dt - busy);
+	}
+	w->m_last_ns = now;
+	w->m_turns++;
+	if (now - w->m_pub_ns >= METRICS_PUBLISH_NS)
+		metrics_publish(w, now);
+}
+
+/*
+ * The worker's tasks and line in the metrics block. Counters are totals
+ * since the launcher started, and a restarted worker's own start at 0: each
+ * takes what the block holds as its start (a source's and a sink's operator
+ * counts start again at 0 and add to it), so no total ever goes back.
+ */
+static void metrics_attach(struct shmrun_worker *w)
+{
+	w->mxw = shmrun_metrics_worker(w->mx, w->index);
+	for (uint32_t x = 0; x < w->ntasks; x++) {
+		struct shmrun_task *t = &w->tasks[x];
+		struct shmrun_metrics_task *m = shmrun_metrics_task(w->mx, t->id);
+
+		t->mx = m;
+		t->m_in = SHMRUN_METRIC(m->records_in);
+		t->m_out = SHMRUN_METRIC(m->records_out);
+		t->m_in_bytes = SHMRUN_METRIC(m->bytes_in);
+		t->m_out_bytes = SHMRUN_METRIC(m->bytes_out);
+		t->m_busy_ns = SHMRUN_METRIC(m->busy_ns);
+		t->m_idle_ns = SHMRUN_METRIC(m->idle_ns);
+		t->m_bp_ns = SHMRUN_METRIC(m->backpressure_ns);
+		t->m_bad0 = SHMRUN_METRIC(m->records_bad);
+		t->m_late0 = SHMRUN_METRIC(m->records_late);
+	}
+	w->m_turns = SHMRUN_METRIC(w->mxw->turns);
+	w->m_sleep_ns = SHMRUN_METRIC(w->mxw->sleep_ns);
+	w->m_snap0 = SHMRUN_METRIC(w->mxw->snapshots);
+	w->m_last_ns = shmrun_now_ns();
+}
+
+void shmrun_task_source_progress(struct shmrun_task *t, uint64_t pos, uint64_t total)
+{
+	t->m_src_pos = pos;
+	t->m_src_total = total;
+}
+
 static uint32_t step(struct shmrun_worker *w)
 {
 	uint32_t progress = 0;
+	int64_t t0 = w->mx ? shmrun_now_ns() : 0;
 
 	if (w->wm_clocked)
 		w->turn_ns = shmrun_now_ns();
@@ -1249,60 +1457,12 @@ static uint32_t step(struct shmrun_worker *w)
 			drop_aborted(t);
 		if (t->ended || task_parked(t))
 			continue;
-		if (t->op->flags & SHMRUN_OP_SOURCE) {
-			uint64_t before = t->records_in, where;
-			int r, budget;
+		progress += step_task(w, t);
+		if (w->mx) {
+			int64_t t1 = shmrun_now_ns();
 
-			if (w->checkpointing) {
-				r = source_barrier(t);
-				progress += r > 0;
-				if (t->ended || t->exhausted || r < 0)
-					continue;
-			}
-			/* no clock read for an unpaced source: this runs every turn */
-			if (t->rate && rate_defers(t))
-				continue; /* a sibling on this worker is behind: its turn */
-			budget = t->rate ? source_budget(t, shmrun_now_ns()) : (int)PRODUCE_BUDGET;
-			if (budget == 0)
-				continue; /* paced: not yet */
-			where = cb_enter(t, SHMRUN_CB_PRODUCE);
-			r = t->op->produce(t, t->state, (uint32_t)budget);
-			cb_leave(t, where);
-			rate_return(t, (uint64_t)budget, t->records_in - before);
-			/* busy: it had more than a whole budget to give (a paced source is
-			 * held back by its pace, not by work in hand: its partials go
-			 * out every turn) */
-			t->busy = r > 0 && !t->rate && t->records_in - before >= (uint64_t)budget;
-			progress += (uint32_t)(t->records_in - before) + (r <= 0);
-			if (t->records_in != before && w->wm_clocked)
-				mark_forward_active(t);
-			if (r < 0) {
-				if (!w->failed)
-					shmrun_task_error(t, "produce failed: %s", strerror(-r));
-				note_fail_errno(w, r);
-			} else if (r == 0 && w->checkpointing) {
-				/* wait for the final epoch, which ends it; its watermark
-				 * is MAX now: a finished source holds nobody back */
-				t->exhausted = true;
-				atomic_store_explicit(&w->slots[t->id].exhausted, 1,
-						      memory_order_release);
-				wm_advance(t, SHMRUN_WATERMARK_MAX, true);
-			} else if (r == 0) {
-				task_end(t, 0, false);
-			}
-			continue;
-		}
-		{
-			uint32_t got = 0;
-
-			for (uint32_t i = 0; i < t->nins && !t->ended; i++)
-				if (!t->ins[i]->ended && !t->ins[i]->held)
-					got += read_channel(t, t->ins[i]);
-			progress += got;
-			if (got && w->wm_clocked)
-				mark_forward_active(t);
-			if (!got && t->nins && t->op->flush)
-				flush_task(t, 0); /* its input drained */
+			t->m_turn_ns += t1 - t0;
+			t0 = t1;
 		}
 	}
 	if (w->wm_clocked && !w->failed)
@@ -1313,6 +1473,8 @@ static uint32_t step(struct shmrun_worker *w)
 		if (w->index == 0)
 			progress += shmrun_coordinate(&w->co, w->plan, w->ctl, shmrun_now_ns());
 	}
+	if (w->mx)
+		metrics_turn(w);
 	return progress;
 }
 
@@ -1473,7 +1635,14 @@ static void run_loop(struct shmrun_worker *w)
 		if (all_done(w))
 			break;
 		reap_children(w);
-		idle_wait(w, &idle_since);
+		if (w->mx) {
+			int64_t t0 = shmrun_now_ns();
+
+			idle_wait(w, &idle_since);
+			w->m_sleep_ns += (uint64_t)(shmrun_now_ns() - t0);
+		} else {
+			idle_wait(w, &idle_since);
+		}
 	}
 	if (*w->stop && !w->failed)
 		flush_tasks(w, false); /* a stop without final checkpoint: whole lines out */
@@ -1521,11 +1690,14 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 		.checkpointing = plan->job->checkpoint_dir != NULL,
 		.committed_epoch = ctl->restored_epoch,
 		.stop = stop,
+		.mx = shmrun_run_metrics,
 	};
 	int err;
 
 	if (start_worker(&w))
 		return 1;
+	if (w.mx)
+		metrics_attach(&w);
 	open_tasks(&w);
 	flush_setup(&w);
 	w.co.next_ns = shmrun_now_ns() + (int64_t)plan->job->checkpoint_interval_ns;
@@ -1542,6 +1714,8 @@ int shmrun_worker_run(const struct shmrun_plan *plan, const struct shmrun_segmen
 done:
 	wait_children(&w);
 	publish_stats(&w);
+	if (w.mx)
+		metrics_publish(&w, shmrun_now_ns());
 	err = w.failed ? 1 : *stop ? 3 : 0;
 	teardown(&w);
 	return err;

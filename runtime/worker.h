@@ -66,6 +66,13 @@ struct shmrun_worker {
 	/* the batch a source is emitting with shmrun_emit_batch_origin() (ops.h)
 	 * and where it was read; NULL outside that call */
 	const struct shmrun_origin *origin;
+	/* live counters (metrics.h): NULL without a metrics block */
+	struct shmrun_metrics *mx;
+	struct shmrun_metrics_worker *mxw; /* this worker's line */
+	int64_t m_last_ns;  /* end of the last accounted turn, CLOCK_MONOTONIC */
+	int64_t m_pub_ns;   /* last publication */
+	uint64_t m_turns, m_sleep_ns;
+	uint64_t m_snap0;   /* snapshots published before this start */
 	struct shmrun_record rbuf[BATCH_RECORDS]; /* records of a frame for process_batch() */
 	uint64_t rhash[BATCH_RECORDS];            /* their key hashes */
 };

@@ -55,13 +55,16 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coordinator.h"
 #include "fault.h"
 #include "manifest.h"
+#include "metrics.h"
 #include "preflight.h"
 #include "shmrun/runtime.h"
+#include "util.h"
 
 /* shmrun_ckpt_remove() where only the result matters. */
 static int remove_ckpt(const char *dir, uint64_t epoch)
@@ -154,6 +157,10 @@ static void abort_epoch(struct shmrun_coordinator *co, const struct shmrun_plan 
 	 * at the next start (shmrun_ckpt_remove_incomplete()).
 	 */
 	atomic_store_explicit(&ctl->aborted_epoch, co->epoch, memory_order_seq_cst);
+	if (shmrun_run_metrics) { /* the checkpoint line of the live counters (metrics.h) */
+		atomic_fetch_add_explicit(&shmrun_run_metrics->ckpt_aborted, 1, memory_order_relaxed);
+		atomic_store_explicit(&shmrun_run_metrics->ckpt_in_flight, 0, memory_order_relaxed);
+	}
 	{
 		char rwhy[300];
 
@@ -345,6 +352,31 @@ static void describe_timeout(const struct shmrun_coordinator *co, const struct s
 }
 
 /*
+ * The checkpoint line of the live counters (metrics.h; only worker 0 writes
+ * it): epoch co->manifest_epoch is complete; its size is the sum of the
+ * task slots' state files, which hold it until the next epoch starts.
+ */
+static void metrics_complete(const struct shmrun_coordinator *co, const struct shmrun_plan *plan,
+			     struct shmrun_control *ctl, struct shmrun_metrics *m)
+{
+	struct shmrun_task_slot *slots = shmrun_control_slots(ctl);
+	uint64_t bytes = 0;
+	struct timespec ts;
+
+	for (uint32_t k = 0; k < plan->ntasks; k++)
+		bytes += slots[k].size;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	atomic_store_explicit(&m->ckpt_epoch, co->manifest_epoch, memory_order_relaxed);
+	atomic_fetch_add_explicit(&m->ckpt_completed, 1, memory_order_relaxed);
+	atomic_store_explicit(&m->ckpt_duration_ns, (uint64_t)(shmrun_now_ns() - co->started_ns),
+			      memory_order_relaxed);
+	atomic_store_explicit(&m->ckpt_bytes, bytes, memory_order_relaxed);
+	atomic_store_explicit(&m->ckpt_wall_ns, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
+			      memory_order_relaxed);
+	atomic_store_explicit(&m->ckpt_in_flight, 0, memory_order_relaxed);
+}
+
+/*
  * Commit phase: judge the MANIFEST child by complete_epoch, then by its
  * exit; a MANIFEST not written aborts its epoch. Return: false while it is
  * still writing, else true.
@@ -377,6 +409,8 @@ static bool judge_manifest(struct shmrun_coordinator *co, const struct shmrun_pl
 		return true;
 	}
 	shmrun_log(SHMRUN_LOG_DEBUG, "epoch %" PRIu64 " complete", co->manifest_epoch);
+	if (shmrun_run_metrics)
+		metrics_complete(co, plan, ctl, shmrun_run_metrics);
 	guard_per_worker_state(co, plan, ctl);
 	co->epoch = 0;
 	return true;
@@ -524,6 +558,9 @@ static bool trigger_epoch(struct shmrun_coordinator *co, const struct shmrun_pla
 			atomic_store_explicit(&ctl->final_epoch, e, memory_order_release);
 		co->epoch = e;
 		co->started_ns = now_ns;
+		if (shmrun_run_metrics)
+			atomic_store_explicit(&shmrun_run_metrics->ckpt_in_flight, e,
+					      memory_order_relaxed);
 		note_heartbeats(co, ctl);
 		co->next_ns = now_ns + (int64_t)job->checkpoint_interval_ns;
 		/* release: pairs with the acquire load of trigger_epoch by sources

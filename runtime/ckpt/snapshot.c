@@ -166,6 +166,14 @@ static void record_stall(struct shmrun_worker *w, int64_t ns)
 			return;
 	}
 	w->stalls[w->nstalls++ % 1024] = ns;
+	if (w->mxw) { /* live counters (metrics.h): this worker's line */
+		atomic_store_explicit(&w->mxw->stall_last_ns, (uint64_t)ns, memory_order_relaxed);
+		if ((uint64_t)ns > atomic_load_explicit(&w->mxw->stall_max_ns, memory_order_relaxed))
+			atomic_store_explicit(&w->mxw->stall_max_ns, (uint64_t)ns,
+					      memory_order_relaxed);
+		atomic_store_explicit(&w->mxw->snapshots, w->m_snap0 + w->nstalls,
+				      memory_order_relaxed);
+	}
 }
 
 /*

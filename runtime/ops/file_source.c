@@ -149,6 +149,10 @@ struct source {
 	uint32_t nl_file;     /* file (index in fl) of the last count, UINT32_MAX: none */
 	uint64_t nl_off;      /* offset counted up to in it */
 	uint64_t nl_count;    /* '\n' in [0, nl_off) of it */
+	/* progress (shmrun_task_source_progress()): bytes of the pieces left at
+	 * the first produce() of this start, and of those finished since */
+	bool prog_known;
+	uint64_t prog_total, prog_done;
 };
 
 static struct file_list *walk_list; /* nftw has no user pointer */
@@ -795,9 +799,20 @@ static int source_produce_lines(struct shmrun_task *task, struct source *s, uint
 static int source_produce(struct shmrun_task *task, void *state, uint32_t budget)
 {
 	struct source *s = state;
-	int r = source_produce_lines(task, s, budget);
-	int err = emit_lines(task, s);
+	int r, err;
+	uint64_t pos;
 
+	if (!s->prog_known) {
+		for (uint32_t i = s->cur; i < s->npieces; i++)
+			s->prog_total += s->pieces[i].end - s->pieces[i].off;
+		s->prog_known = true;
+	}
+	r = source_produce_lines(task, s, budget);
+	err = emit_lines(task, s);
+	pos = s->prog_done;
+	if (s->fd >= 0 && s->cur < s->npieces && s->pos > s->pieces[s->cur].off)
+		pos += s->pos - s->pieces[s->cur].off;
+	shmrun_task_source_progress(task, pos, s->prog_total);
 	return r < 0 ? r : err ? err : r;
 }
 
@@ -872,6 +887,7 @@ static int source_produce_lines(struct shmrun_task *task, struct source *s, uint
 			return err;
 		close(s->fd);
 		s->fd = -1;
+		s->prog_done += s->pieces[s->cur].end - s->pieces[s->cur].off;
 		s->cur++;
 	}
 	return 1;

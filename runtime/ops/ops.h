@@ -92,6 +92,15 @@ struct shmrun_origin {
 };
 
 /*
+ * shmrun_task_source_progress() - a file source says how far it is: @pos
+ * bytes of its input read of @total (0: not known), both since this start
+ * (after a restore: of what was left to read). Published in the metrics
+ * block (source_pos, source_total) for the progress line and `shmrun top`.
+ * Cost: two stores. Implemented in worker.c.
+ */
+void shmrun_task_source_progress(struct shmrun_task *task, uint64_t pos, uint64_t total);
+
+/*
  * shmrun_emit_batch_origin() - shmrun_emit_batch() of @n records @recs (owned
  * by the caller, as there) whose origin @o (owned by the caller, alive for
  * the call; its recs and n are set here) can describe. Return: as

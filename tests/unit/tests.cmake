@@ -22,6 +22,11 @@ shmrun_check_test(check_placement
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 120)
+shmrun_check_test(check_metrics
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_metrics.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)
 shmrun_check_test(check_conf
 	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_conf.c
 	LIBS shmrun_rt

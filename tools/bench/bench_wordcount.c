@@ -130,6 +130,10 @@ static const char wc_usage_text[] =
     "  single mb_s=F\n"
     "  state bytes_per_key_beyond_key=F\n"
     "  wordcount workers=2 ratio_vs_workers1=F\n"
+    "  wordcount workers=1 counters_off_mb_s=F ratio_counters_vs_off=F\n"
+    "  wordcount workers=2 width=2 counters_off_mb_s=F ratio_counters_vs_off=F\n"
+    "  (the same runs with SHMRUN_COUNTERS=off: the live counters' cost is\n"
+    "  1 - ratio_counters_vs_off; within noise is about 0.98 to 1.02)\n"
     "With --hog, also (the reference is the quiet one of the same repetitions):\n"
     "  wordcount hog_cpu=C workers=1 mb_s=F ratio_vs_single=F\n"
     "  wordcount hog_cpu=C workers=2 mb_s=F ratio_vs_single=F ratio_vs_workers1=F\n"
@@ -793,6 +797,7 @@ struct wc_config {
 	unsigned widths[4];   /* read, words, count, out */
 	double best_s;	      /* best wall-clock time */
 	double bytes_per_key; /* from the launcher's log, -1 if not found */
+	bool counters_off;    /* run with SHMRUN_COUNTERS=off: no live counters */
 };
 
 static int wc_write_conf(const char *dir, const struct wc_config *c)
@@ -846,8 +851,13 @@ static int wc_run_one(const char *shmrun, const char *dir, struct wc_config *c,
 	    bench_pathf(out, sizeof(out), "%s/out-%s.tsv", dir, c->name))
 		return -1;
 	snprintf(what, sizeof(what), "shmrun %s", c->name);
-	if (bench_job_start(&job, shmrun, argv, log))
+	if (c->counters_off)
+		setenv("SHMRUN_COUNTERS", "off", 1); /* the child inherits it */
+	if (bench_job_start(&job, shmrun, argv, log)) {
+		unsetenv("SHMRUN_COUNTERS");
 		return -1;
+	}
+	unsetenv("SHMRUN_COUNTERS");
 	if (bench_job_wait(&job, WC_RUN_TIMEOUT_S, -1, NULL, NULL, log))
 		return -1;
 	*secs = (double)(job.end_ns - job.start_ns) / 1e9;
@@ -964,6 +974,8 @@ int bench_wordcount_main(int argc, char **argv)
 	bool quick = false, verbose = false, made_dir = false;
 	struct wc_table ref = {0};
 	struct wc_config hogged[3] = {cfg[0], cfg[1], cfg[2]};
+	/* the same runs without live counters (metrics.h): what they cost */
+	struct wc_config plain[2] = {cfg[0], cfg[1]};
 	struct wc_config *w2, *h2;
 	int hog_cpu = -1, hog_rank = 0;
 	pid_t hog = 0;
@@ -1066,6 +1078,18 @@ int bench_wordcount_main(int argc, char **argv)
 				printf("# rep %" PRIu64 " %s: %.3f s, %.1f MB/s\n", r + 1,
 				       cfg[i].name, s, mb_s(size, s));
 		}
+		for (int i = 0; i < 2; i++) {
+			double s;
+
+			plain[i].counters_off = true;
+			if (bench_interrupted() || wc_run_one(shmrun, dir, &plain[i], &ref, &s))
+				goto out;
+			if (!plain[i].best_s || s < plain[i].best_s)
+				plain[i].best_s = s;
+			if (verbose)
+				printf("# rep %" PRIu64 " %s without counters: %.3f s, %.1f MB/s\n",
+				       r + 1, plain[i].name, s, mb_s(size, s));
+		}
 		if (hog_cpu >= 0 && hog_start(hog_cpu, &hog))
 			goto out;
 		for (int i = 0; hog && i < 3; i++) {
@@ -1100,6 +1124,11 @@ int bench_wordcount_main(int argc, char **argv)
 	printf("single mb_s=%.1f\n", mb_s(size, single_s));
 	printf("state bytes_per_key_beyond_key=%.1f\n", cfg[0].bytes_per_key);
 	printf("wordcount workers=2 ratio_vs_workers1=%.3f\n", cfg[0].best_s / w2->best_s);
+	/* > 1: the run with counters was faster (noise); the cost is 1 - ratio */
+	printf("wordcount workers=1 counters_off_mb_s=%.1f ratio_counters_vs_off=%.3f\n",
+	       mb_s(size, plain[0].best_s), plain[0].best_s / cfg[0].best_s);
+	printf("wordcount workers=2 width=2 counters_off_mb_s=%.1f ratio_counters_vs_off=%.3f\n",
+	       mb_s(size, plain[1].best_s), plain[1].best_s / cfg[1].best_s);
 	printf("# targets: workers=1 >= %.2fx single (%s), workers=2 >= %.1fx (%s), "
 	       "workers=2 >= %.1fx workers=1 (%s), "
 	       "state <= %.0f bytes/key beyond the key (%s)\n",

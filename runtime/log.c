@@ -168,8 +168,8 @@ static void now_utc(char *buf, size_t len)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ts.tv_nsec / 1000000));
+	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ts.tv_nsec / 1000000));
 }
 
 /* @o.@key = @v (taken over); false when out of memory. */
@@ -178,9 +178,13 @@ static bool put(json_t *o, const char *key, json_t *v)
 	return v && json_object_set_new(o, key, v) == 0;
 }
 
-/* One JSON line of @msg into @line (@cap bytes, after @n bytes already there). Return: its length, or -1. */
+/*
+ * One JSON record of @msg into @line (@cap bytes, after the @n bytes already
+ * there). Return: the length of all, or -1.
+ */
 static int format_json(char *line, size_t cap, size_t n, const char *when,
-		       enum shmrun_log_level level, const char *stage, long instance, const char *msg)
+		       enum shmrun_log_level level, const char *stage, long instance,
+		       const char *msg)
 {
 	json_t *o = json_object();
 	size_t k;

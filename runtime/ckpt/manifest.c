@@ -814,7 +814,7 @@ static int collect(const char *dir, bool verify, struct ckpt_report *r)
 	return 0;
 }
 
-/* Whether entry @i is to be named among the skipped ones (@want_incomplete: incomplete, else damaged). */
+/* Whether entry @i is named among the skipped (@want_incomplete: incomplete ones, else damaged). */
 static bool named(const struct ckpt_report *r, int i, bool want_incomplete)
 {
 	int st = r->e[i].status;

@@ -62,10 +62,15 @@ echo "ok a worker killed by SIGXFSZ stops the job at once, naming RLIMIT_FSIZE a
 # --- a crash still restarts ----------------------------------------------------------
 mkdir -p "$tmp/seg"
 sed -e 's/^count = .*/count = 200000/' -e '/^\[gen\]/a rate = 50000' "$tmp/fsz/job.conf" > "$tmp/seg/job.conf"
+# Regression: $tmp/log still held the previous run's start line until the
+# background shell truncated it, so wait_started could return at once, before
+# any worker was forked, and pgrep finding none ended the test (set -e).
+: > "$tmp/log"
 (cd "$tmp/seg" && exec "$shmrun" job.conf) 2> "$tmp/log" &
 launcher=$!
 wait_started || fail "crash: no start"
-for _ in $(seq 100); do w=$(pgrep -P "$launcher" | head -1); [ -n "$w" ] && break; sleep 0.05; done
+for _ in $(seq 100); do w=$(pgrep -P "$launcher" | head -1 || true); [ -n "$w" ] && break; sleep 0.05; done
+[ -n "$w" ] || fail "crash: no worker to kill"
 kill -SEGV "$w"
 rc=0
 wait "$launcher" || rc=$?

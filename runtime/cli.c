@@ -37,6 +37,7 @@
 #include "proctitle.h"
 #include "shmrun/job.h"
 #include "shmrun/runtime.h"
+#include "summary.h"
 #include "top.h"
 
 #ifndef SHMRUN_VERSION /* runtime/CMakeLists.txt sets it from project(VERSION) */
@@ -47,12 +48,12 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: shmrun [options] topology.conf\n"
-		"       shmrun plan [--rescale-from CKPT_DIR] [options] topology.conf\n"
+		"       shmrun plan [--json | --rescale-from CKPT_DIR] [options] topology.conf\n"
 		"       shmrun check [--rescale] [options] topology.conf\n"
-		"       shmrun ckpt list DIR | shmrun ckpt verify DIR\n"
+		"       shmrun ckpt list [--json] DIR | shmrun ckpt verify [--json] DIR\n"
 		"       shmrun ops [--plugin PATH]... [--markdown] [NAME]\n"
-		"       shmrun ps [--json] | shmrun stop [--timeout SECONDS] JOB\n"
 		"       shmrun top [--json] [--interval SECONDS] [JOB]\n"
+		"       shmrun ps [--json] | shmrun stop [--timeout SECONDS] JOB\n"
 		"\n"
 		"Runs a stream-processing job on this host: worker processes ([job] workers,\n"
 		"default 1; or one per CPU listed in cpus), each pinned to a CPU, connected\n"
@@ -71,15 +72,19 @@ static void usage(FILE *out)
 		"  ops [NAME]       the operators a stage may name (built-in and from\n"
 		"                   plugins); with NAME its keys, types, defaults, ranges\n"
 		"                   and per-worker state rule (--markdown: as docs/operators.md)\n"
+		"  top [JOB]        a running job live: rates, backpressure, ring fill,\n"
+		"                   placement, checkpoints (--json: one snapshot)\n"
 		"  ps               this user's running jobs: name, pid, workers, uptime,\n"
 		"                   state, last checkpoint (--json: a JSON array)\n"
 		"  stop JOB         stop a running job (a final checkpoint with checkpoint_dir)\n"
 		"                   and wait for it to exit; exit 0 if it exited 0\n"
-		"  top [JOB]        a running job live: rates, backpressure, ring fill,\n"
-		"                   placement, checkpoints (--json: one snapshot)\n"
 		"\n"
 		"options:\n"
 		"  --log-level LEVEL  error, warn, info (default) or debug\n"
+		"  --log-format=FMT   text (default) or json: one JSON object per log line\n"
+		"                     (time, level, job, worker, stage, instance, msg)\n"
+		"  --no-progress      no progress line (shown on a terminal for file sources:\n"
+		"                     bytes read of total, rate, ETA)\n"
 		"  --rescale          restore the newest checkpoint into a changed topology\n"
 		"                     (new widths, worker count, new stages): key-bound state\n"
 		"                     moves whole vnodes to their new owners, per-worker state\n"
@@ -88,8 +93,13 @@ static void usage(FILE *out)
 		"  --drop-state=STAGE with --rescale (or plan --rescale-from): a removed stage\n"
 		"                     whose state may be dropped\n"
 		"  --rescale-from DIR with plan: print what a rescale from DIR would move\n"
+		"  --json             with plan, ckpt list and ckpt verify: one JSON document\n"
+		"                     of what the text shows (fields: docs/shmrun.1.md)\n"
 		"  --plugin PATH      load an operator plugin (a shared object) before the\n"
 		"                     topology, as [job] plugins does; repeatable\n"
+		"  --summary FILE     at exit, write a JSON summary of the run to FILE: how it\n"
+		"                     ended, counters per stage, checkpoints, restarts, times\n"
+		"                     (docs/observability.md)\n"
 		"  -h, --help         this text\n"
 		"  -V, --version      print the version\n"
 		"\n"
@@ -99,7 +109,7 @@ static void usage(FILE *out)
 		"See docs/topology.md for the topology.conf reference.\n");
 }
 
-static const char *const commands[] = {"run", "plan", "check", "ckpt", "ops", "ps", "stop", "top"};
+static const char *const commands[] = {"run", "plan", "check", "ckpt", "ops", "top", "ps", "stop"};
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 /*
@@ -244,13 +254,17 @@ int shmrun_main(int argc, char **argv)
 		{"rescale-from", required_argument, NULL, 'f'},
 		{"plugin", required_argument, NULL, 'p'},
 		{"markdown", no_argument, NULL, 'm'},
+		{"summary", required_argument, NULL, 'S'},
+		{"json", no_argument, NULL, 'j'},
+		{"log-format", required_argument, NULL, 'L'},
+		{"no-progress", no_argument, NULL, 'P'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{0},
 	};
-	const char *cmd = "run", *rescale_from = NULL, *drop[64], *plugin[64];
+	const char *cmd = "run", *rescale_from = NULL, *drop[64], *plugin[64], *summary = NULL;
 	uint32_t ndrop = 0, nplugin = 0;
-	bool rescale = false, markdown = false;
+	bool rescale = false, markdown = false, json = false, progress = true;
 	int info = 0; /* -h or -V: answered once every argument is read */
 	struct shmrun_job job;
 	int c, rc;
@@ -263,26 +277,44 @@ int shmrun_main(int argc, char **argv)
 
 		stop_signals(SIG_UNBLOCK);
 
-		if (argc == 4 && strlen(argv[3]) > SHMRUN_CKPT_DIR_MAX)
+		bool as_json = false;
+		const char *dir = NULL;
+		int ndirs = 0;
+
+		/* --json before or after DIR; "--" ends the options */
+		for (int i = 3, opts_end = 0; i < argc; i++) {
+			if (!opts_end && strcmp(argv[i], "--json") == 0) {
+				as_json = true;
+			} else if (!opts_end && strcmp(argv[i], "--") == 0) {
+				opts_end = 1;
+			} else if (!opts_end && argv[i][0] == '-' && argv[i][1]) {
+				return usage_error("ckpt %s: unknown option '%s' (only --json)",
+						   argv[2], argv[i]);
+			} else {
+				dir = argv[i];
+				ndirs++;
+			}
+		}
+		if (ndirs == 1 && strlen(dir) > SHMRUN_CKPT_DIR_MAX)
 			return usage_error("checkpoint directory too long (%zu bytes; at most %d): %s",
-					   strlen(argv[3]), SHMRUN_CKPT_DIR_MAX, argv[3]);
-		if (argc == 4 && strcmp(argv[2], "list") == 0)
-			return shmrun_ckpt_print_list(argv[3], stdout);
-		if (argc == 4 && strcmp(argv[2], "verify") == 0)
-			return shmrun_ckpt_print_verify(argv[3], stdout);
+					   strlen(dir), SHMRUN_CKPT_DIR_MAX, dir);
+		if (ndirs == 1 && strcmp(argv[2], "list") == 0)
+			return shmrun_ckpt_print_list(dir, stdout, as_json);
+		if (ndirs == 1 && strcmp(argv[2], "verify") == 0)
+			return shmrun_ckpt_print_verify(dir, stdout, as_json);
 		if (argc > 2 && strcmp(argv[2], "list") != 0 && strcmp(argv[2], "verify") != 0)
 			return unknown_command("ckpt command", argv[2], sub, 2);
-		return usage_error("ckpt takes a command and one directory: shmrun ckpt list DIR "
-				   "| shmrun ckpt verify DIR");
+		return usage_error("ckpt takes a command and one directory: shmrun ckpt list "
+				   "[--json] DIR | shmrun ckpt verify [--json] DIR");
+	}
+	if (argc > 1 && strcmp(argv[1], "top") == 0) {
+		stop_signals(SIG_UNBLOCK); /* top sets its own handlers */
+		return shmrun_top_main(argc - 1, argv + 1);
 	}
 	if (argc > 1 && (strcmp(argv[1], "ps") == 0 || strcmp(argv[1], "stop") == 0)) {
 		stop_signals(SIG_UNBLOCK); /* runs no job: Ctrl-C ends it */
 		return strcmp(argv[1], "ps") == 0 ? shmrun_jobs_ps(argc - 1, argv + 1)
 						  : shmrun_jobs_stop(argc - 1, argv + 1);
-	}
-	if (argc > 1 && strcmp(argv[1], "top") == 0) {
-		stop_signals(SIG_UNBLOCK); /* top sets its own handlers */
-		return shmrun_top_main(argc - 1, argv + 1);
 	}
 	if (argc > 1 && (strcmp(argv[1], "plan") == 0 || strcmp(argv[1], "check") == 0 ||
 			 strcmp(argv[1], "run") == 0 || strcmp(argv[1], "ops") == 0)) {
@@ -327,6 +359,24 @@ int shmrun_main(int argc, char **argv)
 		case 'm':
 			markdown = true;
 			break;
+		case 'S':
+			summary = optarg;
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'L': {
+			int f = shmrun_log_parse_format(optarg);
+
+			if (f < 0)
+				return usage_error("--log-format must be text or json, not '%s'",
+						   optarg);
+			shmrun_log_set_format(f);
+			break;
+		}
+		case 'P':
+			progress = false;
+			break;
 		case 'h':
 		case 'V':
 			if (!info)
@@ -365,6 +415,10 @@ int shmrun_main(int argc, char **argv)
 		cmd = argv[optind++];
 	if (markdown && strcmp(cmd, "ops") != 0)
 		return usage_error("--markdown goes with `shmrun ops`");
+	if (json && strcmp(cmd, "plan") != 0)
+		return usage_error("--json goes with `shmrun plan` (and `shmrun ckpt list|verify`)");
+	if (json && rescale_from)
+		return usage_error("plan --json does not print a rescale; leave out --rescale-from");
 	if (strcmp(cmd, "ops") == 0 && (rescale || rescale_from || ndrop))
 		return usage_error("`shmrun ops` takes --plugin and --markdown only");
 	if (strcmp(cmd, "ops") == 0 && argc - optind > 1)
@@ -400,11 +454,29 @@ int shmrun_main(int argc, char **argv)
 		return usage_error("--rescale goes with a run or check");
 	if (ndrop && !rescale && !rescale_from)
 		return usage_error("--drop-state needs --rescale (or plan --rescale-from)");
+	if (summary && strcmp(cmd, "run") != 0)
+		return usage_error("--summary goes with a run");
+	if (summary) { /* refused before anything starts, as outputs are */
+		char why[PATH_MAX + 256];
+
+		if (shmrun_summary_check(summary, why, sizeof(why)))
+			return usage_error("%s", why);
+		shmrun_summary_set_path(summary);
+	}
 	if (strcmp(cmd, "run") != 0)
 		stop_signals(SIG_UNBLOCK); /* check, plan: default behaviour */
 	rc = load(argv[optind], &job);
 	if (rc)
 		return rc;
+	if (summary) {
+		char why[3 * PATH_MAX];
+
+		if (shmrun_summary_check_job(summary, &job, why, sizeof(why))) {
+			shmrun_job_free(&job);
+			return usage_error("%s", why);
+		}
+	}
+	shmrun_log_set_job(job.name); /* every log line names it from here on */
 	if (rescale && !job.checkpoint_dir) { /* the run and check alike */
 		fprintf(stderr, "shmrun: --rescale needs checkpoint_dir in [job] of %s\n",
 			argv[optind]);
@@ -430,7 +502,12 @@ int shmrun_main(int argc, char **argv)
 		struct shmrun_plan *plan;
 
 		rc = shmrun_plan_build(&job, &plan) ? 2 : 0;
-		if (!rc) {
+		if (!rc && json) {
+			rc = shmrun_plan_print_json(plan, stdout) ? 1 : 0;
+			if (rc)
+				fprintf(stderr, "shmrun: plan --json: cannot write the JSON\n");
+			shmrun_plan_free(plan);
+		} else if (!rc) {
 			shmrun_plan_print(plan, stdout);
 			shmrun_plan_free(plan);
 		}
@@ -450,8 +527,12 @@ int shmrun_main(int argc, char **argv)
 		if (!rc && rescale &&
 		    shmrun_rescale(&job, job.checkpoint_dir, drop, ndrop, NULL, NULL))
 			rc = 2;
-		if (!rc)
+		if (!rc) {
+			/* before the workers are forked: they inherit whether a
+			 * progress line may be on screen (log.c) */
+			shmrun_progress_setup(&job, progress);
 			rc = shmrun_run(&job);
+		}
 		shmrun_unlock_job();
 		if (rc > 128) {
 			shmrun_job_free(&job);

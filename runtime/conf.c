@@ -485,6 +485,7 @@ void shmrun_job_free(struct shmrun_job *job)
 	free(job->name);
 	free(job->cpus);
 	free(job->checkpoint_dir);
+	free(job->metrics);
 	free(job->edges);
 	free(job->topo);
 	memset(job, 0, sizeof(*job));

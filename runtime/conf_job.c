@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "conf_internal.h"
+#include "prom.h"
 #include "task.h"
 
 /* The CPUs that are online, and those this process may run on. */
@@ -104,6 +105,7 @@ enum {
 	JK_PLUGINS,
 	JK_OP_TIMEOUT,
 	JK_IDLE_TIMEOUT,
+	JK_METRICS,
 	JK_COUNT,
 };
 
@@ -153,6 +155,9 @@ static const struct shmrun_param_def job_keys[] = {
 			     .min = 1000000, .max = MAX_DURATION_NS,
 			     .doc = "an input that delivered nothing for this long stops holding "
 				    "back the watermark of the task it feeds (default: off)"},
+	[JK_METRICS] = {.key = "metrics", .type = SHMRUN_PARAM_STRING,
+			.doc = "serve Prometheus metrics at http://ADDRESS/metrics: PORT (loopback), "
+			       "HOST:PORT or [IPV6]:PORT (default: off)"},
 	[JK_COUNT] = {0},
 };
 
@@ -421,6 +426,22 @@ static int load_plugins(struct loader *ld, const struct shmrun_param *p)
 	return 0;
 }
 
+/* [job] metrics = ADDRESS (@p): checked (prom.c parses it), then taken into the job. */
+static void load_metrics(struct loader *ld, struct shmrun_param *p)
+{
+	char why[256];
+
+	if (!p->value)
+		return;
+	if (shmrun_prom_parse(p->value, NULL, NULL, why, sizeof(why))) {
+		errorf(ld, p->line, "metrics = '%s' in [job] %s", p->value, why);
+		return;
+	}
+	ld->job->metrics = p->value;
+	ld->job->metrics_line = p->line;
+	p->value = NULL;
+}
+
 int load_job(struct loader *ld)
 {
 	static const struct section empty = {.name = (char *)"job", .line = 1};
@@ -478,6 +499,7 @@ int load_job(struct loader *ld)
 	job->per_worker_state_warn = p[JK_PW_WARN].value ? p[JK_PW_WARN].u64 : 1ull << 20;
 	job->operator_timeout_ns = p[JK_OP_TIMEOUT].value ? p[JK_OP_TIMEOUT].u64 : 0;
 	job->idle_timeout_ns = p[JK_IDLE_TIMEOUT].value ? p[JK_IDLE_TIMEOUT].u64 : 0;
+	load_metrics(ld, &p[JK_METRICS]);
 	r = load_cpus(ld, p);
 
 out:

@@ -124,8 +124,10 @@
 #include "jobsock.h"
 #include "plan.h"
 #include "preflight.h"
+#include "prom.h"
 #include "proctitle.h"
 #include "report.h"
+#include "summary.h"
 #include "util.h"
 #include "worker.h"
 
@@ -194,14 +196,12 @@ static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segm
 	const struct shmrun_job *job = plan->job;
 	struct sigaction sa;
 	cpu_set_t set;
-	char role[32];
 	int status;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != launcher)
 		_exit(1);
-	snprintf(role, sizeof(role), "worker %u", index);
-	shmrun_log_set_role(role);
+	shmrun_log_set_worker(index);
 	shmrun_locks_forget(); /* the launcher holds them; a stray child must not */
 	jobsock_forget();      /* the job's socket and name lock, likewise */
 	{
@@ -348,6 +348,8 @@ struct run {
 	uint32_t starts;   /* starts so far (the metrics block counts restarts) */
 	struct shmrun_metrics *metrics; /* the live counters, for the whole invocation */
 	int metrics_fd;    /* its memfd (jobsock.c hands out read-only copies) */
+	struct shmrun_prom *prom; /* [job] metrics: the Prometheus endpoint, or NULL */
+	enum run_end end;  /* how the last start ended (the summary file) */
 	struct jobsock js; /* the job's socket: `shmrun ps`, `stop`, `top` */
 	bool stop_asked;   /* a client asked a stop that supervise() has not served yet */
 };
@@ -634,6 +636,8 @@ static enum run_end reap_exits(struct run *r)
  */
 static bool serve_outside(struct run *r)
 {
+	shmrun_prom_serve(r->prom);
+	shmrun_progress_tick(r->metrics); /* progress.c: at most 4 draws a second */
 	/* kept until supervise() serves it: a tick that took SIGCHLD does not */
 	r->stop_asked |= jobsock_serve(&r->js);
 	return r->stop_asked;
@@ -700,6 +704,7 @@ static enum run_end finish_start(struct run *r, enum run_end end)
 		end = RUN_STOPPED;
 		r->epoch = atomic_load_explicit(&r->ctl->final_epoch, memory_order_acquire);
 	}
+	shmrun_progress_pause(); /* the report, or a restart's lines, follow */
 	free(r->wt.stopped_ns);
 	free(r->wt.told);
 	shmrun_cb_watch_free(&r->cw);
@@ -867,9 +872,10 @@ static int open_jobsock(struct run *r)
 
 /*
  * Before the first start: each stage's prepare(), the preflight of every
- * path, the job's name (open_jobsock()), the run's locks, checkpoint_dir
- * created, and a warning when checkpoints cannot use io_uring. Return: 0, or
- * -1 (logged): nothing started.
+ * path, the job's name (open_jobsock()), the Prometheus endpoint bound
+ * ([job] metrics: r->prom), the run's locks, checkpoint_dir created, and a
+ * warning when checkpoints cannot use io_uring. Return: 0, or -1 (logged):
+ * nothing started.
  */
 static int prepare_and_lock(struct run *r)
 {
@@ -877,6 +883,18 @@ static int prepare_and_lock(struct run *r)
 
 	if (shmrun_prepare(job, r->plan) || shmrun_preflight(job) || open_jobsock(r))
 		return -1;
+	if (job->metrics) {
+		/* before the locks, which create missing outputs (empty): a
+		 * port in use refuses the run having created nothing */
+		char why[512];
+
+		r->prom = shmrun_prom_start(job->metrics, job->name, why, sizeof(why));
+		if (!r->prom) {
+			shmrun_log(SHMRUN_LOG_ERROR, "%s:%d: %s; nothing was started",
+				   job->conf_path, job->metrics_line, why);
+			return -1;
+		}
+	}
 	/* before anything reads, moves or creates checkpoints or outputs (STREAM_RESET_STATE,
 	 * the restore): a second live run is refused here, having touched nothing */
 	if (shmrun_lock_job(job))
@@ -933,7 +951,8 @@ static int start_result(struct run *r, enum run_end end, uint32_t attempt)
 	const struct shmrun_job *job = r->job;
 
 	if (end == RUN_DONE) {
-		print_summary(r->plan, shmrun_control_stats(r->ctl), shmrun_now_ns() - r->start_ns);
+		print_summary(r->plan, r->metrics, shmrun_control_stats(r->ctl),
+			      shmrun_now_ns() - r->start_ns);
 		print_stalls(job, shmrun_control_stats(r->ctl));
 		return 0;
 	}
@@ -942,7 +961,7 @@ static int start_result(struct run *r, enum run_end end, uint32_t attempt)
 		shmrun_log(SHMRUN_LOG_INFO, "stopped at epoch %" PRIu64
 					    "; run the same topology again to resume",
 			   r->epoch);
-		fprintf(stderr, "stopped at epoch %" PRIu64 "\n", r->epoch);
+		shmrun_log_plain("stopped at epoch %" PRIu64 "\n", r->epoch);
 		return 0;
 	}
 	if (end == RUN_SIGNALED)
@@ -1012,7 +1031,8 @@ static bool restart_backoff(struct run *r, uint32_t attempt)
 
 			shmrun_log(SHMRUN_LOG_WARN, "%s during restart backoff: stopping",
 				   strsignal(sig));
-			fprintf(stderr, "stopped at epoch %" PRIu64 "\n", e);
+			r->epoch = e; /* the summary file's "stopped at epoch" */
+			shmrun_log_plain("stopped at epoch %" PRIu64 "\n", e);
 			return true;
 		}
 	}
@@ -1028,6 +1048,7 @@ static int restart_loop(struct run *r)
 	for (;;) {
 		enum run_end end = run_once(r);
 
+		r->end = end;
 		rc = start_result(r, end, attempt);
 		if (rc >= 0)
 			break;
@@ -1036,6 +1057,7 @@ static int restart_loop(struct run *r)
 			atomic_store_explicit(&r->metrics->state, SHMRUN_JOB_RESTARTING,
 					      memory_order_relaxed);
 		if (restart_backoff(r, attempt)) {
+			r->end = RUN_STOPPED;
 			rc = 0;
 			break;
 		}
@@ -1067,6 +1089,33 @@ static void unblock_signals(struct run *r)
 	shmrun_fault_slow_exit();
 }
 
+/*
+ * The summary file (--summary, summary.c) of a run that started and ended
+ * with exit status @rc, every worker reaped: how it ended, from r->end.
+ */
+static void write_summary(const struct run *r, int rc)
+{
+	struct shmrun_summary_end end = {.exit_status = rc, .status = "done"};
+	const char *path = shmrun_summary_path();
+
+	if (!path)
+		return;
+	if (rc > 128) {
+		end.status = "signaled";
+		end.signal = rc - 128;
+		end.cause = r->end == RUN_FAILED ? r->cause : NULL;
+	} else if (rc) {
+		end.status = "failed";
+		end.cause = r->refused ? "the checkpoint to restore does not fit this topology"
+			    : r->cause[0] ? r->cause
+					  : "the job could not start (see the log)";
+	} else if (r->end == RUN_STOPPED) {
+		end.status = "stopped";
+		end.epoch = r->epoch;
+	}
+	shmrun_summary_write(path, r->metrics, r->plan, &end, shmrun_now_ns() - r->start_ns);
+}
+
 int shmrun_run(const struct shmrun_job *job)
 {
 	struct shmrun_plan *plan = NULL;
@@ -1074,6 +1123,7 @@ int shmrun_run(const struct shmrun_job *job)
 	const char *counters = getenv("SHMRUN_COUNTERS");
 	int rc = 2;
 
+	shmrun_log_set_job(job->name); /* also when embedded, without cli.c */
 	for (uint32_t i = 0; i < job->nwarnings; i++)
 		shmrun_log(SHMRUN_LOG_WARN, "%s", job->warnings[i]);
 	if (shmrun_reset_checked() < 0)
@@ -1092,6 +1142,7 @@ int shmrun_run(const struct shmrun_job *job)
 			goto out;
 		}
 		shmrun_run_metrics = r.metrics;
+		shmrun_prom_attach(r.prom, r.metrics);
 	}
 	if (jobsock_set_metrics(&r.js, r.metrics_fd))
 		shmrun_log(SHMRUN_LOG_WARN, "job %s: its socket serves no counters: %s", job->name,
@@ -1103,8 +1154,10 @@ int shmrun_run(const struct shmrun_job *job)
 		atomic_store_explicit(&r.metrics->state, rc ? SHMRUN_JOB_FAILED : SHMRUN_JOB_DONE,
 				      memory_order_relaxed);
 	}
+	write_summary(&r, rc);
 	unblock_signals(&r);
 out:
+	shmrun_prom_stop(r.prom);
 	jobsock_close(&r.js);
 	shmrun_run_metrics = NULL;
 	shmrun_metrics_destroy(r.metrics, r.metrics_fd);

@@ -73,8 +73,29 @@ void describe_outputs(const struct shmrun_plan *plan, uint32_t worker, char *buf
 	}
 }
 
-void print_summary(const struct shmrun_plan *plan, struct shmrun_worker_stats *stats,
-		   int64_t elapsed_ns)
+/*
+ * Records read by source stages, written by sink stages, bad and late, from
+ * the metrics block @m: totals since the launcher started, every start's.
+ */
+static void metrics_totals(const struct shmrun_plan *plan, const struct shmrun_metrics *m,
+			   uint64_t *in, uint64_t *out, uint64_t *bad, uint64_t *late)
+{
+	*in = *out = *bad = *late = 0;
+	for (uint32_t i = 0; i < m->tasks; i++) {
+		const struct shmrun_metrics_task *t = shmrun_metrics_task(m, i);
+		uint32_t flags = plan->job->stages[t->stage].op->flags;
+
+		if (flags & SHMRUN_OP_SOURCE)
+			*in += SHMRUN_METRIC(t->records_in);
+		if (flags & SHMRUN_OP_SINK)
+			*out += SHMRUN_METRIC(t->records_out);
+		*bad += SHMRUN_METRIC(t->records_bad);
+		*late += SHMRUN_METRIC(t->records_late);
+	}
+}
+
+void print_summary(const struct shmrun_plan *plan, const struct shmrun_metrics *m,
+		   struct shmrun_worker_stats *stats, int64_t elapsed_ns)
 {
 	const struct shmrun_job *job = plan->job;
 	uint64_t in = 0, out = 0, bad = 0, late = 0, keys = 0, bytes = 0, key_bytes = 0, frames = 0,
@@ -93,6 +114,8 @@ void print_summary(const struct shmrun_plan *plan, struct shmrun_worker_stats *s
 		frames += atomic_load_explicit(&stats[w].frames, memory_order_relaxed);
 		ovf += atomic_load_explicit(&stats[w].overflow_frames, memory_order_relaxed);
 	}
+	if (m) /* the last start's counters miss what earlier starts did */
+		metrics_totals(plan, m, &in, &out, &bad, &late);
 	shmrun_log(SHMRUN_LOG_INFO,
 		   "job %s done in %.3f s: records in %" PRIu64 ", records out %" PRIu64
 		   ", distinct keys %" PRIu64 ", key-bound state %" PRIu64
@@ -102,15 +125,15 @@ void print_summary(const struct shmrun_plan *plan, struct shmrun_worker_stats *s
 		   job->name, secs, in, out, keys, bytes,
 		   keys ? (double)(bytes - key_bytes) / (double)keys : 0.0, frames, ovf,
 		   frames ? 100.0 * (double)ovf / (double)frames : 0.0, peak);
-	fprintf(stderr,
+	shmrun_log_plain(
 		"records in:    %" PRIu64 "\nrecords out:   %" PRIu64 "\ndistinct keys: %" PRIu64
 		"\n",
 		in, out, keys);
 	if (bad) /* only when there are: the summary of a clean job does not change */
-		fprintf(stderr, "bad records:   %" PRIu64 " (dropped as malformed; see the warnings)\n",
+		shmrun_log_plain("bad records:   %" PRIu64 " (dropped as malformed; see the warnings)\n",
 			bad);
 	if (late) /* likewise: only event-time operators drop records as late */
-		fprintf(stderr, "late records:  %" PRIu64 " (dropped: behind the watermark past "
+		shmrun_log_plain("late records:  %" PRIu64 " (dropped: behind the watermark past "
 				"allowed_lateness)\n",
 			late);
 	for (uint32_t s = 0; s < job->nstages; s++) {
@@ -122,9 +145,9 @@ void print_summary(const struct shmrun_plan *plan, struct shmrun_worker_stats *s
 			if (!path || st->params[i].def->io != SHMRUN_PARAM_OUTPUT)
 				continue;
 			if (st->width == 1)
-				fprintf(stderr, "output:        %s\n", path);
+				shmrun_log_plain("output:        %s\n", path);
 			else
-				fprintf(stderr, "output:        %s.0 .. %s.%u\n", path, path,
+				shmrun_log_plain("output:        %s.0 .. %s.%u\n", path, path,
 					st->width - 1);
 		}
 	}

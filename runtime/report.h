@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "control.h"
+#include "metrics.h"
 #include "plan.h"
 
 /*
@@ -29,11 +30,16 @@ void describe_outputs(const struct shmrun_plan *plan, uint32_t worker, char *buf
 /*
  * print_summary() - the end-of-run summary: one INFO line (records in and
  * out, distinct keys, key-bound state per key) and, on stderr, the counters
- * and every output file. @stats: the job's worker counters (read after the
- * workers exited); @elapsed_ns: the run's wall time, ns.
+ * and every output file. @m: the run's metrics block, or NULL
+ * (SHMRUN_COUNTERS=off): records in, out, bad and late are its totals since
+ * the launcher started (records read by source stages, written by sink
+ * stages), so a run that restarted counts what every start did; without it
+ * they are the last start's, from @stats. @stats: the last start's worker
+ * counters (read after the workers exited): keys, state, frames.
+ * @elapsed_ns: the run's wall time, ns.
  */
-void print_summary(const struct shmrun_plan *plan, struct shmrun_worker_stats *stats,
-		   int64_t elapsed_ns);
+void print_summary(const struct shmrun_plan *plan, const struct shmrun_metrics *m,
+		   struct shmrun_worker_stats *stats, int64_t elapsed_ns);
 
 /*
  * print_stalls() - one INFO line with the checkpoint stalls of the run: the

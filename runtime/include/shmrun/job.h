@@ -101,6 +101,9 @@ struct shmrun_job {
 	int checkpoint_dir_line;   /**< line of the checkpoint_dir key (0 if absent) */
 	uint64_t idle_timeout_ns;  /**< an input silent this long stops holding back a task's
 				      watermark (docs/event-time.md), 0 = off (default) */
+	char *metrics;             /**< [job] metrics: the Prometheus endpoint's address as
+				      written (PORT, HOST:PORT, [IPV6]:PORT); NULL: off (default) */
+	int metrics_line;          /**< line of the metrics key (0 if absent) */
 };
 
 /** Collected errors of a load; every message is "file:line: text". */

@@ -222,7 +222,7 @@ struct sample {
 	struct task_sample *t; /* [m->tasks] */
 	uint64_t *tail, *head; /* [m->chans] */
 	int32_t *pid;	       /* [m->workers] */
-	uint64_t *turns, *sleep_ns;
+	uint64_t *turns, *sleep_ns, *stall_last_ns, *stall_max_ns;
 };
 
 static int64_t wall_now(void)
@@ -242,7 +242,12 @@ static int sample_alloc(struct sample *s, const struct shmrun_metrics *m)
 	s->pid = calloc(m->workers ? m->workers : 1, sizeof(*s->pid));
 	s->turns = calloc(m->workers ? m->workers : 1, sizeof(*s->turns));
 	s->sleep_ns = calloc(m->workers ? m->workers : 1, sizeof(*s->sleep_ns));
-	return s->t && s->tail && s->head && s->pid && s->turns && s->sleep_ns ? 0 : -ENOMEM;
+	s->stall_last_ns = calloc(m->workers ? m->workers : 1, sizeof(*s->stall_last_ns));
+	s->stall_max_ns = calloc(m->workers ? m->workers : 1, sizeof(*s->stall_max_ns));
+	return s->t && s->tail && s->head && s->pid && s->turns && s->sleep_ns &&
+		       s->stall_last_ns && s->stall_max_ns
+		   ? 0
+		   : -ENOMEM;
 }
 
 static void sample_free(struct sample *s)
@@ -253,6 +258,8 @@ static void sample_free(struct sample *s)
 	free(s->pid);
 	free(s->turns);
 	free(s->sleep_ns);
+	free(s->stall_last_ns);
+	free(s->stall_max_ns);
 }
 
 static void sample_take(struct sample *s, const struct shmrun_metrics *m)
@@ -306,6 +313,8 @@ static void sample_take(struct sample *s, const struct shmrun_metrics *m)
 		s->pid[k] = SHMRUN_METRIC(wk->pid);
 		s->turns[k] = SHMRUN_METRIC(wk->turns);
 		s->sleep_ns[k] = SHMRUN_METRIC(wk->sleep_ns);
+		s->stall_last_ns[k] = SHMRUN_METRIC(wk->stall_last_ns);
+		s->stall_max_ns[k] = SHMRUN_METRIC(wk->stall_max_ns);
 	}
 	s->launcher_gone = s->state != SHMRUN_JOB_DONE && s->state != SHMRUN_JOB_FAILED &&
 			   kill(m->launcher_pid, 0) && errno == ESRCH;
@@ -647,8 +656,8 @@ static void print_text(FILE *out, const struct view *v, bool screen, double ever
 	}
 
 	/* workers */
-	fprintf(out, "\n%-6s %4s %8s %7s %7s %5s  %s\n", "WORKER", "CPU", "PID", "TURNS", "TURNS/s",
-		"SLEEP", "TASKS");
+	fprintf(out, "\n%-6s %4s %8s %7s %7s %5s %7s %7s  %s\n", "WORKER", "CPU", "PID", "TURNS",
+		"TURNS/s", "SLEEP", "STALL", "MAX", "TASKS");
 	for (uint32_t k = 0; k < m->workers; k++) {
 		const struct shmrun_metrics_worker *wk = shmrun_metrics_worker(m, k);
 		uint64_t dt = v->a ? (uint64_t)(b->mono_ns - v->a->mono_ns) : 0;
@@ -659,11 +668,12 @@ static void print_text(FILE *out, const struct view *v, bool screen, double ever
 			snprintf(pid, sizeof(pid), "%d", (int)b->pid[k]);
 		else
 			snprintf(pid, sizeof(pid), "-");
-		fprintf(out, "%-6u %4d %8s %7s %7s %5s ", k, (int)wk->cpu, pid,
-			top_fmt_count(t[0], 32, (double)b->turns[k]),
-			v->a ? top_fmt_count(t[1], 32, top_rate(v->a->turns[k], b->turns[k], dt))
-			     : "-",
-			pct(t[2], 32, sleep));
+		fprintf(
+		    out, "%-6u %4d %8s %7s %7s %5s %7s %7s ", k, (int)wk->cpu, pid,
+		    top_fmt_count(t[0], 32, (double)b->turns[k]),
+		    v->a ? top_fmt_count(t[1], 32, top_rate(v->a->turns[k], b->turns[k], dt)) : "-",
+		    pct(t[2], 32, sleep), top_fmt_duration(t[3], 32, (int64_t)b->stall_last_ns[k]),
+		    top_fmt_duration(t[4], 32, (int64_t)b->stall_max_ns[k]));
 		for (uint32_t i = 0; i < m->tasks; i++) {
 			const struct shmrun_metrics_task *tk = shmrun_metrics_task(m, i);
 			char name[SHMRUN_METRICS_NAME_BYTES];
@@ -831,6 +841,8 @@ static json_t *view_json(const struct view *v)
 		jset(wo, "turns_per_s",
 		     jreal(v->a ? top_rate(v->a->turns[k], b->turns[k], dt) : NAN));
 		jset(wo, "sleep_ns", ju64(b->sleep_ns[k]));
+		jset(wo, "checkpoint_stall_last_ns", ju64(b->stall_last_ns[k]));
+		jset(wo, "checkpoint_stall_max_ns", ju64(b->stall_max_ns[k]));
 		jset(wo, "sleep_share",
 		     jreal(v->a ? top_share(delta(v->a->sleep_ns[k], b->sleep_ns[k]), dt) : NAN));
 		for (uint32_t i = 0; i < m->tasks; i++)

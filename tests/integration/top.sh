@@ -160,6 +160,12 @@ gen = next(s for s in j2["stages"] if s["name"] == "gen")
 # paced at 20000/s for the stage: the rate over 1 s is that, give or take
 check(5000 < gen["records_out_per_s"] < 60000, "gen rate %r" % gen["records_out_per_s"])
 check(sum(w["turns"] for w in j2["workers"]) > sum(w["turns"] for w in j1["workers"]), "turns")
+# checkpoints every 200 ms: some completed, each worker stalled for its snapshots
+ck = j2["checkpoints"]
+check(ck["completed"] > 0 and ck["last_epoch"] >= 1 and ck["age_s"] >= 0 and ck["duration_s"] > 0,
+      "checkpoints %r" % ck)
+check(ck["completed"] >= j1["checkpoints"]["completed"], "checkpoints completed go back")
+check(all(w["checkpoint_stall_max_ns"] > 0 for w in j2["workers"]), "stalls %r" % j2["workers"])
 PY
 echo "ok top --json: values move, names and placement right"
 

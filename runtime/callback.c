@@ -269,6 +269,33 @@ static void on_guard_signal(int sig)
 	raise(sig);
 }
 
+/*
+ * --log-format=json: guard.head and guard.tail become the two halves of the
+ * JSON record of the same message, split where the signal's name goes (a
+ * marker that JSON escapes as \u0001SIG, which no other text produces;
+ * signal names need no escaping). Left as text if it does not fit.
+ */
+static void guard_json(void)
+{
+	static const char mark[] = "\\u0001SIG";
+	char msg[sizeof(guard.head) + sizeof(guard.tail) + 8], line[sizeof(guard.head) + 256];
+	const char *cut;
+	size_t head_len = strlen(guard.head) - strlen("ERROR launcher: ");
+	int n;
+
+	snprintf(msg, sizeof(msg), "%.*s\001SIG%s", (int)head_len,
+		 guard.head + strlen("ERROR launcher: "), guard.tail);
+	msg[strcspn(msg, "\n")] = '\0';
+	n = shmrun_log_format_json(SHMRUN_LOG_ERROR, msg, line, sizeof(line));
+	if (n < 0 || !(cut = strstr(line, mark)) ||
+	    strlen(cut + strlen(mark)) + 2 > sizeof(guard.tail) ||
+	    (size_t)(cut - line) + 1 > sizeof(guard.head))
+		return;
+	snprintf(guard.tail, sizeof(guard.tail), "%s\n", cut + strlen(mark));
+	memcpy(guard.head, line, (size_t)(cut - line));
+	guard.head[cut - line] = '\0';
+}
+
 void shmrun_cb_guard_begin(const struct shmrun_job *job, uint32_t stage, uint32_t instance,
 			   enum shmrun_cb cb)
 {
@@ -285,6 +312,8 @@ void shmrun_cb_guard_begin(const struct shmrun_job *job, uint32_t stage, uint32_
 		 st->name, instance, opname);
 	snprintf(guard.tail, sizeof(guard.tail),
 		 " in the launcher, before any worker started; nothing was started\n");
+	if (shmrun_log_get_format() == SHMRUN_LOG_JSON)
+		guard_json(); /* the same words as one JSON record */
 	if (!guard.stack)
 		guard.stack = malloc(GUARD_STACK); /* kept for the next guard, reachable */
 	if (guard.stack) {

@@ -33,9 +33,12 @@
 #include <unistd.h>
 
 #include "internal.h" /* runtime/: rescale, restore check, ckpt list/verify */
+#include "jobsock.h"  /* shmrun ps, shmrun stop (jobs_cmd.c) */
+#include "proctitle.h"
 #include "shmrun/job.h"
 #include "shmrun/runtime.h"
 #include "summary.h"
+#include "top.h"
 
 #ifndef SHMRUN_VERSION /* runtime/CMakeLists.txt sets it from project(VERSION) */
 #define SHMRUN_VERSION "0.1.0"
@@ -45,10 +48,12 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: shmrun [options] topology.conf\n"
-		"       shmrun plan [--rescale-from CKPT_DIR] [options] topology.conf\n"
+		"       shmrun plan [--json | --rescale-from CKPT_DIR] [options] topology.conf\n"
 		"       shmrun check [--rescale] [options] topology.conf\n"
-		"       shmrun ckpt list DIR | shmrun ckpt verify DIR\n"
+		"       shmrun ckpt list [--json] DIR | shmrun ckpt verify [--json] DIR\n"
 		"       shmrun ops [--plugin PATH]... [--markdown] [NAME]\n"
+		"       shmrun top [--json] [--interval SECONDS] [JOB]\n"
+		"       shmrun ps [--json] | shmrun stop [--timeout SECONDS] JOB\n"
 		"\n"
 		"Runs a stream-processing job on this host: worker processes ([job] workers,\n"
 		"default 1; or one per CPU listed in cpus), each pinned to a CPU, connected\n"
@@ -67,9 +72,19 @@ static void usage(FILE *out)
 		"  ops [NAME]       the operators a stage may name (built-in and from\n"
 		"                   plugins); with NAME its keys, types, defaults, ranges\n"
 		"                   and per-worker state rule (--markdown: as docs/operators.md)\n"
+		"  top [JOB]        a running job live: rates, backpressure, ring fill,\n"
+		"                   placement, checkpoints (--json: one snapshot)\n"
+		"  ps               this user's running jobs: name, pid, workers, uptime,\n"
+		"                   state, last checkpoint (--json: a JSON array)\n"
+		"  stop JOB         stop a running job (a final checkpoint with checkpoint_dir)\n"
+		"                   and wait for it to exit; exit 0 if it exited 0\n"
 		"\n"
 		"options:\n"
 		"  --log-level LEVEL  error, warn, info (default) or debug\n"
+		"  --log-format=FMT   text (default) or json: one JSON object per log line\n"
+		"                     (time, level, job, worker, stage, instance, msg)\n"
+		"  --no-progress      no progress line (shown on a terminal for file sources:\n"
+		"                     bytes read of total, rate, ETA)\n"
 		"  --rescale          restore the newest checkpoint into a changed topology\n"
 		"                     (new widths, worker count, new stages): key-bound state\n"
 		"                     moves whole vnodes to their new owners, per-worker state\n"
@@ -78,6 +93,8 @@ static void usage(FILE *out)
 		"  --drop-state=STAGE with --rescale (or plan --rescale-from): a removed stage\n"
 		"                     whose state may be dropped\n"
 		"  --rescale-from DIR with plan: print what a rescale from DIR would move\n"
+		"  --json             with plan, ckpt list and ckpt verify: one JSON document\n"
+		"                     of what the text shows (fields: docs/shmrun.1.md)\n"
 		"  --plugin PATH      load an operator plugin (a shared object) before the\n"
 		"                     topology, as [job] plugins does; repeatable\n"
 		"  --summary FILE     at exit, write a JSON summary of the run to FILE: how it\n"
@@ -92,7 +109,7 @@ static void usage(FILE *out)
 		"See docs/topology.md for the topology.conf reference.\n");
 }
 
-static const char *const commands[] = {"run", "plan", "check", "ckpt", "ops"};
+static const char *const commands[] = {"run", "plan", "check", "ckpt", "ops", "top", "ps", "stop"};
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 /*
@@ -238,35 +255,66 @@ int shmrun_main(int argc, char **argv)
 		{"plugin", required_argument, NULL, 'p'},
 		{"markdown", no_argument, NULL, 'm'},
 		{"summary", required_argument, NULL, 'S'},
+		{"json", no_argument, NULL, 'j'},
+		{"log-format", required_argument, NULL, 'L'},
+		{"no-progress", no_argument, NULL, 'P'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{0},
 	};
 	const char *cmd = "run", *rescale_from = NULL, *drop[64], *plugin[64], *summary = NULL;
 	uint32_t ndrop = 0, nplugin = 0;
-	bool rescale = false, markdown = false;
+	bool rescale = false, markdown = false, json = false, progress = true;
 	int info = 0; /* -h or -V: answered once every argument is read */
 	struct shmrun_job job;
 	int c, rc;
 
 	stop_signals(SIG_BLOCK); /* first: see stop_signals() */
+	shmrun_proctitle_init(argc, argv); /* before anything keeps a pointer into argv */
 	argv[0] = (char *)"shmrun"; /* getopt_long's messages say "shmrun: ..." */
 	if (argc > 1 && strcmp(argv[1], "ckpt") == 0) {
 		static const char *const sub[] = {"list", "verify"};
 
 		stop_signals(SIG_UNBLOCK);
 
-		if (argc == 4 && strlen(argv[3]) > SHMRUN_CKPT_DIR_MAX)
+		bool as_json = false;
+		const char *dir = NULL;
+		int ndirs = 0;
+
+		/* --json before or after DIR; "--" ends the options */
+		for (int i = 3, opts_end = 0; i < argc; i++) {
+			if (!opts_end && strcmp(argv[i], "--json") == 0) {
+				as_json = true;
+			} else if (!opts_end && strcmp(argv[i], "--") == 0) {
+				opts_end = 1;
+			} else if (!opts_end && argv[i][0] == '-' && argv[i][1]) {
+				return usage_error("ckpt %s: unknown option '%s' (only --json)",
+						   argv[2], argv[i]);
+			} else {
+				dir = argv[i];
+				ndirs++;
+			}
+		}
+		if (ndirs == 1 && strlen(dir) > SHMRUN_CKPT_DIR_MAX)
 			return usage_error("checkpoint directory too long (%zu bytes; at most %d): %s",
-					   strlen(argv[3]), SHMRUN_CKPT_DIR_MAX, argv[3]);
-		if (argc == 4 && strcmp(argv[2], "list") == 0)
-			return shmrun_ckpt_print_list(argv[3], stdout);
-		if (argc == 4 && strcmp(argv[2], "verify") == 0)
-			return shmrun_ckpt_print_verify(argv[3], stdout);
+					   strlen(dir), SHMRUN_CKPT_DIR_MAX, dir);
+		if (ndirs == 1 && strcmp(argv[2], "list") == 0)
+			return shmrun_ckpt_print_list(dir, stdout, as_json);
+		if (ndirs == 1 && strcmp(argv[2], "verify") == 0)
+			return shmrun_ckpt_print_verify(dir, stdout, as_json);
 		if (argc > 2 && strcmp(argv[2], "list") != 0 && strcmp(argv[2], "verify") != 0)
 			return unknown_command("ckpt command", argv[2], sub, 2);
-		return usage_error("ckpt takes a command and one directory: shmrun ckpt list DIR "
-				   "| shmrun ckpt verify DIR");
+		return usage_error("ckpt takes a command and one directory: shmrun ckpt list "
+				   "[--json] DIR | shmrun ckpt verify [--json] DIR");
+	}
+	if (argc > 1 && strcmp(argv[1], "top") == 0) {
+		stop_signals(SIG_UNBLOCK); /* top sets its own handlers */
+		return shmrun_top_main(argc - 1, argv + 1);
+	}
+	if (argc > 1 && (strcmp(argv[1], "ps") == 0 || strcmp(argv[1], "stop") == 0)) {
+		stop_signals(SIG_UNBLOCK); /* runs no job: Ctrl-C ends it */
+		return strcmp(argv[1], "ps") == 0 ? shmrun_jobs_ps(argc - 1, argv + 1)
+						  : shmrun_jobs_stop(argc - 1, argv + 1);
 	}
 	if (argc > 1 && (strcmp(argv[1], "plan") == 0 || strcmp(argv[1], "check") == 0 ||
 			 strcmp(argv[1], "run") == 0 || strcmp(argv[1], "ops") == 0)) {
@@ -314,6 +362,21 @@ int shmrun_main(int argc, char **argv)
 		case 'S':
 			summary = optarg;
 			break;
+		case 'j':
+			json = true;
+			break;
+		case 'L': {
+			int f = shmrun_log_parse_format(optarg);
+
+			if (f < 0)
+				return usage_error("--log-format must be text or json, not '%s'",
+						   optarg);
+			shmrun_log_set_format(f);
+			break;
+		}
+		case 'P':
+			progress = false;
+			break;
 		case 'h':
 		case 'V':
 			if (!info)
@@ -352,6 +415,10 @@ int shmrun_main(int argc, char **argv)
 		cmd = argv[optind++];
 	if (markdown && strcmp(cmd, "ops") != 0)
 		return usage_error("--markdown goes with `shmrun ops`");
+	if (json && strcmp(cmd, "plan") != 0)
+		return usage_error("--json goes with `shmrun plan` (and `shmrun ckpt list|verify`)");
+	if (json && rescale_from)
+		return usage_error("plan --json does not print a rescale; leave out --rescale-from");
 	if (strcmp(cmd, "ops") == 0 && (rescale || rescale_from || ndrop))
 		return usage_error("`shmrun ops` takes --plugin and --markdown only");
 	if (strcmp(cmd, "ops") == 0 && argc - optind > 1)
@@ -409,6 +476,7 @@ int shmrun_main(int argc, char **argv)
 			return usage_error("%s", why);
 		}
 	}
+	shmrun_log_set_job(job.name); /* every log line names it from here on */
 	if (rescale && !job.checkpoint_dir) { /* the run and check alike */
 		fprintf(stderr, "shmrun: --rescale needs checkpoint_dir in [job] of %s\n",
 			argv[optind]);
@@ -434,7 +502,12 @@ int shmrun_main(int argc, char **argv)
 		struct shmrun_plan *plan;
 
 		rc = shmrun_plan_build(&job, &plan) ? 2 : 0;
-		if (!rc) {
+		if (!rc && json) {
+			rc = shmrun_plan_print_json(plan, stdout) ? 1 : 0;
+			if (rc)
+				fprintf(stderr, "shmrun: plan --json: cannot write the JSON\n");
+			shmrun_plan_free(plan);
+		} else if (!rc) {
 			shmrun_plan_print(plan, stdout);
 			shmrun_plan_free(plan);
 		}
@@ -454,8 +527,12 @@ int shmrun_main(int argc, char **argv)
 		if (!rc && rescale &&
 		    shmrun_rescale(&job, job.checkpoint_dir, drop, ndrop, NULL, NULL))
 			rc = 2;
-		if (!rc)
+		if (!rc) {
+			/* before the workers are forked: they inherit whether a
+			 * progress line may be on screen (log.c) */
+			shmrun_progress_setup(&job, progress);
 			rc = shmrun_run(&job);
+		}
 		shmrun_unlock_job();
 		if (rc > 128) {
 			shmrun_job_free(&job);

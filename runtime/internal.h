@@ -239,6 +239,19 @@ int shmrun_rescale_dry_run(const struct shmrun_job *job, const char *const *drop
 int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char *const *drop,
 			 uint32_t ndrop);
 
+/**
+ * shmrun_plan_print_json() - `shmrun plan --json`: what shmrun_plan_print()
+ * prints, from the same plan, as one JSON document (jansson) on @out. Fields
+ * (stable; docs/shmrun.1.md): job, workers, vnodes; stages[] {name, op,
+ * width, plugin: null or {name, version, path}}; tasks[] {task, stage,
+ * instance, worker, cpu, vnode_lo, vnode_hi (the range [lo, hi))}; edges[]
+ * {from, to, kind: forward|shuffle|rebalance|broadcast, combined, channels[]
+ * {ring, from_instance, to_instance, local, from_worker, to_worker}, empty
+ * for forward}; segment {rings, ring_bytes, rings_crossing_workers, bytes}.
+ * Return: 0; -ENOMEM; -EIO if @out did not take it.
+ */
+int shmrun_plan_print_json(const struct shmrun_plan *plan, FILE *out);
+
 /* --- `shmrun ckpt` (ckpt/manifest.c) --- */
 
 /**
@@ -246,9 +259,10 @@ int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char 
  * directory under @dir, newest first: epoch, time (UTC), total size, status
  * (ok, incomplete, or damaged with the reason) and the state size of each
  * stage (key-bound + per-worker bytes).
+ * @json: print one JSON document instead (see shmrun_ckpt_print_verify()).
  * Return: exit status: 0; 1 if @dir cannot be read (message on stderr).
  */
-int shmrun_ckpt_print_list(const char *dir, FILE *out);
+int shmrun_ckpt_print_list(const char *dir, FILE *out, bool json);
 
 /**
  * shmrun_ckpt_print_verify() - `shmrun ckpt verify DIR`: verify every
@@ -263,14 +277,127 @@ int shmrun_ckpt_print_list(const char *dir, FILE *out);
  * Return: exit status: 0 if a restore would use a checkpoint and no committed
  * checkpoint is damaged (incomplete and retired directories are not failures); 1 otherwise
  * (also when there is no complete checkpoint).
+ * @json: the same, collected once, printed as one JSON document (jansson):
+ * {dir, checkpoints[] {epoch, name, status: ok|incomplete|damaged|retired,
+ * reason (null when ok), time (RFC 3339 UTC), time_ns, bytes, finished,
+ * stages[] {name, width, key_bound_bytes, per_worker_bytes,
+ * per_worker_max_bytes}}}; verify adds restore {action: use|refuse|empty,
+ * epoch (null unless use), skipped_newer[] (names)}, live_run_pid (null when
+ * none), damaged, incomplete, ok (the exit status is 0). Fields of a
+ * checkpoint that is not ok are null or empty. An unreadable @dir is an error
+ * on stderr as in text, with no JSON.
  */
-int shmrun_ckpt_print_verify(const char *dir, FILE *out);
+int shmrun_ckpt_print_verify(const char *dir, FILE *out, bool json);
 
 /* --- logging helpers (log.c) --- */
 
 /** shmrun_log_set_role() - the tag after the level, e.g. "worker 1"; @role is
  * copied (at most 31 bytes kept). Per process: a forked worker sets its own. */
 void shmrun_log_set_role(const char *role);
+
+/** shmrun_log_set_worker() - this process is worker @index: its lines say
+ * "worker N" (text) and carry "worker": N (JSON). Called once after fork. */
+void shmrun_log_set_worker(uint32_t index);
+
+/** shmrun_log_set_job() - the job every line names (copied, at most 79 bytes;
+ * NULL or "" for none: "-" in text, null in JSON). Set once the topology is
+ * loaded; forked workers inherit it. */
+void shmrun_log_set_job(const char *name);
+
+/** The log line formats (--log-format): docs/observability.md#logs. */
+enum shmrun_log_format {
+	SHMRUN_LOG_TEXT = 0,
+	SHMRUN_LOG_JSON = 1,
+};
+
+/**
+ * shmrun_log_parse_format() - "text" or "json" (exactly) -> the format.
+ * Return: the format, or -EINVAL.
+ * shmrun_log_set_format() - the format of every following line of this
+ * process and of the processes it forks (default text).
+ * shmrun_log_get_format() - the current one.
+ */
+int shmrun_log_parse_format(const char *s);
+void shmrun_log_set_format(enum shmrun_log_format format);
+enum shmrun_log_format shmrun_log_get_format(void);
+
+/**
+ * shmrun_log_format_json() - the JSON record (no newline) of a line @msg at
+ * @level from this process, as --log-format=json writes it, into @buf of
+ * @cap bytes, NUL-terminated. For a line composed in advance (a signal
+ * handler's, callback.c). Return: its length, or -1 (too long, no memory).
+ */
+int shmrun_log_format_json(enum shmrun_log_level level, const char *msg, char *buf, size_t cap);
+
+/**
+ * shmrun_log_plain() - the end-of-run report's plain lines ("records in: 5"):
+ * with --log-format=text written as they are (no timestamp), one write(2);
+ * with json each line becomes an info record, so stderr stays one JSON
+ * object per line. Not filtered by the level.
+ */
+void shmrun_log_plain(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/**
+ * shmrun_log_task() - one line at @level from a task: stage @stage, instance
+ * @instance (text: "stage 'S' [i]: " before @msg; JSON: the stage and instance
+ * fields). @where ("job.conf:7", or NULL) names the topology line the message
+ * is about (text: before the stage; JSON: before @msg). @msg is not a format.
+ * Lines above the level set are dropped.
+ */
+void shmrun_log_task(enum shmrun_log_level level, const char *where, const char *stage,
+		     uint32_t instance, const char *msg);
+
+/*
+ * The status line (the progress line: runtime/progress.c) and log lines on one
+ * terminal; log.c's opening comment has the design.
+ *
+ * shmrun_status_enable() - @on: a status line may be drawn on stderr, so every
+ * log line of this process, and of the processes forked after, starts by
+ * erasing the current terminal line. Call before forking the workers; only
+ * when stderr is a terminal.
+ * shmrun_status_enabled() - whether it is on.
+ * shmrun_status_draw() - (re)draw the status line: erase the current line,
+ * write @text (one line, no newline; cut at 500 bytes). No-op unless enabled.
+ * shmrun_status_end() - the last of it: write @final as a whole line, or with
+ * NULL erase the line drawn, and stop erasing before log lines (what follows
+ * is plain output). No-op unless enabled.
+ */
+void shmrun_status_enable(bool on);
+bool shmrun_status_enabled(void);
+void shmrun_status_draw(const char *text);
+void shmrun_status_end(const char *final);
+
+/* --- the progress line (progress.c) --- */
+
+struct shmrun_metrics;
+
+/**
+ * shmrun_progress_setup() - decide whether the run of @job shows a progress
+ * line: @want (not --no-progress), stderr a terminal, and a file_source stage;
+ * if so, enable the status line (shmrun_status_enable()). Call before
+ * shmrun_run(), so that the forked workers inherit the decision.
+ */
+void shmrun_progress_setup(const struct shmrun_job *job, bool want);
+
+/**
+ * shmrun_progress_tick() - in the launcher, once per supervision tick: redraw
+ * the progress line from the metrics block @m (NULL: nothing), at most 4
+ * times a second, while the job runs. No-op when the line is off.
+ * shmrun_progress_pause() - erase it (a start ended); the next tick draws it
+ * again.
+ */
+void shmrun_progress_tick(const struct shmrun_metrics *m);
+void shmrun_progress_pause(void);
+
+/**
+ * shmrun_progress_format() - the progress line's text into @buf (@len bytes):
+ * "JOB: P% POS of TOTAL, RATE/s, ETA T, checkpoint E" (@pos, @total in bytes,
+ * @total 0: unknown, "JOB: POS read, RATE/s"; @rate in bytes/s, < 0: not known
+ * yet, left out; @epoch the newest complete checkpoint, 0: none, left out).
+ * Sizes in binary units (KiB, MiB, ...).
+ */
+void shmrun_progress_format(char *buf, size_t len, const char *job, uint64_t pos, uint64_t total,
+			    double rate, uint64_t epoch);
 
 /**
  * shmrun_fit_middle() - copy @src into @dst of @cap bytes (NUL included); a

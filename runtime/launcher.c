@@ -11,7 +11,7 @@
  * failed. shmrun_check_restore() is the read-only half of the restore step,
  * for `shmrun check`.
  *
- *     shmrun_run: plan, prepare, preflight, lock, mkdir checkpoint_dir
+ *     shmrun_run: plan, prepare, preflight, job name (jobsock.h), lock, mkdir checkpoint_dir
  *       └─ loop: run_once ─ select_restore (STREAM_RESET_STATE, newest
  *                │          checkpoint that verifies, fingerprint)
  *                │          segment, fork + pin workers, supervise
@@ -121,9 +121,11 @@
 #include "ckpt/fault.h"
 #include "ckpt/manifest.h"
 #include "ckpt/recovery.h"
+#include "jobsock.h"
 #include "plan.h"
 #include "preflight.h"
 #include "prom.h"
+#include "proctitle.h"
 #include "report.h"
 #include "summary.h"
 #include "util.h"
@@ -194,15 +196,21 @@ static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segm
 	const struct shmrun_job *job = plan->job;
 	struct sigaction sa;
 	cpu_set_t set;
-	char role[32];
 	int status;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != launcher)
 		_exit(1);
-	snprintf(role, sizeof(role), "worker %u", index);
-	shmrun_log_set_role(role);
+	shmrun_log_set_worker(index);
 	shmrun_locks_forget(); /* the launcher holds them; a stray child must not */
+	jobsock_forget();      /* the job's socket and name lock, likewise */
+	{
+		char comm[96]; /* PR_SET_NAME keeps 15 bytes */
+
+		snprintf(comm, sizeof(comm), "shmrun w%u %s", index, job->name);
+		shmrun_proctitle_set(comm, "shmrun: %s worker %u cpu %d", job->name, index,
+				     job->cpus[index]);
+	}
 	launcher_pid = launcher;
 	worker_ctl = ctl;
 	memset(&sa, 0, sizeof(sa));
@@ -342,6 +350,8 @@ struct run {
 	int metrics_fd;    /* its memfd (jobsock.c hands out read-only copies) */
 	struct shmrun_prom *prom; /* [job] metrics: the Prometheus endpoint, or NULL */
 	enum run_end end;  /* how the last start ended (the summary file) */
+	struct jobsock js; /* the job's socket: `shmrun ps`, `stop`, `top` */
+	bool stop_asked;   /* a client asked a stop that supervise() has not served yet */
 };
 
 /*
@@ -627,7 +637,10 @@ static enum run_end reap_exits(struct run *r)
 static bool serve_outside(struct run *r)
 {
 	shmrun_prom_serve(r->prom);
-	return false;
+	shmrun_progress_tick(r->metrics); /* progress.c: at most 4 draws a second */
+	/* kept until supervise() serves it: a tick that took SIGCHLD does not */
+	r->stop_asked |= jobsock_serve(&r->js);
+	return r->stop_asked;
 }
 
 /*
@@ -654,9 +667,14 @@ static enum run_end supervise(struct run *r)
 		bool forwarded = sig > 0 && info.si_code == SI_QUEUE &&
 				 info.si_value.sival_int == STOP_FORWARDED;
 
-		if (serve_outside(r) && sig <= 0) {
-			sig = SIGTERM; /* `shmrun stop JOB`: a stop request, as from outside */
-			forwarded = false;
+		if (serve_outside(r) && (sig <= 0 || is_stop_signal(sig))) {
+			/* `shmrun stop JOB`: a stop request, as from outside (with a stop
+			 * signal taken in the same tick: the same request) */
+			if (sig <= 0) {
+				sig = SIGTERM;
+				forwarded = false;
+			}
+			r->stop_asked = false;
 		}
 		watch_workers(&r->wt, r->plan, r->pids, shmrun_now_ns());
 		shmrun_cb_watch(&r->cw, r->plan, r->ctl, r->pids, shmrun_now_ns());
@@ -686,6 +704,7 @@ static enum run_end finish_start(struct run *r, enum run_end end)
 		end = RUN_STOPPED;
 		r->epoch = atomic_load_explicit(&r->ctl->final_epoch, memory_order_acquire);
 	}
+	shmrun_progress_pause(); /* the report, or a restart's lines, follow */
 	free(r->wt.stopped_ns);
 	free(r->wt.told);
 	shmrun_cb_watch_free(&r->cw);
@@ -824,16 +843,45 @@ int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
 }
 
 /*
+ * The job's socket (jobsock.h): the job's name taken before the run's locks
+ * create anything, so that a second job of the same name is refused (exit 2)
+ * having created nothing. A second run of the same job is refused as before,
+ * naming the run that holds its checkpoint_dir or an output
+ * (shmrun_lock_job_check()). A runtime directory that cannot be used only
+ * loses `shmrun ps`, `stop` and `top` for this job. Return: 0, or -1
+ * (logged): refused.
+ */
+static int open_jobsock(struct run *r)
+{
+	char why[PATH_MAX + 256];
+	int err = jobsock_open(&r->js, r->job->name, -1, why, sizeof(why));
+
+	if (err == -EEXIST && shmrun_lock_job_check(r->job))
+		return -1; /* the refusal names the holder of checkpoint_dir or an output */
+	if (err == -EEXIST || err == -EINVAL) {
+		shmrun_log(SHMRUN_LOG_ERROR, "%s: %s; nothing was started", r->job->conf_path, why);
+		return -1;
+	}
+	if (err)
+		shmrun_log(SHMRUN_LOG_WARN,
+			   "job %s: no socket to attach to (%s); shmrun ps, stop and top will not "
+			   "see it",
+			   r->job->name, why);
+	return 0;
+}
+
+/*
  * Before the first start: each stage's prepare(), the preflight of every
- * path, the Prometheus endpoint bound ([job] metrics: r->prom), the run's
- * locks, checkpoint_dir created, and a warning when
- * checkpoints cannot use io_uring. Return: 0, or -1 (logged): nothing started.
+ * path, the job's name (open_jobsock()), the Prometheus endpoint bound
+ * ([job] metrics: r->prom), the run's locks, checkpoint_dir created, and a
+ * warning when checkpoints cannot use io_uring. Return: 0, or -1 (logged):
+ * nothing started.
  */
 static int prepare_and_lock(struct run *r)
 {
 	const struct shmrun_job *job = r->job;
 
-	if (shmrun_prepare(job, r->plan) || shmrun_preflight(job))
+	if (shmrun_prepare(job, r->plan) || shmrun_preflight(job) || open_jobsock(r))
 		return -1;
 	if (job->metrics) {
 		/* before the locks, which create missing outputs (empty): a
@@ -913,7 +961,7 @@ static int start_result(struct run *r, enum run_end end, uint32_t attempt)
 		shmrun_log(SHMRUN_LOG_INFO, "stopped at epoch %" PRIu64
 					    "; run the same topology again to resume",
 			   r->epoch);
-		fprintf(stderr, "stopped at epoch %" PRIu64 "\n", r->epoch);
+		shmrun_log_plain("stopped at epoch %" PRIu64 "\n", r->epoch);
 		return 0;
 	}
 	if (end == RUN_SIGNALED)
@@ -984,7 +1032,7 @@ static bool restart_backoff(struct run *r, uint32_t attempt)
 			shmrun_log(SHMRUN_LOG_WARN, "%s during restart backoff: stopping",
 				   strsignal(sig));
 			r->epoch = e; /* the summary file's "stopped at epoch" */
-			fprintf(stderr, "stopped at epoch %" PRIu64 "\n", e);
+			shmrun_log_plain("stopped at epoch %" PRIu64 "\n", e);
 			return true;
 		}
 	}
@@ -1075,6 +1123,7 @@ int shmrun_run(const struct shmrun_job *job)
 	const char *counters = getenv("SHMRUN_COUNTERS");
 	int rc = 2;
 
+	shmrun_log_set_job(job->name); /* also when embedded, without cli.c */
 	for (uint32_t i = 0; i < job->nwarnings; i++)
 		shmrun_log(SHMRUN_LOG_WARN, "%s", job->warnings[i]);
 	if (shmrun_reset_checked() < 0)
@@ -1095,6 +1144,9 @@ int shmrun_run(const struct shmrun_job *job)
 		shmrun_run_metrics = r.metrics;
 		shmrun_prom_attach(r.prom, r.metrics);
 	}
+	if (jobsock_set_metrics(&r.js, r.metrics_fd))
+		shmrun_log(SHMRUN_LOG_WARN, "job %s: its socket serves no counters: %s", job->name,
+			   strerror(errno));
 	block_signals(&r);
 	rc = restart_loop(&r);
 	if (r.metrics) {
@@ -1106,6 +1158,7 @@ int shmrun_run(const struct shmrun_job *job)
 	unblock_signals(&r);
 out:
 	shmrun_prom_stop(r.prom);
+	jobsock_close(&r.js);
 	shmrun_run_metrics = NULL;
 	shmrun_metrics_destroy(r.metrics, r.metrics_fd);
 	shmrun_control_destroy(r.ctl);

@@ -14,11 +14,18 @@
  *     alignment is then just not reading one ring (docs/design.md §4).
  *   - A ring's memory is bound to its consumer's NUMA node.
  *
+ * `shmrun plan` prints the plan as text (shmrun_plan_print()) or as JSON
+ * (shmrun_plan_print_json(), --json); both read only this struct and the job,
+ * and what either derives (edge kind, combined edges, rings crossing workers)
+ * comes from the one helper each, so the two cannot drift. The JSON field
+ * names are a documented interface (docs/shmrun.1.md, `plan --json`).
+ *
  * Rejected: one ring per pair of workers shared by all channels between them.
  * Fewer rings, but a held channel would block every other channel in its ring.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,27 +34,42 @@
 #include "task.h"
 #include "shmrun/placement.h"
 
+/* Whether edge @ed carries partials of its receiver's (@to) combiner. */
+static bool edge_combined(const struct shmrun_edge *ed, const struct shmrun_stage *to)
+{
+	return ed->by_key && shmrun_stage_combines(to);
+}
+
 /* ", combined (…)" when edge @ed carries partials of its receiver's combiner, else "". */
 static const char *combined_note(const struct shmrun_edge *ed, const struct shmrun_stage *to)
 {
-	return ed->by_key && shmrun_stage_combines(to)
-		       ? ", combined (partials of the receiver's combiner)"
-		       : "";
+	return edge_combined(ed, to) ? ", combined (partials of the receiver's combiner)" : "";
 }
 
-static const char *edge_kind_name(enum shmrun_edge_kind k)
+/* The edge kind: @json, the JSON identifier ("shuffle"); else the text ("shuffle by key"). */
+static const char *edge_kind_name(enum shmrun_edge_kind k, bool json)
 {
 	switch (k) {
 	case SHMRUN_EDGE_FORWARD:
 		return "forward";
 	case SHMRUN_EDGE_SHUFFLE:
-		return "shuffle by key";
+		return json ? "shuffle" : "shuffle by key";
 	case SHMRUN_EDGE_REBALANCE:
 		return "rebalance";
 	case SHMRUN_EDGE_BROADCAST:
 		return "broadcast";
 	}
 	return "?";
+}
+
+/* How many of @p's rings connect two different workers. */
+static uint32_t rings_crossing(const struct shmrun_plan *p)
+{
+	uint32_t n = 0;
+
+	for (uint32_t c = 0; c < p->nchannels; c++)
+		n += !p->channels[c].local;
+	return n;
 }
 
 int shmrun_plan_build(const struct shmrun_job *job, struct shmrun_plan **out)
@@ -179,7 +201,7 @@ int shmrun_plan_ring_node(const struct shmrun_plan *p, uint32_t channel, int (*n
 void shmrun_plan_print(const struct shmrun_plan *p, FILE *out)
 {
 	const struct shmrun_job *job = p->job;
-	uint32_t rings_cross = 0;
+	uint32_t rings_cross = rings_crossing(p);
 
 	fprintf(out, "job %s: %u worker%s, %u stage%s, %u task%s, %u vnode%s, %u channel%s\n",
 		job->name, job->workers, job->workers == 1 ? "" : "s", job->nstages,
@@ -215,7 +237,7 @@ void shmrun_plan_print(const struct shmrun_plan *p, FILE *out)
 			continue;
 		}
 		fprintf(out, "  %s -> %s: %s, %u channel%s%s\n", a->name, b->name,
-			edge_kind_name(ed->kind), a->width * b->width,
+			edge_kind_name(ed->kind, false), a->width * b->width,
 			a->width * b->width == 1 ? "" : "s", combined_note(ed, b));
 		for (uint32_t i = 0; i < a->width; i++)
 			for (uint32_t j = 0; j < b->width; j++) {
@@ -226,7 +248,6 @@ void shmrun_plan_print(const struct shmrun_plan *p, FILE *out)
 					a->name, i, b->name, j, c,
 					ch->local ? "local" : "crosses workers",
 					p->tasks[ch->src_task].worker, p->tasks[ch->dst_task].worker);
-				rings_cross += !ch->local;
 			}
 	}
 	fprintf(out,
@@ -234,4 +255,132 @@ void shmrun_plan_print(const struct shmrun_plan *p, FILE *out)
 		" bytes in all\n",
 		p->nchannels, p->nchannels == 1 ? "" : "s", job->ring_bytes, rings_cross,
 		rings_cross == 1 ? "es" : "", p->segment_bytes);
+}
+
+/*
+ * Add @key = @val to @obj, which takes @val over (jansson's _new calls take
+ * the reference even when they fail). Return: false when out of memory.
+ * Containers are attached to their parent first and filled after, so that
+ * freeing the root frees everything on every path.
+ */
+static bool put(json_t *obj, const char *key, json_t *val)
+{
+	return val && json_object_set_new(obj, key, val) == 0;
+}
+
+/* A new array or object attached to @obj as @key, or NULL. */
+static json_t *put_new(json_t *obj, const char *key, json_t *val)
+{
+	return put(obj, key, val) ? val : NULL;
+}
+
+/* A new object appended to @arr, or NULL. */
+static json_t *append_object(json_t *arr)
+{
+	json_t *o = json_object();
+
+	return o && json_array_append_new(arr, o) == 0 ? o : NULL;
+}
+
+static bool task_json(const struct shmrun_plan *p, uint32_t t, json_t *o)
+{
+	const struct shmrun_plan_task *pt = &p->tasks[t];
+
+	return put(o, "task", json_integer(t)) &&
+	       put(o, "stage", json_string(p->job->stages[pt->stage].name)) &&
+	       put(o, "instance", json_integer(pt->instance)) &&
+	       put(o, "worker", json_integer(pt->worker)) &&
+	       put(o, "cpu", json_integer(p->job->cpus[pt->worker])) &&
+	       put(o, "vnode_lo", json_integer(pt->vnode_lo)) &&
+	       put(o, "vnode_hi", json_integer(pt->vnode_hi));
+}
+
+static bool edge_json(const struct shmrun_plan *p, uint32_t e, json_t *o)
+{
+	const struct shmrun_job *job = p->job;
+	const struct shmrun_edge *ed = &job->edges[e];
+	const struct shmrun_stage *a = &job->stages[ed->from], *b = &job->stages[ed->to];
+	json_t *chans = NULL;
+
+	if (!put(o, "from", json_string(a->name)) || !put(o, "to", json_string(b->name)) ||
+	    !put(o, "kind", json_string(edge_kind_name(ed->kind, true))) ||
+	    !put(o, "combined", json_boolean(edge_combined(ed, b))) ||
+	    !(chans = put_new(o, "channels", json_array())))
+		return false;
+	if (ed->kind == SHMRUN_EDGE_FORWARD)
+		return true; /* a direct call: no channel */
+	for (uint32_t i = 0; i < a->width; i++)
+		for (uint32_t j = 0; j < b->width; j++) {
+			uint32_t c = shmrun_plan_channel_of(p, e, i, j);
+			const struct shmrun_plan_channel *ch = &p->channels[c];
+			json_t *co = append_object(chans);
+
+			if (!co || !put(co, "ring", json_integer(c)) ||
+			    !put(co, "from_instance", json_integer(i)) ||
+			    !put(co, "to_instance", json_integer(j)) ||
+			    !put(co, "local", json_boolean(ch->local)) ||
+			    !put(co, "from_worker", json_integer(p->tasks[ch->src_task].worker)) ||
+			    !put(co, "to_worker", json_integer(p->tasks[ch->dst_task].worker)))
+				return false;
+		}
+	return true;
+}
+
+int shmrun_plan_print_json(const struct shmrun_plan *p, FILE *out)
+{
+	const struct shmrun_job *job = p->job;
+	json_t *root = json_object(), *stages = NULL, *tasks = NULL, *edges = NULL, *seg = NULL;
+	int rc = -ENOMEM;
+
+	if (!root || !put(root, "job", json_string(job->name)) ||
+	    !put(root, "workers", json_integer(job->workers)) ||
+	    !put(root, "vnodes", json_integer(job->vnodes)) ||
+	    !(stages = put_new(root, "stages", json_array())) ||
+	    !(tasks = put_new(root, "tasks", json_array())) ||
+	    !(edges = put_new(root, "edges", json_array())) ||
+	    !(seg = put_new(root, "segment", json_object())))
+		goto out;
+	for (uint32_t s = 0; s < job->nstages; s++) {
+		const struct shmrun_stage *st = &job->stages[s];
+		const struct shmrun_plugin_info *pi = shmrun_operator_plugin(st->op);
+		json_t *o = append_object(stages), *plug;
+
+		if (!o || !put(o, "name", json_string(st->name)) ||
+		    !put(o, "op", json_string(st->op->name)) ||
+		    !put(o, "width", json_integer(st->width)))
+			goto out;
+		if (!pi) {
+			if (!put(o, "plugin", json_null()))
+				goto out;
+			continue;
+		}
+		if (!(plug = put_new(o, "plugin", json_object())) ||
+		    !put(plug, "name", json_string(pi->name)) ||
+		    !put(plug, "version", json_string(pi->version)) ||
+		    !put(plug, "path", json_string(pi->path)))
+			goto out;
+	}
+	for (uint32_t t = 0; t < p->ntasks; t++) {
+		json_t *o = append_object(tasks);
+
+		if (!o || !task_json(p, t, o))
+			goto out;
+	}
+	for (uint32_t e = 0; e < job->nedges; e++) {
+		json_t *o = append_object(edges);
+
+		if (!o || !edge_json(p, e, o))
+			goto out;
+	}
+	if (!put(seg, "rings", json_integer(p->nchannels)) ||
+	    !put(seg, "ring_bytes", json_integer((json_int_t)job->ring_bytes)) ||
+	    !put(seg, "rings_crossing_workers", json_integer(rings_crossing(p))) ||
+	    !put(seg, "bytes", json_integer((json_int_t)p->segment_bytes)))
+		goto out;
+	rc = json_dumpf(root, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) || fputc('\n', out) == EOF
+		     ? -EIO
+		     : 0;
+out:
+	json_decref(root);
+	return rc;
 }

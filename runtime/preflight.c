@@ -936,3 +936,11 @@ void shmrun_locks_forget(void)
 {
 	shmrun_unlock_job(); /* closes this process's copies; the launcher's stay */
 }
+
+int shmrun_lock_job_check(const struct shmrun_job *job)
+{
+	int err = lock_pass(job, false); /* creates nothing */
+
+	shmrun_unlock_job();
+	return err;
+}

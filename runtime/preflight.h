@@ -22,6 +22,16 @@ bool shmrun_errno_is_permanent(int err);
 bool shmrun_errno_is_lasting(int err);
 
 /*
+ * shmrun_lock_job_check() - the first half of shmrun_lock_job(): try the lock
+ * on everything of @job that exists, create nothing, then release every lock
+ * this process holds. For a run refused on another ground (its job name is
+ * taken, jobsock.h) that should rather name a run holding its checkpoint_dir
+ * or outputs, as a second run of the same job is refused. Return: as
+ * shmrun_lock_job() (a refusal logged), 0 if nothing is held elsewhere.
+ */
+int shmrun_lock_job_check(const struct shmrun_job *job);
+
+/*
  * shmrun_locks_forget() - in a freshly forked worker: close this process's
  * copies of the run's lock files without releasing the locks (the launcher
  * keeps them), so that no stray child (a snapshot writer, a worker that

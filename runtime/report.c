@@ -125,15 +125,15 @@ void print_summary(const struct shmrun_plan *plan, const struct shmrun_metrics *
 		   job->name, secs, in, out, keys, bytes,
 		   keys ? (double)(bytes - key_bytes) / (double)keys : 0.0, frames, ovf,
 		   frames ? 100.0 * (double)ovf / (double)frames : 0.0, peak);
-	fprintf(stderr,
+	shmrun_log_plain(
 		"records in:    %" PRIu64 "\nrecords out:   %" PRIu64 "\ndistinct keys: %" PRIu64
 		"\n",
 		in, out, keys);
 	if (bad) /* only when there are: the summary of a clean job does not change */
-		fprintf(stderr, "bad records:   %" PRIu64 " (dropped as malformed; see the warnings)\n",
+		shmrun_log_plain("bad records:   %" PRIu64 " (dropped as malformed; see the warnings)\n",
 			bad);
 	if (late) /* likewise: only event-time operators drop records as late */
-		fprintf(stderr, "late records:  %" PRIu64 " (dropped: behind the watermark past "
+		shmrun_log_plain("late records:  %" PRIu64 " (dropped: behind the watermark past "
 				"allowed_lateness)\n",
 			late);
 	for (uint32_t s = 0; s < job->nstages; s++) {
@@ -145,9 +145,9 @@ void print_summary(const struct shmrun_plan *plan, const struct shmrun_metrics *
 			if (!path || st->params[i].def->io != SHMRUN_PARAM_OUTPUT)
 				continue;
 			if (st->width == 1)
-				fprintf(stderr, "output:        %s\n", path);
+				shmrun_log_plain("output:        %s\n", path);
 			else
-				fprintf(stderr, "output:        %s.0 .. %s.%u\n", path, path,
+				shmrun_log_plain("output:        %s.0 .. %s.%u\n", path, path,
 					st->width - 1);
 		}
 	}

@@ -33,6 +33,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,7 +242,7 @@ static void task_verror(struct shmrun_task *t, const char *fmt, va_list ap)
 			return; /* the caller reports it (prepare) */
 		}
 	}
-	shmrun_log(SHMRUN_LOG_ERROR, "stage '%s' [%u]: %s", t->stage->name, t->instance, msg);
+	shmrun_log_task(SHMRUN_LOG_ERROR, NULL, t->stage->name, t->instance, msg);
 	free(msg);
 }
 
@@ -253,11 +254,15 @@ static void task_vlog(struct shmrun_task *t, enum shmrun_log_level level, const 
 
 	if (vasprintf(&msg, fmt, ap) < 0)
 		return;
-	if (t->w && t->w->quiet && t->w->plan->job->conf_path) /* prepare, in the launcher */
-		shmrun_log(level, "%s:%d: stage '%s' [%u]: %s", t->w->plan->job->conf_path,
-			   shmrun_prepare_line(t->stage), t->stage->name, t->instance, msg);
-	else
-		shmrun_log(level, "stage '%s' [%u]: %s", t->stage->name, t->instance, msg);
+	if (t->w && t->w->quiet && t->w->plan->job->conf_path) { /* prepare, in the launcher */
+		char where[PATH_MAX + 16];
+
+		snprintf(where, sizeof(where), "%s:%d", t->w->plan->job->conf_path,
+			 shmrun_prepare_line(t->stage));
+		shmrun_log_task(level, where, t->stage->name, t->instance, msg);
+	} else {
+		shmrun_log_task(level, NULL, t->stage->name, t->instance, msg);
+	}
 	free(msg);
 }
 

@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -711,141 +712,216 @@ static long ckpt_lock_holder(const char *dir)
 	return pid;
 }
 
-static void print_one(const char *dir, uint64_t epoch, bool verify, FILE *out, int *status)
+/*
+ * What `shmrun ckpt list|verify` reports, collected once (collect()) and then
+ * printed as text (print_text()) or JSON (print_json()): the two printers
+ * read only this, so they cannot disagree.
+ */
+struct ckpt_entry {
+	uint64_t epoch;
+	int status;    /* 0 ok; -ENOENT incomplete; -ESTALE retired; else damaged */
+	char why[300]; /* the reason when status != 0 */
+	struct shmrun_manifest m; /* parsed when status == 0, else zeroed */
+	uint64_t bytes;           /* the sum of its state files' sizes */
+};
+
+struct ckpt_report {
+	const char *dir;
+	int n;                    /* entries, newest first */
+	struct ckpt_entry *e;
+	int chosen;               /* the entry a restore would use, or -1 */
+	int damaged, incomplete;  /* counts */
+	long holder;              /* pid of a live run holding dir/.lock, or 0 (verify) */
+};
+
+/* The state of stage @s of @m: key-bound and per-worker bytes, the largest per-worker file. */
+static void stage_sizes(const struct shmrun_manifest *m, uint32_t s, uint64_t *kv, uint64_t *pw,
+			uint64_t *pw_max)
 {
-	struct shmrun_manifest m;
-	char why[300], when[40] = "-";
-	uint64_t total = 0;
-	int err = verify ? shmrun_ckpt_verify(dir, epoch, &m, why, sizeof(why))
-			 : shmrun_ckpt_read_manifest(dir, epoch, &m, why, sizeof(why));
-
-	if (err && ckpt_retired(dir, epoch, err)) {
-		/* retention retired it during the check (MANIFEST goes first):
-		 * neither damaged nor incomplete, just no longer there */
-		err = -ESTALE;
-		snprintf(why, sizeof(why), "removed during the check (retired by checkpoint_retain)");
-	}
-	if (status)
-		*status = err;
-	if (err) {
-		fprintf(out, "ckpt-%-8" PRIu64 " %-20s %10s  %s: %s\n", epoch, "-", "-",
-			err == -ENOENT ? "incomplete" : err == -ESTALE ? "retired" : "damaged", why);
-		return;
-	}
-	{
-		time_t secs = (time_t)(m.time_ns / 1000000000);
-		struct tm tm;
-
-		gmtime_r(&secs, &tm);
-		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	}
-	for (uint32_t i = 0; i < m.nfiles; i++)
-		total += m.files[i].size;
-	fprintf(out, "ckpt-%-8" PRIu64 " %-20s %10" PRIu64 "  %s ", epoch, when, total,
-		verify ? "ok" : "listed");
-	for (uint32_t s = 0; s < m.nstages; s++) {
-		uint64_t kv = 0, pw = 0, pw_max = 0;
-
-		for (uint32_t i = 0; i < m.nfiles; i++)
-			if (strcmp(m.files[i].stage, m.stages[s].name) == 0) {
-				kv += m.files[i].kv_bytes;
-				pw += m.files[i].pw_bytes;
-				if (m.files[i].pw_bytes > pw_max)
-					pw_max = m.files[i].pw_bytes;
-			}
-		fprintf(out, " %s(w%u): key-bound %" PRIu64 " B, per-worker %" PRIu64
-			     " B (max %" PRIu64 " B/instance)%s",
-			m.stages[s].name, m.stages[s].width, kv, pw, pw_max,
-			s + 1 < m.nstages ? ";" : "");
-	}
-	fputc('\n', out);
-	shmrun_manifest_free(&m);
+	*kv = *pw = *pw_max = 0;
+	for (uint32_t i = 0; i < m->nfiles; i++)
+		if (strcmp(m->files[i].stage, m->stages[s].name) == 0) {
+			*kv += m->files[i].kv_bytes;
+			*pw += m->files[i].pw_bytes;
+			if (m->files[i].pw_bytes > *pw_max)
+				*pw_max = m->files[i].pw_bytes;
+		}
 }
 
-/* "ckpt-3, ckpt-5" for the epochs[i] of [from, to) whose status matches @want_incomplete. */
-static void name_epochs(char *buf, size_t len, const uint64_t *epochs, const int *status, int from,
-			int to, bool want_incomplete)
+static const char *status_name(int status)
+{
+	return !status		    ? "ok"
+	       : status == -ENOENT ? "incomplete"
+	       : status == -ESTALE ? "retired"
+				   : "damaged";
+}
+
+static void check_one(const char *dir, struct ckpt_entry *ce)
+{
+	ce->status = shmrun_ckpt_verify(dir, ce->epoch, &ce->m, ce->why, sizeof(ce->why));
+	if (ce->status && ckpt_retired(dir, ce->epoch, ce->status)) {
+		/* retention retired it during the check (MANIFEST goes first):
+		 * neither damaged nor incomplete, just no longer there */
+		ce->status = -ESTALE;
+		snprintf(ce->why, sizeof(ce->why),
+			 "removed during the check (retired by checkpoint_retain)");
+	}
+	if (ce->status) {
+		memset(&ce->m, 0, sizeof(ce->m));
+		return;
+	}
+	for (uint32_t i = 0; i < ce->m.nfiles; i++)
+		ce->bytes += ce->m.files[i].size;
+}
+
+static void report_free(struct ckpt_report *r)
+{
+	for (int i = 0; i < r->n; i++)
+		shmrun_manifest_free(&r->e[i].m);
+	free(r->e);
+}
+
+/* Verify every checkpoint of @dir into @r. Return: 0, or -errno (@dir unreadable, no memory). */
+static int collect(const char *dir, bool verify, struct ckpt_report *r)
+{
+	uint64_t *epochs;
+	int n = shmrun_ckpt_list(dir, &epochs);
+
+	memset(r, 0, sizeof(*r));
+	r->dir = dir;
+	r->chosen = -1;
+	if (n < 0)
+		return n;
+	r->e = calloc((size_t)n + 1, sizeof(*r->e));
+	if (!r->e) {
+		free(epochs);
+		return -ENOMEM;
+	}
+	r->n = n;
+	for (int i = 0; i < n; i++) {
+		struct ckpt_entry *ce = &r->e[i];
+
+		ce->epoch = epochs[i];
+		check_one(dir, ce);
+		if (!ce->status && r->chosen < 0)
+			r->chosen = i;
+		r->damaged += ce->status && ce->status != -ENOENT && ce->status != -ESTALE;
+		r->incomplete += ce->status == -ENOENT;
+	}
+	free(epochs);
+	if (verify)
+		r->holder = ckpt_lock_holder(dir);
+	return 0;
+}
+
+/* Whether entry @i is to be named among the skipped ones (@want_incomplete: incomplete, else damaged). */
+static bool named(const struct ckpt_report *r, int i, bool want_incomplete)
+{
+	int st = r->e[i].status;
+
+	return st && st != -ESTALE && (st == -ENOENT) == want_incomplete;
+}
+
+/* "ckpt-3, ckpt-5" for the entries of [from, to) that named() picks, oldest first. */
+static void name_epochs(char *buf, size_t len, const struct ckpt_report *r, int from, int to,
+			bool want_incomplete)
 {
 	size_t off = 0;
 	int k = 0;
 
 	buf[0] = '\0';
 	for (int i = to - 1; i >= from && off < len; i--) { /* oldest first */
-		if (!status[i] || status[i] == -ESTALE || (status[i] == -ENOENT) != want_incomplete)
+		if (!named(r, i, want_incomplete))
 			continue;
 		if (k++ == 6) {
 			snprintf(buf + off, len - off, ", ...");
 			break;
 		}
 		off += (size_t)snprintf(buf + off, len - off, "%sckpt-%" PRIu64, off ? ", " : "",
-					epochs[i]);
+					r->e[i].epoch);
 	}
+}
+
+/* "2026-11-29T21:48:22Z" of @ns since the epoch into @buf. */
+static void utc_time(int64_t ns, char *buf, size_t len)
+{
+	time_t secs = (time_t)(ns / 1000000000);
+	struct tm tm;
+
+	gmtime_r(&secs, &tm);
+	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void print_entry(const struct ckpt_entry *ce, FILE *out)
+{
+	char when[40];
+
+	if (ce->status) {
+		fprintf(out, "ckpt-%-8" PRIu64 " %-20s %10s  %s: %s\n", ce->epoch, "-", "-",
+			status_name(ce->status), ce->why);
+		return;
+	}
+	utc_time(ce->m.time_ns, when, sizeof(when));
+	fprintf(out, "ckpt-%-8" PRIu64 " %-20s %10" PRIu64 "  %s ", ce->epoch, when, ce->bytes,
+		status_name(ce->status));
+	for (uint32_t s = 0; s < ce->m.nstages; s++) {
+		uint64_t kv, pw, pw_max;
+
+		stage_sizes(&ce->m, s, &kv, &pw, &pw_max);
+		fprintf(out, " %s(w%u): key-bound %" PRIu64 " B, per-worker %" PRIu64
+			     " B (max %" PRIu64 " B/instance)%s",
+			ce->m.stages[s].name, ce->m.stages[s].width, kv, pw, pw_max,
+			s + 1 < ce->m.nstages ? ";" : "");
+	}
+	fputc('\n', out);
+}
+
+/* The exit status of verify. */
+static int verify_status(const struct ckpt_report *r)
+{
+	return r->chosen >= 0 && !r->damaged ? 0 : 1;
 }
 
 /*
  * Every checkpoint, then (verify) what a restore would do — the newest one
  * that verifies, as shmrun_ckpt_select() picks it — and why newer ones would
- * be passed over. Exit status: 0 when a restore would use a checkpoint and no
- * committed checkpoint is damaged; an incomplete directory (no MANIFEST) is
- * not a failure, it never held a checkpoint.
+ * be passed over.
  */
-static int print_all(const char *dir, FILE *out, bool verify)
+static void print_text(const struct ckpt_report *r, bool verify, FILE *out)
 {
-	uint64_t *epochs;
-	int n = shmrun_ckpt_list(dir, &epochs), chosen = -1, damaged = 0, incomplete = 0;
-	int *status;
+	const char *dir = r->dir;
 	char names[160];
 
-	if (n < 0) {
-		fprintf(stderr, "shmrun: cannot read checkpoint directory %s: %s\n", dir,
-			strerror(-n));
-		return 1;
-	}
-	status = calloc((size_t)n + 1, sizeof(*status));
-	if (!status) {
-		free(epochs);
-		fprintf(stderr, "shmrun: out of memory\n");
-		return 1;
-	}
-	if (n == 0)
+	if (r->n == 0)
 		fprintf(out, "%s: no checkpoints\n", dir);
 	else
 		fprintf(out, "%-13s %-20s %10s  %s\n", "epoch", "time (UTC)", "bytes",
 			"status and state per stage");
-	for (int i = 0; i < n; i++) {
-		print_one(dir, epochs[i], true, out, &status[i]);
-		if (!status[i] && chosen < 0)
-			chosen = i;
-		damaged += status[i] && status[i] != -ENOENT && status[i] != -ESTALE;
-		incomplete += status[i] == -ENOENT;
-	}
+	for (int i = 0; i < r->n; i++)
+		print_entry(&r->e[i], out);
 	if (!verify)
-		goto out;
-	{
-		long holder = ckpt_lock_holder(dir);
-
-		if (holder)
-			fprintf(out,
-				"%s: a live run (pid %ld) holds %s/.lock: checkpoints are being "
-				"added and retired during the check; a newer incomplete one may be "
-				"the epoch in flight\n",
-				dir, holder, dir);
-	}
-	if (n == 0)
-		goto out;
-	if (chosen >= 0) {
+		return;
+	if (r->holder)
+		fprintf(out,
+			"%s: a live run (pid %ld) holds %s/.lock: checkpoints are being "
+			"added and retired during the check; a newer incomplete one may be "
+			"the epoch in flight\n",
+			dir, r->holder, dir);
+	if (r->n == 0)
+		return;
+	if (r->chosen >= 0) {
 		fprintf(out, "%s: a restore would use ckpt-%" PRIu64 ", the newest that verifies\n",
-			dir, epochs[chosen]);
-		name_epochs(names, sizeof(names), epochs, status, 0, chosen, true);
+			dir, r->e[r->chosen].epoch);
+		name_epochs(names, sizeof(names), r, 0, r->chosen, true);
 		if (*names)
 			fprintf(out,
 				"%s: newer %s incomplete (no MANIFEST: an aborted or interrupted "
 				"epoch, never committed); a restore skips and removes it\n",
 				dir, names);
-		name_epochs(names, sizeof(names), epochs, status, 0, chosen, false);
+		name_epochs(names, sizeof(names), r, 0, r->chosen, false);
 		if (*names)
 			fprintf(out, "%s: newer %s damaged; a restore skips it\n", dir, names);
-	} else if (damaged) {
+	} else if (r->damaged) {
 		fprintf(out,
 			"%s: no checkpoint verifies; a restore would refuse to start (move the "
 			"directory aside, or STREAM_RESET_STATE=1)\n",
@@ -854,28 +930,145 @@ static int print_all(const char *dir, FILE *out, bool verify)
 		fprintf(out,
 			"%s: no complete checkpoint (%d incomplete: no MANIFEST); a restore would "
 			"start from empty state\n",
-			dir, incomplete);
+			dir, r->incomplete);
 	}
-	name_epochs(names, sizeof(names), epochs, status, chosen < 0 ? 0 : chosen + 1, n, false);
-	if (chosen >= 0 && *names)
+	name_epochs(names, sizeof(names), r, r->chosen < 0 ? 0 : r->chosen + 1, r->n, false);
+	if (r->chosen >= 0 && *names)
 		fprintf(out, "%s: older %s damaged\n", dir, names);
-	if (damaged)
-		fprintf(out, "%s: %d damaged checkpoint%s: verify fails\n", dir, damaged,
-			damaged == 1 ? "" : "s");
+	if (r->damaged)
+		fprintf(out, "%s: %d damaged checkpoint%s: verify fails\n", dir, r->damaged,
+			r->damaged == 1 ? "" : "s");
+}
+
+/* @obj.@key = @val, which it takes over (also on failure). Return: false if out of memory. */
+static bool put(json_t *obj, const char *key, json_t *val)
+{
+	return val && json_object_set_new(obj, key, val) == 0;
+}
+
+static bool entry_json(const struct ckpt_entry *ce, json_t *o)
+{
+	char name[32], when[40];
+	json_t *stages = NULL;
+
+	snprintf(name, sizeof(name), "ckpt-%" PRIu64, ce->epoch);
+	if (!put(o, "epoch", json_integer((json_int_t)ce->epoch)) ||
+	    !put(o, "name", json_string(name)) ||
+	    !put(o, "status", json_string(status_name(ce->status))) ||
+	    !put(o, "reason", ce->status ? json_string(ce->why) : json_null()) ||
+	    !put(o, "stages", stages = json_array()))
+		return false;
+	if (ce->status)
+		return put(o, "time", json_null()) && put(o, "time_ns", json_null()) &&
+		       put(o, "bytes", json_null()) && put(o, "finished", json_null());
+	utc_time(ce->m.time_ns, when, sizeof(when));
+	if (!put(o, "time", json_string(when)) ||
+	    !put(o, "time_ns", json_integer((json_int_t)ce->m.time_ns)) ||
+	    !put(o, "bytes", json_integer((json_int_t)ce->bytes)) ||
+	    !put(o, "finished", json_boolean(ce->m.finished)))
+		return false;
+	for (uint32_t s = 0; s < ce->m.nstages; s++) {
+		uint64_t kv, pw, pw_max;
+		json_t *so = json_object();
+
+		stage_sizes(&ce->m, s, &kv, &pw, &pw_max);
+		if (!so || json_array_append_new(stages, so) ||
+		    !put(so, "name", json_string(ce->m.stages[s].name)) ||
+		    !put(so, "width", json_integer(ce->m.stages[s].width)) ||
+		    !put(so, "key_bound_bytes", json_integer((json_int_t)kv)) ||
+		    !put(so, "per_worker_bytes", json_integer((json_int_t)pw)) ||
+		    !put(so, "per_worker_max_bytes", json_integer((json_int_t)pw_max)))
+			return false;
+	}
+	return true;
+}
+
+/* What a restore would do, as print_text() says it. */
+static bool restore_json(const struct ckpt_report *r, json_t *o)
+{
+	json_t *skipped = NULL;
+
+	if (!put(o, "action",
+		 json_string(r->chosen >= 0 ? "use" : r->damaged ? "refuse" : "empty")) ||
+	    !put(o, "epoch",
+		 r->chosen >= 0 ? json_integer((json_int_t)r->e[r->chosen].epoch) : json_null()) ||
+	    !put(o, "skipped_newer", skipped = json_array()))
+		return false;
+	for (int i = r->chosen - 1; i >= 0; i--) /* oldest first, as the text names them */
+		if ((named(r, i, true) || named(r, i, false)) &&
+		    json_array_append_new(skipped,
+					  json_sprintf("ckpt-%" PRIu64, r->e[i].epoch)))
+			return false;
+	return true;
+}
+
+static int print_json(const struct ckpt_report *r, bool verify, FILE *out)
+{
+	json_t *root = json_object(), *list = NULL, *restore = NULL;
+	int rc = -ENOMEM;
+
+	if (!root || !put(root, "dir", json_string(r->dir)) ||
+	    !put(root, "checkpoints", list = json_array()))
+		goto out;
+	for (int i = 0; i < r->n; i++) {
+		json_t *o = json_object();
+
+		if (!o || json_array_append_new(list, o) || !entry_json(&r->e[i], o))
+			goto out;
+	}
+	if (verify &&
+	    (!put(root, "restore", restore = json_object()) ||
+	     !restore_json(r, restore) ||
+	     !put(root, "live_run_pid", r->holder ? json_integer(r->holder) : json_null()) ||
+	     !put(root, "damaged", json_integer(r->damaged)) ||
+	     !put(root, "incomplete", json_integer(r->incomplete)) ||
+	     !put(root, "ok", json_boolean(verify_status(r) == 0))))
+		goto out;
+	rc = json_dumpf(root, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) || fputc('\n', out) == EOF
+		     ? -EIO
+		     : 0;
 out:
-	free(status);
-	free(epochs);
-	if (!verify)
-		return 0;
-	return chosen >= 0 && !damaged ? 0 : 1;
+	json_decref(root);
+	return rc;
 }
 
-int shmrun_ckpt_print_list(const char *dir, FILE *out)
+/*
+ * Exit status: list 0; verify 0 when a restore would use a checkpoint and no
+ * committed checkpoint is damaged; an incomplete directory (no MANIFEST) is
+ * not a failure, it never held a checkpoint. 1 when @dir cannot be read.
+ */
+static int print_all(const char *dir, FILE *out, bool verify, bool json)
 {
-	return print_all(dir, out, false);
+	struct ckpt_report r;
+	int err = collect(dir, verify, &r), rc;
+
+	if (err == -ENOMEM) {
+		fprintf(stderr, "shmrun: out of memory\n");
+		return 1;
+	}
+	if (err) {
+		fprintf(stderr, "shmrun: cannot read checkpoint directory %s: %s\n", dir,
+			strerror(-err));
+		return 1;
+	}
+	if (json) {
+		err = print_json(&r, verify, out);
+		if (err)
+			fprintf(stderr, "shmrun: cannot write the JSON: %s\n", strerror(-err));
+	} else {
+		print_text(&r, verify, out);
+	}
+	rc = err ? 1 : verify ? verify_status(&r) : 0;
+	report_free(&r);
+	return rc;
 }
 
-int shmrun_ckpt_print_verify(const char *dir, FILE *out)
+int shmrun_ckpt_print_list(const char *dir, FILE *out, bool json)
 {
-	return print_all(dir, out, true);
+	return print_all(dir, out, false, json);
+}
+
+int shmrun_ckpt_print_verify(const char *dir, FILE *out, bool json)
+{
+	return print_all(dir, out, true, json);
 }

@@ -257,10 +257,22 @@ void shmrun_snapshot_reaped(struct shmrun_worker *w, int pid, int status)
 		 * newer one): it did not die, and nothing waits for it */
 		if (WIFEXITED(status) && shmrun_slot_stale(w->ctl, slot, c.epoch))
 			break;
-		shmrun_log(SHMRUN_LOG_WARN,
-			   "the snapshot writer of task %u for epoch %" PRIu64 " died (%s %d)",
-			   c.task, c.epoch, WIFSIGNALED(status) ? "signal" : "exit status",
-			   WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+		{
+			const struct shmrun_plan *plan = w->plan;
+			const struct shmrun_plan_task *pt = plan ? &plan->tasks[c.task] : NULL;
+			char msg[160];
+
+			snprintf(msg, sizeof(msg),
+				 "the snapshot writer (task %u) for epoch %" PRIu64 " died (%s %d)",
+				 c.task, c.epoch, WIFSIGNALED(status) ? "signal" : "exit status",
+				 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+			if (pt) /* of the task's stage and instance: fields in JSON */
+				shmrun_log_task(SHMRUN_LOG_WARN, NULL,
+						plan->job->stages[pt->stage].name, pt->instance,
+						msg);
+			else /* a unit test's worker, without a plan */
+				shmrun_log(SHMRUN_LOG_WARN, "%s", msg);
+		}
 		atomic_store_explicit(&slot->error, -ECHILD, memory_order_relaxed);
 		/* release: pairs with the coordinator's acquire of failed_epoch */
 		atomic_store_explicit(&slot->failed_epoch, c.epoch, memory_order_release);

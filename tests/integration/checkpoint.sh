@@ -66,6 +66,27 @@ sort "$tmp/ref/out/result.tsv" > "$tmp/expected"
 "$shmrun" ckpt verify "$tmp/ref/ckpt" > "$tmp/verify" || fail "ckpt verify of a clean run"
 grep -q "ok" "$tmp/verify" || fail "ckpt verify prints no ok"
 "$shmrun" ckpt list "$tmp/ref/ckpt" | qgrep "count(w2): key-bound" || fail "ckpt list: no per-stage sizes"
+# --json: the same values as the text (json_check.py compares them one by one)
+jc="$(dirname "$0")/json_check.py"
+ckpt_json() { # list|verify DIR: the JSON agrees with the text, and so does the exit status
+	local rc_text=0 rc_json=0
+	"$shmrun" ckpt "$1" "$2" > "$tmp/ck.txt" || rc_text=$?
+	"$shmrun" ckpt "$1" --json "$2" > "$tmp/ck.json" || rc_json=$?
+	[ $rc_text -eq $rc_json ] || fail "ckpt $1 --json: exit $rc_json, text $rc_text"
+	python3 "$jc" ckpt "$1" "$tmp/ck.txt" "$tmp/ck.json" > /dev/null || fail "ckpt $1 --json of $2 differs from the text"
+}
+ckpt_json list "$tmp/ref/ckpt"
+ckpt_json verify "$tmp/ref/ckpt"
+"$shmrun" ckpt verify "$tmp/ref/ckpt" --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["ok"] is True and d["restore"]["action"] == "use" and d["damaged"] == 0, d
+c = d["checkpoints"][0]
+assert c["status"] == "ok" and c["bytes"] > 0 and c["finished"] is True, c
+assert [s["name"] for s in c["stages"]] == ["gen", "count", "out"], c["stages"]
+assert next(s for s in c["stages"] if s["name"] == "count")["key_bound_bytes"] > 0, c["stages"]
+' || fail "ckpt verify --json (DIR first): values"
+echo "ok ckpt list/verify --json: the text's values"
 
 # 1. SIGTERM, then resume.
 conf "$tmp/stop" 200000
@@ -110,6 +131,8 @@ for damage in truncate flip no_manifest missing_file; do
 	missing_file) rm "$d/ckpt/$newest/$f" ;;
 	esac
 	set +e; "$shmrun" ckpt verify "$d/ckpt" > "$tmp/verify"; rc=$?; set -e
+	ckpt_json verify "$d/ckpt"
+	ckpt_json list "$d/ckpt"
 	grep -q "a restore would use ${cks[1]}, the newest that verifies" "$tmp/verify" ||
 		fail "$damage: ckpt verify does not say which checkpoint a restore would use"
 	if [ $damage = no_manifest ]; then
@@ -134,6 +157,9 @@ done
 d="$tmp/dmg-all"
 cp -a "$tmp/base" "$d"
 for c in "${cks[@]}"; do truncate -s -3 "$d/ckpt/$c/count.0.state"; done
+ckpt_json verify "$d/ckpt"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["restore"] == {"action": "refuse", "epoch": None, "skipped_newer": []} and d["damaged"] == 2 and not d["ok"], d' "$tmp/ck.json" ||
+	fail "ckpt verify --json with every checkpoint damaged"
 set +e; run "$d"; rc=$?; set -e
 [ $rc -ne 0 ] || fail "no valid checkpoint: exit 0"
 grep -q "none verifies" "$tmp/log" || fail "no valid checkpoint: no message"

@@ -45,6 +45,15 @@ printf '[job]\nworkers = 1\nvnodes = 1\n[read]\nop = sequence\ncount = 5\n[out]\
 grep -qx "job one: 1 worker, 2 stages, 2 tasks, 1 vnode, 0 channels" "$tmp/plan" ||
 	fail "plan of one worker: $(head -1 "$tmp/plan")"
 grep -q "segment: 0 rings of" "$tmp/plan" || fail "plan of one worker: segment line"
+# plan --json: the same values as the text (json_check.py compares them one by one)
+jc="$(dirname "$0")/json_check.py"
+for c in good one; do
+	"$shmrun" plan "$tmp/$c.conf" > "$tmp/plan"
+	"$shmrun" plan --json "$tmp/$c.conf" > "$tmp/plan.json" || fail "plan --json of $c.conf"
+	python3 "$jc" plan "$tmp/plan" "$tmp/plan.json" || fail "plan --json of $c.conf differs from the text"
+done
+"$shmrun" --json plan "$tmp/good.conf" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["edges"][0]["kind"] == "shuffle" and len(d["edges"][0]["channels"]) == 6, d["edges"][0]' ||
+	fail "--json before plan"
 "$shmrun" --log-level error "$tmp/good.conf" 2> /dev/null
 [ "$(wc -l < "$tmp/out/good.tsv")" -eq 7 ] || fail "run of a good conf"
 rm -rf "$tmp/out"
@@ -241,7 +250,7 @@ usage_error() { # want-regex args...
 usage_error "^shmrun: unknown command 'chekc'; did you mean 'check'\?$" chekc "$tmp/good.conf"
 usage_error "^shmrun: unknown command 'chekc'; did you mean 'check'\?$" chekc
 usage_error "^shmrun: unknown command 'paln'; did you mean 'plan'\?$" paln "$tmp/good.conf"
-usage_error "^shmrun: unknown command 'frobnicate' \(commands: run, plan, check, ckpt, ops\)$" frobnicate "$tmp/good.conf"
+usage_error "^shmrun: unknown command 'frobnicate' \(commands: run, plan, check, ckpt, ops, top, ps, stop\)$" frobnicate "$tmp/good.conf"
 usage_error "^shmrun: unknown ckpt command 'lsit'; did you mean 'list'\?$" ckpt lsit "$tmp"
 # a command after options that only works first: named, never "did you mean" itself
 usage_error "^shmrun: 'ckpt' must be the first argument: shmrun ckpt \.\.\.$" --log-level debug ckpt list "$tmp"
@@ -254,6 +263,10 @@ usage_error "^shmrun: --drop-state needs --rescale \(or plan --rescale-from\)$" 
 usage_error "^shmrun: --rescale goes with a run or check$" plan --rescale "$tmp/good.conf"
 # a checkpoint directory with no room for the paths inside it: refused, not cut short
 long=$(printf 'x%.0s' $(seq 3900))
+usage_error "^shmrun: --json goes with \`shmrun plan\` \(and \`shmrun ckpt list\|verify\`\)$" check --json "$tmp/good.conf"
+usage_error "^shmrun: plan --json does not print a rescale; leave out --rescale-from$" plan --json --rescale-from "$tmp" "$tmp/good.conf"
+usage_error "^shmrun: ckpt list: unknown option '--jsno' \(only --json\)$" ckpt list --jsno "$tmp"
+usage_error "^shmrun: ckpt takes a command and one directory: shmrun ckpt list \[--json\] DIR \| shmrun ckpt verify \[--json\] DIR$" ckpt verify --json
 usage_error "^shmrun: checkpoint directory too long \(3900 bytes; at most 3840\): x+$" ckpt list "$long"
 usage_error "^shmrun: --rescale-from: directory too long \(3900 bytes; at most 3840\): x+$" plan --rescale-from "$long" "$tmp/good.conf"
 

@@ -1,8 +1,13 @@
 # tests/integration/lib.sh: sourced by the shell tests (integration and stress).
-# Gives a private $tmp (removed on exit), kills a background job still in
+# Gives a private $tmp (removed on exit) and XDG_RUNTIME_DIR in it, kills a background job still in
 # $launcher on exit (so no process outlives a failed test), and fail(), which
 # prints the message and the tail of $tmp/log (the last shmrun run's stderr).
 tmp=$(mktemp -d)
+# Each test's jobs serve their sockets (docs/observability.md) in a runtime
+# directory of its own: tests run in parallel (ctest -j) with jobs of the same
+# name, which would refuse each other in the user's shared one.
+export XDG_RUNTIME_DIR="$tmp/run"
+mkdir -m 700 "$XDG_RUNTIME_DIR"
 launcher=
 cleanup() {
 	[ -n "$launcher" ] && kill -9 "$launcher" 2>/dev/null || true

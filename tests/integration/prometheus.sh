@@ -7,8 +7,8 @@
 #     and labels the docs list are there, and records_in_total of the source
 #     and records_out_total of the sink grow between the scrapes;
 #   - another path is 404, another method 405; the endpoint is gone once the
-#     job ends, and no worker ever held the port; a second run of the job is
-#     refused for the port and the first one goes on serving;
+#     job ends, and no worker ever held the port; another job on the same
+#     port is refused for it, creating nothing, and the first goes on serving;
 #   - through a kill -9 and restart: the same endpoint answers, restarts_total
 #     is 1, records_in_total never goes back, the checkpoint metrics move;
 #   - bad `metrics =` values are refused naming file:line (exit 2);
@@ -188,17 +188,20 @@ for w in $(pgrep -P "$launcher"); do
 	! ls -l "/proc/$w/fd" 2> /dev/null | qgrep socket: || fail "worker $w holds a socket"
 done
 echo "ok 404, 405, no socket in the workers"
-# a second run of the same job: refused for the port, before it locks or
-# creates anything; the first one goes on serving
+# another job on the same port (a second run of the same job is refused
+# earlier, for its name): refused for the port, before it locks or creates
+# anything; the first one goes on serving
 rc=0
-(cd "$tmp" && "$shmrun" p.conf) 2> "$tmp/second.log" || rc=$?
-[ "$rc" = 2 ] || fail "a second run of the job exited $rc, expected 2"
-qgrep -F "p.conf:3: metrics = 127.0.0.1:$port: the address is in use" "$tmp/second.log" ||
+sed 's/^path = out.tsv/path = other.tsv/; s/^\[job\]/[job]\nname = p-other/' "$tmp/p.conf" > "$tmp/q.conf"
+(cd "$tmp" && "$shmrun" q.conf) 2> "$tmp/second.log" || rc=$?
+[ "$rc" = 2 ] || fail "a second job on the port exited $rc, expected 2"
+[ ! -e "$tmp/other.tsv" ] || fail "the refused job created its output"
+qgrep -F "q.conf:4: metrics = 127.0.0.1:$port: the address is in use" "$tmp/second.log" ||
 	{ cat "$tmp/second.log" >&2; fail "a second run is not refused for the port"; }
 scrape "$url" "$tmp/m3"
 [ "$(value "$tmp/m3" shmrun_records_in_total 'stage="gen"')" -ge "$in2" ] ||
 	fail "records_in_total of gen went back"
-echo "ok a second run is refused for the port"
+echo "ok another job on the port is refused"
 
 kill -TERM "$launcher"
 rc=0

@@ -15,4 +15,19 @@ if(TARGET shmrun)
 		set_tests_properties(${t} PROPERTIES TIMEOUT 600 LABELS "runtime;integration"
 				     SKIP_RETURN_CODE 77)
 	endforeach()
+	# `shmrun top` (issue 13 §3) against real jobs: --json read twice while a paced
+	# job runs, the snapshot, several jobs, a job that ends; the screen in tmux.
+	add_test(NAME top COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/top.sh $<TARGET_FILE:shmrun>)
+	set_tests_properties(top PROPERTIES TIMEOUT 300 LABELS "runtime;integration"
+			     SKIP_RETURN_CODE 77)
+	# The live counters (issue 13 §1): no total goes back across a restart,
+	# a running job's numbers agree with each other, SHMRUN_COUNTERS=off.
+	add_test(NAME metrics COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/metrics.sh $<TARGET_FILE:shmrun>)
+	set_tests_properties(metrics PROPERTIES TIMEOUT 300 LABELS "runtime;integration"
+			     SKIP_RETURN_CODE 77)
+	# The job's socket (issue 13 §2, §8): shmrun ps and stop, process titles, a
+	# second job of the same name refused, a kill -9'd launcher's socket replaced.
+	add_test(NAME jobsock COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/jobsock.sh $<TARGET_FILE:shmrun>)
+	set_tests_properties(jobsock PROPERTIES TIMEOUT 600 LABELS "runtime;integration"
+			     SKIP_RETURN_CODE 77)
 endif()

@@ -86,6 +86,14 @@ shmrun_check_test(check_manifest
 	LABELS runtime
 	TIMEOUT 60)
 
+# Log lines as text and JSON, the status line's erasing, the progress line's
+# text (runtime/log.c, runtime/progress.c; issue 13 items 5 and 7).
+shmrun_check_test(check_log
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_log.c
+	LIBS shmrun_rt PkgConfig::JANSSON
+	LABELS runtime
+	TIMEOUT 60)
+
 # The runtime's shared idioms through runtime/util.h: the growable array (growth,
 # exact need, overflow and a failed realloc leave the array intact), mkdir -p,
 # the read loop, the monotonic clock.
@@ -206,3 +214,17 @@ shmrun_check_test(check_prom
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)
+# `shmrun top`'s number formatting (runtime/top.h): sizes, counts, rates,
+# durations, bars, ring fill; tests/integration/top.sh runs the command.
+shmrun_check_test(check_top
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_top.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)
+# The job's socket (issue 13: shmrun ps, stop, top): the runtime directory's
+# fallbacks, the name lock, a forked client served, a stale socket replaced.
+shmrun_check_test(check_jobsock
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_jobsock.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 120)

@@ -254,7 +254,9 @@ struct bench_job {
  * bench_job_start() - fork and exec @exe with @argv; stdin and stdout are
  * /dev/null, stderr goes to @log_path (created or truncated). The child gets
  * SIGTERM if shmrun-bench dies (PR_SET_PDEATHSIG), so the launcher still stops
- * its workers. Return: 0, or -1 after printing why (nothing is left running).
+ * its workers. Its XDG_RUNTIME_DIR is @log_path's directory: the job's socket
+ * (jobsock.h) goes there, so a benchmark's job collides with no other job of
+ * the same name. Return: 0, or -1 after printing why (nothing is left running).
  */
 int bench_job_start(struct bench_job *job, const char *exe, char *const argv[],
 		    const char *log_path);

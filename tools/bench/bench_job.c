@@ -316,8 +316,19 @@ int bench_job_start(struct bench_job *job, const char *exe, char *const argv[],
 		    const char *log_path)
 {
 	pid_t parent = getpid();
+	char dir[PATH_MAX], run[PATH_MAX];
+	const char *slash = strrchr(log_path, '/');
 	int log_fd;
 
+	/* the job's runtime directory (its socket, docs/observability.md): the
+	 * work directory the log is in, so that a benchmark's job never collides
+	 * with a user's job of the same name, nor with another shmrun-bench's */
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - log_path) + (slash == log_path) : 1,
+		 slash ? log_path : ".");
+	if (!realpath(dir, run)) {
+		fprintf(stderr, "shmrun-bench: %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
 	memset(job, 0, sizeof(*job));
 	job->pidfd = -1;
 	log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -345,6 +356,7 @@ int bench_job_start(struct bench_job *job, const char *exe, char *const argv[],
 		dup2(null, STDIN_FILENO);
 		dup2(null, STDOUT_FILENO);
 		dup2(log_fd, STDERR_FILENO);
+		setenv("XDG_RUNTIME_DIR", run, 1); /* this process is single-threaded */
 		execv(exe, argv);
 		dprintf(STDERR_FILENO, "shmrun-bench: exec %s: %s\n", exe, strerror(errno));
 		_exit(127);

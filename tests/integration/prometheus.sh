@@ -7,8 +7,8 @@
 #     and labels the docs list are there, and records_in_total of the source
 #     and records_out_total of the sink grow between the scrapes;
 #   - another path is 404, another method 405; the endpoint is gone once the
-#     job ends, and no worker ever held the port; a second run of the job is
-#     refused for the port and the first one goes on serving;
+#     job ends, and no worker ever held the port; another job on the same
+#     port is refused for it, creating nothing, and the first goes on serving;
 #   - through a kill -9 and restart: the same endpoint answers, restarts_total
 #     is 1, records_in_total never goes back, the checkpoint metrics move;
 #   - bad `metrics =` values are refused naming file:line (exit 2);
@@ -201,7 +201,7 @@ qgrep -F "q.conf:4: metrics = 127.0.0.1:$port: the address is in use" "$tmp/seco
 scrape "$url" "$tmp/m3"
 [ "$(value "$tmp/m3" shmrun_records_in_total 'stage="gen"')" -ge "$in2" ] ||
 	fail "records_in_total of gen went back"
-echo "ok a second run is refused for the port"
+echo "ok another job on the port is refused"
 
 kill -TERM "$launcher"
 rc=0

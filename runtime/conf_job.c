@@ -223,7 +223,7 @@ static char *default_name(const char *path)
 		n -= 5;
 	if (n > MAX_NAME_LEN)
 		n = MAX_NAME_LEN;
-	if (n == 0)
+	if (n == 0 || (n <= 2 && strspn(base, ".") >= n)) /* "", ".", "..": no file name */
 		return strdup("job");
 	out = strndup(base, n);
 	for (size_t i = 0; out && i < n; i++)
@@ -461,6 +461,13 @@ int load_job(struct loader *ld)
 		errorf(ld, p[JK_NAME].line,
 		       "name = '%s' in [job] must be 1 to %u letters, digits, '_', '-' or '.'",
 		       p[JK_NAME].value, MAX_NAME_LEN);
+	else if (p[JK_NAME].value && strspn(p[JK_NAME].value, ".") == strlen(p[JK_NAME].value) &&
+		 strlen(p[JK_NAME].value) <= 2)
+		/* the job's socket is NAME.sock (docs/observability.md) */
+		errorf(ld, p[JK_NAME].line,
+		       "name = '%s' in [job] cannot be '.' or '..': it names the job's socket "
+		       "file; choose another name",
+		       p[JK_NAME].value);
 	job->name = p[JK_NAME].value ? strdup(p[JK_NAME].value) : default_name(job->conf_path);
 	if (!job->name) {
 		r = -ENOMEM;

@@ -83,6 +83,27 @@ set -e
 qgrep "no job named nope is running (running: none)" "$tmp/err" || fail "stop nope: $(cat "$tmp/err")"
 echo "ok usage errors"
 
+# --- a job name that cannot name a file: refused at its line, by check and run --
+mkdir -p "$tmp/dots"
+for n in . ..; do
+	printf '[job]\nname = %s\n[read]\nop = sequence\ncount = 10\n[out]\nop = file_sink\ninput = read\npath = o.tsv\n' \
+		"$n" > "$tmp/dots/t.conf"
+	for cmd in check run; do
+		set +e
+		"$shmrun" $cmd "$tmp/dots/t.conf" > /dev/null 2> "$tmp/err"
+		rc=$?
+		set -e
+		[ $rc -eq 2 ] && qgrep "t.conf:2: name = '$n' in \[job\] cannot be '.' or '..'" "$tmp/err" ||
+			fail "name = $n ($cmd): exit $rc: $(cat "$tmp/err")"
+	done
+done
+[ ! -e "$tmp/dots/o.tsv" ] && [ -z "$(ls -A "$run" 2> /dev/null)" ] || fail "name = ..: something was created"
+# the default name of a file named ..conf is "job", not ".."
+sed '/^name/d' "$tmp/dots/t.conf" > "$tmp/dots/..conf"
+"$shmrun" plan "$tmp/dots/..conf" > "$tmp/plan"
+head -1 "$tmp/plan" | qgrep "^job job: " || fail "the default name of ..conf: $(head -1 "$tmp/plan")"
+echo "ok [job] name . and .. are refused at their line"
+
 # --- ps of a running job; process titles ----------------------------------------
 a="$tmp/a"
 conf "$a" 200000 2000 yes

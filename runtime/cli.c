@@ -146,33 +146,37 @@ static int usage_error(const char *fmt, ...)
 	return 2;
 }
 
-/* Levenshtein distance of @a and @b (short words), capped at 99. */
+/*
+ * Edit distance of @a and @b (short words), capped at 99: insertions,
+ * deletions, substitutions and swaps of two neighbours each count one (the
+ * optimal string alignment distance), so "tpo" is one edit from "top".
+ */
 static unsigned distance(const char *a, const char *b)
 {
 	size_t la = strlen(a), lb = strlen(b);
-	unsigned row[32];
+	unsigned d[32][32];
 
 	if (la >= 31 || lb >= 31)
 		return 99;
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = (unsigned)i;
 	for (size_t j = 0; j <= lb; j++)
-		row[j] = (unsigned)j;
+		d[0][j] = (unsigned)j;
 	for (size_t i = 1; i <= la; i++) {
-		unsigned diag = row[0], up;
-
-		row[0] = (unsigned)i;
 		for (size_t j = 1; j <= lb; j++) {
-			unsigned best = diag + (a[i - 1] != b[j - 1]);
+			unsigned best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
 
-			up = row[j];
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			diag = up;
-			row[j] = best;
+			if (d[i - 1][j] + 1 < best)
+				best = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < best)
+				best = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    d[i - 2][j - 2] + 1 < best)
+				best = d[i - 2][j - 2] + 1;
+			d[i][j] = best;
 		}
 	}
-	return row[lb];
+	return d[la][lb];
 }
 
 /* The word of @words nearest to @w, if it is a plausible typo of it; else NULL. */

@@ -784,24 +784,36 @@ static bool incurable(const struct shmrun_job *job, const struct run *r)
 	return true;
 }
 
-/* Sleep @ts unless SIGINT or SIGTERM comes. Return: that signal, or 0. */
-static int backoff_wait(const sigset_t *set, const struct timespec *ts)
+/*
+ * Sleep @ts unless SIGINT, SIGTERM or SIGHUP comes, serving the job's socket,
+ * the Prometheus endpoint and the progress line every 100 ms meanwhile
+ * (serve_outside()): `shmrun top`, `ps` and scrapes see the restart; a
+ * `shmrun stop` then counts as SIGTERM. Return: that signal, or 0.
+ */
+static int backoff_wait(struct run *r, const struct timespec *ts)
 {
 	int64_t end = shmrun_now_ns() + (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
 
 	for (;;) {
 		int64_t left = end - shmrun_now_ns();
-		struct timespec t = {left / 1000000000, left % 1000000000};
+		struct timespec t;
 		siginfo_t info;
 		int sig;
 
 		if (left <= 0)
 			return 0;
-		sig = sigtimedwait(set, &info, &t);
+		if (left > 100000000)
+			left = 100000000;
+		t = (struct timespec){left / 1000000000, left % 1000000000};
+		sig = sigtimedwait(&r->set, &info, &t);
 		if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
 			return sig;
 		while (waitpid(-1, NULL, WNOHANG) > 0)
 			; /* stray children of the previous start */
+		if (serve_outside(r)) {
+			r->stop_asked = false;
+			return SIGTERM;
+		}
 	}
 }
 
@@ -1022,7 +1034,7 @@ static bool restart_backoff(struct run *r, uint32_t attempt)
 	shmrun_control_destroy(r->ctl);
 	r->ctl = NULL;
 	{
-		int sig = backoff_wait(&r->set, &backoff);
+		int sig = backoff_wait(r, &backoff);
 
 		if (sig) {
 			/* nothing runs now: the last complete checkpoint is where a

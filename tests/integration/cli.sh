@@ -250,6 +250,9 @@ usage_error() { # want-regex args...
 usage_error "^shmrun: unknown command 'chekc'; did you mean 'check'\?$" chekc "$tmp/good.conf"
 usage_error "^shmrun: unknown command 'chekc'; did you mean 'check'\?$" chekc
 usage_error "^shmrun: unknown command 'paln'; did you mean 'plan'\?$" paln "$tmp/good.conf"
+# a swap of two neighbours is one edit: 'tpo' is 'top', not 'ops'
+usage_error "^shmrun: unknown command 'tpo'; did you mean 'top'\?$" tpo
+usage_error "^shmrun: unknown command 'sp'; did you mean 'ps'\?$" sp
 usage_error "^shmrun: unknown command 'frobnicate' \(commands: run, plan, check, ckpt, ops, top, ps, stop\)$" frobnicate "$tmp/good.conf"
 usage_error "^shmrun: unknown ckpt command 'lsit'; did you mean 'list'\?$" ckpt lsit "$tmp"
 # a command after options that only works first: named, never "did you mean" itself

@@ -9,7 +9,10 @@
 #     size, downstream received no more than was sent, ring fill is within
 #     capacity; the summary counts every line;
 #   - SHMRUN_COUNTERS=off (what benchmarks compare against) runs the job the
-#     same, with nothing to attach to: top says why, exit 1.
+#     same, with nothing to attach to: top says why, exit 1;
+#   - a job restarting again and again (a crash at every start) is served
+#     during its restart backoff: ps shows it "restarting", and `shmrun stop`
+#     ends it there at once (exit 0, stopped at its last checkpoint).
 set -euo pipefail
 shmrun=${1:?usage: metrics.sh path/to/shmrun}
 . "$(dirname "$0")/lib.sh"
@@ -177,4 +180,47 @@ done
 qgrep -i "counters" "$d/t.err" || fail "top does not say why: $(cat "$d/t.err")"
 wait "$launcher" || fail "mx-off failed: $(cat "$d/log")"
 cmp <(sort "$d/out.tsv") <(sort "$tmp/done/out.tsv") || fail "SHMRUN_COUNTERS=off changed the output"
+# ---- served during a restart's backoff -----------------------------------------
+d=$tmp/backoff
+mkdir -p "$d"
+cat > "$d/job.conf" <<CONF
+[job]
+name = mx-backoff
+workers = 1
+checkpoint_dir = ckpt
+checkpoint_interval = 100ms
+[gen]
+op = sequence
+count = 100000000
+keys = 10
+[count]
+op = count
+input = gen by key
+[out]
+op = null_sink
+input = count
+CONF
+# every start crashes in gen after a while: restarts with backoff 0.1,
+# 0.2, 0.4, 0.8, 1.6 s ...
+(cd "$d" && SHMRUN_TEST_CALLBACK=sequence.produce:segv:400 exec "$shmrun" job.conf 2> log) &
+launcher=$!
+pids+=("$launcher")
+wait_started "$d/log" || fail "no start line: $(cat "$d/log")"
+seen=0
+for _ in $(seq 300); do
+	"$shmrun" ps --json > "$d/ps.json" 2> /dev/null || true
+	if python3 -c 'import json,sys; j=[x for x in json.load(open(sys.argv[1])) if x["job"]=="mx-backoff"]; sys.exit(0 if j and j[0]["state"]=="restarting" and j[0]["restarts"]>=3 else 1)' "$d/ps.json" 2> /dev/null; then
+		seen=1
+		break
+	fi
+	sleep 0.05
+done
+[ $seen = 1 ] || fail "ps never showed mx-backoff restarting (restart 3 on): $(cat "$d/ps.json"; tail -3 "$d/log")"
+start=$SECONDS
+"$shmrun" stop --timeout 10 mx-backoff > "$d/stop.out" 2>&1 || fail "stop during the backoff: $(cat "$d/stop.out"; tail -3 "$d/log")"
+rc=0
+wait "$launcher" || rc=$?
+[ $rc = 0 ] || fail "a job stopped during its backoff exited $rc: $(tail -3 "$d/log")"
+[ $((SECONDS - start)) -le 3 ] || fail "stop during the backoff took $((SECONDS - start)) s"
+qgrep "during restart backoff: stopping" "$d/log" || fail "no backoff stop in the log: $(tail -3 "$d/log")"
 echo "metrics: ok"

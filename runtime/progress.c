@@ -6,7 +6,8 @@
  *
  * What it reads: the metrics block (metrics.h), never the workers: the sum of
  * source_pos and of source_total over the tasks of file_source stages (the
- * job line's input_bytes when the sources do not know their total yet). The
+ * job line's input_bytes when the sources do not know their total yet), both
+ * of the current start (after a restore: of what was left to read). The
  * rate is over the last RATE_WINDOW draws (about two seconds), so it follows
  * changes of pace; the ETA is what is left at that rate. The checkpoint is
  * the newest complete epoch (ckpt_epoch): the per-epoch log lines are at

@@ -8,7 +8,7 @@
 #   3. at exit it is gone: the last screen lines are the report, no progress
 #      text is left on any line;
 #   4. none with --no-progress, none when stderr is a file (and no terminal
-#      control bytes in that file).
+#      control bytes in that file), none for a job without file_source.
 # Skipped (exit 77) without tmux.
 set -euo pipefail
 shmrun=${1:?usage: progress.sh path/to/shmrun}
@@ -91,4 +91,10 @@ run file 'prog.conf 2> file.log'
 grep -Eh "^prog: " "$tmp"/file.* && fail "stderr to a file: a progress line on the terminal"
 grep -E "prog: [0-9]+%" "$tmp/d/file.log" && fail "stderr to a file: a progress line in it"
 if grep -q $'\r\|\e' "$tmp/d/file.log"; then fail "stderr to a file: terminal control bytes in it"; fi
-echo "ok no progress line with --no-progress or with stderr to a file"
+# a job without file input: nothing to measure, no line, no erasing
+sed -e 's/^op = file_source$/op = sequence\ncount = 120000/' -e '/^path = in.txt$/d' \
+	"$tmp/d/prog.conf" > "$tmp/d/seq.conf"
+run seq --log-level debug seq.conf
+grep -Eh "^seq: " "$tmp"/seq.* && fail "a job without file_source: a progress line"
+grep -Eqh "^$t seq DEBUG worker 0: epoch [0-9]+ complete$" "$tmp"/seq.* || fail "a job without file_source: the run did not log"
+echo "ok no progress line with --no-progress, with stderr to a file, or without file_source"

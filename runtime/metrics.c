@@ -183,6 +183,9 @@ void shmrun_metrics_new_start(struct shmrun_metrics *m, uint64_t restored_epoch,
 	if (restart)
 		atomic_fetch_add_explicit(&m->restarts, 1, memory_order_relaxed);
 	atomic_store_explicit(&m->restored_epoch, restored_epoch, memory_order_relaxed);
+	/* the restored checkpoint is complete too: the newest one is at least it */
+	if (restored_epoch > atomic_load_explicit(&m->ckpt_epoch, memory_order_relaxed))
+		atomic_store_explicit(&m->ckpt_epoch, restored_epoch, memory_order_relaxed);
 	atomic_store_explicit(&m->start_wall_ns, wall_ns(), memory_order_relaxed);
 	atomic_store_explicit(&m->state, SHMRUN_JOB_RUNNING, memory_order_relaxed);
 }

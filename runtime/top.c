@@ -364,6 +364,18 @@ static uint64_t delta(uint64_t a, uint64_t b)
 	return b > a ? b - a : 0;
 }
 
+/*
+ * A ring's fill from its tail and head, in bytes, at most @cap: the two ends
+ * are published by two workers at different moments (each at most a loop
+ * turn stale), so tail - head may for a moment exceed what the ring holds.
+ */
+static uint64_t fill_of(uint64_t head, uint64_t tail, uint64_t cap)
+{
+	uint64_t f = delta(head, tail);
+
+	return f > cap ? cap : f;
+}
+
 static void row_shares(struct row *r)
 {
 	uint64_t all = r->busy + r->idle + r->bp;
@@ -404,7 +416,7 @@ static void task_row(struct row *r, const struct shmrun_metrics *m, const struct
 		f = top_ring_fill(b->tail[c], b->head[c], ch->capacity);
 		if (isnan(r->fill) || f > r->fill) {
 			r->fill = f;
-			r->fill_bytes = delta(b->head[c], b->tail[c]);
+			r->fill_bytes = fill_of(b->head[c], b->tail[c], ch->capacity);
 			r->fill_cap = ch->capacity;
 		}
 	}
@@ -817,7 +829,8 @@ static json_t *view_json(const struct view *v)
 				jset(co, "channel", json_integer(c));
 				jset(co, "to_task", json_integer(ch->dst_task));
 				jset(co, "capacity_bytes", ju64(ch->capacity));
-				jset(co, "fill_bytes", ju64(delta(b->head[c], b->tail[c])));
+				jset(co, "fill_bytes",
+				     ju64(fill_of(b->head[c], b->tail[c], ch->capacity)));
 				jset(co, "fill",
 				     jreal(top_ring_fill(b->tail[c], b->head[c], ch->capacity)));
 				json_array_append_new(outs, co);

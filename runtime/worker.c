@@ -1372,6 +1372,7 @@ static void metrics_publish(struct shmrun_worker *w, int64_t now)
 	PUT(w->mxw->sleep_ns, w->m_sleep_ns);
 	PUT(w->mxw->heartbeat_ns, wall_now_ns());
 	w->m_pub_ns = now;
+	w->m_dirty = false;
 }
 
 /*
@@ -1381,7 +1382,7 @@ static void metrics_publish(struct shmrun_worker *w, int64_t now)
  * tasks or slept). So busy + idle + backpressure is the task's wall time.
  * Publishes at most every METRICS_PUBLISH_NS.
  */
-static void metrics_turn(struct shmrun_worker *w)
+static void metrics_turn(struct shmrun_worker *w, uint32_t progress)
 {
 	int64_t now = shmrun_now_ns(), dt = now - w->m_last_ns;
 
@@ -1400,6 +1401,7 @@ static void metrics_turn(struct shmrun_worker *w)
 	}
 	w->m_last_ns = now;
 	w->m_turns++;
+	w->m_dirty |= progress != 0;
 	if (now - w->m_pub_ns >= METRICS_PUBLISH_NS)
 		metrics_publish(w, now);
 }
@@ -1474,7 +1476,7 @@ static uint32_t step(struct shmrun_worker *w)
 			progress += shmrun_coordinate(&w->co, w->plan, w->ctl, shmrun_now_ns());
 	}
 	if (w->mx)
-		metrics_turn(w);
+		metrics_turn(w, progress);
 	return progress;
 }
 
@@ -1638,6 +1640,11 @@ static void run_loop(struct shmrun_worker *w)
 		if (w->mx) {
 			int64_t t0 = shmrun_now_ns();
 
+			/* what the turns since the last publication did is
+			 * published before sleeping: a ring this worker drained
+			 * must not look full to a reader while it sleeps */
+			if (w->m_dirty)
+				metrics_publish(w, t0);
 			idle_wait(w, &idle_since);
 			w->m_sleep_ns += (uint64_t)(shmrun_now_ns() - t0);
 		} else {

@@ -73,6 +73,7 @@ struct shmrun_worker {
 	int64_t m_pub_ns;   /* last publication */
 	uint64_t m_turns, m_sleep_ns;
 	uint64_t m_snap0;   /* snapshots published before this start */
+	bool m_dirty;       /* a turn made progress since the last publication */
 	struct shmrun_record rbuf[BATCH_RECORDS]; /* records of a frame for process_batch() */
 	uint64_t rhash[BATCH_RECORDS];            /* their key hashes */
 };

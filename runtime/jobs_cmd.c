@@ -49,6 +49,7 @@
 
 #include "jobsock.h"
 #include "metrics.h"
+#include "util.h"
 
 /* A usage error of `shmrun CMD`: one line, then where help is. Return: 2. */
 static int usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -73,14 +74,6 @@ static const char *state_name(uint32_t state)
 	};
 
 	return state < sizeof(names) / sizeof(names[0]) && names[state] ? names[state] : "unknown";
-}
-
-static int64_t wall_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* A duration for a person: 0.4s, 42s, 5m03s, 2h05m, 3d04h. */
@@ -139,7 +132,7 @@ static int read_row(const char *name, struct job_row *row)
 	}
 	/* now, not before the request: a checkpoint may complete while the
 	 * launcher answers, and its age is never negative */
-	now = wall_ns();
+	now = shmrun_wall_ns();
 	row->counters = true;
 	row->pid = m->launcher_pid;
 	row->workers = m->workers;

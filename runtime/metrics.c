@@ -30,6 +30,7 @@
 #include "control.h" /* SHMRUN_CONTROL_MAX_* */
 #include "metrics.h"
 #include "plan.h"
+#include "util.h"
 
 #define ROUND64(x) (((x) + 63) & ~(uint64_t)63)
 
@@ -45,14 +46,6 @@ uint64_t shmrun_metrics_memsize(uint32_t stages, uint32_t tasks, uint32_t chans,
 	       (uint64_t)tasks * sizeof(struct shmrun_metrics_task) +
 	       (uint64_t)chans * sizeof(struct shmrun_metrics_chan) +
 	       (uint64_t)workers * sizeof(struct shmrun_metrics_worker);
-}
-
-static int64_t wall_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* Copy @s into the @n-byte field @dst, cut short, NUL-terminated, zero-padded. */
@@ -149,7 +142,7 @@ struct shmrun_metrics *shmrun_metrics_create(const struct shmrun_plan *plan, int
 	m->bytes = bytes;
 	m->cacheline = SHMRUN_CACHELINE;
 	m->launcher_pid = (int32_t)getpid();
-	m->started_wall_ns = wall_ns();
+	m->started_wall_ns = shmrun_wall_ns();
 	m->checkpoint_interval_ns = job->checkpoint_dir ? job->checkpoint_interval_ns : 0;
 	put_name(m->job, sizeof(m->job), job->name);
 	put_name(m->conf_path, sizeof(m->conf_path), job->conf_path);
@@ -186,7 +179,7 @@ void shmrun_metrics_new_start(struct shmrun_metrics *m, uint64_t restored_epoch,
 	/* the restored checkpoint is complete too: the newest one is at least it */
 	if (restored_epoch > atomic_load_explicit(&m->ckpt_epoch, memory_order_relaxed))
 		atomic_store_explicit(&m->ckpt_epoch, restored_epoch, memory_order_relaxed);
-	atomic_store_explicit(&m->start_wall_ns, wall_ns(), memory_order_relaxed);
+	atomic_store_explicit(&m->start_wall_ns, shmrun_wall_ns(), memory_order_relaxed);
 	atomic_store_explicit(&m->state, SHMRUN_JOB_RUNNING, memory_order_relaxed);
 }
 

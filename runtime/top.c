@@ -225,14 +225,6 @@ struct sample {
 	uint64_t *turns, *sleep_ns, *stall_last_ns, *stall_max_ns;
 };
 
-static int64_t wall_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static int sample_alloc(struct sample *s, const struct shmrun_metrics *m)
 {
 	memset(s, 0, sizeof(*s));
@@ -268,7 +260,7 @@ static void sample_take(struct sample *s, const struct shmrun_metrics *m)
 	struct shmrun_metrics *w = (struct shmrun_metrics *)m;
 
 	s->mono_ns = shmrun_now_ns();
-	s->wall_ns = wall_now();
+	s->wall_ns = shmrun_wall_ns();
 	s->state = SHMRUN_METRIC(w->state);
 	s->exit_status = SHMRUN_METRIC(w->exit_status);
 	s->restarts = SHMRUN_METRIC(w->restarts);

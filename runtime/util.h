@@ -97,6 +97,18 @@ static inline int shmrun_grow_u32(void *pptr, uint32_t *cap, size_t need, size_t
 int shmrun_mkdir_p(const char *path, mode_t mode, unsigned flags);
 
 /*
+ * shmrun_wall_ns() - CLOCK_REALTIME in nanoseconds since the Unix epoch
+ * (processing time, and the times the metrics block and logs show).
+ */
+static inline int64_t shmrun_wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
  * shmrun_now_ns() - CLOCK_MONOTONIC in nanoseconds, as a signed 64-bit count
  * (differences and deadlines are computed in int64_t; it overflows after 292
  * years of uptime). Inline: the worker loop reads it on every turn.

@@ -83,15 +83,6 @@ int64_t shmrun_task_watermark(const struct shmrun_task *t)
 	return t->wm;
 }
 
-/* CLOCK_REALTIME in ns: processing time (timer.h). */
-static int64_t realtime_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static uint32_t task_inputs(const struct shmrun_task *t)
 {
 	return t->nins + t->fwd_inputs;
@@ -323,7 +314,7 @@ uint32_t wm_tick(struct shmrun_worker *w, int64_t now)
 		}
 		if (t->op->on_timer) {
 			if (!rt)
-				rt = realtime_ns();
+				rt = shmrun_wall_ns();
 			if (shmrun_timers_next_processing(t) <= rt) {
 				shmrun_timers_fire_processing(t, rt);
 				moved++;
@@ -388,7 +379,7 @@ int64_t wm_sleep_ns(const struct shmrun_worker *w, int64_t max_ns)
 			if (next == INT64_MAX)
 				continue;
 			if (!rt)
-				rt = realtime_ns();
+				rt = shmrun_wall_ns();
 			ns = next <= rt ? 0 : next - rt;
 			if (ns < max_ns)
 				max_ns = ns;

@@ -1319,14 +1319,6 @@ static uint32_t step_task(struct shmrun_worker *w, struct shmrun_task *t)
 
 #define METRICS_PUBLISH_NS 1000000 /* publish at most once a millisecond */
 
-static int64_t wall_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 #define PUT(field, v) atomic_store_explicit(&(field), (v), memory_order_relaxed)
 
 /*
@@ -1370,7 +1362,7 @@ static void metrics_publish(struct shmrun_worker *w, int64_t now)
 		PUT(w->ins[c].mx->head, w->ins[c].ring.head);
 	PUT(w->mxw->turns, w->m_turns);
 	PUT(w->mxw->sleep_ns, w->m_sleep_ns);
-	PUT(w->mxw->heartbeat_ns, wall_now_ns());
+	PUT(w->mxw->heartbeat_ns, shmrun_wall_ns());
 	w->m_pub_ns = now;
 	w->m_dirty = false;
 }

@@ -361,17 +361,15 @@ static void metrics_complete(const struct shmrun_coordinator *co, const struct s
 {
 	struct shmrun_task_slot *slots = shmrun_control_slots(ctl);
 	uint64_t bytes = 0;
-	struct timespec ts;
 
 	for (uint32_t k = 0; k < plan->ntasks; k++)
 		bytes += slots[k].size;
-	clock_gettime(CLOCK_REALTIME, &ts);
 	atomic_store_explicit(&m->ckpt_epoch, co->manifest_epoch, memory_order_relaxed);
 	atomic_fetch_add_explicit(&m->ckpt_completed, 1, memory_order_relaxed);
 	atomic_store_explicit(&m->ckpt_duration_ns, (uint64_t)(shmrun_now_ns() - co->started_ns),
 			      memory_order_relaxed);
 	atomic_store_explicit(&m->ckpt_bytes, bytes, memory_order_relaxed);
-	atomic_store_explicit(&m->ckpt_wall_ns, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
+	atomic_store_explicit(&m->ckpt_wall_ns, shmrun_wall_ns(),
 			      memory_order_relaxed);
 	atomic_store_explicit(&m->ckpt_in_flight, 0, memory_order_relaxed);
 }

@@ -125,7 +125,7 @@ wait_ckpt "$d"
 for w in $(pgrep -P $launcher); do
 	ls -l /proc/$w/fd 2> /dev/null | qgrep '\.lock' && fail "worker $w holds a lock file"
 done
-kill -9 "$(pgrep -P $launcher | head -1)"
+kill -9 "$(first_child "$launcher")"
 for _ in $(seq 300); do grep -q "restart 1 of" "$tmp/log" && break; sleep 0.1; done
 grep -q "restart 1 of" "$tmp/log" || fail "no restart after a worker was killed"
 for _ in $(seq 300); do [ "$(grep -c "job job: 2 workers" "$tmp/log")" -ge 2 ] && break; sleep 0.1; done

@@ -69,7 +69,7 @@ sed -e 's/^count = .*/count = 200000/' -e '/^\[gen\]/a rate = 50000' "$tmp/fsz/j
 (cd "$tmp/seg" && exec "$shmrun" job.conf) 2> "$tmp/log" &
 launcher=$!
 wait_started || fail "crash: no start"
-for _ in $(seq 100); do w=$(pgrep -P "$launcher" | head -1 || true); [ -n "$w" ] && break; sleep 0.05; done
+for _ in $(seq 100); do w=$(first_child "$launcher"); [ -n "$w" ] && break; sleep 0.05; done
 [ -n "$w" ] || fail "crash: no worker to kill"
 kill -SEGV "$w"
 rc=0

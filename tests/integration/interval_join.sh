@@ -204,14 +204,14 @@ for variant in interval window; do
 	d="$tmp/kill_$variant"
 	mkdir -p "$d"
 	gen "$d" 6000
-	RATE="rate = 3000" conf "$d" 2 'input = el by key, er by key' \
+	RATE="rate = 1500" conf "$d" 2 'input = el by key, er by key' \
 		$'checkpoint_dir = ckpt\ncheckpoint_interval = 100ms' "${JKEYS[@]}"
 	(cd "$d" && exec "$shmrun" job.conf) 2> "$tmp/log" &
 	launcher=$!
 	wait_started || fail "kill ($variant): did not start"
 	wait_manifest "$d/ckpt" || fail "kill ($variant): no checkpoint"
 	sleep 0.3
-	victim=$(pgrep -P "$launcher" | head -1)
+	victim=$(first_child "$launcher")
 	[ -n "$victim" ] || fail "kill ($variant): no worker to kill (finished too fast?)"
 	kill -9 "$victim"
 	wait $launcher || fail "kill ($variant): the run did not recover: exit $?"
@@ -225,7 +225,7 @@ for variant in interval window; do
 	mkdir -p "$d"
 	gen "$d" 6000
 	for w in 2 3 1; do
-		RATE="rate = 3000" conf "$d" $w 'input = el by key, er by key' \
+		RATE="rate = 1500" conf "$d" $w 'input = el by key, er by key' \
 			$'checkpoint_dir = ckpt\ncheckpoint_interval = 100ms' "${JKEYS[@]}"
 		args=()
 		[ $w = 2 ] || args=(--rescale)

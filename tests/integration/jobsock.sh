@@ -247,7 +247,7 @@ echo "ok stop without checkpoints"
 # --- a failed job (a worker killed, no restarts) removes them too -----------------
 start "$c"
 wait_listed wc || fail "job c never listed (2)"
-kill -9 "$(pgrep -P "$launcher" | head -1)"
+kill -9 "$(first_child "$launcher")"
 finish
 [ $lrc -eq 1 ] || fail "a job whose worker was killed exited $lrc"
 gone || fail "socket or lock left after a failure"

@@ -58,6 +58,18 @@ wait_manifest() {
 	done
 	return 1
 }
+# first_child PID: the oldest child of PID (its worker 0 when PID is a
+# launcher), waiting up to 5 s for one; empty if none. Not `pgrep -P PID |
+# head -1`: under `set -o pipefail` that fails when pgrep, still writing, dies
+# of SIGPIPE after head exited, or when there is no child yet.
+first_child() {
+	local p
+	for _ in $(seq 100); do
+		p=$(pgrep -o -P "$1" || true)
+		[ -n "$p" ] && echo "$p" && return 0
+		sleep 0.05
+	done
+}
 # nth_cpu N: the N-th CPU (from 1) this process may run on, empty if there
 # are fewer. Worker k is pinned to the (k+1)-th (docs/topology.md).
 nth_cpu() {

@@ -65,7 +65,7 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 [ $ok = 1 ] || fail "no checkpoint and records within 10 s: $(cat "$d/log")"
-worker=$(pgrep -P "$launcher" | head -1)
+worker=$(first_child "$launcher")
 [ -n "$worker" ] || fail "no worker of $launcher"
 kill -9 "$worker"
 ok=0

@@ -220,7 +220,7 @@ before=$(value "$tmp/r1" shmrun_records_in_total 'stage="gen"')
 [ "$(value "$tmp/r1" shmrun_checkpoint_epoch 'job="p"')" -ge 1 ] || fail "checkpoint_epoch is 0 after a checkpoint"
 [ "$(value "$tmp/r1" shmrun_checkpoints_total 'job="p"')" -ge 1 ] || fail "checkpoints_total is 0 after a checkpoint"
 qgrep '^shmrun_last_checkpoint_timestamp_seconds{job="p"} [0-9]' "$tmp/r1" || fail "no last checkpoint time"
-kill -9 "$(pgrep -P "$launcher" | head -1)"
+kill -9 "$(first_child "$launcher")"
 for _ in $(seq 100); do grep -q "restoring epoch" "$tmp/log" && break; sleep 0.1; done
 sleep 0.5
 scrape "$url" "$tmp/r2"

@@ -89,7 +89,7 @@ for how in group-TERM group-INT group-HUP worker-TERM worker-HUP; do
 	case $how in
 	group-*) kill -"$sig" -- -"$pid" ;;
 	worker-*)
-		w=$(pgrep -P "$pid" | head -1)
+		w=$(first_child "$pid")
 		[ -n "$w" ] || fail "$how: no worker found"
 		kill -"$sig" "$w"
 		;;

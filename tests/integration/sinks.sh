@@ -30,6 +30,8 @@ wait_for() { # seconds command...: poll until the command succeeds
 start() { # dir out-file: run job.conf in dir in the background, stdout to out-file
 	( cd "$1" && exec "$shmrun" job.conf ) > "$2" 2> "$tmp/log" &
 	launcher=$!
+	# the tests stop it "after a while": that while starts once it runs
+	wait_started || fail "the run did not start within 60 s"
 }
 
 stop() { # signal: stop the background run, its exit status in $rc

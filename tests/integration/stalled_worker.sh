@@ -97,7 +97,7 @@ CONF
 launcher=$!
 w0=
 for _ in $(seq 1 300); do
-	w0=$(pgrep -P $launcher | head -1) && [ -n "$w0" ] && break
+	w0=$(first_child "$launcher") && [ -n "$w0" ] && break
 	sleep 0.05
 done
 [ -n "$w0" ] || fail "worker 0 not found"
@@ -129,7 +129,7 @@ rm -rf "$tmp/ck" "$tmp/out.tsv"
 (cd "$tmp" && exec "$shmrun" job.conf) 2> "$tmp/log" &
 launcher=$!
 wait_manifest "$tmp/ck" 300 || true
-w0=$(pgrep -P $launcher | sort -n | head -1) # forked first
+w0=$(first_child "$launcher") # forked first
 [ -n "$w0" ] || fail "worker 0 not found"
 kill -STOP "$w0"
 stopped=$w0

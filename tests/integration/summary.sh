@@ -152,7 +152,7 @@ launcher=$!
 wait_started || fail "the job did not start"
 wait_manifest "$tmp/k/ckpt" || fail "no checkpoint within 30 s"
 sleep 0.3
-victim=$(pgrep -P "$launcher" | head -1)
+victim=$(first_child "$launcher")
 [ -n "$victim" ] || fail "no worker found"
 kill -9 "$victim"
 wait "$launcher" || fail "the job did not recover from kill -9"

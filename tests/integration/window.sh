@@ -164,7 +164,7 @@ for variant in "sliding final" "sliding update" "session final"; do
 	wait_started || fail "kill ($emit): did not start"
 	wait_manifest "$d/ckpt" || fail "kill ($emit): no checkpoint"
 	sleep 0.3
-	victim=$(pgrep -P "$launcher" | head -1)
+	victim=$(first_child "$launcher")
 	[ -n "$victim" ] || fail "kill ($emit): no worker to kill (finished too fast?)"
 	kill -9 "$victim"
 	wait $launcher || fail "kill ($emit): the run did not recover: exit $?"

@@ -306,17 +306,26 @@ int shmrun_jobs_stop(int argc, char **argv)
 	int mfd, pidfd, rc;
 	pid_t pid;
 
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1, opts = 1; i < argc; i++) {
 		const char *v = NULL;
 
-		if (strcmp(argv[i], "--timeout") == 0) {
+		if (opts && strcmp(argv[i], "--") == 0) {
+			opts = 0; /* a job name may start with '-': stop -- -name */
+			continue;
+		}
+		if (!opts && job) {
+			return usage("stop takes one job name, got '%s' and '%s'", job, argv[i]);
+		} else if (!opts) {
+			job = argv[i];
+		} else if (strcmp(argv[i], "--timeout") == 0) {
 			if (i + 1 == argc)
 				return usage("--timeout needs a number of seconds");
 			v = argv[++i];
 		} else if (strncmp(argv[i], "--timeout=", 10) == 0) {
 			v = argv[i] + 10;
 		} else if (argv[i][0] == '-' && argv[i][1]) {
-			return usage("stop takes --timeout SECONDS only, not '%s'", argv[i]);
+			return usage("stop takes --timeout SECONDS only, not '%s' (a job named"
+				     " -NAME: shmrun stop -- -NAME)", argv[i]);
 		} else if (job) {
 			return usage("stop takes one job name, got '%s' and '%s'", job, argv[i]);
 		} else {

@@ -338,3 +338,20 @@ finish
 	fail "stop of a job without counters: stop $rc, job $lrc: $(cat "$tmp/stop.out")"
 [ ! -e "$long/shmrun/wc.sock" ] && [ ! -e "$long/shmrun/wc.lock" ] || fail "long directory: left behind"
 echo "ok long runtime directory, job without counters"
+
+# --- a job whose name starts with '-': stop -- -NAME ---------------------------
+conf "$tmp/dash" 100000000 2000 yes
+sed -i '1a name = -dash' "$tmp/dash/wc.conf"
+start "$tmp/dash"
+wait_listed -dash || fail "job -dash never listed: $(cat "$tmp/dash/log")"
+set +e
+"$shmrun" stop -dash 2> "$tmp/err"
+rc=$?
+set -e
+[ $rc -eq 2 ] && qgrep -- "shmrun stop -- -NAME" "$tmp/err" ||
+	fail "stop -dash: exit $rc (want 2 and the hint): $(cat "$tmp/err")"
+"$shmrun" stop -- -dash > "$tmp/stop.out" 2>&1 || fail "stop -- -dash: exit $?: $(cat "$tmp/stop.out")"
+finish
+[ $lrc -eq 0 ] && qgrep "job -dash stopped at epoch" "$tmp/stop.out" ||
+	fail "stop -- -dash: job exit $lrc: $(cat "$tmp/stop.out")"
+echo "ok a job named -dash stops with stop -- -dash"

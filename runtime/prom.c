@@ -101,18 +101,22 @@ static void register_atfork(void)
 
 static int parse_port(const char *s, uint16_t *port, char *why, size_t why_len)
 {
-	char *end;
+	const char *digits = s;
 	unsigned long v;
 
-	if (!*s || strspn(s, "0123456789") != strlen(s) || strlen(s) > 9) {
+	if (!*s || strspn(s, "0123456789") != strlen(s)) {
 		snprintf(why, why_len,
 			 "is not an address; expected PORT, HOST:PORT or [IPV6]:PORT with a "
 			 "numeric host, e.g. 127.0.0.1:9464 (a port alone binds loopback)");
 		return -EINVAL;
 	}
-	v = strtoul(s, &end, 10);
+	while (digits[0] == '0' && digits[1])
+		digits++;
+	/* a number of any length is a port out of range, not "not an address" */
+	v = strlen(digits) > 5 ? 65536 : strtoul(digits, NULL, 10);
 	if (v < 1 || v > 65535) {
-		snprintf(why, why_len, "names port %lu, out of range; a port is 1 to 65535", v);
+		snprintf(why, why_len, "names port %.40s%s, out of range; a port is 1 to 65535",
+			 digits, strlen(digits) > 40 ? "..." : "");
 		return -ERANGE;
 	}
 	*port = (uint16_t)v;

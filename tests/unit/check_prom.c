@@ -97,6 +97,15 @@ START_TEST(addresses)
 	ck_assert_int_eq(shmrun_prom_parse("65536", NULL, NULL, why, sizeof(why)), -ERANGE);
 	ck_assert_ptr_nonnull(strstr(why, "1 to 65535"));
 	ck_assert_int_eq(shmrun_prom_parse("abc", NULL, NULL, why, sizeof(why)), -EINVAL);
+	/* a long number is a port out of range, also after a host; leading zeros count for nothing */
+	ck_assert_int_eq(shmrun_prom_parse("99999999999999999999", NULL, NULL, why, sizeof(why)),
+			 -ERANGE);
+	ck_assert_ptr_nonnull(strstr(why, "port 99999999999999999999, out of range"));
+	ck_assert_int_eq(shmrun_prom_parse("1.2.3.4:1234567890", NULL, NULL, why, sizeof(why)),
+			 -ERANGE);
+	ck_assert_int_eq(shmrun_prom_parse("1.2.3.4:0", NULL, NULL, why, sizeof(why)), -ERANGE);
+	ck_assert_int_eq(shmrun_prom_parse("0000000009464", &ss, &len, why, sizeof(why)), 0);
+	ck_assert_uint_eq(ntohs(((struct sockaddr_in *)&ss)->sin_port), 9464);
 }
 END_TEST
 

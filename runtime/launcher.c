@@ -345,6 +345,7 @@ struct run {
 	struct watch wt;
 	struct cb_watch cw; /* operator_timeout (callback.c) */
 	bool stopping;     /* a stop request is being served */
+	bool stop_cmd;     /* the request being served came from `shmrun stop`, not a signal */
 	uint32_t starts;   /* starts so far (the metrics block counts restarts) */
 	struct shmrun_metrics *metrics; /* the live counters, for the whole invocation */
 	int metrics_fd;    /* its memfd (jobsock.c hands out read-only copies) */
@@ -492,13 +493,15 @@ static bool serve_stop(struct run *r, int sig, bool forwarded)
 	    !atomic_load_explicit(&r->ctl->stop_requested, memory_order_relaxed)) {
 		/* stop with checkpoint: the next epoch is the final one */
 		shmrun_log(SHMRUN_LOG_WARN,
-			   "%s%s: taking a final checkpoint, then stopping (send it again to "
-			   "stop at once)",
-			   strsignal(sig), forwarded ? " (received by a worker)" : "");
+			   "%s%s: taking a final checkpoint, then stopping (%s again to stop at once)",
+			   r->stop_cmd ? "shmrun stop" : strsignal(sig),
+			   forwarded ? " (received by a worker)" : "",
+			   r->stop_cmd ? "shmrun stop" : "send it");
 		atomic_store_explicit(&r->ctl->stop_requested, 1, memory_order_release);
 		return false;
 	}
-	shmrun_log(SHMRUN_LOG_WARN, "%s: stopping %u worker%s", strsignal(sig), r->running,
+	shmrun_log(SHMRUN_LOG_WARN, "%s: stopping %u worker%s",
+		   r->stop_cmd ? "shmrun stop" : strsignal(sig), r->running,
 		   r->running == 1 ? "" : "s");
 	stop_all(r->ctl, r->pids, job->workers);
 	reap_all(r->plan, r->pids, job->workers, shmrun_now_ns() + STOP_GRACE_NS);
@@ -673,6 +676,7 @@ static enum run_end supervise(struct run *r)
 			if (sig <= 0) {
 				sig = SIGTERM;
 				forwarded = false;
+				r->stop_cmd = true;
 			}
 			r->stop_asked = false;
 		}
@@ -683,7 +687,10 @@ static enum run_end supervise(struct run *r)
 			break;
 		}
 		if (is_stop_signal(sig)) {
-			if (serve_stop(r, sig, forwarded)) {
+			bool ended = serve_stop(r, sig, forwarded);
+
+			r->stop_cmd = false;
+			if (ended) {
 				end = RUN_SIGNALED;
 				break;
 			}

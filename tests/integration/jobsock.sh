@@ -213,6 +213,8 @@ epoch=$(sed -n 's/^stopped at epoch \([0-9]*\)$/\1/p' "$a/log")
 [ -n "$epoch" ] && [ "$epoch" -ge 1 ] && [ -f "$a/ckpt/ckpt-$epoch/MANIFEST" ] ||
 	fail "no final checkpoint (epoch '$epoch')"
 qgrep "a stop was requested over its socket" "$a/log" || fail "the launcher did not log the request"
+qgrep "shmrun stop: taking a final checkpoint, then stopping (shmrun stop again to stop at once)" "$a/log" &&
+	! qgrep "Terminated" "$a/log" || fail "the stop is logged as a signal: $(grep -i "stop" "$a/log")"
 # the final epoch, from the block (without it where workers do not publish it)
 if [ -n "$published" ]; then
 	grep -qx "job wc stopped at epoch $epoch" "$tmp/stop.out" || fail "stop wc said: $(cat "$tmp/stop.out")"

@@ -34,6 +34,7 @@
 
 #include "internal.h" /* runtime/: rescale, restore check, ckpt list/verify */
 #include "jobsock.h"  /* shmrun ps, shmrun stop (jobs_cmd.c) */
+#include "preflight.h" /* shmrun_lock_job_undo() */
 #include "proctitle.h"
 #include "shmrun/job.h"
 #include "shmrun/runtime.h"
@@ -529,8 +530,10 @@ int shmrun_main(int argc, char **argv)
 			 : 0;
 		/* a refused or failed rescale started nothing: exit 2, as check --rescale */
 		if (!rc && rescale &&
-		    shmrun_rescale(&job, job.checkpoint_dir, drop, ndrop, NULL, NULL))
+		    shmrun_rescale(&job, job.checkpoint_dir, drop, ndrop, NULL, NULL)) {
+			shmrun_lock_job_undo(); /* nothing started: no empty output */
 			rc = 2;
+		}
 		if (!rc) {
 			/* before the workers are forked: they inherit whether a
 			 * progress line may be on screen (log.c) */

@@ -1176,6 +1176,8 @@ int shmrun_run(const struct shmrun_job *job)
 	write_summary(&r, rc);
 	unblock_signals(&r);
 out:
+	if (rc && !r.starts)
+		shmrun_lock_job_undo(); /* refused before any worker: no output left behind */
 	shmrun_prom_stop(r.prom);
 	jobsock_close(&r.js);
 	shmrun_run_metrics = NULL;

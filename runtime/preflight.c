@@ -672,6 +672,7 @@ struct lock {
 	int fd;
 	char *path;
 	bool output; /* the output file itself (its identity), not a lock file */
+	bool created; /* output: this process created it (shmrun_lock_job_undo()) */
 };
 
 static struct lock *locks;
@@ -725,15 +726,23 @@ static int take_lock(const char *path, bool output, bool create, char *pid, size
 	struct stat st;
 	ssize_t got;
 	int fd, flags = O_CLOEXEC | (create ? O_CREAT : 0);
+	bool created = false;
 
 	for (uint32_t i = 0; i < nlocks; i++)
 		if (strcmp(locks[i].path, path) == 0)
 			return 0;
 	if (output) {
-		/* never opens a FIFO for reading (O_NONBLOCK), nor creates beside one */
-		fd = open(path, O_RDONLY | O_NONBLOCK | flags, 0666);
+		/* never opens a FIFO for reading (O_NONBLOCK), nor creates beside
+		 * one; whether it created the file, for shmrun_lock_job_undo() */
+		fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 		if (fd < 0 && errno == EACCES)
-			fd = open(path, O_WRONLY | O_NONBLOCK | flags, 0666);
+			fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT && create) {
+			fd = open(path, O_RDONLY | O_NONBLOCK | O_EXCL | flags, 0666);
+			if (fd < 0 && errno == EACCES)
+				fd = open(path, O_WRONLY | O_NONBLOCK | O_EXCL | flags, 0666);
+			created = fd >= 0;
+		}
 	} else {
 		fd = open(path, O_RDWR | O_NOFOLLOW | flags, 0600);
 	}
@@ -774,6 +783,7 @@ static int take_lock(const char *path, bool output, bool create, char *pid, size
 	locks = n;
 	locks[nlocks].fd = fd;
 	locks[nlocks].output = output;
+	locks[nlocks].created = created;
 	locks[nlocks].path = strdup(path);
 	if (!locks[nlocks].path) {
 		close(fd);
@@ -907,8 +917,10 @@ int shmrun_lock_job(const struct shmrun_job *job)
 
 	if (!err)
 		err = lock_pass(job, true);
-	if (err)
+	if (err) {
+		shmrun_lock_job_undo(); /* outputs created before the refusal */
 		return err;
+	}
 	/* every lock file names its holder, for a refused run's message */
 	for (uint32_t i = 0; i < nlocks; i++)
 		if (!locks[i].output && ftruncate(locks[i].fd, 0) == 0) {
@@ -930,6 +942,23 @@ void shmrun_unlock_job(void)
 	free(locks);
 	locks = NULL;
 	nlocks = 0;
+}
+
+void shmrun_lock_job_undo(void)
+{
+	for (uint32_t i = 0; i < nlocks; i++) {
+		struct stat held, named;
+
+		/* only a file this run created, still empty, still at its path */
+		if (!locks[i].output || !locks[i].created || fstat(locks[i].fd, &held) ||
+		    held.st_size != 0 || stat(locks[i].path, &named) ||
+		    named.st_dev != held.st_dev || named.st_ino != held.st_ino)
+			continue;
+		if (unlink(locks[i].path) == 0)
+			shmrun_log(SHMRUN_LOG_DEBUG, "removed %s: created empty by this refused run",
+				   locks[i].path);
+	}
+	shmrun_unlock_job();
 }
 
 void shmrun_locks_forget(void)

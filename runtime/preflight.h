@@ -32,6 +32,18 @@ bool shmrun_errno_is_lasting(int err);
 int shmrun_lock_job_check(const struct shmrun_job *job);
 
 /*
+ * shmrun_lock_job_undo() - for a run refused or failed after
+ * shmrun_lock_job() but before any worker started (its checkpoint does not
+ * fit, a rescale is refused, the segment cannot be made): remove each output
+ * file that shmrun_lock_job() created and that is still empty and still at
+ * its path, so a refusal leaves no output behind; then release every lock
+ * (shmrun_unlock_job()). Lock files (.<name>.lock) and directories stay:
+ * unlinking a lock file another run may hold open would let a third run lock
+ * a new file of the same name. Not thread-safe; idempotent.
+ */
+void shmrun_lock_job_undo(void);
+
+/*
  * shmrun_locks_forget() - in a freshly forked worker: close this process's
  * copies of the run's lock files without releasing the locks (the launcher
  * keeps them), so that no stray child (a snapshot writer, a worker that

@@ -7,6 +7,7 @@
 #     STREAM_RESET_STATE=1 check says the checkpoints would be moved aside
 #     (exit 0, nothing moved); check --rescale plans the rescale (exit 0);
 #     STREAM_RESET_STATE=2 is refused by check as by a run (exit 2).
+#     A refused run removes an output file it created (empty).
 #   - --rescale with no checkpoint to rescale (or no checkpoint_dir): check
 #     --rescale and the run refuse it alike, exit 2, in the same words, naming
 #     job.conf:line of checkpoint_dir and what to do; the job does not run.
@@ -54,6 +55,15 @@ rc=0
 [ $rc -eq 2 ] || fail "run with a changed width: exit $rc, expected 2"
 grep -q "nothing was started" "$tmp/log" || fail "run's refusal does not say nothing was started"
 echo "ok the run refuses it with exit 2"
+
+# a refusal leaves nothing behind: an output it had to create is removed again
+cp -a "$d" "$tmp/j2"
+rm "$tmp/j2/out.tsv"
+rc=0
+(cd "$tmp/j2" && "$shmrun" job.conf) 2> "$tmp/log" || rc=$?
+[ $rc -eq 2 ] || fail "refused run without its output: exit $rc, expected 2"
+[ ! -e "$tmp/j2/out.tsv" ] || fail "the refused run left an empty out.tsv behind"
+echo "ok a refused run removes the empty output it created"
 
 rc=0
 (cd "$d" && STREAM_RESET_STATE=1 "$shmrun" check job.conf) > "$tmp/out" 2> "$tmp/log" || rc=$?

@@ -604,6 +604,9 @@ static enum run_end reap_exits(struct run *r)
 			continue;
 		shmrun_cb_watch_ended(&r->cw, r->plan, r->ctl, w, r->pids[w], shmrun_now_ns());
 		r->pids[w] = 0;
+		if (r->metrics) /* top and ps show `-` for a worker that exited */
+			atomic_store_explicit(&shmrun_metrics_worker(r->metrics, w)->pid, 0,
+					      memory_order_relaxed);
 		r->running--;
 		if (exited_well(r, w, status))
 			continue;
@@ -1169,6 +1172,9 @@ int shmrun_run(const struct shmrun_job *job)
 	block_signals(&r);
 	rc = restart_loop(&r);
 	if (r.metrics) {
+		for (uint32_t w = 0; w < job->workers; w++) /* every one reaped */
+			atomic_store_explicit(&shmrun_metrics_worker(r.metrics, w)->pid, 0,
+					      memory_order_relaxed);
 		atomic_store_explicit(&r.metrics->exit_status, rc, memory_order_relaxed);
 		atomic_store_explicit(&r.metrics->state, rc ? SHMRUN_JOB_FAILED : SHMRUN_JOB_DONE,
 				      memory_order_relaxed);

@@ -285,6 +285,9 @@ for _ in $(seq 100); do [ -e "$tmp/rc" ] && break; sleep 0.1; done
 tmux -S "$sock" capture-pane -p -t end > "$tmp/pane"
 qgrep -F "job topshort ended: done, exit status 0" "$tmp/pane" || fail "no end message: $(cat "$tmp/pane")"
 qgrep -F "gen (sequence)" "$tmp/pane" || fail "no final numbers: $(cat "$tmp/pane")"
+# the workers exited: their pids are `-` (a pid there would name a process that may be reused)
+awk '$1 == "WORKER" { w = 1; next } w && $1 ~ /^[0-9]+$/ { n++; if ($3 != "-") bad++ } END { exit !(n > 0 && !bad) }' \
+	"$tmp/pane" || fail "the final screen shows worker pids: $(cat "$tmp/pane")"
 tmux -S "$sock" kill-session -t end
 echo "ok a job that ends while watched"
 

@@ -168,6 +168,7 @@ struct stress {
 	pid_t child;
 	const struct shmrun_metrics *m;
 	pid_t m_launcher;
+	int exit_st; /* wait status of the last child reaped (0 after a start) */
 	/* the rescale in force in this run (NULL: the topology as given): every
 	 * later start of the run must name the same workers and widths */
 	const struct fault *cur;
@@ -912,6 +913,7 @@ static int wait_child(struct stress *s, int64_t deadline)
 			if (kill(-s->child, 0) == 0)
 				kill(-s->child, SIGKILL);
 			s->child = 0;
+			s->exit_st = st;
 			unmap_metrics(s);
 			return st;
 		}
@@ -1422,6 +1424,7 @@ static int start_run(struct stress *s, uint32_t k, bool rescale)
 	if (pid < 0)
 		return (int)pid;
 	s->child = pid;
+	s->exit_st = 0;
 	unmap_metrics(s);
 	return 0;
 }
@@ -1554,8 +1557,8 @@ static int damage_newest(struct stress *s, uint32_t k, struct fault *f)
 
 /*
  * SIGTERM the running child and wait for it (a final checkpoint, exit 0).
- * Return: 0 stopped; 1 it had ended already (nothing injected); -1 failed
- * (reported in @t); -EINTR.
+ * Return: 0 stopped after a final checkpoint; 2 stopped without one (it was
+ * restarting workers); -1 failed (reported in @t); -EINTR.
  */
 static int term_child(struct stress *s, int64_t deadline, struct text *t)
 {
@@ -1570,6 +1573,11 @@ static int term_child(struct stress *s, int64_t deadline, struct text *t)
 		text_add(t, "  the launcher did not stop after SIGTERM before the run's timeout\n");
 		return -1;
 	}
+	/* SIGTERM while the launcher restarts workers (after a kill) stops it
+	 * without a final checkpoint: it dies by the signal (docs/shmrun.1.md,
+	 * SIGNALS) and a rerun resumes from the last checkpoint. Either is a stop. */
+	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM)
+		return 2;
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 		text_add(t, "  after SIGTERM the run ended with %s (expected 0: a stop with a final "
 			    "checkpoint)\n",
@@ -1625,13 +1633,13 @@ static int inject(struct stress *s, uint32_t k, struct fault *f, int64_t started
 
 		f->at_s = secs(shmrun_now_ns() - started);
 		r = term_child(s, deadline, t);
-		if (r)
+		if (r < 0)
 			return r;
 		f->injected = true;
 		f->pid = launcher;
 		if (f->kind == F_TERM) {
-			fmt(f->note, sizeof(f->note), "SIGTERM launcher (pid %ld), resumed",
-				 (long)launcher);
+			fmt(f->note, sizeof(f->note), "SIGTERM launcher (pid %ld)%s, resumed",
+			    (long)launcher, r == 2 ? " (stopped without a final checkpoint)" : "");
 			return start_run(s, k, false) ? -1 : 0;
 		}
 		if (f->kind == F_DAMAGE) {
@@ -1781,6 +1789,12 @@ static int faulted_run(struct stress *s, uint32_t k, uint32_t nruns)
 			say("%s: fault %u/%u (%s): not injected, no worker was running", tag, i + 1,
 			    s->faults, what);
 		}
+	}
+	if (!failed && !s->child && s->exit_st) { /* it ended badly while a fault waited */
+		char b[64];
+
+		text_add(&t, "  the run ended with %s\n", status_text(s->exit_st, b, sizeof(b)));
+		failed = true;
 	}
 	if (!failed && s->child) {
 		st = wait_child(s, deadline);

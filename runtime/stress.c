@@ -1256,10 +1256,10 @@ static bool compare(const struct stress *s, const struct output *o, const struct
 				text_line(&m, "-", want->v[i], want->n[i]);
 			i++;
 		} else { /* in the run only: a duplicate if the line is a golden one */
-			bool is_dup = (j > 0 && line_cmp(got->v[j], got->n[j], got->v[j - 1],
-							 got->n[j - 1]) == 0) ||
-				      (i > 0 && line_cmp(got->v[j], got->n[j], want->v[i - 1],
-							 want->n[i - 1]) == 0);
+			/* both sorted: a golden line equal to it, if any, was the
+			 * last one matched (want[i - 1]); else it was never golden */
+			bool is_dup = i > 0 && line_cmp(got->v[j], got->n[j], want->v[i - 1],
+							want->n[i - 1]) == 0;
 
 			if (is_dup) {
 				dup++;

@@ -41,6 +41,8 @@
 #include "summary.h"
 #include "top.h"
 
+#define SHMRUN_MAX_SETS 256 /* --set options of one command */
+
 #ifndef SHMRUN_VERSION /* runtime/CMakeLists.txt sets it from project(VERSION) */
 #define SHMRUN_VERSION "0.1.0"
 #endif
@@ -55,6 +57,7 @@ static void usage(FILE *out)
 		"       shmrun ops [--plugin PATH]... [--markdown] [NAME]\n"
 		"       shmrun top [--json] [--interval SECONDS] [JOB]\n"
 		"       shmrun ps [--json] | shmrun stop [--timeout SECONDS] JOB\n"
+		"       shmrun stress [options] topology.conf   (shmrun stress --help)\n"
 		"\n"
 		"Runs a stream-processing job on this host: worker processes ([job] workers,\n"
 		"default 1; or one per CPU listed in cpus), each pinned to a CPU, connected\n"
@@ -79,6 +82,9 @@ static void usage(FILE *out)
 		"                   state, last checkpoint (--json: a JSON array)\n"
 		"  stop JOB         stop a running job (a final checkpoint with checkpoint_dir)\n"
 		"                   and wait for it to exit; exit 0 if it exited 0\n"
+		"  stress           run the job with injected faults (kill, stop, term,\n"
+		"                   rescale) and check every output against a fault-free\n"
+		"                   run; exit 0 if all matched (docs/stress.md)\n"
 		"\n"
 		"options:\n"
 		"  --log-level LEVEL  error, warn, info (default) or debug\n"
@@ -96,6 +102,11 @@ static void usage(FILE *out)
 		"  --rescale-from DIR with plan: print what a rescale from DIR would move\n"
 		"  --json             with plan, ckpt list and ckpt verify: one JSON document\n"
 		"                     of what the text shows (fields: docs/shmrun.1.md)\n"
+		"  --set SECTION.KEY=VALUE\n"
+		"                     override a key of topology.conf as if written in\n"
+		"                     [SECTION], replacing the file's value; job.KEY works\n"
+		"                     without a [job] section; a relative path in VALUE\n"
+		"                     resolves against the current directory; repeatable\n"
 		"  --plugin PATH      load an operator plugin (a shared object) before the\n"
 		"                     topology, as [job] plugins does; repeatable\n"
 		"  --summary FILE     at exit, write a JSON summary of the run to FILE: how it\n"
@@ -110,7 +121,8 @@ static void usage(FILE *out)
 		"See docs/topology.md for the topology.conf reference.\n");
 }
 
-static const char *const commands[] = {"run", "plan", "check", "ckpt", "ops", "top", "ps", "stop"};
+static const char *const commands[] = {"run",	 "plan", "check", "ckpt", "ops",
+				       "top", "ps",	  "stop",  "stress"};
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 /*
@@ -228,10 +240,10 @@ static bool looks_like_command(const char *arg, bool near)
 	       access(arg, F_OK) != 0 && (!near || nearest(arg, commands, NCOMMANDS));
 }
 
-static int load(const char *path, struct shmrun_job *job)
+static int load(const char *path, const char *const *sets, uint32_t nsets, struct shmrun_job *job)
 {
 	struct shmrun_job_errors errs = {0};
-	int err = shmrun_job_load(path, job, &errs);
+	int err = shmrun_job_load_set(path, sets, nsets, job, &errs);
 
 	if (err) {
 		for (uint32_t i = 0; i < errs.n && i < 50; i++)
@@ -263,12 +275,14 @@ int shmrun_main(int argc, char **argv)
 		{"json", no_argument, NULL, 'j'},
 		{"log-format", required_argument, NULL, 'L'},
 		{"no-progress", no_argument, NULL, 'P'},
+		{"set", required_argument, NULL, 's'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{0},
 	};
 	const char *cmd = "run", *rescale_from = NULL, *drop[64], *plugin[64], *summary = NULL;
-	uint32_t ndrop = 0, nplugin = 0;
+	const char *sets[SHMRUN_MAX_SETS];
+	uint32_t ndrop = 0, nplugin = 0, nsets = 0;
 	bool rescale = false, markdown = false, json = false, progress = true;
 	int info = 0; /* -h or -V: answered once every argument is read */
 	struct shmrun_job job;
@@ -311,6 +325,10 @@ int shmrun_main(int argc, char **argv)
 			return unknown_command("ckpt command", argv[2], sub, 2);
 		return usage_error("ckpt takes a command and one directory: shmrun ckpt list "
 				   "[--json] DIR | shmrun ckpt verify [--json] DIR");
+	}
+	if (argc > 1 && strcmp(argv[1], "stress") == 0) {
+		argv[1] = (char *)"shmrun stress"; /* getopt_long's messages */
+		return shmrun_stress_main(argc - 1, argv + 1); /* sets its own signals */
 	}
 	if (argc > 1 && strcmp(argv[1], "top") == 0) {
 		stop_signals(SIG_UNBLOCK); /* top sets its own handlers */
@@ -382,6 +400,12 @@ int shmrun_main(int argc, char **argv)
 		case 'P':
 			progress = false;
 			break;
+		case 's':
+			if (nsets == SHMRUN_MAX_SETS)
+				return usage_error("too many --set options (at most %d)",
+						   SHMRUN_MAX_SETS);
+			sets[nsets++] = optarg;
+			break;
 		case 'h':
 		case 'V':
 			if (!info)
@@ -424,6 +448,8 @@ int shmrun_main(int argc, char **argv)
 		return usage_error("--json goes with `shmrun plan` (and `shmrun ckpt list|verify`)");
 	if (json && rescale_from)
 		return usage_error("plan --json does not print a rescale; leave out --rescale-from");
+	if (strcmp(cmd, "ops") == 0 && nsets)
+		return usage_error("--set goes with a command that loads a topology (run, check, plan)");
 	if (strcmp(cmd, "ops") == 0 && (rescale || rescale_from || ndrop))
 		return usage_error("`shmrun ops` takes --plugin and --markdown only");
 	if (strcmp(cmd, "ops") == 0 && argc - optind > 1)
@@ -470,7 +496,7 @@ int shmrun_main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "run") != 0)
 		stop_signals(SIG_UNBLOCK); /* check, plan: default behaviour */
-	rc = load(argv[optind], &job);
+	rc = load(argv[optind], sets, nsets, &job);
 	if (rc)
 		return rc;
 	if (summary) {

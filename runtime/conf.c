@@ -90,7 +90,9 @@ static void msg_vadd(struct loader *ld, struct msgs *m, int line, const char *fm
 	for (char *c = body; *c; c++) /* a message never echoes control bytes */
 		if ((unsigned char)*c < 0x20 || *c == 0x7f)
 			*c = '?';
-	if (line > 0)
+	if (line < 0) /* an override: named as given, not by a line of the file */
+		r = asprintf(&full, "--set %s: %s", ld->sets[OVR_INDEX(line)], body);
+	else if (line > 0)
 		r = asprintf(&full, "%s:%d: %s", ld->path, line, body);
 	else
 		r = asprintf(&full, "%s: %s", ld->path, body);
@@ -145,6 +147,12 @@ static void msgs_free(struct msgs *m)
 	memset(m, 0, sizeof(*m));
 }
 
+/* Where a message sorts: by line; the overrides' (negative lines) last, in the order given. */
+static int64_t msg_order(int line)
+{
+	return line < 0 ? (int64_t)INT32_MAX - line : line;
+}
+
 /* Stable sort of the messages by line (insertion sort: lists are short). */
 static void msgs_sort(struct msgs *m)
 {
@@ -153,7 +161,7 @@ static void msgs_sort(struct msgs *m)
 		int l = m->line[i];
 		uint32_t j = i;
 
-		for (; j > 0 && m->line[j - 1] > l; j--) {
+		for (; j > 0 && msg_order(m->line[j - 1]) > msg_order(l); j--) {
 			m->text[j] = m->text[j - 1];
 			m->line[j] = m->line[j - 1];
 		}
@@ -272,6 +280,7 @@ static void loader_free(struct loader *ld)
 	free(ld->stage_sec);
 	free(ld->input);
 	free(ld->width_ok);
+	free(ld->cwd);
 	msgs_free(&ld->errs);
 	msgs_free(&ld->warns);
 }
@@ -313,6 +322,9 @@ static int load_all(struct loader *ld)
 		if (!seen)
 			errorf(ld, r, "syntax error");
 	}
+	r = apply_overrides(ld);
+	if (r)
+		return r;
 
 	ld->job_sec = -1;
 	for (uint32_t i = 0; i < ld->nsec; i++)
@@ -352,6 +364,34 @@ static int load_all(struct loader *ld)
 }
 
 /*
+ * A loaded job keeps the line of every key for later messages ("file:line:"
+ * of preflight, prepare and the tasks). A key set by --set has no line of
+ * the file: it is stored as 0, "not from a line", as a default is, so those
+ * messages point at the stage's section instead of a negative line.
+ */
+static void clear_override_lines(struct shmrun_job *job)
+{
+	for (uint32_t i = 0; i < job->nstages; i++) {
+		struct shmrun_stage *st = &job->stages[i];
+
+		for (uint32_t j = 0; j < st->nparams; j++)
+			if (st->params[j].line < 0)
+				st->params[j].line = 0;
+		if (st->combine_line < 0)
+			st->combine_line = 0;
+		if (st->watermark_line < 0)
+			st->watermark_line = 0;
+	}
+	for (uint32_t e = 0; e < job->nedges; e++)
+		if (job->edges[e].line < 0)
+			job->edges[e].line = 0;
+	if (job->checkpoint_dir_line < 0)
+		job->checkpoint_dir_line = 0;
+	if (job->metrics_line < 0)
+		job->metrics_line = 0;
+}
+
+/*
  * shmrun_job_load() of "-": the topology from standard input, named "<stdin>"
  * in messages; relative paths resolve against the current directory.
  */
@@ -384,6 +424,7 @@ static int load_stdin(struct loader *ld, struct shmrun_job *job, struct shmrun_j
 	if (r)
 		goto err_close;
 	fclose(ld->f);
+	clear_override_lines(job);
 	msgs_take(&ld->warns, &job->warnings, &job->nwarnings);
 	loader_free(ld);
 	return 0;
@@ -401,12 +442,28 @@ err_free:
 
 int shmrun_job_load(const char *path, struct shmrun_job *job, struct shmrun_job_errors *errs)
 {
+	return shmrun_job_load_set(path, NULL, 0, job, errs);
+}
+
+int shmrun_job_load_set(const char *path, const char *const *sets, uint32_t nsets,
+			struct shmrun_job *job, struct shmrun_job_errors *errs)
+{
 	struct loader ld;
 	int r;
 
 	memset(job, 0, sizeof(*job));
 	memset(errs, 0, sizeof(*errs));
 	memset(&ld, 0, sizeof(ld));
+	ld.sets = sets;
+	ld.nsets = nsets;
+	/* an override's relative path resolves against the current directory */
+	ld.cwd = nsets ? getcwd(NULL, 0) : NULL;
+	if (nsets && !ld.cwd) {
+		r = -errno;
+		errorf(&ld, 0, "cannot read the current directory (for --set paths): %s",
+		       strerror(errno));
+		goto err_free;
+	}
 	if (strcmp(path, "-") == 0)
 		return load_stdin(&ld, job, errs);
 	ld.path = path;
@@ -455,6 +512,7 @@ int shmrun_job_load(const char *path, struct shmrun_job *job, struct shmrun_job_
 		goto err_close;
 	}
 	fclose(ld.f);
+	clear_override_lines(job);
 	msgs_take(&ld.warns, &job->warnings, &job->nwarnings);
 	loader_free(&ld);
 	return 0;

@@ -485,3 +485,89 @@ const struct kv *find_kv(const struct section *s, const char *key)
 			return &s->kv[i];
 	return NULL;
 }
+
+/* Drop the refused over-long line of key @key in section @sec, if any: an override replaced it. */
+static void drop_refused(struct loader *ld, int sec, const char *key)
+{
+	for (uint32_t i = 0; i < ld->nrefused; i++) {
+		if (ld->refused[i].sec == sec && strcmp(ld->refused[i].key, key) == 0) {
+			ld->refused[i] = ld->refused[--ld->nrefused];
+			return;
+		}
+	}
+}
+
+int apply_overrides(struct loader *ld)
+{
+	for (uint32_t k = 0; k < ld->nsets; k++) {
+		const char *spec = ld->sets[k], *eq = strchr(spec, '='), *dot;
+		int line = OVR_LINE(k), sec = -1;
+		struct section *s;
+		struct kv *kv = NULL;
+		char *section, *key, *value;
+
+		dot = eq ? memrchr(spec, '.', (size_t)(eq - spec)) : NULL;
+		if (!eq || !dot || dot == spec || dot + 1 == eq) {
+			errorf(ld, line, "expected SECTION.KEY=VALUE, e.g. job.workers=4 or "
+					 "count.width=2");
+			continue;
+		}
+		section = strndup(spec, (size_t)(dot - spec));
+		key = strndup(dot + 1, (size_t)(eq - dot - 1));
+		value = strdup(eq + 1);
+		if (!section || !key || !value)
+			goto err_nomem;
+		for (uint32_t i = 0; i < ld->nsec; i++)
+			if (strcmp(ld->sec[i].name, section) == 0)
+				sec = (int)i;
+		if (sec < 0 && strcmp(section, "job") == 0) {
+			/* [job] may be absent from the file: its keys all have defaults */
+			if (shmrun_grow_u32(&ld->sec, &ld->capsec, (size_t)ld->nsec + 1,
+					    sizeof(*ld->sec), 8))
+				goto err_nomem;
+			sec = (int)ld->nsec;
+			memset(&ld->sec[sec], 0, sizeof(ld->sec[sec]));
+			ld->sec[sec].name = section;
+			ld->sec[sec].line = 1; /* as the [job] of a file without one */
+			section = NULL;
+			ld->nsec++;
+		}
+		if (sec < 0) {
+			errorf(ld, line, "there is no section [%s] in the topology; --set changes "
+					 "a key of an existing stage (or of [job])",
+			       section);
+			free(section);
+			free(key);
+			free(value);
+			continue;
+		}
+		free(section);
+		s = &ld->sec[sec];
+		for (uint32_t i = 0; i < s->nkv; i++)
+			if (strcmp(s->kv[i].key, key) == 0)
+				kv = &s->kv[i];
+		if (kv) { /* replaces the file's value, continuation lines included */
+			free(kv->key);
+			free(kv->value);
+		} else {
+			if (shmrun_grow_u32(&s->kv, &s->cap, (size_t)s->nkv + 1, sizeof(*s->kv),
+					    8))
+				goto err_nomem;
+			kv = &s->kv[s->nkv++];
+		}
+		kv->key = key;
+		kv->value = value;
+		kv->line = line;
+		kv->cont_line = 0;
+		drop_refused(ld, sec, key);
+		continue;
+
+err_nomem:
+		free(section);
+		free(key);
+		free(value);
+		ld->nomem = true;
+		return -ENOMEM;
+	}
+	return 0;
+}

@@ -125,7 +125,19 @@ struct loader {
 	bool *width_ok;		    /* per stage */
 	bool edges_missing;	    /* an `input` entry was wrong: the edge set is incomplete */
 	uint64_t online[CPU_WORDS], allowed[CPU_WORDS];
+
+	/* --set SECTION.KEY=VALUE overrides (conf_ini.c apply_overrides()): the
+	 * key of override k is stored with line OVR_LINE(k), a negative number,
+	 * so that a message about it reads "--set SPEC: ..." and a relative
+	 * path in it resolves against @cwd, not the conf file's directory. */
+	const char *const *sets;
+	uint32_t nsets;
+	char *cwd;
 };
+
+/* The line number stored for the key of override @k (0-based), and back. */
+#define OVR_LINE(k)   (-(int)(k) - 1)
+#define OVR_INDEX(l)  ((uint32_t)(-(l) - 1))
 
 /* ------------------------------------------------------------------------ */
 /* conf.c: messages and suggestions */
@@ -171,6 +183,15 @@ char *read_line(char *str, int num, void *stream);
 /* inih's handler: stores @name = @value in the current section of @user (a
  * struct loader). Return: 1; 0 out of memory (ld->nomem). */
 int on_key(void *user, const char *section, const char *name, const char *value);
+
+/*
+ * Apply ld->sets to the sections read from the file, as if each were a line
+ * `KEY = VALUE` of [SECTION]: the file's value of that key is replaced (or the
+ * key added); [job] is created if the file has none; any other section must
+ * exist (reported otherwise). KEY is what follows the last '.' before the
+ * first '=' (section names may contain dots). Return: 0 or -ENOMEM.
+ */
+int apply_overrides(struct loader *ld);
 
 /* The key @key of section @s, or NULL. Points into @s. */
 const struct kv *find_kv(const struct section *s, const char *key);

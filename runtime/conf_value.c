@@ -572,10 +572,11 @@ int check_value(struct loader *ld, const char *what, const struct shmrun_param_d
 			       what, d->key, value, value, value[n - 1] == '/' ? "" : "/");
 			return 1;
 		}
-		*text = resolve_path(ld->job->conf_dir, value, strlen(value));
+		/* an override (--set, line < 0) resolves against the current directory */
+		*text = resolve_path(line < 0 ? ld->cwd : ld->job->conf_dir, value, strlen(value));
 		return *text ? 0 : -ENOMEM;
 	case SHMRUN_PARAM_PATHS:
-		*text = resolve_paths(ld->job->conf_dir, value);
+		*text = resolve_paths(line < 0 ? ld->cwd : ld->job->conf_dir, value);
 		return *text ? 0 : -ENOMEM;
 	case SHMRUN_PARAM_STRING:
 		break;

@@ -46,6 +46,39 @@
  */
 const struct shmrun_param_def *shmrun_job_keys(void);
 
+/**
+ * shmrun_job_load_set() - shmrun_job_load() with overrides: `--set` of the CLI.
+ * @path:  topology.conf, or "-" for standard input
+ * @sets:  @nsets strings "SECTION.KEY=VALUE", applied in order as if each were
+ *         a line `KEY = VALUE` of [SECTION]: the file's value of that key is
+ *         replaced (or the key added). KEY follows the last '.' before the
+ *         first '=' (section names may contain dots). [job] is created when
+ *         the file has none; any other SECTION must be in the file. A later
+ *         override of the same key wins. Not copied; read during the call only.
+ * @nsets: number of overrides (0: exactly shmrun_job_load())
+ * @job, @errs: as shmrun_job_load()
+ *
+ * Values go through the same checks as the file's; a message about an
+ * override starts "--set SPEC: " instead of "file:line: ". A relative path
+ * in an override resolves against the current directory, not the conf
+ * file's. In the loaded job an override's line is 0 (as a default's).
+ *
+ * Return: as shmrun_job_load(): 0; -EINVAL (errors in @errs); -ENOMEM; -errno.
+ * Internal (not in job.h): the public ABI of libshmrun is unchanged.
+ */
+int shmrun_job_load_set(const char *path, const char *const *sets, uint32_t nsets,
+			struct shmrun_job *job, struct shmrun_job_errors *errs);
+
+/**
+ * shmrun_stress_main() - `shmrun stress [options] topology.conf` (stress.c):
+ * fault-injection runs compared with a fault-free run (docs/stress.md).
+ * @argc, @argv: the arguments after "shmrun" ("stress" is argv[0]).
+ * Return: the exit status: 0 every run matched; 1 a mismatch or a failed run;
+ * 2 bad usage or a topology that cannot be verified. Stopped by a signal, it
+ * stops its runs and dies by that signal.
+ */
+int shmrun_stress_main(int argc, char **argv);
+
 /** shmrun_stage_keys() - the keys every stage accepts (op, width, input, combine,
  * watermark_delay, watermark_interval); as above. */
 const struct shmrun_param_def *shmrun_stage_keys(void);

@@ -253,7 +253,8 @@ usage_error "^shmrun: unknown command 'paln'; did you mean 'plan'\?$" paln "$tmp
 # a swap of two neighbours is one edit: 'tpo' is 'top', not 'ops'
 usage_error "^shmrun: unknown command 'tpo'; did you mean 'top'\?$" tpo
 usage_error "^shmrun: unknown command 'sp'; did you mean 'ps'\?$" sp
-usage_error "^shmrun: unknown command 'frobnicate' \(commands: run, plan, check, ckpt, ops, top, ps, stop\)$" frobnicate "$tmp/good.conf"
+usage_error "^shmrun: unknown command 'frobnicate' \(commands: run, plan, check, ckpt, ops, top, ps, stop, stress\)$" frobnicate "$tmp/good.conf"
+usage_error "^shmrun: unknown command 'stres'; did you mean 'stress'\?$" stres "$tmp/good.conf"
 usage_error "^shmrun: unknown ckpt command 'lsit'; did you mean 'list'\?$" ckpt lsit "$tmp"
 # a command after options that only works first: named, never "did you mean" itself
 usage_error "^shmrun: 'ckpt' must be the first argument: shmrun ckpt \.\.\.$" --log-level debug ckpt list "$tmp"
@@ -312,5 +313,39 @@ rc=$?
 set -e
 [ $rc -eq 2 ] && grep -q "nonexist: No such file or directory" "$tmp/err" ||
 	fail "plan --rescale-from nonexist: exit $rc, $(cat "$tmp/err")"
+
+# --set SECTION.KEY=VALUE: run, check and plan take the override as if it
+# were in the file; its errors name the override (exit 2, nothing started);
+# a relative path in it resolves against the current directory
+mkdir -p "$tmp/set"
+printf '%s\n' "$good" > "$tmp/set/set.conf"
+"$shmrun" check --set job.workers=1 --set count.width=2 "$tmp/set/set.conf" |
+	qgrep -x "$tmp/set/set.conf: ok (3 stages, 1 worker)" || fail "check --set job.workers=1"
+"$shmrun" plan --set count.width=1 "$tmp/set/set.conf" > "$tmp/plan"
+grep -qx "job set: 2 workers, 3 stages, 4 tasks, 256 vnodes, 2 channels" "$tmp/plan" ||
+	fail "plan --set count.width=1: $(head -1 "$tmp/plan")"
+set +e
+"$shmrun" check --set count.width=x "$tmp/set/set.conf" > /dev/null 2> "$tmp/err"; rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q "^--set count.width=x: width = 'x' in stage 'count' is not a valid count" "$tmp/err" ||
+	fail "--set count.width=x: exit $rc, $(cat "$tmp/err")"
+for bad in nope.width=2 width=2 count.nokey=1; do
+	set +e
+	"$shmrun" --set "$bad" "$tmp/set/set.conf" > /dev/null 2> "$tmp/err"; rc=$?
+	set -e
+	[ $rc -eq 2 ] && grep -q "^--set $bad: " "$tmp/err" && grep -q "nothing was started" "$tmp/err" ||
+		fail "--set $bad: exit $rc, $(cat "$tmp/err")"
+done
+[ ! -e "$tmp/set/out" ] || fail "--set with an error: the run started"
+mkdir -p "$tmp/set/cwd"
+(cd "$tmp/set/cwd" && "$shmrun" --log-level error --set out.path=here/o.tsv --set read.count=50 ../set.conf)
+[ "$(wc -l < "$tmp/set/cwd/here/o.tsv")" -eq 7 ] && [ ! -e "$tmp/set/out" ] ||
+	fail "--set out.path=here/o.tsv: not written under the current directory"
+[ "$(awk '{s += $2} END {print s}' "$tmp/set/cwd/here/o.tsv")" -eq 50 ] ||
+	fail "--set read.count=50: $(cat "$tmp/set/cwd/here/o.tsv")"
+set +e
+"$shmrun" ops --set a.b=1 > /dev/null 2> "$tmp/err"; rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q "\-\-set goes with" "$tmp/err" || fail "ops --set: exit $rc"
 
 echo "cli: $n bad configurations each exit 2 with file:line; help, version, check, plan, run ok"

@@ -30,4 +30,9 @@ if(TARGET shmrun)
 	add_test(NAME jobsock COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/jobsock.sh $<TARGET_FILE:shmrun>)
 	set_tests_properties(jobsock PROPERTIES TIMEOUT 600 LABELS "runtime;integration"
 			     SKIP_RETURN_CODE 77)
+	# `shmrun stress` (issue 14 §1): the word count and a keyed count under
+	# kill/stop/term/rescale faults, a leaky sink caught, refusals, schedules.
+	add_test(NAME stress_cmd COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/stress_cmd.sh
+		 $<TARGET_FILE:shmrun> ${CMAKE_CURRENT_BINARY_DIR}/plugins)
+	set_tests_properties(stress_cmd PROPERTIES TIMEOUT 300 LABELS "runtime;integration")
 endif()

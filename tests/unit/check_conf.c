@@ -7,6 +7,9 @@
  *              edge kinds, the topological order, CPU lists, round-robin CPUs
  *              with a warning, tolerated syntax (BOM, CRLF, indentation,
  *              comments)
+ *   set        --set overrides (shmrun_job_load_set): replaced and added keys,
+ *              a created [job], relative paths against the current directory,
+ *              messages naming the override instead of file:line
  *   bad        a table of broken files: each must fail with -EINVAL and a
  *              message that starts with exactly "<path>:<line>: " and says
  *              what is wrong; plus over-long lines, NUL bytes, offline CPUs,
@@ -1699,6 +1702,132 @@ START_TEST(test_duration_overflow_refused)
 }
 END_TEST
 
+
+/* ---- set: --set SECTION.KEY=VALUE overrides (shmrun_job_load_set) -------- */
+
+/* The value of key @key of stage @st, or NULL. */
+static const struct shmrun_param *stage_param(const struct shmrun_stage *st, const char *key)
+{
+	for (uint32_t i = 0; i < st->nparams; i++)
+		if (strcmp(st->params[i].def->key, key) == 0)
+			return &st->params[i];
+	return NULL;
+}
+
+START_TEST(test_set_overrides)
+{
+	struct shmrun_job job;
+	struct shmrun_job_errors errs;
+	char path[PATH_MAX], want[2 * PATH_MAX], cwd[PATH_MAX];
+	const char *text = "[gen]\n"
+			   "op = sequence\n"
+			   "count = 1000\n"
+			   "[count.x]\n"
+			   "op = count\n"
+			   "input = gen by key\n"
+			   "width = 2\n"
+			   "[out]\n"
+			   "op = file_sink\n"
+			   "input = count.x\n"
+			   "path = out/r.tsv\n";
+	const char *sets[] = {"job.workers=3",	    "count.x.width=3", "gen.count=77",
+			      "gen.keys=5",	    "out.path=rel/o.tsv", "job.checkpoint_dir=/ck",
+			      "count.x.width=4"}; /* the later of two wins */
+	const struct shmrun_param *p;
+	int r;
+
+	put_conf("set/a.conf", text, path);
+	ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
+	r = shmrun_job_load_set(path, sets, sizeof(sets) / sizeof(sets[0]), &job, &errs);
+	ck_assert_msg(r == 0, "load: %d\n%s", r, dump(&errs));
+	/* [job] did not exist in the file: created */
+	ck_assert_uint_eq(job.workers, 3);
+	ck_assert_str_eq(job.checkpoint_dir, "/ck");
+	ck_assert_int_eq(job.checkpoint_dir_line, 0);
+	ck_assert_str_eq(job.stages[1].name, "count.x");
+	ck_assert_uint_eq(job.stages[1].width, 4);
+	p = stage_param(&job.stages[0], "count");
+	ck_assert_ptr_nonnull(p);
+	ck_assert_str_eq(p->value, "77");
+	ck_assert_uint_eq(p->u64, 77);
+	ck_assert_int_eq(p->line, 0); /* not a line of the file */
+	p = stage_param(&job.stages[0], "keys");
+	ck_assert_uint_eq(p->u64, 5);
+	/* a relative path of an override: against the current directory */
+	p = stage_param(&job.stages[2], "path");
+	snprintf(want, sizeof(want), "%s/rel/o.tsv", cwd);
+	ck_assert_str_eq(p->value, want);
+	shmrun_job_free(&job);
+
+	/* no override: the file's values */
+	r = shmrun_job_load_set(path, NULL, 0, &job, &errs);
+	ck_assert_int_eq(r, 0);
+	ck_assert_uint_eq(job.stages[1].width, 2);
+	ck_assert_str_eq(stage_param(&job.stages[0], "count")->value, "1000");
+	snprintf(want, sizeof(want), "%s/set/out/r.tsv", tmpdir);
+	ck_assert_str_eq(stage_param(&job.stages[2], "path")->value, want);
+	ck_assert_ptr_null(job.checkpoint_dir);
+	shmrun_job_free(&job);
+}
+END_TEST
+
+START_TEST(test_set_errors)
+{
+	struct shmrun_job job;
+	struct shmrun_job_errors errs;
+	char path[PATH_MAX];
+	const char *text = "[job]\n"
+			   "workers = 1\n"
+			   "[gen]\n"
+			   "op = sequence\n"
+			   "count = 10\n"
+			   "[out]\n"
+			   "op = null_sink\n"
+			   "input = gen\n"
+			   "bogus = 1\n";
+	const char *sets[] = {"gen.count=x", "nope.a=1", "noequals", ".a=1", "gen.=1",
+			      "gen.cnt=3", "job.workers=0"};
+	int r;
+
+	put_conf("set/b.conf", text, path);
+	r = shmrun_job_load_set(path, sets, sizeof(sets) / sizeof(sets[0]), &job, &errs);
+	ck_assert_int_eq(r, -EINVAL);
+	/* the file's own error first, by line; then the overrides in order */
+	ck_assert_msg(errs.n == 8, "%u errors:\n%s", errs.n, dump(&errs));
+	ck_assert_msg(strstr(errs.msgs[0], ":9: unknown key 'bogus'"), "%s", dump(&errs));
+	ck_assert_msg(strncmp(errs.msgs[1], "--set gen.count=x: count = 'x' in stage 'gen' is "
+					    "not a valid count",
+			      60) == 0,
+		      "%s", dump(&errs));
+	ck_assert_msg(strncmp(errs.msgs[2], "--set nope.a=1: there is no section [nope]", 42) == 0,
+		      "%s", dump(&errs));
+	for (int i = 3; i < 6; i++)
+		ck_assert_msg(strstr(errs.msgs[i], ": expected SECTION.KEY=VALUE"), "%s",
+			      dump(&errs));
+	ck_assert_msg(strncmp(errs.msgs[3], "--set noequals: ", 16) == 0, "%s", dump(&errs));
+	ck_assert_msg(strncmp(errs.msgs[6], "--set gen.cnt=3: unknown key 'cnt' in stage 'gen'",
+			      49) == 0,
+		      "%s", dump(&errs));
+	ck_assert_msg(strncmp(errs.msgs[7], "--set job.workers=0: workers = '0' in [job] is out "
+					    "of range",
+			      59) == 0,
+		      "%s", dump(&errs));
+	shmrun_job_errors_free(&errs);
+
+	/* an override can fix the file's error: the key it replaces is gone */
+	{
+		const char *fix[] = {"out.bogus=1"};
+
+		r = shmrun_job_load_set(path, fix, 1, &job, &errs);
+		ck_assert_int_eq(r, -EINVAL); /* still unknown, now named by the override */
+		ck_assert_uint_eq(errs.n, 1);
+		ck_assert_msg(strncmp(errs.msgs[0], "--set out.bogus=1: unknown key", 30) == 0,
+			      "%s", dump(&errs));
+		shmrun_job_errors_free(&errs);
+	}
+}
+END_TEST
+
 static Suite *conf_suite(void)
 {
 	Suite *s = suite_create("conf");
@@ -1750,6 +1879,12 @@ static Suite *conf_suite(void)
 	tcase_add_unchecked_fixture(tc, suite_tmpdir_create, tmpdir_remove);
 	tcase_add_test(tc, test_numeric_limits);
 	tcase_add_test(tc, test_duration_overflow_refused);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("set");
+	tcase_add_unchecked_fixture(tc, suite_tmpdir_create, tmpdir_remove);
+	tcase_add_test(tc, test_set_overrides);
+	tcase_add_test(tc, test_set_errors);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# tests/integration/stress_cmd.sh SHMRUN PLUGIN_DIR: `shmrun stress`
+# (runtime/stress.c, docs/stress.md).
+#
+#   wc, seq    the word count and a keyed count with emit = update, paced with
+#              `rate` to run ~2 s: exit 0 under kill, stop, term and rescale
+#              faults, every kind injected at least once, the summary line;
+#              the user's outputs and checkpoint_dir are never written
+#   leaky      tests/plugins/leaky_sink.c (claims exactly-once, appends at
+#              once): exit 1 under kill, the seed, duplicated lines, the
+#              reproduce command, a JUnit <failure> that parses
+#   refused    stdout_sink: exit 2 with the reason; bad options exit 2
+#   schedule   --print-schedule: the same seed twice is the same schedule,
+#              another seed another
+#   expect     --runs 0 --keep makes a golden output; --expect uses it (and
+#              catches one that lacks a line)
+#   signal     SIGTERM to stress: exit 143, its runs killed, work dir kept
+# No process or work directory is left behind (checked at the end).
+set -euo pipefail
+shmrun=${1:?usage: stress_cmd.sh path/to/shmrun plugin_dir}
+pdir=${2:?usage: stress_cmd.sh path/to/shmrun plugin_dir}
+. "$(dirname "$0")/lib.sh"
+export TMPDIR="$tmp/tmpdir" # stress's default work dirs: checked at the end
+mkdir -p "$TMPDIR"
+
+wc_conf() { # dir
+	mkdir -p "$1/in"
+	for i in $(seq 1 30); do
+		seq 1 $((i * 300)) | sed "s/^/alpha$((i % 7)) beta w/" > "$1/in/f$i.txt"
+	done
+	cat > "$1/wc.conf" <<CONF
+[job]
+workers = 2
+checkpoint_dir = ckpt
+checkpoint_interval = 50ms
+[read]
+op = file_source
+path = in
+piece_bytes = 8K
+rate = 70000
+width = 2
+[words]
+op = tokenize
+input = read
+width = 2
+[count]
+op = count
+input = words by key
+emit = update
+width = 3
+[out]
+op = file_sink
+input = count
+path = out/result.tsv
+width = 1
+CONF
+}
+
+# no checkpoint_dir: stress adds one (recovery needs it)
+seq_conf() { # dir
+	cat > "$1/seq.conf" <<CONF
+[job]
+workers = 2
+ring_bytes = 64K
+checkpoint_interval = 50ms
+[gen]
+op = sequence
+count = 400000
+keys = 300
+piece_records = 4000
+rate = 200000
+width = 2
+[count]
+op = count
+input = gen by key
+emit = update
+width = 3
+[out]
+op = file_sink
+input = count
+path = out/result.tsv
+width = 2
+CONF
+}
+
+# kinds_in_summary LOG: every kind of kill, stop, term, rescale injected > 0 times
+kinds_in_summary() {
+	local sum
+	sum=$(grep "^stress: .* runs\?, .* faults\? injected" "$1" | tail -1)
+	[ -n "$sum" ] || return 1
+	for k in kill stop term rescale; do
+		echo "$sum" | grep -Eq "$k [1-9]" || { echo "no $k fault injected: $sum" >&2; return 1; }
+	done
+}
+
+# first_seed CONF RUNS FAULTS: the first seed whose RUNS schedules hold every kind
+first_seed() {
+	for s in $(seq 1 200); do
+		out=$("$shmrun" stress --print-schedule --seed "$s" --runs "$2" --faults "$3" "$1")
+		if echo "$out" | qgrep "kill -9" && echo "$out" | qgrep "SIGSTOP" &&
+			echo "$out" | qgrep "SIGTERM the launcher, resume$" && echo "$out" | qgrep -- "--rescale"; then
+			echo "$s"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# --- wc and seq: exact under every fault kind ------------------------------
+for job in wc seq; do
+	d="$tmp/$job"
+	mkdir -p "$d"
+	"${job}_conf" "$d"
+	seed=$(first_seed "$d/$job.conf" 1 5) || fail "$job: no seed in 1..200 schedules every kind"
+	set +e
+	(cd "$d" && "$shmrun" stress --seed "$seed" --runs 1 --faults 5 --junit "$d/junit.xml" "$job.conf") > "$tmp/log" 2>&1
+	rc=$?
+	set -e
+	[ $rc -eq 0 ] || fail "$job: stress exit $rc (expected 0)"
+	grep -q "^stress: seed $seed, work dir " "$tmp/log" || fail "$job: the seed is not printed"
+	grep -q "every sink's output matched the fault-free run" "$tmp/log" || fail "$job: no summary line"
+	kinds_in_summary "$tmp/log" || fail "$job: a fault kind was never injected"
+	grep -Eq "^stress: run 1/1 seed $seed: fault [0-9]/5 at [0-9.]+ s: kill -9 worker [0-9]+ \(pid [0-9]+\)" "$tmp/log" ||
+		fail "$job: no progress line of a kill"
+	# the user's outputs and checkpoints: untouched
+	[ ! -e "$d/out" ] && [ ! -e "$d/ckpt" ] || fail "$job: stress wrote the user's out/ or ckpt/"
+	python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert r.tag == "testsuite" and r.get("name") == "shmrun-stress" and r.get("tests") == "1" and r.get("failures") == "0", r.attrib' "$d/junit.xml" ||
+		fail "$job: junit"
+	echo "ok $job: seed $seed, $(grep -o '[0-9]* faults\? injected ([^)]*)' "$tmp/log")"
+done
+
+# --- a sink that is not exactly-once is caught ---------------------------------
+d="$tmp/leaky"
+mkdir -p "$d"
+cat > "$d/leaky.conf" <<CONF
+[job]
+checkpoint_interval = 50ms
+[gen]
+op = sequence
+count = 150000
+keys = 1000
+piece_records = 1000
+rate = 100000
+[out]
+op = leaky_sink
+input = gen
+path = out/leaky.tsv
+CONF
+set +e
+(cd "$d" && "$shmrun" stress --plugin "$pdir/leaky_sink.so" --seed 7 --runs 1 --faults 2 --kinds kill \
+	--junit "$d/junit.xml" --workdir "$d/work" leaky.conf) > "$tmp/log" 2>&1
+rc=$?
+set -e
+[ $rc -eq 1 ] || fail "leaky_sink: stress exit $rc (expected 1: duplicates after a kill)"
+grep -q "^stress: run 1/1 seed 7: FAILED" "$tmp/log" || fail "leaky_sink: no FAILED line"
+# (the second kill may find the job restarting after the first: not injected)
+grep -Eq "^seed 7, [12] of 2 faults injected" "$tmp/log" || fail "leaky_sink: seed or faults not reported"
+grep -Eq "^  out.path: [0-9]+ lines, the fault-free run 150000: 0 missing, [1-9][0-9]* duplicated, 0 extra" "$tmp/log" ||
+	fail "leaky_sink: no count of duplicated lines"
+grep -q "^   duplicated (first 5):" "$tmp/log" || fail "leaky_sink: duplicated lines not shown"
+grep -Eq "^  fault [12] at [0-9.]+ s: kill -9 worker 0 \(pid [0-9]+\)" "$tmp/log" || fail "leaky_sink: schedule not printed"
+grep -q "^reproduce: shmrun stress --seed 7 --runs 1 --faults 2" "$tmp/log" || fail "leaky_sink: no reproduce command"
+grep -q "work dir kept: $d/work" "$tmp/log" && [ -d "$d/work/run-1" ] || fail "leaky_sink: work dir not kept"
+python3 - "$d/junit.xml" <<'PY' || fail "leaky_sink: junit"
+import sys, xml.etree.ElementTree as E
+r = E.parse(sys.argv[1]).getroot()
+assert r.get("tests") == "1" and r.get("failures") == "1", r.attrib
+f = r.find("testcase/failure")
+assert f is not None and "duplicated" in f.text and "seed 7" in f.text, f
+PY
+echo "ok leaky_sink caught: $(grep -o '[0-9]* duplicated' "$tmp/log" | head -1)"
+
+# --- refused topologies and bad usage: exit 2 -----------------------------------
+d="$tmp/refuse"
+mkdir -p "$d"
+printf '[gen]\nop = sequence\ncount = 10\n[out]\nop = stdout_sink\ninput = gen\n' > "$d/stdout.conf"
+expect2() { # grep-pattern args...
+	local pat=$1
+	shift
+	set +e
+	"$shmrun" stress "$@" > "$tmp/log" 2>&1
+	local rc=$?
+	set -e
+	[ $rc -eq 2 ] || fail "stress $*: exit $rc (expected 2)"
+	grep -q -- "$pat" "$tmp/log" || fail "stress $*: no message '$pat'"
+}
+expect2 "stage 'out' (op stdout_sink) cannot be verified: stdout_sink writes records as they arrive; after a kill the records replayed" "$d/stdout.conf"
+expect2 "--faults 'x' is not a count" --faults x "$d/stdout.conf"
+expect2 "--kinds: unknown fault kind 'bogus'" --kinds kill,bogus "$d/stdout.conf"
+expect2 "missing topology.conf"
+expect2 "$d/nope.conf: cannot open" "$d/nope.conf"
+expect2 "give --runs or --duration, not both" --runs 2 --duration 5s "$d/stdout.conf"
+expect2 "^--set gen.count=x: count = 'x'" --set gen.count=x "$d/stdout.conf"
+# nothing was started: no work dir made
+[ -z "$(ls "$TMPDIR")" ] || fail "a refused stress left $(ls "$TMPDIR")"
+echo "ok refused: stdout_sink and bad usage exit 2"
+
+# --- --print-schedule: a function of the seed ------------------------------------
+c="$tmp/wc/wc.conf"
+"$shmrun" stress --print-schedule --seed 42 --runs 2 --faults 4 "$c" > "$tmp/s1"
+"$shmrun" stress --print-schedule --seed 42 --runs 2 --faults 4 "$c" > "$tmp/s2"
+"$shmrun" stress --print-schedule --seed 43 --runs 2 --faults 4 "$c" > "$tmp/s3"
+cmp -s "$tmp/s1" "$tmp/s2" || fail "--print-schedule: seed 42 printed two schedules"
+! cmp -s "$tmp/s1" "$tmp/s3" || fail "--print-schedule: seeds 42 and 43 printed the same schedule"
+[ "$(grep -c '^  fault [1-4]/4 at ' "$tmp/s1")" -eq 8 ] || fail "--print-schedule: $(cat "$tmp/s1")"
+# run 2 of seed 42 is run 1 of seed 43
+diff <(sed -n '/^run 2 /,$p' "$tmp/s1" | sed 1d) <(sed -n '/^run 2 /q;/^run 1 /,$p' "$tmp/s3" | sed 1d) > /dev/null ||
+	fail "--print-schedule: run 2 of seed 42 is not run 1 of seed 43"
+echo "ok print-schedule"
+
+# --- --expect DIR: the golden output of a kept run, no golden run ---------------
+d="$tmp/seq"
+(cd "$d" && "$shmrun" stress --runs 0 --keep --workdir "$d/gold" seq.conf) > "$tmp/log" 2>&1 ||
+	fail "--runs 0 --keep: exit $?"
+[ -s "$d/gold/run-0/out/out.path/result.tsv.0" ] && [ -s "$d/gold/run-0/out/T0" ] ||
+	fail "--runs 0 --keep: no golden output in $d/gold/run-0/out"
+(cd "$d" && "$shmrun" stress --expect "$d/gold/run-0/out" --seed 5 --faults 1 --kinds kill seq.conf) > "$tmp/log" 2>&1 ||
+	fail "--expect: exit $?"
+grep -q "^stress: golden run" "$tmp/log" && fail "--expect: a golden run was made"
+grep -q "every sink's output matched" "$tmp/log" || fail "--expect: no summary"
+# a golden output that is not the job's: caught
+sed -i '1d' "$d/gold/run-0/out/out.path/result.tsv.0"
+set +e
+(cd "$d" && "$shmrun" stress --expect "$d/gold/run-0/out" --seed 5 --faults 1 --kinds stop \
+	--workdir "$d/bad" seq.conf) > "$tmp/log" 2>&1
+rc=$?
+set -e
+[ $rc -eq 1 ] && grep -Eq "^  out.path: .* 0 missing, 0 duplicated, 1 extra" "$tmp/log" ||
+	fail "--expect with a line removed: exit $rc"
+rm -rf "$d/gold" "$d/bad"
+echo "ok expect"
+
+# --- SIGTERM to stress: its runs stop, nothing is left, the work dir is kept ----
+d="$tmp/wc"
+(cd "$d" && exec "$shmrun" stress --seed 1 --runs 3 --workdir "$d/sig" wc.conf) > "$tmp/log" 2>&1 &
+launcher=$!
+for _ in $(seq 600); do
+	grep -q "^stress: run 1/3 seed 1: " "$tmp/log" && break
+	sleep 0.05
+done
+grep -q "^stress: run 1/3 seed 1: " "$tmp/log" || fail "SIGTERM: no faulted run started"
+sleep 0.3
+kill -TERM "$launcher"
+set +e
+wait "$launcher"
+rc=$?
+set -e
+launcher=
+[ $rc -eq 143 ] || fail "SIGTERM to stress: exit $rc (expected 143)"
+grep -q "stopped by signal 15; the runs were stopped; work dir kept: $d/sig" "$tmp/log" ||
+	fail "SIGTERM to stress: message"
+[ -d "$d/sig/run-1" ] || fail "SIGTERM to stress: work dir removed"
+sleep 0.2
+! "$shmrun" ps | qgrep -- "-stress-" || fail "SIGTERM to stress: a run was left: $("$shmrun" ps)"
+rm -rf "$d/sig"
+echo "ok SIGTERM"
+
+# --- nothing left behind ------------------------------------------------------------
+[ -z "$(ls "$TMPDIR")" ] || fail "work dirs left in TMPDIR: $(ls "$TMPDIR")"
+# every run's job has a socket in $XDG_RUNTIME_DIR while its launcher lives
+! "$shmrun" ps | qgrep -- "-stress-" || fail "stress left a running job: $("$shmrun" ps)"
+echo "stress_cmd: ok"

@@ -392,28 +392,23 @@ static void clear_override_lines(struct shmrun_job *job)
 }
 
 /*
- * shmrun_job_load() of "-": the topology from standard input, named "<stdin>"
- * in messages; relative paths resolve against the current directory.
+ * Load from the open stream @f (taken: closed here) named @name in messages,
+ * relative paths resolving against @dir (copied). shmrun_job_load() of "-"
+ * and shmrun_job_load_mem() (the fuzz harness, tests/fuzz/) come here.
  */
-static int load_stdin(struct loader *ld, struct shmrun_job *job, struct shmrun_job_errors *errs)
+static int load_stream(struct loader *ld, FILE *f, const char *name, const char *dir,
+		       struct shmrun_job *job, struct shmrun_job_errors *errs)
 {
-	int fd = dup(STDIN_FILENO), r;
+	int r;
 
-	ld->path = SHMRUN_STDIN_NAME;
+	ld->path = name;
 	ld->cur = CUR_NONE;
 	ld->cont = CONT_NONE;
 	ld->job_sec = -1;
 	ld->job = job;
-	ld->f = fd >= 0 ? fdopen(fd, "re") : NULL;
-	if (!ld->f) {
-		r = -errno;
-		errorf(ld, 0, "cannot read standard input: %s", strerror(-r));
-		if (fd >= 0)
-			close(fd);
-		goto err_free;
-	}
-	job->conf_path = strdup(SHMRUN_STDIN_NAME);
-	job->conf_dir = getcwd(NULL, 0);
+	ld->f = f;
+	job->conf_path = strdup(name);
+	job->conf_dir = dir ? strdup(dir) : NULL;
 	if (!job->conf_path || !job->conf_dir) {
 		r = -ENOMEM;
 		goto err_close;
@@ -431,13 +426,68 @@ static int load_stdin(struct loader *ld, struct shmrun_job *job, struct shmrun_j
 
 err_close:
 	fclose(ld->f);
-err_free:
 	shmrun_job_free(job);
 	if (ld->nomem && r != -ENOMEM)
 		r = -ENOMEM;
 	msgs_take(&ld->errs, &errs->msgs, &errs->n);
 	loader_free(ld);
 	return r;
+}
+
+/*
+ * shmrun_job_load() of "-": the topology from standard input, named "<stdin>"
+ * in messages; relative paths resolve against the current directory.
+ */
+static int load_stdin(struct loader *ld, struct shmrun_job *job, struct shmrun_job_errors *errs)
+{
+	int fd = dup(STDIN_FILENO), r;
+	char *cwd;
+	FILE *f;
+
+	ld->path = SHMRUN_STDIN_NAME;
+	f = fd >= 0 ? fdopen(fd, "re") : NULL;
+	if (!f) {
+		r = -errno;
+		errorf(ld, 0, "cannot read standard input: %s", strerror(-r));
+		if (fd >= 0)
+			close(fd);
+		shmrun_job_free(job);
+		msgs_take(&ld->errs, &errs->msgs, &errs->n);
+		loader_free(ld);
+		return r;
+	}
+	cwd = getcwd(NULL, 0);
+	r = load_stream(ld, f, SHMRUN_STDIN_NAME, cwd, job, errs);
+	free(cwd);
+	return r;
+}
+
+int shmrun_job_load_mem(const char *name, const char *dir, const void *text, size_t len,
+			struct shmrun_job *job, struct shmrun_job_errors *errs)
+{
+	struct loader ld;
+	FILE *f;
+
+	memset(job, 0, sizeof(*job));
+	memset(errs, 0, sizeof(*errs));
+	memset(&ld, 0, sizeof(ld));
+	ld.path = name;
+	if (len > CONF_MAX_BYTES) {
+		errorf(&ld, 0, "is %zu bytes, too large for a topology (at most 16 MiB)", len);
+		msgs_take(&ld.errs, &errs->msgs, &errs->n);
+		loader_free(&ld);
+		return -EFBIG;
+	}
+	/* fmemopen() of 0 bytes is refused (EINVAL): an empty text reads as /dev/null */
+	f = len ? fmemopen((void *)(uintptr_t)text, len, "r") : fopen("/dev/null", "re");
+	if (!f) {
+		int r = -errno;
+
+		msgs_take(&ld.errs, &errs->msgs, &errs->n);
+		loader_free(&ld);
+		return r;
+	}
+	return load_stream(&ld, f, name, dir, job, errs);
 }
 
 int shmrun_job_load(const char *path, struct shmrun_job *job, struct shmrun_job_errors *errs)

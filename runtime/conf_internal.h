@@ -140,6 +140,19 @@ struct loader {
 #define OVR_INDEX(l)  ((uint32_t)(-(l) - 1))
 
 /* ------------------------------------------------------------------------ */
+/* conf.c: loading from memory */
+
+/*
+ * shmrun_job_load_mem() - shmrun_job_load() of the @len bytes at @text, named
+ * @name in messages, relative paths resolving against @dir. For the fuzz
+ * harness (tests/fuzz/fuzz_conf.c) and tests; not in the public API (job.h).
+ * Return and ownership: as shmrun_job_load(); -EFBIG above CONF_MAX_BYTES;
+ * -errno of fmemopen().
+ */
+int shmrun_job_load_mem(const char *name, const char *dir, const void *text, size_t len,
+			struct shmrun_job *job, struct shmrun_job_errors *errs);
+
+/* ------------------------------------------------------------------------ */
 /* conf.c: messages and suggestions */
 
 /*

@@ -81,6 +81,20 @@
  * A NULL wake bell (shmrun_ring_set_wake_bell()) skips the waker's half: both
  * ends are served by one thread, which never sleeps on this ring.
  *
+ * Threat model: a buggy or crashed producer. The consumer shares memory
+ * with another process that runs shmrun's own code but may have died
+ * mid-write or be wrong; it does not trust what it finds. It reads only
+ * inside the data area whatever the words and headers say (a frame's
+ * commit word is checked to hold a header before the header is read, its
+ * step against the wrap, its len and kind against the step), steps only
+ * over what it validated, takes at most a lap of frames from memory that
+ * does not change (the lap tags change), and reports anything else as
+ * corruption (-EPROTO), the same way on every peek. attach refuses
+ * inconsistent indices (-EINVAL). tests/fuzz/fuzz_ring.c checks this over
+ * rings and segments of garbage. Not covered: a producer that keeps
+ * writing a frame after committing it (a data race no check can close
+ * without copying every frame); each frame is validated once, at peek.
+ *
  * Liveness. Each side records its pid at attach. A waiting side checks at least
  * every SHMRUN_RING_LIVENESS_NS that its peer lives, through a pidfd (readable
  * once the process has exited, zombie or reaped; immune to pid reuse once open),

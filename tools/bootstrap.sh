@@ -12,6 +12,9 @@
 #                       fault switches) unless these say otherwise
 #   SHMRUN_WITH_CLANG=1 also install clang (CI builds with both gcc and clang);
 #                       CC=clang then selects it for a new build directory
+# The fuzz build (-DSHMRUN_FUZZ=ON in SHMRUN_CMAKE_ARGS, tests/fuzz/README.md)
+# also installs clang and libFuzzer's runtime (libclang-rt-dev), with or
+# without SHMRUN_WITH_CLANG; it needs CC=clang.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,6 +38,9 @@ packages=(
 if [ "${SHMRUN_WITH_CLANG:-0}" = 1 ]; then
 	packages+=(clang)
 fi
+case " ${SHMRUN_CMAKE_ARGS:-} " in
+*-DSHMRUN_FUZZ=ON*) packages+=(clang libclang-rt-dev) ;; # libFuzzer: tests/fuzz/
+esac
 
 missing=()
 for p in "${packages[@]}"; do

@@ -327,7 +327,7 @@ int shmrun_ckpt_list(const char *dir, uint64_t **epochs)
 	return n;
 }
 
-static int parse_manifest(char *text, size_t len, struct shmrun_manifest *m, char *why,
+int shmrun_manifest_parse(char *text, size_t len, struct shmrun_manifest *m, char *why,
 			  size_t whylen)
 {
 	char *end_line = NULL, *save = NULL;
@@ -457,7 +457,7 @@ static int read_manifest_at(int dirfd, uint64_t epoch, struct shmrun_manifest *m
 	}
 	close(fd);
 	text[st.st_size] = 0;
-	err = parse_manifest(text, (size_t)st.st_size, m, why, whylen);
+	err = shmrun_manifest_parse(text, (size_t)st.st_size, m, why, whylen);
 	free(text);
 	if (!err && m->epoch != epoch) {
 		snprintf(why, whylen, "MANIFEST says epoch %" PRIu64, m->epoch);

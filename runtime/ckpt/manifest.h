@@ -52,6 +52,18 @@ struct shmrun_manifest {
 	bool finished;  /* the end-of-input epoch: every record processed, all output committed */
 };
 
+/*
+ * shmrun_manifest_parse() - parse the MANIFEST text @text of @len bytes
+ * (@text[@len] must be 0; the text is modified) into @m. What
+ * shmrun_ckpt_read_manifest() does after reading the file; the fuzz harness
+ * (tests/fuzz/fuzz_manifest.c) calls it directly.
+ * Return: 0; -EBADMSG with @why (no end line, checksum mismatch, a line not
+ * understood, no version or epoch); -ENOMEM. On failure @m may hold what was
+ * parsed so far: free it with shmrun_manifest_free().
+ */
+int shmrun_manifest_parse(char *text, size_t len, struct shmrun_manifest *m, char *why,
+			  size_t whylen);
+
 /* shmrun_manifest_free() - free what a parsed @m owns and zero it; safe on a zeroed one. */
 void shmrun_manifest_free(struct shmrun_manifest *m);
 

@@ -408,7 +408,8 @@ int shmrun_snapshot_restore(struct shmrun_worker *w)
 /* Hand the restored per-worker entries to the operator, after open(). */
 int shmrun_snapshot_restore_entries(struct shmrun_task *t)
 {
-	const unsigned char *p = t->restore_pw, *end = p + t->restore_pw_len;
+	/* no restore: restore_pw is NULL, and NULL + 0 is undefined (clang's UBSan) */
+	const unsigned char *p = t->restore_pw, *end = p ? p + t->restore_pw_len : NULL;
 	const void *entry;
 	uint32_t len;
 	int err = 0, more;

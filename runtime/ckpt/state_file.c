@@ -107,10 +107,15 @@ int shmrun_state_parse(const unsigned char *data, size_t len, struct shmrun_stat
 		memcpy(&v->wm, p + 40, 8);
 		memcpy(&v->flags, p + 48, 4);
 	}
-	if (nsec > v->vnodes)
+	/* A count is believed only as far as the bytes can hold it: each section
+	 * takes at least its 16-byte header (and a version 2 one its timer count),
+	 * so a header that claims 2^32 - 1 sections in a short file is refused
+	 * here, before the index is allocated for them (found by fuzzing,
+	 * tests/fuzz/: a 40-byte file asked calloc() for 150 GiB). */
+	if (nsec > v->vnodes || nsec > (len - head - 8) / (v->version >= 2 ? 24 : 16))
 		return -EBADMSG;
 	p += head;
-	v->sections = calloc(nsec + 1, sizeof(*v->sections));
+	v->sections = calloc((size_t)nsec + 1, sizeof(*v->sections));
 	if (!v->sections)
 		return -ENOMEM;
 	for (uint32_t s = 0; s < nsec; s++) {

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1340,6 +1341,53 @@ START_TEST(test_peek_foreign_commit_word)
 }
 END_TEST
 
+START_TEST(test_peek_word_in_last_bytes)
+{
+	/*
+	 * A frame's commit word in the last 8 (or 16) bytes of the data area,
+	 * where no frame header fits (found by fuzzing: tests/fuzz/corpus/ring/
+	 * commit-word-in-last-bytes): -EPROTO, and the header is never read. The
+	 * ring ends at a PROT_NONE page, so a read past it is a SIGSEGV here,
+	 * in any build (the fast path read the header before it checked the
+	 * word's step against the end).
+	 */
+	long page = sysconf(_SC_PAGESIZE);
+	size_t bytes = shmrun_ring_memsize(CAP);
+	size_t span = ((bytes + (size_t)page - 1) / (size_t)page + 1) * (size_t)page;
+	unsigned char *base =
+	    mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	unsigned char *mem, *data;
+	struct shmrun_ring_shared *sh;
+	const struct shmrun_frame *f;
+	struct shmrun_ring c;
+
+	ck_assert_ptr_ne(base, MAP_FAILED);
+	ck_assert_int_eq(mprotect(base + span - (size_t)page, (size_t)page, PROT_NONE), 0);
+	mem = base + span - (size_t)page - bytes; /* the data area ends at the guard page */
+	ck_assert_uint_eq((uintptr_t)mem % SHMRUN_CACHELINE, 0);
+	ck_assert_int_eq(shmrun_ring_init(mem, bytes, CAP), 0);
+	sh = (struct shmrun_ring_shared *)(void *)mem;
+	data = mem + HDR;
+	for (uint64_t back = 8; back <= 16; back += 8) {
+		uint64_t head = CAP - back; /* lap 0 */
+
+		atomic_store(&sh->head, head);
+		atomic_store(&sh->tail, head);
+		ck_assert_int_eq(shmrun_ring_attach(&c, mem, bytes, SHMRUN_RING_CONSUMER), 0);
+		shmrun_ring_set_wake_bell(&c, NULL);
+		/* steps of 8, 16 and 24 (a header's worth, which does not fit either) */
+		for (uint64_t step = 8; step <= 24; step += 8) {
+			atomic_store((_Atomic uint64_t *)(void *)(data + head),
+				     step | (uint64_t)SHMRUN_RING_COMMIT_FRAME << 32);
+			ck_assert_int_eq(shmrun_ring_peek(&c, &f), -EPROTO);
+			ck_assert_uint_eq(c.head, head);
+		}
+		shmrun_ring_detach(&c);
+	}
+	munmap(base, span);
+}
+END_TEST
+
 START_TEST(test_null_wake_bell)
 {
 	/* With a NULL wake bell publishing neither rings nor reads a bell; with
@@ -1500,6 +1548,7 @@ static Suite *ring_suite(void)
 	tcase_add_test(tc, test_stale_lap_never_a_frame);
 	tcase_add_test(tc, test_full_ring_previous_lap_word);
 	tcase_add_test(tc, test_peek_foreign_commit_word);
+	tcase_add_test(tc, test_peek_word_in_last_bytes);
 	tcase_add_test(tc, test_null_wake_bell);
 	suite_add_tcase(s, tc);
 

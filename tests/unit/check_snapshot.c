@@ -8,6 +8,7 @@
  * holds a newer epoch — and such a writer did not die: it must not be logged
  * as dead nor fail anything. (Regression: after the stale-report fix, every
  * writer of an epoch aborted by a disk error was logged "died (exit status 1)".)
+ * Also: restoring the per-worker entries of a task that restored nothing.
  */
 #include <check.h>
 #include <errno.h>
@@ -17,6 +18,7 @@
 
 #include "ckpt/snapshot.h"
 #include "control.h"
+#include "task.h"
 #include "worker.h"
 
 #define EXITED(code) ((code) << 8)  /* a wait status: exited with @code */
@@ -155,6 +157,24 @@ START_TEST(test_other_pid_ignored)
 }
 END_TEST
 
+/*
+ * A task with nothing restored (a first start: restore_pw NULL, length 0)
+ * hands no entry to its operator and succeeds. Regression: the end pointer
+ * was computed as NULL + 0, undefined behaviour that clang's UBSan reported
+ * on every run of the fuzz build (tests/fuzz/README.md).
+ */
+START_TEST(test_restore_entries_none)
+{
+	struct shmrun_task t;
+	static const struct shmrun_operator no_restore = {.name = "none"};
+
+	memset(&t, 0, sizeof(t));
+	t.op = &no_restore;
+	ck_assert_int_eq(shmrun_snapshot_restore_entries(&t), 0);
+	ck_assert_ptr_null(t.restore_pw);
+}
+END_TEST
+
 static Suite *snapshot_suite(void)
 {
 	Suite *s = suite_create("snapshot");
@@ -167,6 +187,9 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(tc, test_exit_1_stale_newer);
 	tcase_add_test(tc, test_signaled_dies);
 	tcase_add_test(tc, test_other_pid_ignored);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("restore");
+	tcase_add_test(tc, test_restore_entries_none);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/uio.h>
 #include <xxhash.h>
 
@@ -30,6 +31,14 @@
 #include "ckpt/state_file.h"
 #include "state.h"
 #include "timer.h"
+
+#if defined(__SANITIZE_ADDRESS__) /* gcc */
+#define UNDER_ASAN 1
+#elif defined(__has_feature) /* clang */
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
 
 #define VNODES 16u
 #define VBYTES 8u
@@ -663,6 +672,48 @@ START_TEST(truncated_entry_list)
 }
 END_TEST
 
+/*
+ * A section count the bytes cannot hold (found by fuzzing, tests/fuzz/
+ * corpus/state_file/crash-section-count): refused before the section index is
+ * allocated. 2^28 sections of a 100-byte file asked calloc() for 15 GiB
+ * (-ENOMEM under a 1 GiB address-space limit, where -EBADMSG is right);
+ * 2^32 - 1 sections made calloc(nsec + 1) wrap to calloc(0), which the
+ * first section then overflowed (an ASan report).
+ */
+START_TEST(section_count_beyond_the_bytes)
+{
+	unsigned char data[SHMRUN_STATE_HEAD + 16 + 8 + 8] = "SHMRSTAT";
+	uint32_t version = 2, value_bytes = 0, vnodes = UINT32_MAX, nsec = 1u << 28;
+	struct shmrun_state_view v;
+
+	memset(data + 8, 0, sizeof(data) - 8);
+	memcpy(data + 8, &version, 4);
+	memcpy(data + 12, &value_bytes, 4);
+	memcpy(data + 32, &vnodes, 4);
+	memcpy(data + 36, &nsec, 4);
+#ifndef UNDER_ASAN
+	{
+		/* ASan reserves terabytes of shadow: no address-space limit under it */
+		struct rlimit rl = {1ul << 30, 1ul << 30};
+
+		ck_assert_int_eq(setrlimit(RLIMIT_AS, &rl), 0);
+	}
+#endif
+	ck_assert_int_eq(shmrun_state_parse(data, sizeof(data), &v), -EBADMSG);
+	ck_assert_ptr_null(v.sections);
+	/* one section really there (vnode 0, no keys, no timers), 2^32 - 1 claimed */
+	nsec = UINT32_MAX;
+	memcpy(data + 36, &nsec, 4);
+	ck_assert_int_eq(shmrun_state_parse(data, sizeof(data), &v), -EBADMSG);
+	/* and the same file claiming its one section is valid */
+	nsec = 1;
+	memcpy(data + 36, &nsec, 4);
+	ck_assert_int_eq(shmrun_state_parse(data, sizeof(data), &v), 0);
+	ck_assert_uint_eq(v.nsections, 1);
+	shmrun_state_view_free(&v);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("state_file");
@@ -685,6 +736,7 @@ int main(void)
 	tcase_add_test(bad, counts_that_lie);
 	tcase_add_test(bad, timers_that_lie);
 	tcase_add_test(bad, truncated_entry_list);
+	tcase_add_test(bad, section_count_beyond_the_bytes);
 	suite_add_tcase(s, rt);
 	suite_add_tcase(s, zero);
 	suite_add_tcase(s, bad);

@@ -527,15 +527,20 @@ static inline int shmrun_ring_peek(struct shmrun_ring *r, const struct shmrun_fr
 	 * are visible. */
 	uint64_t w = atomic_load_explicit(shmrun_ring_word_(r, r->head), memory_order_acquire);
 
+	/* The word's step is checked to hold a frame header inside the data
+	 * area before the header is read: a word forged (or left) in the last
+	 * 8 or 16 bytes of the ring would otherwise have the header read past
+	 * the end of the ring's memory (found by fuzzing, tests/fuzz/fuzz_ring.c). */
 	if (__builtin_expect(
-		    (uint32_t)(w >> 32) == shmrun_ring_tag_(r, r->head, SHMRUN_RING_COMMIT_FRAME),
+		    (uint32_t)(w >> 32) == shmrun_ring_tag_(r, r->head, SHMRUN_RING_COMMIT_FRAME) &&
+			(uint32_t)w <= r->capacity - pos &&
+			(uint32_t)w >= SHMRUN_FRAME_COMMIT + SHMRUN_FRAME_HEADER,
 		    1)) {
 		const struct shmrun_frame *f =
 		    (const struct shmrun_frame *)(r->data + pos + SHMRUN_FRAME_COMMIT);
 
 		if (f->kind >= SHMRUN_FRAME_DATA && f->kind <= SHMRUN_FRAME_END &&
-		    shmrun_ring_frame_bytes_(f->len) == (uint32_t)w &&
-		    (uint32_t)w <= r->capacity - pos) {
+		    shmrun_ring_frame_bytes_(f->len) == (uint32_t)w) {
 			*frame = f;
 			return 0;
 		}

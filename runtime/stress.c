@@ -117,6 +117,7 @@ struct fault {
 	uint64_t pick;     /* damage: which state file and byte */
 
 	bool injected;
+	enum fault_kind done; /* what was done: a damage with nothing to fall back to is a term */
 	double at_s;       /* seconds since the run started */
 	pid_t pid;
 	char note[256];    /* what was done, for the report */
@@ -709,6 +710,7 @@ static struct fault *schedule_make(const struct stress *s, uint64_t seed)
 	for (uint32_t i = 0; i < s->faults; i++) {
 		f[i].permille = 50 + below(&x, 851);
 		f[i].kind = kinds[below(&x, nk)];
+		f[i].done = f[i].kind;
 		f[i].worker = below(&x, s->job.workers);
 		f[i].stop_ms = 50 + below(&x, 451);
 		f[i].workers = 1 + below(&x, 2 * s->job.workers);
@@ -1334,7 +1336,7 @@ static struct text junit_cases;
 static uint32_t junit_tests, junit_failures;
 
 static void junit_case(const struct stress *s, uint32_t k, uint64_t seed, double dur,
-		       const char *failure, const char *detail)
+		       const char *failure, const char *detail, const char *schedule)
 {
 	char name[128];
 
@@ -1344,17 +1346,19 @@ static void junit_case(const struct stress *s, uint32_t k, uint64_t seed, double
 	xml_escape(&junit_cases, s->job.name);
 	text_add(&junit_cases, "\" name=\"");
 	xml_escape(&junit_cases, name);
-	text_add(&junit_cases, "\" time=\"%.3f\"", dur);
-	if (!failure) {
-		text_add(&junit_cases, "/>\n");
-		return;
+	text_add(&junit_cases, "\" time=\"%.3f\">\n", dur);
+	if (failure) {
+		junit_failures++;
+		text_add(&junit_cases, "    <failure message=\"");
+		xml_escape(&junit_cases, failure);
+		text_add(&junit_cases, "\" type=\"mismatch\">");
+		xml_escape(&junit_cases, detail);
+		text_add(&junit_cases, "</failure>\n");
 	}
-	junit_failures++;
-	text_add(&junit_cases, ">\n    <failure message=\"");
-	xml_escape(&junit_cases, failure);
-	text_add(&junit_cases, "\" type=\"mismatch\">");
-	xml_escape(&junit_cases, detail);
-	text_add(&junit_cases, "</failure>\n  </testcase>\n");
+	/* the schedule as injected, for a run that passed too */
+	text_add(&junit_cases, "    <system-out>");
+	xml_escape(&junit_cases, schedule);
+	text_add(&junit_cases, "</system-out>\n  </testcase>\n");
 }
 
 static int junit_write(const struct stress *s)
@@ -1645,7 +1649,8 @@ static int inject(struct stress *s, uint32_t k, struct fault *f, int64_t started
 		if (f->kind == F_DAMAGE) {
 			char note[sizeof(f->note)];
 
-			damage_newest(s, k, f);
+			if (damage_newest(s, k, f))
+				f->done = F_TERM;
 			fmt(note, sizeof(note), "SIGTERM launcher (pid %ld), %s, resumed",
 				 (long)launcher, f->note);
 			fmt(f->note, sizeof(f->note), "%s", note);
@@ -1661,15 +1666,9 @@ static int inject(struct stress *s, uint32_t k, struct fault *f, int64_t started
 				return start_run(s, k, false) ? -1 : 0;
 			}
 		}
-		{
-			char what[200];
-
-			describe(s, f, what, sizeof(what));
-			fmt(f->note, sizeof(f->note), "SIGTERM launcher (pid %ld), --rescale to %u "
-				 "worker%s%s",
-				 (long)launcher, f->workers, f->workers == 1 ? "" : "s",
-				 widths ? " with new widths" : " (widths refused: workers only)");
-		}
+		fmt(f->note, sizeof(f->note), "SIGTERM launcher (pid %ld), --rescale to %u worker%s%s",
+		    (long)launcher, f->workers, f->workers == 1 ? "" : "s",
+		    widths ? " with new widths" : " (widths refused: workers only)");
 		s->job.workers = f->workers; /* later faults pick among these */
 		s->cur = f;
 		s->cur_widths = widths;
@@ -1777,7 +1776,7 @@ static int faulted_run(struct stress *s, uint32_t k, uint32_t nruns)
 		rc = 0;
 		describe(s, &f[i], what, sizeof(what));
 		if (f[i].injected) {
-			s->injected[f[i].kind]++;
+			s->injected[f[i].done]++;
 			ninj++;
 			if (f[i].kind == F_RESCALE) {
 				any_rescale = true;
@@ -1866,11 +1865,11 @@ static int faulted_run(struct stress *s, uint32_t k, uint32_t nruns)
 			print_tail(log);
 			junit_case(s, k, seed, dur, "the output differs from the fault-free run, or "
 						    "the run failed",
-				   detail.s);
+				   detail.s, sched.s);
 		} else {
 			say("%s: ok, %u fault%s injected, every output matched (%.2f s)", tag, ninj,
 			    ninj == 1 ? "" : "s", dur);
-			junit_case(s, k, seed, dur, NULL, NULL);
+			junit_case(s, k, seed, dur, NULL, NULL, sched.s);
 		}
 		free(sched.s);
 		free(detail.s);
@@ -2127,6 +2126,20 @@ int shmrun_stress_main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	if (s->junit) { /* refused now, not after an hour of runs */
+		char tmp[PATH_MAX];
+		int fd;
+
+		fmt(tmp, sizeof(tmp), "%s.tmp-XXXXXX", s->junit);
+		fd = mkstemp(tmp);
+		if (fd < 0) {
+			rc = usage_err("--junit %s: cannot write beside it (%s): %s", s->junit, tmp,
+				       strerror(errno));
+			goto out_job;
+		}
+		close(fd);
+		unlink(tmp);
+	}
 	rc = make_workdir(s);
 	if (rc)
 		goto out_job;

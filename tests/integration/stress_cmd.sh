@@ -131,6 +131,8 @@ for job in wc seq; do
 	kinds_in_summary "$tmp/log" $kinds || fail "$job: a fault kind was never injected"
 	grep -Eq "^stress: run 1/1 seed $seed: fault [0-9]/$faults at [0-9.]+ s: kill -9 worker [0-9]+ \(pid [0-9]+\)" "$tmp/log" ||
 		fail "$job: no progress line of a kill"
+	# no terminal: no control characters (colours, \r redraws)
+	! LC_ALL=C grep -q '[[:cntrl:]]' <(tr -d '\n\t' < "$tmp/log") || fail "$job: control characters in the output"
 	# the user's outputs and checkpoints: untouched
 	[ ! -e "$d/out" ] && [ ! -e "$d/ckpt" ] || fail "$job: stress wrote the user's out/ or ckpt/"
 	python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert r.tag == "testsuite" and r.get("name") == "shmrun-stress" and r.get("tests") == "1" and r.get("failures") == "0", r.attrib; assert "kill -9 worker" in r.find("testcase/system-out").text' "$d/junit.xml" ||

@@ -806,9 +806,10 @@ static int print_schedule(struct stress *s)
 /* Child processes */
 
 /*
- * The command of one run into @a: this shmrun, the pass-through options, the
- * overrides of run @k, then @extra (NULL-terminated sets of the rescale), and
- * --rescale if @rescale.
+ * The command of one run into @a: this shmrun, subcommand @cmd (NULL: a run;
+ * "check"), the pass-through options, --rescale if @rescale, the overrides of
+ * run @k, then those of rescale @resc (NULL: none): its job.workers and, if
+ * @widths, its stage widths.
  */
 static void run_args(const struct stress *s, uint32_t k, const char *cmd, bool rescale,
 		     const struct fault *resc, bool widths, struct args *a)
@@ -1040,13 +1041,13 @@ static int line_cmp(const char *a, size_t an, const char *b, size_t bn)
 	return c ? c : (an > bn) - (an < bn);
 }
 
-/* qsort of indices into one struct lines */
-static const struct lines *sort_ctx;
-static int idx_cmp(const void *x, const void *y)
+/* qsort_r() of indices into the struct lines @ctx */
+static int idx_cmp(const void *x, const void *y, void *ctx)
 {
+	const struct lines *l = ctx;
 	size_t i = *(const size_t *)x, j = *(const size_t *)y;
 
-	return line_cmp(sort_ctx->v[i], sort_ctx->n[i], sort_ctx->v[j], sort_ctx->n[j]);
+	return line_cmp(l->v[i], l->n[i], l->v[j], l->n[j]);
 }
 
 /* Whether directory entry @name is the output @base or an instance file base.N. */
@@ -1165,8 +1166,7 @@ static int read_output(const struct output *o, const char *dir, struct lines *l)
 	memcpy(l->ordered_n, l->n, l->count * sizeof(*l->n));
 	for (size_t i = 0; i < l->count; i++)
 		idx[i] = i;
-	sort_ctx = l;
-	qsort(idx, l->count, sizeof(*idx), idx_cmp);
+	qsort_r(idx, l->count, sizeof(*idx), idx_cmp, l);
 	{
 		const char **v = malloc((l->count + 1) * sizeof(*v));
 		size_t *n = malloc((l->count + 1) * sizeof(*n));

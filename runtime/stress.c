@@ -1804,7 +1804,7 @@ static int faulted_run(struct stress *s, uint32_t k, uint32_t nruns)
 		if (st == -ETIMEDOUT) {
 			kill_group(s->child);
 			s->child = 0;
-			text_add(&t, "  the run did not end within its timeout (%.0f s; --timeout)\n",
+			text_add(&t, "  the run did not end within its timeout (%.1f s; --timeout)\n",
 				 secs(timeout));
 			failed = true;
 		} else if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {

@@ -13,7 +13,7 @@
 #   schedule   --print-schedule: the same seed twice is the same schedule,
 #              another seed another
 #   expect     --runs 0 --keep makes a golden output; --expect uses it (and
-#              catches one that lacks a line)
+#              catches one that lacks a line); a run past --timeout fails
 #   signal     SIGTERM to stress: exit 143, its runs killed, work dir kept
 # No process or work directory is left behind (checked at the end).
 set -euo pipefail
@@ -240,8 +240,18 @@ rc=$?
 set -e
 [ $rc -eq 1 ] && grep -Eq "^  out.path: .* 0 missing, 0 duplicated, 1 extra" "$tmp/log" ||
 	fail "--expect with a line removed: exit $rc"
-rm -rf "$d/gold" "$d/bad"
-echo "ok expect"
+# a faulted run past --timeout: killed, the run fails, nothing left running
+echo 0.2 > "$d/gold/run-0/out/T0"
+set +e
+(cd "$d" && "$shmrun" stress --expect "$d/gold/run-0/out" --seed 5 --faults 1 --kinds stop \
+	--timeout 500ms --workdir "$d/slow" seq.conf) > "$tmp/log" 2>&1
+rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "^  the run did not end within its timeout (0.5 s; --timeout)" "$tmp/log" ||
+	fail "--timeout 500ms: exit $rc"
+! "$shmrun" ps | qgrep -- "-stress-" || fail "--timeout: the run was left running: $("$shmrun" ps)"
+rm -rf "$d/gold" "$d/bad" "$d/slow"
+echo "ok expect, timeout"
 
 # --- SIGTERM to stress: its runs stop, nothing is left, the work dir is kept ----
 d="$tmp/wc"

@@ -1778,9 +1778,8 @@ static int faulted_run(struct stress *s, uint32_t k, uint32_t nruns)
 		if (f[i].injected) {
 			s->injected[f[i].done]++;
 			ninj++;
-			if (f[i].kind == F_RESCALE) {
+			if (f[i].kind == F_RESCALE)
 				any_rescale = true;
-			}
 			say("%s: fault %u/%u at %.2f s: %s", tag, i + 1, s->faults, f[i].at_s,
 			    f[i].note);
 		} else {

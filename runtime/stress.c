@@ -1663,6 +1663,7 @@ static int inject(struct stress *s, uint32_t k, struct fault *f, int64_t started
 					 "SIGTERM launcher (pid %ld); `check --rescale` refused %u "
 					 "workers: resumed without a rescale",
 					 (long)launcher, f->workers);
+				f->done = F_TERM; /* counted as what it was */
 				return start_run(s, k, false) ? -1 : 0;
 			}
 		}
@@ -2054,24 +2055,27 @@ static int make_workdir(struct stress *s)
 static void summary(struct stress *s)
 {
 	uint32_t total = 0;
-	char kinds[256] = "";
+	char kinds[256] = "", missed[64] = "";
 	size_t off = 0;
 
+	/* the kinds asked, and a term done in place of a damage */
 	for (int i = 0; i < F_NKINDS; i++) {
 		total += s->injected[i];
-		if (s->kinds[i])
+		if (s->kinds[i] || s->injected[i])
 			off += (size_t)snprintf(kinds + off, sizeof(kinds) - off, "%s%s %u",
 						off ? ", " : "", kind_names[i], s->injected[i]);
 	}
+	if (s->not_injected)
+		fmt(missed, sizeof(missed), ", %u not injected (the job had ended)", s->not_injected);
 	if (s->runs_failed)
-		say("%u run%s, %u failed, %u fault%s injected (%s)%s%s", s->runs_done,
+		say("%u run%s, %u failed, %u fault%s injected (%s)%s", s->runs_done,
 		    s->runs_done == 1 ? "" : "s", s->runs_failed, total, total == 1 ? "" : "s", kinds,
-		    s->not_injected ? ", not injected: " : "", s->not_injected ? "see above" : "");
+		    missed);
 	else
 		say("%u run%s, %u fault%s injected (%s)%s, every sink's output matched the "
 		    "fault-free run",
 		    s->runs_done, s->runs_done == 1 ? "" : "s", total, total == 1 ? "" : "s", kinds,
-		    s->not_injected ? " (some were due after the job ended)" : "");
+		    missed);
 }
 
 int shmrun_stress_main(int argc, char **argv)

@@ -49,6 +49,18 @@
  * bytes; done here, a long `path =` list may span any number of lines of any
  * length, and an indented `key = value` stays an ordinary key as it always was.
  *
+ * Overrides (`--set SECTION.KEY=VALUE`, shmrun_job_load_set()). They are
+ * applied between pass 1 and pass 2 (apply_overrides() in conf_ini.c), as
+ * key/values of the sections read from the file, so every later check
+ * treats them as the file's own lines. Each is stored with a negative line,
+ * OVR_LINE(k): messages name it ("--set count.width=x: ...") instead of
+ * file:line, and check_value() resolves a relative path in it against the
+ * current directory. The loaded job stores such lines as 0
+ * (clear_override_lines()). Rejected: rewriting the file's text with the
+ * overrides (a temporary file) — messages would name lines of a file the
+ * user never saw; applying them to the loaded job — every check of pass 2
+ * and 3 (ranges, graph, widths <= vnodes) would have to run again.
+ *
  * Keys are declared as data (struct shmrun_param_def): the operators' tables in
  * runtime/ops/, and job_keys[] and stage_keys[] in conf_job.c. One checker,
  * check_value(), turns text into typed values for all of them, so `3x`, `-1`,
@@ -506,6 +518,7 @@ int shmrun_job_load_set(const char *path, const char *const *sets, uint32_t nset
 	memset(&ld, 0, sizeof(ld));
 	ld.sets = sets;
 	ld.nsets = nsets;
+	ld.path = strcmp(path, "-") == 0 ? SHMRUN_STDIN_NAME : path; /* for the message below */
 	/* an override's relative path resolves against the current directory */
 	ld.cwd = nsets ? getcwd(NULL, 0) : NULL;
 	if (nsets && !ld.cwd) {

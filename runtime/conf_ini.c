@@ -12,6 +12,9 @@
  * empty line in its place. Section headers are opened here too, since inih
  * reports no section without keys. conf.c's essay says why the reader is ours.
  *
+ * It also applies the command line's overrides once the file is read
+ * (apply_overrides(), at the end of this file): see conf.c's essay.
+ *
  * Invariants.
  *   - ld->lineno is the number of the line inih is handling; every message of
  *     this pass carries it.

@@ -117,6 +117,7 @@ struct fault {
 	uint64_t pick;     /* damage: which state file and byte */
 
 	bool injected;
+	enum fault_kind done; /* what was done: a damage with nothing to fall back to is a term */
 	double at_s;       /* seconds since the run started */
 	pid_t pid;
 	char note[256];    /* what was done, for the report */
@@ -709,6 +710,7 @@ static struct fault *schedule_make(const struct stress *s, uint64_t seed)
 	for (uint32_t i = 0; i < s->faults; i++) {
 		f[i].permille = 50 + below(&x, 851);
 		f[i].kind = kinds[below(&x, nk)];
+		f[i].done = f[i].kind;
 		f[i].worker = below(&x, s->job.workers);
 		f[i].stop_ms = 50 + below(&x, 451);
 		f[i].workers = 1 + below(&x, 2 * s->job.workers);
@@ -804,9 +806,10 @@ static int print_schedule(struct stress *s)
 /* Child processes */
 
 /*
- * The command of one run into @a: this shmrun, the pass-through options, the
- * overrides of run @k, then @extra (NULL-terminated sets of the rescale), and
- * --rescale if @rescale.
+ * The command of one run into @a: this shmrun, subcommand @cmd (NULL: a run;
+ * "check"), the pass-through options, --rescale if @rescale, the overrides of
+ * run @k, then those of rescale @resc (NULL: none): its job.workers and, if
+ * @widths, its stage widths.
  */
 static void run_args(const struct stress *s, uint32_t k, const char *cmd, bool rescale,
 		     const struct fault *resc, bool widths, struct args *a)
@@ -1038,13 +1041,13 @@ static int line_cmp(const char *a, size_t an, const char *b, size_t bn)
 	return c ? c : (an > bn) - (an < bn);
 }
 
-/* qsort of indices into one struct lines */
-static const struct lines *sort_ctx;
-static int idx_cmp(const void *x, const void *y)
+/* qsort_r() of indices into the struct lines @ctx */
+static int idx_cmp(const void *x, const void *y, void *ctx)
 {
+	const struct lines *l = ctx;
 	size_t i = *(const size_t *)x, j = *(const size_t *)y;
 
-	return line_cmp(sort_ctx->v[i], sort_ctx->n[i], sort_ctx->v[j], sort_ctx->n[j]);
+	return line_cmp(l->v[i], l->n[i], l->v[j], l->n[j]);
 }
 
 /* Whether directory entry @name is the output @base or an instance file base.N. */
@@ -1163,8 +1166,7 @@ static int read_output(const struct output *o, const char *dir, struct lines *l)
 	memcpy(l->ordered_n, l->n, l->count * sizeof(*l->n));
 	for (size_t i = 0; i < l->count; i++)
 		idx[i] = i;
-	sort_ctx = l;
-	qsort(idx, l->count, sizeof(*idx), idx_cmp);
+	qsort_r(idx, l->count, sizeof(*idx), idx_cmp, l);
 	{
 		const char **v = malloc((l->count + 1) * sizeof(*v));
 		size_t *n = malloc((l->count + 1) * sizeof(*n));
@@ -1334,7 +1336,7 @@ static struct text junit_cases;
 static uint32_t junit_tests, junit_failures;
 
 static void junit_case(const struct stress *s, uint32_t k, uint64_t seed, double dur,
-		       const char *failure, const char *detail)
+		       const char *failure, const char *detail, const char *schedule)
 {
 	char name[128];
 
@@ -1344,17 +1346,19 @@ static void junit_case(const struct stress *s, uint32_t k, uint64_t seed, double
 	xml_escape(&junit_cases, s->job.name);
 	text_add(&junit_cases, "\" name=\"");
 	xml_escape(&junit_cases, name);
-	text_add(&junit_cases, "\" time=\"%.3f\"", dur);
-	if (!failure) {
-		text_add(&junit_cases, "/>\n");
-		return;
+	text_add(&junit_cases, "\" time=\"%.3f\">\n", dur);
+	if (failure) {
+		junit_failures++;
+		text_add(&junit_cases, "    <failure message=\"");
+		xml_escape(&junit_cases, failure);
+		text_add(&junit_cases, "\" type=\"mismatch\">");
+		xml_escape(&junit_cases, detail);
+		text_add(&junit_cases, "</failure>\n");
 	}
-	junit_failures++;
-	text_add(&junit_cases, ">\n    <failure message=\"");
-	xml_escape(&junit_cases, failure);
-	text_add(&junit_cases, "\" type=\"mismatch\">");
-	xml_escape(&junit_cases, detail);
-	text_add(&junit_cases, "</failure>\n  </testcase>\n");
+	/* the schedule as injected, for a run that passed too */
+	text_add(&junit_cases, "    <system-out>");
+	xml_escape(&junit_cases, schedule);
+	text_add(&junit_cases, "</system-out>\n  </testcase>\n");
 }
 
 static int junit_write(const struct stress *s)
@@ -1645,7 +1649,8 @@ static int inject(struct stress *s, uint32_t k, struct fault *f, int64_t started
 		if (f->kind == F_DAMAGE) {
 			char note[sizeof(f->note)];
 
-			damage_newest(s, k, f);
+			if (damage_newest(s, k, f))
+				f->done = F_TERM;
 			fmt(note, sizeof(note), "SIGTERM launcher (pid %ld), %s, resumed",
 				 (long)launcher, f->note);
 			fmt(f->note, sizeof(f->note), "%s", note);
@@ -1658,18 +1663,13 @@ static int inject(struct stress *s, uint32_t k, struct fault *f, int64_t started
 					 "SIGTERM launcher (pid %ld); `check --rescale` refused %u "
 					 "workers: resumed without a rescale",
 					 (long)launcher, f->workers);
+				f->done = F_TERM; /* counted as what it was */
 				return start_run(s, k, false) ? -1 : 0;
 			}
 		}
-		{
-			char what[200];
-
-			describe(s, f, what, sizeof(what));
-			fmt(f->note, sizeof(f->note), "SIGTERM launcher (pid %ld), --rescale to %u "
-				 "worker%s%s",
-				 (long)launcher, f->workers, f->workers == 1 ? "" : "s",
-				 widths ? " with new widths" : " (widths refused: workers only)");
-		}
+		fmt(f->note, sizeof(f->note), "SIGTERM launcher (pid %ld), --rescale to %u worker%s%s",
+		    (long)launcher, f->workers, f->workers == 1 ? "" : "s",
+		    widths ? " with new widths" : " (widths refused: workers only)");
 		s->job.workers = f->workers; /* later faults pick among these */
 		s->cur = f;
 		s->cur_widths = widths;
@@ -1777,11 +1777,10 @@ static int faulted_run(struct stress *s, uint32_t k, uint32_t nruns)
 		rc = 0;
 		describe(s, &f[i], what, sizeof(what));
 		if (f[i].injected) {
-			s->injected[f[i].kind]++;
+			s->injected[f[i].done]++;
 			ninj++;
-			if (f[i].kind == F_RESCALE) {
+			if (f[i].kind == F_RESCALE)
 				any_rescale = true;
-			}
 			say("%s: fault %u/%u at %.2f s: %s", tag, i + 1, s->faults, f[i].at_s,
 			    f[i].note);
 		} else {
@@ -1805,7 +1804,7 @@ static int faulted_run(struct stress *s, uint32_t k, uint32_t nruns)
 		if (st == -ETIMEDOUT) {
 			kill_group(s->child);
 			s->child = 0;
-			text_add(&t, "  the run did not end within its timeout (%.0f s; --timeout)\n",
+			text_add(&t, "  the run did not end within its timeout (%.1f s; --timeout)\n",
 				 secs(timeout));
 			failed = true;
 		} else if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
@@ -1866,11 +1865,11 @@ static int faulted_run(struct stress *s, uint32_t k, uint32_t nruns)
 			print_tail(log);
 			junit_case(s, k, seed, dur, "the output differs from the fault-free run, or "
 						    "the run failed",
-				   detail.s);
+				   detail.s, sched.s);
 		} else {
 			say("%s: ok, %u fault%s injected, every output matched (%.2f s)", tag, ninj,
 			    ninj == 1 ? "" : "s", dur);
-			junit_case(s, k, seed, dur, NULL, NULL);
+			junit_case(s, k, seed, dur, NULL, NULL, sched.s);
 		}
 		free(sched.s);
 		free(detail.s);
@@ -2056,24 +2055,27 @@ static int make_workdir(struct stress *s)
 static void summary(struct stress *s)
 {
 	uint32_t total = 0;
-	char kinds[256] = "";
+	char kinds[256] = "", missed[64] = "";
 	size_t off = 0;
 
+	/* the kinds asked, and a term done in place of a damage */
 	for (int i = 0; i < F_NKINDS; i++) {
 		total += s->injected[i];
-		if (s->kinds[i])
+		if (s->kinds[i] || s->injected[i])
 			off += (size_t)snprintf(kinds + off, sizeof(kinds) - off, "%s%s %u",
 						off ? ", " : "", kind_names[i], s->injected[i]);
 	}
+	if (s->not_injected)
+		fmt(missed, sizeof(missed), ", %u not injected (the job had ended)", s->not_injected);
 	if (s->runs_failed)
-		say("%u run%s, %u failed, %u fault%s injected (%s)%s%s", s->runs_done,
+		say("%u run%s, %u failed, %u fault%s injected (%s)%s", s->runs_done,
 		    s->runs_done == 1 ? "" : "s", s->runs_failed, total, total == 1 ? "" : "s", kinds,
-		    s->not_injected ? ", not injected: " : "", s->not_injected ? "see above" : "");
+		    missed);
 	else
 		say("%u run%s, %u fault%s injected (%s)%s, every sink's output matched the "
 		    "fault-free run",
 		    s->runs_done, s->runs_done == 1 ? "" : "s", total, total == 1 ? "" : "s", kinds,
-		    s->not_injected ? " (some were due after the job ended)" : "");
+		    missed);
 }
 
 int shmrun_stress_main(int argc, char **argv)
@@ -2127,6 +2129,20 @@ int shmrun_stress_main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	if (s->junit) { /* refused now, not after an hour of runs */
+		char tmp[PATH_MAX];
+		int fd;
+
+		fmt(tmp, sizeof(tmp), "%s.tmp-XXXXXX", s->junit);
+		fd = mkstemp(tmp);
+		if (fd < 0) {
+			rc = usage_err("--junit %s: cannot write beside it (%s): %s", s->junit, tmp,
+				       strerror(errno));
+			goto out_job;
+		}
+		close(fd);
+		unlink(tmp);
+	}
 	rc = make_workdir(s);
 	if (rc)
 		goto out_job;

@@ -13,7 +13,7 @@
 #   schedule   --print-schedule: the same seed twice is the same schedule,
 #              another seed another
 #   expect     --runs 0 --keep makes a golden output; --expect uses it (and
-#              catches one that lacks a line)
+#              catches one that lacks a line); a run past --timeout fails
 #   signal     SIGTERM to stress: exit 143, its runs killed, work dir kept
 # No process or work directory is left behind (checked at the end).
 set -euo pipefail
@@ -26,7 +26,7 @@ mkdir -p "$TMPDIR"
 wc_conf() { # dir
 	mkdir -p "$1/in"
 	for i in $(seq 1 30); do
-		seq 1 $((i * 300)) | sed "s/^/alpha$((i % 7)) beta w/" > "$1/in/f$i.txt"
+		seq 1 $((i * 100)) | sed "s/^/alpha$((i % 7)) beta w/" > "$1/in/f$i.txt"
 	done
 	cat > "$1/wc.conf" <<CONF
 [job]
@@ -37,7 +37,7 @@ checkpoint_interval = 50ms
 op = file_source
 path = in
 piece_bytes = 8K
-rate = 70000
+rate = 23000
 width = 2
 [words]
 op = tokenize
@@ -65,10 +65,10 @@ ring_bytes = 64K
 checkpoint_interval = 50ms
 [gen]
 op = sequence
-count = 400000
+count = 100000
 keys = 300
-piece_records = 4000
-rate = 200000
+piece_records = 1000
+rate = 50000
 width = 2
 [count]
 op = count
@@ -83,48 +83,59 @@ width = 2
 CONF
 }
 
-# kinds_in_summary LOG: every kind of kill, stop, term, rescale injected > 0 times
+# kinds_in_summary LOG KINDS: every kind of KINDS (a,b,c) injected > 0 times
 kinds_in_summary() {
 	local sum
 	sum=$(grep "^stress: .* runs\?, .* faults\? injected" "$1" | tail -1)
 	[ -n "$sum" ] || return 1
-	for k in kill stop term rescale; do
+	for k in ${2//,/ }; do
 		echo "$sum" | grep -Eq "$k [1-9]" || { echo "no $k fault injected: $sum" >&2; return 1; }
 	done
 }
 
-# first_seed CONF RUNS FAULTS: the first seed whose RUNS schedules hold every kind
+# first_seed CONF FAULTS KINDS: the first seed whose schedule holds every kind of KINDS
 first_seed() {
-	for s in $(seq 1 200); do
-		out=$("$shmrun" stress --print-schedule --seed "$s" --runs "$2" --faults "$3" "$1")
-		if echo "$out" | qgrep "kill -9" && echo "$out" | qgrep "SIGSTOP" &&
-			echo "$out" | qgrep "SIGTERM the launcher, resume$" && echo "$out" | qgrep -- "--rescale"; then
-			echo "$s"
-			return 0
-		fi
+	local out s
+	for s in $(seq 1 300); do
+		out=$("$shmrun" stress --print-schedule --seed "$s" --faults "$2" --kinds "$3" "$1")
+		echo "$out" | qgrep "kill -9" && echo "$out" | qgrep "SIGSTOP" &&
+			echo "$out" | qgrep "SIGTERM the launcher, resume$" &&
+			echo "$out" | qgrep -- "--rescale" || continue
+		case $3 in *damage*) echo "$out" | qgrep "damage the newest" || continue ;; esac
+		echo "$s"
+		return 0
 	done
 	return 1
 }
 
 # --- wc and seq: exact under every fault kind ------------------------------
+# Both are paced to ~2 s with little work per second: a loaded machine slows
+# the golden run and a faulted run alike, so the schedule (fractions of T0)
+# still falls within the faulted run.
+# seq also damages checkpoints (--kinds ...,damage: recovery falls back)
 for job in wc seq; do
 	d="$tmp/$job"
 	mkdir -p "$d"
 	"${job}_conf" "$d"
-	seed=$(first_seed "$d/$job.conf" 1 5) || fail "$job: no seed in 1..200 schedules every kind"
+	kinds=kill,stop,term,rescale faults=5
+	[ $job = wc ] || kinds=$kinds,damage faults=6
+	seed=$(first_seed "$d/$job.conf" $faults $kinds) || fail "$job: no seed in 1..300 schedules every kind"
 	set +e
-	(cd "$d" && "$shmrun" stress --seed "$seed" --runs 1 --faults 5 --junit "$d/junit.xml" "$job.conf") > "$tmp/log" 2>&1
+	(cd "$d" && "$shmrun" stress --seed "$seed" --runs 1 --faults $faults --kinds $kinds \
+		--junit "$d/junit.xml" "$job.conf") > "$tmp/log" 2>&1
 	rc=$?
 	set -e
 	[ $rc -eq 0 ] || fail "$job: stress exit $rc (expected 0)"
 	grep -q "^stress: seed $seed, work dir " "$tmp/log" || fail "$job: the seed is not printed"
 	grep -q "every sink's output matched the fault-free run" "$tmp/log" || fail "$job: no summary line"
-	kinds_in_summary "$tmp/log" || fail "$job: a fault kind was never injected"
-	grep -Eq "^stress: run 1/1 seed $seed: fault [0-9]/5 at [0-9.]+ s: kill -9 worker [0-9]+ \(pid [0-9]+\)" "$tmp/log" ||
+	kinds_in_summary "$tmp/log" $kinds || fail "$job: a fault kind was never injected"
+	grep -Eq "^stress: run 1/1 seed $seed: fault [0-9]/$faults at [0-9.]+ s: kill -9 worker [0-9]+ \(pid [0-9]+\)" "$tmp/log" ||
 		fail "$job: no progress line of a kill"
+	# no terminal: no control characters (colours, \r redraws)
+	! LC_ALL=C grep -q '[[:cntrl:]]' <(tr -d '\n\t' < "$tmp/log") || fail "$job: control characters in the output"
 	# the user's outputs and checkpoints: untouched
 	[ ! -e "$d/out" ] && [ ! -e "$d/ckpt" ] || fail "$job: stress wrote the user's out/ or ckpt/"
-	python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert r.tag == "testsuite" and r.get("name") == "shmrun-stress" and r.get("tests") == "1" and r.get("failures") == "0", r.attrib' "$d/junit.xml" ||
+	python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert r.tag == "testsuite" and r.get("name") == "shmrun-stress" and r.get("tests") == "1" and r.get("failures") == "0", r.attrib; assert "kill -9 worker" in r.find("testcase/system-out").text' "$d/junit.xml" ||
 		fail "$job: junit"
 	echo "ok $job: seed $seed, $(grep -o '[0-9]* faults\? injected ([^)]*)' "$tmp/log")"
 done
@@ -191,6 +202,8 @@ expect2 "missing topology.conf"
 expect2 "$d/nope.conf: cannot open" "$d/nope.conf"
 expect2 "give --runs or --duration, not both" --runs 2 --duration 5s "$d/stdout.conf"
 expect2 "^--set gen.count=x: count = 'x'" --set gen.count=x "$d/stdout.conf"
+printf '[gen]\nop = sequence\ncount = 10\n[out]\nop = file_sink\ninput = gen\npath = o.tsv\n' > "$d/ok.conf"
+expect2 "--junit $d/nodir/j.xml: cannot write beside it" --junit "$d/nodir/j.xml" "$d/ok.conf"
 # nothing was started: no work dir made
 [ -z "$(ls "$TMPDIR")" ] || fail "a refused stress left $(ls "$TMPDIR")"
 echo "ok refused: stdout_sink and bad usage exit 2"
@@ -227,8 +240,18 @@ rc=$?
 set -e
 [ $rc -eq 1 ] && grep -Eq "^  out.path: .* 0 missing, 0 duplicated, 1 extra" "$tmp/log" ||
 	fail "--expect with a line removed: exit $rc"
-rm -rf "$d/gold" "$d/bad"
-echo "ok expect"
+# a faulted run past --timeout: killed, the run fails, nothing left running
+echo 0.2 > "$d/gold/run-0/out/T0"
+set +e
+(cd "$d" && "$shmrun" stress --expect "$d/gold/run-0/out" --seed 5 --faults 1 --kinds stop \
+	--timeout 500ms --workdir "$d/slow" seq.conf) > "$tmp/log" 2>&1
+rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "^  the run did not end within its timeout (0.5 s; --timeout)" "$tmp/log" ||
+	fail "--timeout 500ms: exit $rc"
+! "$shmrun" ps | qgrep -- "-stress-" || fail "--timeout: the run was left running: $("$shmrun" ps)"
+rm -rf "$d/gold" "$d/bad" "$d/slow"
+echo "ok expect, timeout"
 
 # --- SIGTERM to stress: its runs stop, nothing is left, the work dir is kept ----
 d="$tmp/wc"

@@ -1814,6 +1814,25 @@ START_TEST(test_set_errors)
 		      "%s", dump(&errs));
 	shmrun_job_errors_free(&errs);
 
+	/* an over-long line of the file is an error, unless an override replaces it */
+	{
+		char text2[512], path2[PATH_MAX];
+		const char *fix[] = {"gen.count=5"};
+
+		snprintf(text2, sizeof(text2), "[gen]\nop = sequence\ncount = %0250d\n[out]\n"
+					       "op = null_sink\ninput = gen\n", 7);
+		put_conf("set/long.conf", text2, path2);
+		r = shmrun_job_load_set(path2, NULL, 0, &job, &errs);
+		ck_assert_int_eq(r, -EINVAL);
+		ck_assert_msg(errs.n == 1 && strstr(errs.msgs[0], ":3: line of key 'count'"), "%s",
+			      dump(&errs));
+		shmrun_job_errors_free(&errs);
+		r = shmrun_job_load_set(path2, fix, 1, &job, &errs);
+		ck_assert_msg(r == 0, "%s", dump(&errs));
+		ck_assert_str_eq(stage_param(&job.stages[0], "count")->value, "5");
+		shmrun_job_free(&job);
+	}
+
 	/* an override can fix the file's error: the key it replaces is gone */
 	{
 		const char *fix[] = {"out.bogus=1"};

@@ -295,6 +295,19 @@ static const char *find(const struct topo *t, const char *prefix)
 	return NULL;
 }
 
+/*
+ * The text after the first @n bytes of @line (a line find() returned for a
+ * prefix of @n bytes) and the one ' ' or '=' that find() let follow them; ""
+ * when nothing follows. The old topology comes back from a MANIFEST on disk:
+ * its lines are not trusted to have the shape shmrun_fingerprint_text() gives
+ * them ("vnodes" alone, "param s k" without '=': found by fuzzing,
+ * tests/fuzz/fuzz_manifest.c), so nothing here steps past a line's end.
+ */
+static const char *after(const char *line, size_t n)
+{
+	return line[n] ? line + n + 1 : line + n;
+}
+
 /* The value of " key=" in a stage line. */
 static void field(const char *line, const char *key, char *buf, size_t len)
 {
@@ -343,10 +356,10 @@ static void plugin_diff(struct shmrun_text *o, const char *line, const struct to
 		return;
 	path_a = strstr(line, " path=");
 	path_b = strstr(other, " path=");
-	va = line + strlen(prefix) + 1;
-	vb = other + strlen(prefix) + 1;
-	if (!path_a || !path_b)
-		return;
+	va = after(line, strlen(prefix));
+	vb = after(other, strlen(prefix));
+	if (!path_a || !path_b || path_a < va || path_b < vb)
+		return; /* not "plugin STAGE V path=P" */
 	la = (size_t)(path_a - va);
 	lb = (size_t)(path_b - vb);
 	if (strcmp(path_a, path_b)) {
@@ -397,7 +410,7 @@ static bool param_diff_line(struct shmrun_text *o, const char *line, const struc
 		add(o, buf);
 	} else if (!pass && strcmp(other, line)) {
 		snprintf(buf, sizeof(buf), "stage %s: %.*s: %s → %s", s1, (int)(eq - k), k, eq + 1,
-			 strchr(other + strlen(prefix), '=') + 1);
+			 after(other, strlen(prefix)));
 		add(o, buf);
 	}
 	return true;
@@ -449,7 +462,7 @@ int shmrun_fingerprint_diff(const char *old_text, const char *new_text, char **m
 		const char *va = find(&a, "vnodes"), *vb = find(&b, "vnodes");
 
 		if (va && vb && strcmp(va, vb)) {
-			snprintf(buf, sizeof(buf), "vnodes: %s → %s", va + 7, vb + 7);
+			snprintf(buf, sizeof(buf), "vnodes: %s → %s", after(va, 6), after(vb, 6));
 			add(&o, buf);
 		}
 	}

@@ -609,6 +609,39 @@ START_TEST(test_diff_none)
 }
 END_TEST
 
+/*
+ * The old topology of a diff comes from a MANIFEST on disk: lines without the
+ * shape the runtime writes are reported as best they can be, never read past
+ * their end. Regression (found by fuzzing, tests/fuzz/corpus/manifest/
+ * crash-topo-vnodes-alone): "vnodes" alone was read 7 bytes on, "param s k"
+ * without '=' passed strchr()'s NULL + 1 to printf, and "plugin s path=P"
+ * (no version) made memcmp() compare SIZE_MAX bytes.
+ */
+START_TEST(test_diff_malformed_old)
+{
+	static const char st[] = "stage s op=count width=1 rule=none\n";
+	char a[256], b[256], *msg;
+
+	snprintf(a, sizeof(a), "shmrun-topology 1\nvnodes\n%s", st);
+	snprintf(b, sizeof(b), "shmrun-topology 1\nvnodes 256\n%s", st);
+	ck_assert_int_eq(shmrun_fingerprint_diff(a, b, &msg), 0);
+	ck_assert_str_eq(msg, "vnodes:  → 256");
+	free(msg);
+
+	snprintf(a, sizeof(a), "shmrun-topology 1\n%sparam s emit=final\n", st);
+	snprintf(b, sizeof(b), "shmrun-topology 1\n%sparam s emit\n", st);
+	ck_assert_int_eq(shmrun_fingerprint_diff(a, b, &msg), 0);
+	ck_assert_str_eq(msg, "stage s: emit: final → ");
+	free(msg);
+
+	snprintf(a, sizeof(a), "shmrun-topology 1\n%splugin s path=/x.so\n", st);
+	snprintf(b, sizeof(b), "shmrun-topology 1\n%splugin s path=/y.so\n", st);
+	ck_assert_int_eq(shmrun_fingerprint_diff(a, b, &msg), 0);
+	ck_assert_str_eq(msg, "the topologies differ");
+	free(msg);
+}
+END_TEST
+
 static Suite *fingerprint_suite(void)
 {
 	Suite *s = suite_create("fingerprint");
@@ -637,6 +670,7 @@ static Suite *fingerprint_suite(void)
 	tcase_add_test(tc, test_diff_several);
 	tcase_add_test(tc, test_diff_none);
 	tcase_add_test(tc, test_diff_plugin);
+	tcase_add_test(tc, test_diff_malformed_old);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1146,7 +1146,14 @@ static int setup(struct shmrun_worker *w)
 		if (err)
 			goto out;
 	}
-	if (w->ctl->restored_epoch)
+	/*
+	 * A worker without tasks restores nothing, and must not read the
+	 * checkpoint at all: no barrier waits for it, so the other workers may
+	 * complete later epochs meanwhile and retention may have removed the
+	 * restored one by the time a descheduled idle worker gets here.
+	 */
+	shmrun_fault_slow_restore(w->index);
+	if (w->ctl->restored_epoch && w->ntasks)
 		err = shmrun_snapshot_restore(w);
 out:
 	free(task_slot);

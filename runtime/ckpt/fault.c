@@ -246,6 +246,21 @@ void shmrun_fault_slow_exit(void)
 		usleep((useconds_t)(strtoul(v, NULL, 10) * 1000));
 }
 
+void shmrun_fault_slow_restore(uint32_t worker)
+{
+	const char *v = getenv("SHMRUN_TEST_SLOW_RESTORE");
+	char *end;
+	unsigned long w, ms;
+
+	if (!v || !*v)
+		return;
+	w = strtoul(v, &end, 10);
+	if (*end != ':' || w != worker)
+		return;
+	ms = strtoul(end + 1, NULL, 10);
+	usleep((useconds_t)(ms * 1000));
+}
+
 /* ---- operator callbacks ---------------------------------------------------------- */
 
 /* SHMRUN_TEST_CALLBACK, parsed once per process (a forked worker inherits it). */

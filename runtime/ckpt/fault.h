@@ -102,6 +102,13 @@ void shmrun_fault_slow_judge(void);
 void shmrun_fault_slow_exit(void);
 
 /*
+ * shmrun_fault_slow_restore() - (TEST-ONLY) SHMRUN_TEST_SLOW_RESTORE=w:ms:
+ * worker @worker, if it is w, sleeps ms milliseconds before it restores (a
+ * worker descheduled at its start while the others checkpoint on).
+ */
+void shmrun_fault_slow_restore(uint32_t worker);
+
+/*
  * shmrun_fault_callback() - (TEST-ONLY) the worker (or the launcher) enters
  * callback @cb ("process_batch()") of operator @op: SHMRUN_TEST_CALLBACK =
  * <op>.<callback>:<action>:<n>[:<file>] makes the n-th such entry counted
@@ -171,6 +178,11 @@ static inline bool shmrun_fault_state_enomem(void)
 
 static inline void shmrun_fault_slow_judge(void)
 {
+}
+
+static inline void shmrun_fault_slow_restore(uint32_t worker)
+{
+	(void)worker;
 }
 
 static inline void shmrun_fault_slow_exit(void)

@@ -7,7 +7,9 @@
 #   - 128 workers, 4 tasks, checkpoints, a 3 s rate-limited source: the whole
 #     job (launcher and every worker) uses less than 1 s of CPU more than the
 #     same job on 2 workers, and its output is exact;
-#   - SIGTERM during such a run stops it promptly (final checkpoint, exit 0).
+#   - SIGTERM during such a run stops it promptly (final checkpoint, exit 0);
+#   - an idle worker descheduled at a restart's start does not read the
+#     restored checkpoint, which retention may have removed meanwhile.
 set -euo pipefail
 shmrun=$(realpath "${1:?usage: idle_workers.sh path/to/shmrun}")
 export LC_ALL=C
@@ -93,3 +95,51 @@ launcher=
 grep -q "worker 1 (CPU $cpu1, tasks none) was killed by signal 9" "$tmp/log" ||
 	fail "the killed idle worker is not named as one with no tasks"
 echo "ok a killed idle worker is named with 'tasks none'"
+
+# --- an idle worker late to its restore -------------------------------------------
+# No barrier waits for a worker without tasks: while it was descheduled at
+# its start the others completed epochs, retention (checkpoint_retain = 1)
+# removed the restored checkpoint, and the idle worker, reading its MANIFEST
+# then, failed ("restore from ...: No such file or directory"). It restores
+# nothing and reads nothing now. SHMRUN_TEST_SLOW_RESTORE=2:1500 holds worker
+# 2 (idle) 1.5 s before its restore.
+need_fault_injection "$shmrun"
+mkdir -p "$tmp/late"
+cat > "$tmp/late/job.conf" <<CONF
+[job]
+workers = 3
+checkpoint_dir = ck
+checkpoint_interval = 20ms
+checkpoint_retain = 1
+[gen]
+op = sequence
+count = 6000
+keys = 10
+rate = 2000
+[count]
+op = count
+input = gen by key
+emit = update
+[out]
+op = file_sink
+input = count
+path = out.tsv
+CONF
+(cd "$tmp/late" && exec "$shmrun" job.conf) 2> "$tmp/log" &
+launcher=$!
+wait_started || fail "late restore: the first run did not start"
+wait_manifest "$tmp/late/ck" || fail "late restore: no checkpoint"
+sleep 0.3
+kill -TERM "$launcher"
+wait "$launcher" || fail "late restore: the stop failed"
+launcher=
+grep -q "stopped at epoch" "$tmp/log" || fail "late restore: the first run ended before the stop"
+rc=0
+(cd "$tmp/late" && SHMRUN_TEST_SLOW_RESTORE=2:1500 "$shmrun" job.conf) 2> "$tmp/log" || rc=$?
+[ $rc -eq 0 ] || fail "late restore: the resumed run exited $rc"
+grep -q "restart" "$tmp/log" && fail "late restore: a worker failed and the job restarted"
+for k in $(seq 0 9); do
+	[ "$(awk -v k="k$k" -F'\t' '$1 == k' "$tmp/late/out.tsv" | sort -n -k2 | cut -f2 | tr "\n" " ")" = "$(seq -s " " 1 600) " ] ||
+		fail "late restore: key $k does not have its 600 updates once each"
+done
+echo "ok an idle worker late to its restore reads no checkpoint (retention may have removed it)"

@@ -169,6 +169,10 @@ struct stress {
 	pid_t child;
 	const struct shmrun_metrics *m;
 	pid_t m_launcher;
+	/* workers this child's run was sent SIGKILL: dead, even while the
+	 * metrics block still names them (until the launcher reaps them) */
+	pid_t killed[MAX_FAULTS];
+	uint32_t nkilled;
 	int exit_st; /* wait status of the last child reaped (0 after a start) */
 	/* the rescale in force in this run (NULL: the topology as given): every
 	 * later start of the run must name the same workers and widths */
@@ -940,10 +944,14 @@ static const char *status_text(int st, char *buf, size_t len)
 	return buf;
 }
 
-/* Whether @pid is a child of @parent (/proc/PID/stat). */
+/*
+ * Whether @pid is a live child of @parent (/proc/PID/stat): not a zombie,
+ * which a killed worker is until its launcher reaps it (a fault sent to it
+ * would be counted and do nothing).
+ */
 static bool child_of(pid_t pid, pid_t parent)
 {
-	char path[64], buf[512], *p;
+	char path[64], buf[512], *p, state = '?';
 	FILE *f;
 	long ppid = -1;
 
@@ -955,9 +963,9 @@ static bool child_of(pid_t pid, pid_t parent)
 		buf[0] = '\0';
 	fclose(f);
 	p = strrchr(buf, ')'); /* the name may hold blanks and ')' */
-	if (!p || sscanf(p + 1, " %*c %ld", &ppid) != 1)
+	if (!p || sscanf(p + 1, " %c %ld", &state, &ppid) != 2)
 		return false;
-	return ppid == parent;
+	return ppid == parent && state != 'Z' && state != 'X';
 }
 
 /*
@@ -995,8 +1003,15 @@ static pid_t worker_pid(struct stress *s, uint32_t idx, uint32_t *widx)
 				list[0] = '\0';
 			fclose(f);
 			for (char *save = NULL, *w = strtok_r(list, " \n", &save); w && n < 256;
-			     w = strtok_r(NULL, " \n", &save))
-				pids[n++] = (pid_t)atol(w);
+			     w = strtok_r(NULL, " \n", &save)) {
+				pid_t c = (pid_t)atol(w);
+				bool dead = !child_of(c, s->child);
+
+				for (uint32_t i = 0; i < s->nkilled && !dead; i++)
+					dead = s->killed[i] == c;
+				if (!dead)
+					pids[n++] = c;
+			}
 			if (!n)
 				return 0;
 			*widx = idx % n;
@@ -1009,6 +1024,9 @@ static pid_t worker_pid(struct stress *s, uint32_t idx, uint32_t *widx)
 	{
 		pid_t pid = SHMRUN_METRIC(shmrun_metrics_worker(s->m, *widx)->pid);
 
+		for (uint32_t i = 0; i < s->nkilled; i++)
+			if (s->killed[i] == pid)
+				return 0; /* killed, not reaped yet: the restart is coming */
 		return pid > 0 && child_of(pid, s->child) ? pid : 0;
 	}
 }
@@ -1428,6 +1446,7 @@ static int start_run(struct stress *s, uint32_t k, bool rescale)
 	if (pid < 0)
 		return (int)pid;
 	s->child = pid;
+	s->nkilled = 0;
 	s->exit_st = 0;
 	unmap_metrics(s);
 	return 0;
@@ -1602,8 +1621,9 @@ static int inject(struct stress *s, uint32_t k, struct fault *f, int64_t started
 	switch (f->kind) {
 	case F_KILL:
 	case F_STOP:
-		/* a worker may be restarting: wait for one, briefly */
-		for (int i = 0; i < 200 && !(pid = worker_pid(s, f->worker, &widx)); i++) {
+		/* a worker may be restarting (after a kill: up to the restart
+		 * backoff, which doubles): wait for one, until the run's deadline */
+		while (!(pid = worker_pid(s, f->worker, &widx)) && shmrun_now_ns() < deadline) {
 			if (got_signal)
 				return -EINTR;
 			if (wait_child(s, 0) >= 0)
@@ -1617,6 +1637,8 @@ static int inject(struct stress *s, uint32_t k, struct fault *f, int64_t started
 		f->at_s = secs(shmrun_now_ns() - started);
 		if (f->kind == F_KILL) {
 			kill(pid, SIGKILL);
+			if (s->nkilled < MAX_FAULTS)
+				s->killed[s->nkilled++] = pid;
 			fmt(f->note, sizeof(f->note), "kill -9 worker %u (pid %ld)", widx,
 				 (long)pid);
 		} else {

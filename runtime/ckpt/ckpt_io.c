@@ -327,14 +327,16 @@ void shmrun_ckpt_uring_why(int err, int sysctl, unsigned long long memlock, char
 		snprintf(cause, sizeof(cause),
 			 "kernel.io_uring_disabled=2 disables it; set the sysctl to 0");
 	else if (err == -EPERM || err == -EACCES)
-		snprintf(cause, sizeof(cause),
-			 "a seccomp filter (Docker's default profile blocks io_uring) or a "
-			 "security module denies it; allow io_uring_setup/enter/register to use it");
+		snprintf(
+		    cause, sizeof(cause),
+		    "a seccomp filter (Docker's default profile blocks io_uring) or a "
+		    "security module denies it; allow io_uring_setup/enter/register to use it");
 	else if (err == -ENOMEM && memlock != (unsigned long long)RLIM_INFINITY)
-		snprintf(cause, sizeof(cause),
-			 "RLIMIT_MEMLOCK is %llu KiB, too low for the rings (kernels before 5.12 "
-			 "count them); raise it: ulimit -l, LimitMEMLOCK=, docker --ulimit memlock=",
-			 memlock / 1024);
+		snprintf(
+		    cause, sizeof(cause),
+		    "RLIMIT_MEMLOCK is %llu KiB, too low for the rings (counted without "
+		    "CAP_IPC_LOCK); raise it: ulimit -l, LimitMEMLOCK=, docker --ulimit memlock=",
+		    memlock / 1024);
 	else
 		snprintf(cause, sizeof(cause), "%s", strerror(-err));
 	say(why, whylen, "io_uring is unavailable: io_uring_setup failed with %s: %s; %s",

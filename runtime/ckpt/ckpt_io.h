@@ -161,7 +161,8 @@ struct shmrun_ckpt_writer {
  * SHMRUN_NO_IO_URING=1 in the environment (tests), kernel.io_uring_disabled=2,
  * or io_uring_queue_init() failing with ENOSYS (no io_uring, or a seccomp
  * filter), EPERM/EACCES (the sysctl, seccomp, an LSM) or ENOMEM (a low
- * RLIMIT_MEMLOCK on kernels before 5.12). Then @why receives one line naming
+ * RLIMIT_MEMLOCK: the rings count against it for a user without
+ * CAP_IPC_LOCK, e.g. any user but root). Then @why receives one line naming
  * the reason and what to do, for the caller to log as one warning; otherwise
  * @why is set to "". @why may be NULL (@whylen 0).
  *

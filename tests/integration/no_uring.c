@@ -3,12 +3,14 @@
  * a container's seccomp profile blocks it (tests/integration/no_uring.sh,
  * issue 14 §2).
  *
- *   no_uring [--errno EPERM|ENOSYS] COMMAND [ARG...]
+ *   no_uring [--errno EPERM|ENOSYS|ENOMEM] COMMAND [ARG...]
  *
  * Installs a seccomp filter (libseccomp) under which io_uring_setup(2),
  * io_uring_enter(2) and io_uring_register(2) fail with the errno given
  * (default EPERM, what Docker's default profile returns since 2023; ENOSYS is
- * what older profiles and kernels built without io_uring give), then execs
+ * what older profiles and kernels built without io_uring give; ENOMEM what
+ * the kernel gives a user without CAP_IPC_LOCK when RLIMIT_MEMLOCK is too low
+ * for the rings: tests/integration/memlock.sh, as root), then execs
  * COMMAND. The filter is inherited across fork and exec, so the launcher and
  * every worker it forks see io_uring blocked. Every other system call is
  * allowed.
@@ -32,7 +34,7 @@ static const char *const blocked[] = {"io_uring_setup", "io_uring_enter", "io_ur
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: no_uring [--errno EPERM|ENOSYS] COMMAND [ARG...]\n");
+	fprintf(stderr, "usage: no_uring [--errno EPERM|ENOSYS|ENOMEM] COMMAND [ARG...]\n");
 	return 2;
 }
 
@@ -46,6 +48,8 @@ int main(int argc, char **argv)
 			err = EPERM;
 		else if (!strcmp(argv[i + 1], "ENOSYS"))
 			err = ENOSYS;
+		else if (!strcmp(argv[i + 1], "ENOMEM"))
+			err = ENOMEM;
 		else
 			return usage();
 		i += 2;
@@ -66,7 +70,8 @@ int main(int argc, char **argv)
 		}
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(err), nr, 0);
 		if (rc < 0) {
-			fprintf(stderr, "no_uring: seccomp_rule_add(%s): %s\n", blocked[k], strerror(-rc));
+			fprintf(stderr, "no_uring: seccomp_rule_add(%s): %s\n", blocked[k],
+				strerror(-rc));
 			goto err_release;
 		}
 	}

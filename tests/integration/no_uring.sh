@@ -36,10 +36,10 @@ checkpoint_interval = 50ms
 ring_bytes = 64K
 [gen]
 op = sequence
-count = 300000
+count = 400000
 keys = 300
 piece_records = 5000
-rate = 100000
+rate = 50000
 width = 2
 [count]
 op = count
@@ -59,7 +59,7 @@ conf "$tmp/ref"
 sed -i '/^rate = /d' "$tmp/ref/job.conf" # rate is tuning: the same output, sooner
 (cd "$tmp/ref" && "$shmrun" --log-level error job.conf) || fail "the reference run failed"
 cat "$tmp"/ref/out/result.tsv* | sort > "$tmp/expected"
-[ "$(wc -l < "$tmp/expected")" -eq 300000 ] || fail "reference: $(wc -l < "$tmp/expected") lines, want 300000"
+[ "$(wc -l < "$tmp/expected")" -eq 400000 ] || fail "reference: $(wc -l < "$tmp/expected") lines, want 400000"
 
 for err in EPERM ENOSYS; do
 	d=$tmp/$err
@@ -72,15 +72,29 @@ for err in EPERM ENOSYS; do
 	wait_manifest "$d/ckpt" || fail "$err: no complete checkpoint under the filter"
 	kills=0
 	for k in 1 2; do
-		sleep 0.4
-		mapfile -t ws < <(pgrep -P $launcher || true)
-		[ ${#ws[@]} -gt 0 ] || break
-		kill -9 "${ws[$((RANDOM % ${#ws[@]}))]}" 2> /dev/null && kills=$((kills + 1))
-		# the restart: the next kill must hit a worker of the restarted job
-		for _ in $(seq 100); do
-			[ "$(grep -c "restart $kills of" "$tmp/log")" -ge 1 ] && break
+		# the (k)th start of the job: its workers are up; on a loaded machine a
+		# restore can take a second or two
+		for _ in $(seq 400); do
+			[ "$(grep -c "launcher: job job: 2 workers" "$tmp/log")" -ge $k ] && break
 			sleep 0.05
 		done
+		sleep 0.4
+		ws=()
+		for _ in $(seq 100); do
+			mapfile -t ws < <(pgrep -P $launcher || true)
+			[ ${#ws[@]} -lt 2 ] || break
+			sleep 0.05
+		done
+		[ ${#ws[@]} -gt 0 ] || break
+		kill -9 "${ws[$((RANDOM % ${#ws[@]}))]}" 2> /dev/null && kills=$((kills + 1))
+		for _ in $(seq 100); do # the supervisor saw it
+			grep -q "restart $kills of" "$tmp/log" && break
+			sleep 0.05
+		done
+	done
+	for _ in $(seq 400); do # the restarted job runs again before the stop
+		[ "$(grep -c "launcher: job job: 2 workers" "$tmp/log")" -ge 3 ] && break
+		sleep 0.05
 	done
 	sleep 0.3
 	kill -TERM $launcher 2> /dev/null || true

@@ -43,4 +43,11 @@ if(TARGET shmrun)
 		 $<TARGET_FILE:shmrun> $<TARGET_FILE:no_uring>)
 	set_tests_properties(no_uring PROPERTIES TIMEOUT 600 LABELS "runtime;integration"
 			     SKIP_RETURN_CODE 77)
+	add_test(NAME memlock COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/memlock.sh
+		 $<TARGET_FILE:shmrun> $<TARGET_FILE:no_uring>)
+	foreach(t few_cpus not_root no_tty)
+		add_test(NAME ${t} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/${t}.sh $<TARGET_FILE:shmrun>)
+	endforeach()
+	set_tests_properties(memlock few_cpus not_root no_tty PROPERTIES TIMEOUT 300
+			     LABELS "runtime;integration" SKIP_RETURN_CODE 77)
 endif()

@@ -532,7 +532,8 @@ END_TEST
  * Every cause shmrun_ckpt_uring_why() tells apart, with what to do: the
  * sysctl cases cannot be set up here (only root on the host can write
  * kernel.io_uring_disabled, and it would change every process), nor ENOMEM
- * from RLIMIT_MEMLOCK (kernels since 5.12 do not count the rings).
+ * from RLIMIT_MEMLOCK (root's rings are not counted; memlock.sh makes it
+ * as nobody).
  */
 START_TEST(uring_why_names_the_cause)
 {
@@ -545,9 +546,11 @@ START_TEST(uring_why_names_the_cause)
 	    {-EPERM, -1, RLIM_INFINITY, "allow io_uring_setup/enter/register"},
 	    {-EACCES, 0, RLIM_INFINITY, "failed with EACCES: a seccomp filter"},
 	    {-EPERM, 1, RLIM_INFINITY, "kernel.io_uring_disabled=1 allows it only to the group"},
-	    {-EPERM, 2, RLIM_INFINITY, "kernel.io_uring_disabled=2 disables it; set the sysctl to 0"},
+	    {-EPERM, 2, RLIM_INFINITY,
+	     "kernel.io_uring_disabled=2 disables it; set the sysctl to 0"},
 	    {0, 2, RLIM_INFINITY, "kernel.io_uring_disabled=2 disables it for every process"},
-	    {-ENOSYS, 0, RLIM_INFINITY, "failed with ENOSYS: a kernel built without io_uring, or a seccomp"},
+	    {-ENOSYS, 0, RLIM_INFINITY,
+	     "failed with ENOSYS: a kernel built without io_uring, or a seccomp"},
 	    {-ENOMEM, 0, 64 * 1024, "failed with ENOMEM: RLIMIT_MEMLOCK is 64 KiB, too low"},
 	    {-ENOMEM, 0, 0, "RLIMIT_MEMLOCK is 0 KiB"},
 	    {-ENOMEM, 0, RLIM_INFINITY, "failed with ENOMEM: Cannot allocate memory;"},
@@ -559,11 +562,12 @@ START_TEST(uring_why_names_the_cause)
 
 		shmrun_ckpt_uring_why(cases[i].err, cases[i].sysctl, cases[i].memlock, why,
 				      sizeof(why));
-		ck_assert_msg(!strncmp(why, "io_uring is unavailable: ", 25), "case %zu: %s", i, why);
+		ck_assert_msg(!strncmp(why, "io_uring is unavailable: ", 25), "case %zu: %s", i,
+			      why);
 		ck_assert_msg(strstr(why, cases[i].cause), "case %zu: '%s' lacks '%s'", i, why,
 			      cases[i].cause);
-		ck_assert_msg(strstr(why, "; checkpoints use pwrite+fsync"),
-			      "case %zu: %s", i, why);
+		ck_assert_msg(strstr(why, "; checkpoints use pwrite+fsync"), "case %zu: %s", i,
+			      why);
 		ck_assert_ptr_null(strchr(why, '\n'));
 		ck_assert_int_lt(strlen(why), 255); /* fits the callers' 256-byte buffers */
 		/* a short buffer truncates, terminated */

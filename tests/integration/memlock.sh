@@ -37,7 +37,7 @@ op = sequence
 count = 200000
 keys = 100
 piece_records = 2000
-rate = 100000
+rate = 40000
 width = 2
 [count]
 op = count

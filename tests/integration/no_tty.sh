@@ -47,7 +47,7 @@ nonempty() {
 	[ -s "$1" ] || fail "$2: printed nothing"
 }
 
-conf() { # dir name [checkpoints: yes|no]
+conf() { # dir name [checkpoints: yes] [rate]
 	cat > "$1/job.conf" <<CONF
 [job]
 name = $2
@@ -59,7 +59,7 @@ op = sequence
 count = 60000
 keys = 50
 piece_records = 1000
-rate = 20000
+${4:+rate = $4}
 width = 2
 [count]
 op = count
@@ -92,7 +92,7 @@ for term in unset dumb xterm-256color; do
 		d=$tmp/c$n
 		name=notty$n
 		mkdir -p "$d"
-		conf "$d" $name yes
+		conf "$d" $name yes 6000 # 10 s: the commands below come well before its end
 		(cd "$d" && exec env $([ $term = unset ] && echo -u TERM || echo TERM=$term) \
 			"$shmrun" --log-format=$fmt job.conf) < /dev/null > "$d/run.out" 2> "$d/run.err" &
 		launcher=$!
@@ -116,7 +116,8 @@ for term in unset dumb xterm-256color; do
 		set +e; wait $launcher; rc=$?; set -e
 		launcher=
 		[ $rc -eq 0 ] || fail "TERM=$term $fmt: the stopped run exited $rc"
-		# the resume, to its end
+		# the resume, to its end, unpaced (rate is tuning: the same fingerprint)
+		conf "$d" $name yes
 		(cd "$d" && run_env $term "$shmrun" --log-format=$fmt job.conf) < /dev/null >> "$d/run.out" 2>> "$d/run.err" ||
 			fail "TERM=$term $fmt: the resume failed"
 		for f in run.err ps psj topj top stop; do
@@ -150,7 +151,7 @@ for term in unset dumb xterm-256color; do
 	set -e
 	[ $rc -ne 0 ] || fail "TERM=$term: an unknown command: exit 0"
 	# a failing job: a worker killed, no checkpoints
-	conf "$d" fails
+	conf "$d" fails "" 6000
 	(cd "$d" && exec env $([ $term = unset ] && echo -u TERM || echo TERM=$term) \
 		"$shmrun" job.conf) < /dev/null > "$d/fail.out" 2> "$d/fail.err" &
 	launcher=$!

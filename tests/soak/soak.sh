@@ -33,6 +33,61 @@ case $minutes in '' | *[!0-9]*) echo "soak.sh: MINUTES must be a whole number" >
 shmrun=$(realpath "$shmrun")
 [ -x "$shmrun" ] || { echo "soak.sh: $shmrun is not executable" >&2; exit 2; }
 
+retain=2 # checkpoint_retain
+warmup=$((minutes * 60 / 6)) # samples before this are not compared
+[ $warmup -le 60 ] || warmup=60
+
+# The figures: start (first sample after the warm-up), end, max; growth
+# checks over the first and the last quarter of the compared samples.
+# figures CSV: print them; non-zero on growth
+figures() {
+awk -F, -v warm="$warmup" -v retain="$retain" '
+NR == 1 { for (i = 1; i <= NF; i++) name[i] = $i; next }
+{ if ($14 + 0 > retain + 1) { printf "FAIL: %d ckpt-* dirs at %s s (checkpoint_retain = %d)\n", $14, $1, retain; bad = 1 } }
+$1 + 0 < warm { next }
+{ n++; t[n] = $1; for (i = 3; i <= NF; i++) v[n, i] = $i }
+function qmax(i, a, b,   k, m) { m = -1; for (k = a; k <= b; k++) if (v[k, i] != "" && v[k, i] + 0 > m) m = v[k, i] + 0; return m }
+function qmedian(i, a, b,   k, c, s, x, j, tmp) {
+	c = 0
+	for (k = a; k <= b; k++) if (v[k, i] != "") s[++c] = v[k, i] + 0
+	if (!c) return -1
+	for (x = 2; x <= c; x++) for (j = x; j > 1 && s[j - 1] > s[j]; j--) { tmp = s[j]; s[j] = s[j - 1]; s[j - 1] = tmp }
+	return s[int((c + 1) / 2)]
+}
+function first(i,   k) { for (k = 1; k <= n; k++) if (v[k, i] != "") return v[k, i]; return "-" }
+function last(i,   k) { for (k = n; k >= 1; k--) if (v[k, i] != "") return v[k, i]; return "-" }
+END {
+	if (n < 8) { printf "FAIL: %d samples after the warm-up, too few to compare (run longer)\n", n; exit 1 }
+	q = int(n / 4); a1 = 1; b1 = q; a2 = n - q + 1; b2 = n
+	printf "%-20s %10s %10s %10s %12s %12s\n", "figure", "start", "end", "max", "q1 max/med", "q4 max/med"
+	for (i = 3; i <= 14; i++) {
+		if (i == 6) continue
+		printf "%-20s %10s %10s %10s %6d/%-5d %6d/%-5d\n", name[i], first(i), last(i), qmax(i, 1, n),
+			qmax(i, a1, b1), qmedian(i, a1, b1), qmax(i, a2, b2), qmedian(i, a2, b2)
+	}
+	# RSS: launcher (3), largest worker (5)
+	split("3 5", rss, " ")
+	for (k in rss) { i = rss[k]
+		if (qmax(i, a2, b2) > qmax(i, a1, b1) * 1.2 + 4096) { printf "FAIL: %s grew: %d -> %d KiB\n", name[i], qmax(i, a1, b1), qmax(i, a2, b2); bad = 1 } }
+	# fds and memfds: launcher fds (7), worker fds (8), memfds (9)
+	split("7 8 9", fd, " ")
+	for (k in fd) { i = fd[k]
+		if (qmedian(i, a2, b2) > qmax(i, a1, b1)) { printf "FAIL: %s grew: max %d in the first quarter, median %d in the last\n", name[i], qmax(i, a1, b1), qmedian(i, a2, b2); bad = 1 } }
+	if (qmax(12, a2, b2) > qmax(12, a1, b1)) { printf "FAIL: /dev/shm use grew: %d -> %d KiB\n", qmax(12, a1, b1), qmax(12, a2, b2); bad = 1 }
+	if (qmax(13, a2, b2) > qmax(13, a1, b1) * 2 + 1024) { printf "FAIL: checkpoint dir grew: %d -> %d KiB\n", qmax(13, a1, b1), qmax(13, a2, b2); bad = 1 }
+	printf "%d samples compared (%d per quarter), from %s s to %s s\n", n, q, t[1], t[n]
+	exit bad
+}' "$1"
+}
+
+# SOAK_CHECK_CSV=FILE: only judge an existing CSV (a soak's, or one made up to
+# test the checks), with the warm-up of MINUTES; no job is run
+if [ -n "${SOAK_CHECK_CSV:-}" ]; then
+	figures "$SOAK_CHECK_CSV" && { echo "soak: figures pass"; exit 0; }
+	echo "soak: figures FAIL"
+	exit 1
+fi
+
 if [ "$(id -u)" = 0 ] && [ -z "${SOAK_NS:-}" ] && command -v unshare > /dev/null; then
 	# a private /dev/shm: exec keeps the pid, so a Ctrl-C still reaches the trap
 	exec env SOAK_NS=1 unshare -m --propagation private "$0" "$@"
@@ -46,14 +101,14 @@ fi
 
 rate=${SOAK_RATE:-4000}			 # records per second
 keys=500
-retain=2
 period=5				 # seconds between samples
 out_dir=${SOAK_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/shmrun-soak.XXXXXX")}
 mkdir -p "$out_dir"
 csv=$out_dir/soak.csv
 log=$out_dir/shmrun.log
 export XDG_RUNTIME_DIR=$out_dir/run
-mkdir -p -m 700 "$XDG_RUNTIME_DIR"
+mkdir -p "$XDG_RUNTIME_DIR"
+chmod 700 "$XDG_RUNTIME_DIR"
 launcher=
 stopped=
 
@@ -77,8 +132,6 @@ trap 'echo "soak: interrupted (files kept in $out_dir)" >&2; exit 130' INT TERM
 now() { date +%s; }
 start=$(now)
 deadline=$((start + minutes * 60))
-warmup=$((minutes * 60 / 6)) # samples before this are not compared
-[ $warmup -le 60 ] || warmup=60
 term_every=$((minutes * 60 / 3)) # SIGTERM + resume: every 150-210 s, more often in a short soak
 [ $term_every -le 150 ] || term_every=150
 
@@ -165,7 +218,7 @@ verify() {
 		cat "$d/exact.txt"
 		return 1
 	fi
-	ls -a "$d/out" | grep -q '\.staged$' && { echo "FAIL: round $d: staging files left"; return 1; }
+	[ -z "$(find "$d/out" -name '*.staged' | head -1)" ] || { echo "FAIL: round $d: staging files left"; return 1; }
 	return 0
 }
 
@@ -184,7 +237,7 @@ fds() {
 }
 
 sample() { # dir
-	local t=$(($(now) - start)) lr= lf= lm= wn=0 rs=0 rm=0 fs=0 ms=0 w r f shm ck ckn
+	local t=$(($(now) - start)) lr='' lf='' lm='' wn=0 rs=0 rm=0 fs=0 ms=0 w r f m shm ck ckn
 	if [ -n "$launcher" ] && kill -0 "$launcher" 2> /dev/null; then
 		lr=$(rss_kb "$launcher")
 		read -r lf lm < <(fds "$launcher") || true
@@ -303,47 +356,9 @@ done
 cleanup
 trap cleanup EXIT
 
-# The figures: start (first sample after the warm-up), end, max; growth
-# checks over the first and the last quarter of the compared samples.
-awk -F, -v warm="$warmup" -v retain="$retain" '
-NR == 1 { for (i = 1; i <= NF; i++) name[i] = $i; next }
-{ if ($14 + 0 > retain + 1) { printf "FAIL: %d ckpt-* dirs at %s s (checkpoint_retain = %d)\n", $14, $1, retain; bad = 1 } }
-$1 + 0 < warm { next }
-{ n++; t[n] = $1; for (i = 3; i <= NF; i++) v[n, i] = $i }
-function qmax(i, a, b,   k, m) { m = -1; for (k = a; k <= b; k++) if (v[k, i] != "" && v[k, i] + 0 > m) m = v[k, i] + 0; return m }
-function qmedian(i, a, b,   k, c, s, x, j, tmp) {
-	c = 0
-	for (k = a; k <= b; k++) if (v[k, i] != "") s[++c] = v[k, i] + 0
-	if (!c) return -1
-	for (x = 2; x <= c; x++) for (j = x; j > 1 && s[j - 1] > s[j]; j--) { tmp = s[j]; s[j] = s[j - 1]; s[j - 1] = tmp }
-	return s[int((c + 1) / 2)]
-}
-function first(i,   k) { for (k = 1; k <= n; k++) if (v[k, i] != "") return v[k, i]; return "-" }
-function last(i,   k) { for (k = n; k >= 1; k--) if (v[k, i] != "") return v[k, i]; return "-" }
-END {
-	if (n < 8) { printf "FAIL: %d samples after the warm-up, too few to compare (run longer)\n", n; exit 1 }
-	q = int(n / 4); a1 = 1; b1 = q; a2 = n - q + 1; b2 = n
-	printf "%-20s %10s %10s %10s %12s %12s\n", "figure", "start", "end", "max", "q1 max/med", "q4 max/med"
-	for (i = 3; i <= 14; i++) {
-		if (i == 6) continue
-		printf "%-20s %10s %10s %10s %6d/%-5d %6d/%-5d\n", name[i], first(i), last(i), qmax(i, 1, n),
-			qmax(i, a1, b1), qmedian(i, a1, b1), qmax(i, a2, b2), qmedian(i, a2, b2)
-	}
-	# RSS: launcher (3), largest worker (5)
-	split("3 5", rss, " ")
-	for (k in rss) { i = rss[k]
-		if (qmax(i, a2, b2) > qmax(i, a1, b1) * 1.2 + 4096) { printf "FAIL: %s grew: %d -> %d KiB\n", name[i], qmax(i, a1, b1), qmax(i, a2, b2); bad = 1 } }
-	# fds and memfds: launcher fds (7), worker fds (8), memfds (9)
-	split("7 8 9", fd, " ")
-	for (k in fd) { i = fd[k]
-		if (qmedian(i, a2, b2) > qmax(i, a1, b1)) { printf "FAIL: %s grew: max %d in the first quarter, median %d in the last\n", name[i], qmax(i, a1, b1), qmedian(i, a2, b2); bad = 1 } }
-	if (qmax(12, a2, b2) > qmax(12, a1, b1)) { printf "FAIL: /dev/shm use grew: %d -> %d KiB\n", qmax(12, a1, b1), qmax(12, a2, b2); bad = 1 }
-	if (qmax(13, a2, b2) > qmax(13, a1, b1) * 2 + 1024) { printf "FAIL: checkpoint dir grew: %d -> %d KiB\n", qmax(13, a1, b1), qmax(13, a2, b2); bad = 1 }
-	printf "%d samples compared (%d per quarter), from %s s to %s s\n", n, q, t[1], t[n]
-	exit bad
-}' "$csv" || failed=1
+figures "$csv" || failed=1
 
-echo "soak: $kills kill -9, $stops SIGSTOP/SIGCONT, $terms SIGTERM+resume, $round round(s), $rounds_ok verified exact"
+echo "soak: $kills kill -9, $stops SIGSTOP/SIGCONT, $terms SIGTERM+resume, $(grep -c "launcher: restart [0-9]* of" "$log" || true) restarts logged, $round round(s), $rounds_ok verified exact"
 # every process of the job runs in a round's directory (the launcher's cwd, inherited)
 left=
 for p in /proc/[0-9]*; do

@@ -928,13 +928,19 @@ static int prepare_and_lock(struct run *r)
 		return -1;
 	}
 	if (job->checkpoint_dir) {
+		/*
+		 * One probe, one warning for the run: the workers' writers fall back
+		 * the same way (their own io_uring_queue_init() fails alike: seccomp
+		 * filters and rlimits are inherited) without a word. Depth 32, the
+		 * largest the writers use (snapshot.c): a low RLIMIT_MEMLOCK that
+		 * allows a smaller ring would not show here.
+		 */
 		struct shmrun_ckpt_writer w;
-		char why[256] = "";
+		char why[512] = "";
 
-		if (shmrun_ckpt_writer_init(&w, 4, why, sizeof(why)) == 0) {
+		if (shmrun_ckpt_writer_init(&w, 32, why, sizeof(why)) == 0) {
 			if (why[0])
-				shmrun_log(SHMRUN_LOG_WARN,
-					   "checkpoints use pwrite/fsync instead of io_uring: %s", why);
+				shmrun_log(SHMRUN_LOG_WARN, "%s", why);
 			shmrun_ckpt_writer_close(&w);
 		}
 	}

@@ -34,6 +34,8 @@ packages=(
 	tmux        # a real terminal for the Ctrl-C test (tests/integration/signals.sh)
 	pandoc      # the man pages, from docs/*.md at build time (docs/CMakeLists.txt)
 	man-db groff-base  # man -l: tests/integration/install.sh renders each page
+	libseccomp-dev     # tests/integration/no_uring.c: io_uring blocked as Docker blocks it
+	util-linux         # setpriv, unshare, prlimit, taskset: tests/integration/ci_machines.sh
 )
 if [ "${SHMRUN_WITH_CLANG:-0}" = 1 ]; then
 	packages+=(clang)

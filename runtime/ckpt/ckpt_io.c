@@ -285,30 +285,71 @@ static int uring_sysctl(void)
 	return v;
 }
 
-/* The reason io_uring_queue_init() failed with @err, and what to do, into @why. */
-static void explain_init(int err, unsigned depth, char *why, size_t whylen)
+/* The symbolic name of the errno values io_uring setup is explained for. */
+static const char *errno_name(int err)
 {
-	char hint[160] = "";
-	struct rlimit rl;
-	int sysctl = uring_sysctl();
-
-	if (err == -ENOSYS) {
-		snprintf(hint, sizeof(hint), " (kernel without io_uring, or blocked by seccomp)");
-	} else if (err == -EPERM || err == -EACCES) {
-		if (sysctl > 0)
-			snprintf(hint, sizeof(hint),
-				 " (kernel.io_uring_disabled=%d; set it to 0 to allow io_uring)",
-				 sysctl);
-		else
-			snprintf(hint, sizeof(hint), " (blocked by seccomp or a security module)");
-	} else if (err == -ENOMEM && !getrlimit(RLIMIT_MEMLOCK, &rl) &&
-		   rl.rlim_cur != RLIM_INFINITY) {
-		snprintf(hint, sizeof(hint),
-			 " (RLIMIT_MEMLOCK is %llu KiB; raise it with ulimit -l)",
-			 (unsigned long long)rl.rlim_cur / 1024);
+	switch (err) {
+	case ENOSYS:
+		return "ENOSYS";
+	case EPERM:
+		return "EPERM";
+	case EACCES:
+		return "EACCES";
+	case ENOMEM:
+		return "ENOMEM";
+	default:
+		return "error";
 	}
-	say(why, whylen, "io_uring_queue_init(%u): %s%s; checkpoints use pwrite/fsync", depth,
-	    strerror(-err), hint);
+}
+
+void shmrun_ckpt_uring_why(int err, int sysctl, unsigned long long memlock, char *why,
+			   size_t whylen)
+{
+	const char *tail = "checkpoints use pwrite+fsync";
+	char cause[200];
+
+	if (!err) {
+		say(why, whylen,
+		    "io_uring is unavailable: kernel.io_uring_disabled=%d disables it for every "
+		    "process (sysctl -w kernel.io_uring_disabled=0 allows it); %s",
+		    sysctl, tail);
+		return;
+	}
+	if (err == -ENOSYS)
+		snprintf(cause, sizeof(cause),
+			 "a kernel built without io_uring, or a seccomp filter that blocks it "
+			 "(older container profiles)");
+	else if ((err == -EPERM || err == -EACCES) && sysctl == 1)
+		snprintf(cause, sizeof(cause),
+			 "kernel.io_uring_disabled=1 allows it only to the group "
+			 "kernel.io_uring_group; set the sysctl to 0 or run in that group");
+	else if ((err == -EPERM || err == -EACCES) && sysctl == 2)
+		snprintf(cause, sizeof(cause),
+			 "kernel.io_uring_disabled=2 disables it; set the sysctl to 0");
+	else if (err == -EPERM || err == -EACCES)
+		snprintf(
+		    cause, sizeof(cause),
+		    "a seccomp filter (Docker's default profile blocks io_uring) or a "
+		    "security module denies it; allow io_uring_setup/enter/register to use it");
+	else if (err == -ENOMEM && memlock != (unsigned long long)RLIM_INFINITY)
+		snprintf(
+		    cause, sizeof(cause),
+		    "RLIMIT_MEMLOCK is %llu KiB, too low for the rings (counted without "
+		    "CAP_IPC_LOCK); raise it: ulimit -l, LimitMEMLOCK=, docker --ulimit memlock=",
+		    memlock / 1024);
+	else
+		snprintf(cause, sizeof(cause), "%s", strerror(-err));
+	say(why, whylen, "io_uring is unavailable: io_uring_setup failed with %s: %s; %s",
+	    errno_name(-err), cause, tail);
+}
+
+/* shmrun_ckpt_uring_why() for this process: its sysctl and RLIMIT_MEMLOCK. */
+static void explain_init(int err, char *why, size_t whylen)
+{
+	struct rlimit rl = {.rlim_cur = RLIM_INFINITY};
+
+	getrlimit(RLIMIT_MEMLOCK, &rl);
+	shmrun_ckpt_uring_why(err, uring_sysctl(), rl.rlim_cur, why, whylen);
 }
 
 int shmrun_ckpt_writer_init(struct shmrun_ckpt_writer *w, unsigned depth, char *why, size_t whylen)
@@ -332,13 +373,13 @@ int shmrun_ckpt_writer_init(struct shmrun_ckpt_writer *w, unsigned depth, char *
 	}
 	w->depth = depth;
 	if (no && !strcmp(no, "1")) {
-		say(why, whylen, "SHMRUN_NO_IO_URING=1: checkpoints use pwrite/fsync");
+		say(why, whylen,
+		    "io_uring is not used: SHMRUN_NO_IO_URING=1 is set; checkpoints use "
+		    "pwrite+fsync");
 		return 0;
 	}
 	if (uring_sysctl() == 2) {
-		say(why, whylen,
-		    "io_uring is disabled (kernel.io_uring_disabled=2; set it to 0 "
-		    "to allow io_uring); checkpoints use pwrite/fsync");
+		explain_init(0, why, whylen);
 		return 0;
 	}
 	w->slots = calloc(depth, sizeof(*w->slots));
@@ -346,7 +387,7 @@ int shmrun_ckpt_writer_init(struct shmrun_ckpt_writer *w, unsigned depth, char *
 		return -ENOMEM;
 	err = io_uring_queue_init(depth, &w->ring, 0);
 	if (err == -ENOSYS || err == -EPERM || err == -EACCES || err == -ENOMEM) {
-		explain_init(err, depth, why, whylen);
+		explain_init(err, why, whylen);
 		err = 0;
 		goto err_free;
 	}

@@ -161,7 +161,8 @@ struct shmrun_ckpt_writer {
  * SHMRUN_NO_IO_URING=1 in the environment (tests), kernel.io_uring_disabled=2,
  * or io_uring_queue_init() failing with ENOSYS (no io_uring, or a seccomp
  * filter), EPERM/EACCES (the sysctl, seccomp, an LSM) or ENOMEM (a low
- * RLIMIT_MEMLOCK on kernels before 5.12). Then @why receives one line naming
+ * RLIMIT_MEMLOCK: the rings count against it for a user without
+ * CAP_IPC_LOCK, e.g. any user but root). Then @why receives one line naming
  * the reason and what to do, for the caller to log as one warning; otherwise
  * @why is set to "". @why may be NULL (@whylen 0).
  *
@@ -173,6 +174,24 @@ struct shmrun_ckpt_writer {
  * (e.g. -EMFILE), with @why.
  */
 int shmrun_ckpt_writer_init(struct shmrun_ckpt_writer *w, unsigned depth, char *why, size_t whylen);
+
+/*
+ * shmrun_ckpt_uring_why() - the one line shmrun_ckpt_writer_init() gives when
+ * io_uring cannot be used: "io_uring is unavailable: io_uring_setup failed
+ * with EPERM: <cause and what to do>; checkpoints use pwrite+fsync".
+ * @err: io_uring_queue_init()'s -errno (-ENOSYS, -EPERM, -EACCES, -ENOMEM,
+ *	 other: its strerror), or 0 when it was not tried because @sysctl is 2
+ * @sysctl: kernel.io_uring_disabled (0, 1, 2), -1 if unknown; names the
+ *	 sysctl as the cause of an EPERM/EACCES when 1 or 2, else seccomp/LSM
+ * @memlock: RLIMIT_MEMLOCK's soft limit in bytes (RLIM_INFINITY: none); named
+ *	 as the cause of an ENOMEM when finite
+ * @why, @whylen: the buffer; truncated to fit, one line, no newline
+ *
+ * Split from the writer so every cause can be tested without the machine
+ * state it needs (a sysctl only root on the host can set).
+ */
+void shmrun_ckpt_uring_why(int err, int sysctl, unsigned long long memlock, char *why,
+			   size_t whylen);
 
 /* shmrun_ckpt_writer_uses_uring() - true in io_uring mode, false in the fallback. */
 bool shmrun_ckpt_writer_uses_uring(const struct shmrun_ckpt_writer *w);

@@ -36,3 +36,23 @@ if(TARGET shmrun)
 		 $<TARGET_FILE:shmrun> ${CMAKE_CURRENT_BINARY_DIR}/plugins)
 	set_tests_properties(stress_cmd PROPERTIES TIMEOUT 300 LABELS "runtime;integration")
 endif()
+
+# CI machines (issue 14 §2): io_uring blocked by a seccomp filter (no_uring, a
+# wrapper that installs one with libseccomp and execs its arguments), fewer
+# CPUs than workers, a low RLIMIT_MEMLOCK and a small /dev/shm, a user that is
+# not root, no terminal (docs/ci-machines.md).
+add_executable(no_uring ${CMAKE_CURRENT_LIST_DIR}/no_uring.c)
+target_link_libraries(no_uring PRIVATE PkgConfig::SECCOMP)
+if(TARGET shmrun)
+	add_test(NAME no_uring COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/no_uring.sh
+		 $<TARGET_FILE:shmrun> $<TARGET_FILE:no_uring>)
+	set_tests_properties(no_uring PROPERTIES TIMEOUT 600 LABELS "runtime;integration"
+			     SKIP_RETURN_CODE 77)
+	add_test(NAME memlock COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/memlock.sh
+		 $<TARGET_FILE:shmrun> $<TARGET_FILE:no_uring>)
+	foreach(t few_cpus not_root no_tty)
+		add_test(NAME ${t} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/${t}.sh $<TARGET_FILE:shmrun>)
+	endforeach()
+	set_tests_properties(memlock few_cpus not_root no_tty PROPERTIES TIMEOUT 300
+			     LABELS "runtime;integration" SKIP_RETURN_CODE 77)
+endif()

@@ -488,9 +488,9 @@ START_TEST(setup_failure_falls_back)
 		int err;
 		const char *hint;
 	} cases[] = {
-	    {ENOSYS, "kernel without io_uring"},
-	    {EPERM, "io_uring_queue_init(8): Operation not permitted"},
-	    {ENOMEM, "Cannot allocate memory"}, /* + RLIMIT_MEMLOCK hint when limited */
+	    {ENOSYS, "io_uring_setup failed with ENOSYS: a kernel built without io_uring"},
+	    {EPERM, "io_uring_setup failed with EPERM"},
+	    {ENOMEM, "io_uring_setup failed with ENOMEM"}, /* + RLIMIT_MEMLOCK when limited */
 	};
 	unsigned char *data = random_bytes(BLOCK + 3, 5);
 
@@ -508,7 +508,8 @@ START_TEST(setup_failure_falls_back)
 			ck_assert_int_eq(shmrun_ckpt_writer_init(&w, 8, why, sizeof(why)), 0);
 			ck_assert(!shmrun_ckpt_writer_uses_uring(&w));
 			expect_why(why, cases[i].hint);
-			expect_why(why, "checkpoints use pwrite/fsync");
+			expect_why(why, "io_uring is unavailable: ");
+			expect_why(why, "; checkpoints use pwrite+fsync");
 			ck_assert_ptr_null(strchr(why, '\n')); /* one line */
 			snprintf(name, sizeof(name), "f%zu.state", i);
 			write_and_check(&w, name, data, BLOCK + 3, 0);
@@ -524,6 +525,64 @@ START_TEST(setup_failure_falls_back)
 			      "child for errno %d failed (status 0x%x)", cases[i].err, status);
 	}
 	free(data);
+}
+END_TEST
+
+/*
+ * Every cause shmrun_ckpt_uring_why() tells apart, with what to do: the
+ * sysctl cases cannot be set up here (only root on the host can write
+ * kernel.io_uring_disabled, and it would change every process), nor ENOMEM
+ * from RLIMIT_MEMLOCK (root's rings are not counted; memlock.sh makes it
+ * as nobody).
+ */
+START_TEST(uring_why_names_the_cause)
+{
+	static const struct {
+		int err, sysctl;
+		unsigned long long memlock;
+		const char *cause;
+	} cases[] = {
+	    {-EPERM, 0, RLIM_INFINITY, "failed with EPERM: a seccomp filter (Docker's default"},
+	    {-EPERM, -1, RLIM_INFINITY, "allow io_uring_setup/enter/register"},
+	    {-EACCES, 0, RLIM_INFINITY, "failed with EACCES: a seccomp filter"},
+	    {-EPERM, 1, RLIM_INFINITY, "kernel.io_uring_disabled=1 allows it only to the group"},
+	    {-EPERM, 2, RLIM_INFINITY,
+	     "kernel.io_uring_disabled=2 disables it; set the sysctl to 0"},
+	    {0, 2, RLIM_INFINITY, "kernel.io_uring_disabled=2 disables it for every process"},
+	    {-ENOSYS, 0, RLIM_INFINITY,
+	     "failed with ENOSYS: a kernel built without io_uring, or a seccomp"},
+	    {-ENOMEM, 0, 64 * 1024, "failed with ENOMEM: RLIMIT_MEMLOCK is 64 KiB, too low"},
+	    {-ENOMEM, 0, 0, "RLIMIT_MEMLOCK is 0 KiB"},
+	    {-ENOMEM, 0, RLIM_INFINITY, "failed with ENOMEM: Cannot allocate memory;"},
+	    {-EMFILE, 0, RLIM_INFINITY, "failed with error: Too many open files;"},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char why[512], small[40];
+
+		shmrun_ckpt_uring_why(cases[i].err, cases[i].sysctl, cases[i].memlock, why,
+				      sizeof(why));
+		ck_assert_msg(!strncmp(why, "io_uring is unavailable: ", 25), "case %zu: %s", i,
+			      why);
+		ck_assert_msg(strstr(why, cases[i].cause), "case %zu: '%s' lacks '%s'", i, why,
+			      cases[i].cause);
+		ck_assert_msg(strstr(why, "; checkpoints use pwrite+fsync"), "case %zu: %s", i,
+			      why);
+		ck_assert_ptr_null(strchr(why, '\n'));
+		ck_assert_int_lt(strlen(why), 255); /* fits the callers' 256-byte buffers */
+		/* a short buffer truncates, terminated */
+		shmrun_ckpt_uring_why(cases[i].err, cases[i].sysctl, cases[i].memlock, small,
+				      sizeof(small));
+		ck_assert_uint_eq(strlen(small), sizeof(small) - 1);
+	}
+	/* the memlock hint only for ENOMEM; the sysctl only when it is set */
+	{
+		char why[512];
+
+		shmrun_ckpt_uring_why(-EPERM, 0, 0, why, sizeof(why));
+		ck_assert_ptr_null(strstr(why, "RLIMIT_MEMLOCK"));
+		ck_assert_ptr_null(strstr(why, "io_uring_disabled"));
+	}
 }
 END_TEST
 
@@ -1023,6 +1082,7 @@ int main(void)
 		tcase_add_test(sm, small_files_and_directory_fsync);
 	}
 	tcase_add_test(fb, setup_failure_falls_back);
+	tcase_add_test(fb, uring_why_names_the_cause);
 	tcase_add_test(flt, real_efbig_aborts);
 	tcase_add_test(flt, signal_storm_still_writes);
 	tcase_add_test(rd, reader_refuses_truncation);

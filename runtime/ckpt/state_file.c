@@ -111,7 +111,7 @@ int shmrun_state_parse(const unsigned char *data, size_t len, struct shmrun_stat
 	 * takes at least its 16-byte header (and a version 2 one its timer count),
 	 * so a header that claims 2^32 - 1 sections in a short file is refused
 	 * here, before the index is allocated for them (found by fuzzing,
-	 * tests/fuzz/: a 40-byte file asked calloc() for 150 GiB). */
+	 * tests/fuzz/: a 296-byte file asked calloc() for 154 GiB). */
 	if (nsec > v->vnodes || nsec > (len - head - 8) / (v->version >= 2 ? 24 : 16))
 		return -EBADMSG;
 	p += head;

@@ -4,7 +4,16 @@
  * after ckpt_io.c has checked and stripped its checksummed blocks (whose
  * XXH64 sums a fuzzer would only break; damaged blocks are check_ckpt_io's).
  *
- * The input goes to shmrun_state_parse(); when it is accepted, every key,
+ * Each input is read two ways:
+ *   1. as the logical content: shmrun_state_parse() directly;
+ *   2. as a whole state file on disk, blocks and all: each block's checksum
+ *      is made right (where its header's length lies inside the input), the
+ *      bytes are written to a memfd and read back by shmrun_ckpt_read_file()
+ *      (ckpt_io.c: block magic, lengths, truncation, the file's size and
+ *      XXH64 against the MANIFEST's, which are those of the bytes), and
+ *      what it returns is parsed as in 1. The real state files of the
+ *      corpus (keys3-*.state) come this way.
+ * When shmrun_state_parse() accepts the content, every key,
  * timer and per-worker entry is walked with the iterators restore uses
  * (snapshot.c restore_task()), each pointer checked to lie inside the input,
  * and the file is re-encoded as a rescale would (shmrun_state_put_header(),
@@ -16,8 +25,13 @@
  * and re-encodes into a file that parses to the same counts.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
+#include <unistd.h>
+#include <xxhash.h>
 
 #include "ckpt_io.h"
 #include "fuzz.h"
@@ -133,7 +147,8 @@ static void reencode(const struct shmrun_state_view *v)
 	shmrun_ckpt_buf_free(&buf);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* 1: @size bytes at @data as a state file's logical content. */
+static void logical(const uint8_t *data, size_t size)
 {
 	struct shmrun_state_view v;
 	int err;
@@ -144,11 +159,63 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (err) {
 		FUZZ_CHECK(err == -EBADMSG || err == -EPROTO || err == -ENOMEM);
 		FUZZ_CHECK(v.sections == NULL);
-		return 0;
+		return;
 	}
 	FUZZ_CHECK(v.version == 1 || v.version == 2);
 	walk(&v);
 	reencode(&v);
 	shmrun_state_view_free(&v);
+}
+
+/* 2: the bytes as a file of checksummed blocks, sums made right, read back. */
+static void framed(const uint8_t *data, size_t size)
+{
+	static int fd = -1;
+	static char path[64];
+	unsigned char *buf = malloc(size ? size : 1);
+	void *content = NULL;
+	size_t off = 0, len = 0;
+	char why[256] = "";
+	int err;
+
+	FUZZ_CHECK(buf != NULL);
+	if (fd < 0) {
+		fd = memfd_create("fuzz_state_file", MFD_CLOEXEC);
+		FUZZ_CHECK(fd >= 0);
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	}
+	memcpy(buf, data, size);
+	while (size - off >= SHMRUN_CKPT_HEADER) {
+		uint32_t plen;
+		uint64_t sum;
+
+		memcpy(&plen, buf + off + 4, 4); /* little-endian, as x86-64 and ckpt_io.c */
+		if (plen > size - off - SHMRUN_CKPT_HEADER)
+			break;
+		sum = XXH64(buf + off + SHMRUN_CKPT_HEADER, plen, 0);
+		memcpy(buf + off + 8, &sum, 8);
+		off += SHMRUN_CKPT_HEADER + plen;
+	}
+	FUZZ_CHECK(ftruncate(fd, 0) == 0);
+	FUZZ_CHECK(pwrite(fd, buf, size, 0) == (ssize_t)size);
+	err = shmrun_ckpt_read_file(AT_FDCWD, path, size, XXH64(buf, size, 0), &content, &len, why,
+				    sizeof(why));
+	if (getenv("FUZZ_VERBOSE")) /* how far the corpus's files get */
+		fprintf(stderr, "framed, %zu bytes: %s\n", size, err ? why : "read");
+	if (err) {
+		FUZZ_CHECK(err == -EBADMSG || err == -ENOMEM);
+		FUZZ_CHECK(content == NULL && why[0]);
+	} else {
+		FUZZ_CHECK(content != NULL && len <= size);
+		logical(content, len);
+	}
+	free(content);
+	free(buf);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	logical(data, size);
+	framed(data, size);
 	return 0;
 }

@@ -15,7 +15,9 @@
  *
  * check_conf.c tests the same code through shmrun_job_load(); this file pins
  * the pieces the passes lend each other, so a change to one of them fails
- * here, next to its cause. Nothing touches the file system or forks.
+ * here, next to its cause; and shmrun_job_load_mem(), the load from memory
+ * the fuzz harness uses. Nothing forks, and nothing but the loader's CPU
+ * probe (/sys) and an empty text's /dev/null touches the file system.
  */
 #include <check.h>
 #include <errno.h>
@@ -307,6 +309,49 @@ START_TEST(value_problem)
 }
 END_TEST
 
+/*
+ * shmrun_job_load_mem() (the fuzz harness's entry point, tests/fuzz/
+ * fuzz_conf.c): the same load as from a file, messages named by @name,
+ * relative paths against @dir, an empty text, and nothing kept on failure.
+ */
+START_TEST(load_mem)
+{
+	static const char good[] = "[job]\nworkers = 1\n[src]\nop = sequence\ncount = 5\n"
+				   "[out]\nop = file_sink\ninput = src\npath = o.tsv\n";
+	static const char bad[] = "[job]\nworkers = 0\n";
+	struct shmrun_job job;
+	struct shmrun_job_errors errs;
+	bool found = false;
+
+	ck_assert_int_eq(shmrun_job_load_mem("mem.conf", "/base", good, strlen(good), &job, &errs),
+			 0);
+	ck_assert_uint_eq(job.nstages, 2);
+	ck_assert_str_eq(job.conf_path, "mem.conf");
+	ck_assert_str_eq(job.conf_dir, "/base");
+	for (uint32_t i = 0; i < job.stages[1].nparams; i++)
+		if (strcmp(job.stages[1].params[i].def->key, "path") == 0) {
+			ck_assert_str_eq(job.stages[1].params[i].value, "/base/o.tsv");
+			found = true;
+		}
+	ck_assert(found);
+	shmrun_job_free(&job);
+
+	ck_assert_int_eq(shmrun_job_load_mem("mem.conf", "/base", bad, strlen(bad), &job, &errs),
+			 -EINVAL);
+	ck_assert_uint_eq(errs.n, 2); /* sorted by line: no stage (line 1), workers */
+	ck_assert_int_eq(strncmp(errs.msgs[0], "mem.conf:1: no stages", 21), 0);
+	ck_assert_str_eq(errs.msgs[1], "mem.conf:2: workers = '0' in [job] is out of range; "
+				       "expected 1 to 4096");
+	ck_assert_ptr_null(job.stages);
+	shmrun_job_errors_free(&errs);
+
+	ck_assert_int_eq(shmrun_job_load_mem("empty.conf", "/", "", 0, &job, &errs), -EINVAL);
+	ck_assert_uint_eq(errs.n, 1); /* as `shmrun check` says of an empty file */
+	ck_assert_int_eq(strncmp(errs.msgs[0], "empty.conf:1: no stages", 23), 0);
+	shmrun_job_errors_free(&errs);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("conf_internal");
@@ -328,6 +373,7 @@ int main(void)
 	tcase_add_test(val, value_kept);
 	tcase_add_test(val, value_wrong);
 	tcase_add_test(val, value_problem);
+	tcase_add_test(val, load_mem);
 	suite_add_tcase(s, val);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -70,6 +70,13 @@ first_child() {
 		sleep 0.05
 	done
 }
+# tmux_keep SOCK: start the tmux server of SOCK with a session that lasts
+# (sleep), before the test's own sessions. tmux ends its server with its last
+# session, and a new-session racing that exit fails ("server exited
+# unexpectedly"): with this one the server lives until kill-server.
+tmux_keep() {
+	tmux -S "$1" new-session -d -s keep "sleep 3600"
+}
 # nth_cpu N: the N-th CPU (from 1) this process may run on, empty if there
 # are fewer. Worker k is pinned to the (k+1)-th (docs/topology.md).
 nth_cpu() {

@@ -20,6 +20,7 @@ if ! command -v tmux > /dev/null 2>&1; then
 fi
 sock="$tmp/tmux.sock"
 trap 'tmux -S "$sock" kill-server 2> /dev/null || true; cleanup' EXIT
+tmux_keep "$sock"
 
 # 120000 lines of 40 bytes (4.8 MB) at 40000 lines/s: about 3 s
 mkdir -p "$tmp/d"

@@ -175,6 +175,7 @@ if ! command -v tmux > /dev/null 2>&1; then
 fi
 sock="$tmp/tmux.sock"
 trap 'tmux -S "$sock" kill-server 2> /dev/null || true; cleanup' EXIT
+tmux_keep "$sock"
 for ck in yes no; do
 	d="$tmp/tty-$ck"
 	conf "$d" $ck

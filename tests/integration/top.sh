@@ -234,6 +234,7 @@ if ! command -v tmux > /dev/null 2>&1; then
 	echo "skipped: the screen in a terminal (tmux is not installed; tools/bootstrap.sh installs it)"
 	exit 0
 fi
+tmux_keep "$sock"
 # watch_screen KEY: run top in a tmux pane, wait for its screen, send KEY;
 # the pane records top's exit status and the terminal's settings before and after
 cat > "$tmp/run-top.sh" <<SH

@@ -701,6 +701,56 @@ static void schedule_free(struct fault *f, uint32_t n)
 	free(f);
 }
 
+/* The representative of stage @j in @up (union-find, path halving). */
+static uint32_t group_of(uint32_t *up, uint32_t j)
+{
+	while (up[j] != j)
+		j = up[j] = up[up[j]];
+	return j;
+}
+
+/*
+ * Stages joined by a forward edge (`input = a` of equal widths, or `a
+ * forward`) stay joined: one width for the whole group, the first member's
+ * pick, or each keeps its own when the group holds a source or a sink. A
+ * forward edge between unequal widths would become a rebalance and carry a
+ * keyed stage's records to instances that do not own their keys.
+ */
+static void forward_groups(const struct stress *s, uint32_t *widths)
+{
+	uint32_t nst = s->job.nstages, *up = calloc(nst, sizeof(*up)), *pick;
+
+	if (!up)
+		return;
+	pick = calloc(nst, sizeof(*pick));
+	if (!pick) {
+		free(up);
+		return;
+	}
+	for (uint32_t j = 0; j < nst; j++) {
+		up[j] = j;
+		pick[j] = UINT32_MAX; /* unset */
+	}
+	for (uint32_t e = 0; e < s->job.nedges; e++) {
+		const struct shmrun_edge *ed = &s->job.edges[e];
+
+		if (ed->kind == SHMRUN_EDGE_FORWARD && !ed->by_key)
+			up[group_of(up, ed->from)] = group_of(up, ed->to);
+	}
+	for (uint32_t j = 0; j < nst; j++) {
+		uint32_t g = group_of(up, j);
+
+		if (!widths[j])
+			pick[g] = 0; /* a source or a sink: the group keeps its widths */
+		else if (pick[g] == UINT32_MAX)
+			pick[g] = widths[j];
+	}
+	for (uint32_t j = 0; j < nst; j++)
+		widths[j] = pick[group_of(up, j)];
+	free(pick);
+	free(up);
+}
+
 /* The schedule of seed @seed: s->faults faults sorted by time. NULL: out of memory. */
 static struct fault *schedule_make(const struct stress *s, uint64_t seed)
 {
@@ -718,6 +768,8 @@ static struct fault *schedule_make(const struct stress *s, uint64_t seed)
 		f[i].worker = below(&x, s->job.workers);
 		f[i].stop_ms = 50 + below(&x, 451);
 		f[i].workers = 1 + below(&x, 2 * s->job.workers);
+		if (s->job.cpus_listed) /* one worker per listed CPU: widths only */
+			f[i].workers = s->job.workers;
 		f[i].pick = splitmix64(&x);
 		f[i].widths = calloc(nst, sizeof(*f[i].widths));
 		if (!f[i].widths) {
@@ -734,6 +786,7 @@ static struct fault *schedule_make(const struct stress *s, uint64_t seed)
 			 * re-dealt), sources too (their split is their input's) */
 			f[i].widths[j] = st->op->flags & (SHMRUN_OP_SINK | SHMRUN_OP_SOURCE) ? 0 : w;
 		}
+		forward_groups(s, f[i].widths);
 	}
 	/* sorted by time, stable: insertion sort */
 	for (uint32_t i = 1; i < s->faults; i++) {
@@ -835,6 +888,12 @@ static void run_args(const struct stress *s, uint32_t k, const char *cmd, bool r
 	args_add(a, "--set=job.checkpoint_dir=%s/run-%u/ckpt", s->work, k);
 	if (s->kinds[F_DAMAGE] && s->job.checkpoint_retain < 3)
 		args_add(a, "--set=job.checkpoint_retain=3");
+	/* every kill is a restart: the faults asked must not use up the
+	 * job's own attempts (a start after a term or rescale counts anew) */
+	if (s->kinds[F_KILL])
+		args_add(a, "--set=job.restart_attempts=%u",
+			 s->job.restart_attempts + s->faults > 1000000 ? 1000000
+								: s->job.restart_attempts + s->faults);
 	for (uint32_t i = 0; i < s->nouts; i++) {
 		const struct output *o = &s->outs[i];
 
@@ -842,7 +901,8 @@ static void run_args(const struct stress *s, uint32_t k, const char *cmd, bool r
 			 o->key, s->work, k, s->job.stages[o->stage].name, o->key, o->base);
 	}
 	if (resc) {
-		args_add(a, "--set=job.workers=%u", resc->workers);
+		if (!s->job.cpus_listed) /* `cpus =` fixes the workers; `workers` with it is refused */
+			args_add(a, "--set=job.workers=%u", resc->workers);
 		for (uint32_t j = 0; widths && j < s->job.nstages; j++)
 			if (resc->widths[j])
 				args_add(a, "--set=%s.width=%u", s->job.stages[j].name,

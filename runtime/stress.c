@@ -1439,6 +1439,26 @@ static void junit_case(const struct stress *s, uint32_t k, uint64_t seed, double
 	text_add(&junit_cases, "</system-out>\n  </testcase>\n");
 }
 
+static uint32_t junit_errors;
+
+/*
+ * A testcase @name that could not be judged (the golden run failed, stress
+ * was stopped): an <error>, so a CI view shows red rather than an empty
+ * green suite, and a report of an earlier run is replaced.
+ */
+static void junit_error(const struct stress *s, const char *name, const char *why)
+{
+	junit_tests++;
+	junit_errors++;
+	text_add(&junit_cases, "  <testcase classname=\"shmrun-stress.");
+	xml_escape(&junit_cases, s->job.name);
+	text_add(&junit_cases, "\" name=\"");
+	xml_escape(&junit_cases, name);
+	text_add(&junit_cases, "\" time=\"0\">\n    <error message=\"");
+	xml_escape(&junit_cases, why);
+	text_add(&junit_cases, "\" type=\"error\"/>\n  </testcase>\n");
+}
+
 static int junit_write(const struct stress *s)
 {
 	char tmp[PATH_MAX];
@@ -1459,9 +1479,10 @@ static int junit_write(const struct stress *s)
 	}
 	fchmod(fd, 0644);
 	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-		   "<testsuite name=\"shmrun-stress\" tests=\"%u\" failures=\"%u\" errors=\"0\" "
+		   "<testsuite name=\"shmrun-stress\" tests=\"%u\" failures=\"%u\" errors=\"%u\" "
 		   "time=\"%.3f\">\n%s</testsuite>\n",
-		junit_tests, junit_failures, s->total_s, junit_cases.s ? junit_cases.s : "");
+		junit_tests, junit_failures, junit_errors, s->total_s,
+		junit_cases.s ? junit_cases.s : "");
 	if (fflush(f) || fsync(fileno(f)) || fclose(f) || rename(tmp, s->junit)) {
 		fprintf(stderr, "shmrun stress: --junit %s: cannot write it: %s\n", s->junit,
 			strerror(errno));
@@ -2165,7 +2186,8 @@ int shmrun_stress_main(int argc, char **argv)
 	struct stress *s = calloc(1, sizeof(*s));
 	struct sigaction sa;
 	int rc, r;
-	int64_t began;
+	int64_t began = 0;
+	bool junit_done = false;
 
 	if (!s)
 		return 1;
@@ -2213,8 +2235,14 @@ int shmrun_stress_main(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	if (s->junit) { /* refused now, not after an hour of runs */
 		char tmp[PATH_MAX];
+		struct stat jst;
 		int fd;
 
+		if (stat(s->junit, &jst) == 0 && !S_ISREG(jst.st_mode)) {
+			rc = usage_err("--junit %s: not a regular file; name the report file",
+				       s->junit);
+			goto out_job;
+		}
 		fmt(tmp, sizeof(tmp), "%s.tmp-XXXXXX", s->junit);
 		fd = mkstemp(tmp);
 		if (fd < 0) {
@@ -2231,8 +2259,14 @@ int shmrun_stress_main(int argc, char **argv)
 	say("seed %" PRIu64 ", work dir %s", s->seed, s->work);
 	began = shmrun_now_ns();
 	rc = s->expect ? read_expect(s) : golden_run(s);
-	if (rc)
+	if (rc) {
+		if (rc != -EINTR)
+			junit_error(s, s->expect ? "golden output (--expect)" : "golden run",
+				    s->expect ? "the --expect directory cannot be used (see the output)"
+					      : "the run without faults failed (see the output); "
+						"nothing was compared");
 		goto out;
+	}
 	if (s->t0_ns < 300 * 1000000ll && s->faults)
 		say("warning: the job takes %.0f ms: faults may come after it ended; slow a "
 		    "source with `rate` (e.g. --set SOURCE.rate=50000) so it runs a few seconds",
@@ -2246,6 +2280,7 @@ int shmrun_stress_main(int argc, char **argv)
 			goto out;
 		}
 		if (r < 0) {
+			junit_error(s, "faulted run", "a run could not be started (see the output)");
 			rc = 1;
 			goto out;
 		}
@@ -2255,6 +2290,7 @@ int shmrun_stress_main(int argc, char **argv)
 	summary(s);
 	if (junit_write(s) && !rc)
 		rc = 1;
+	junit_done = true;
 out:
 	if (s->child) {
 		kill_group(s->child);
@@ -2265,7 +2301,15 @@ out:
 		say("stopped by signal %d; the runs were stopped; work dir kept: %s", (int)got_signal,
 		    s->work);
 		s->total_s = secs(shmrun_now_ns() - began);
+		{
+			char why[64];
+
+			fmt(why, sizeof(why), "stopped by signal %d before the runs ended",
+			    (int)got_signal);
+			junit_error(s, "interrupted", why);
+		}
 		junit_write(s);
+		junit_done = true;
 	} else if (rc == 0 && !s->keep && s->work_made) {
 		rm_tree(s->work);
 	} else if (rc == 0 && !s->keep) { /* --workdir: what stress made in it */
@@ -2285,6 +2329,8 @@ out:
 	} else {
 		say("work dir kept: %s", s->work);
 	}
+	if (!junit_done && began)
+		junit_write(s); /* a failure before the summary: its <error> */
 out_job:
 	for (uint32_t i = 0; i < s->nouts; i++) {
 		lines_free(&s->outs[i].golden);

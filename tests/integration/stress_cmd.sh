@@ -304,6 +304,22 @@ set -e
 rm -rf "$d/gold" "$d/bad" "$d/slow"
 echo "ok expect, timeout"
 
+# --- JUnit when nothing could be compared: an <error>, never an old green report --
+echo '<testsuite name="shmrun-stress" tests="1" failures="0"/>' > "$d/old.xml"
+set +e
+(cd "$d" && "$shmrun" stress --timeout 1ms --junit "$d/old.xml" --workdir "$d/tw" seq.conf) > "$tmp/log" 2>&1
+rc=$?
+set -e
+[ $rc -eq 1 ] || fail "golden run past --timeout: exit $rc"
+python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert r.get("errors") == "1" and r.find("testcase/error") is not None, r.attrib' "$d/old.xml" ||
+	fail "a failed golden run left the old report: $(cat "$d/old.xml")"
+mkdir -p "$d/jdir"
+rc=0
+"$shmrun" stress --junit "$d/jdir" "$d/seq.conf" > "$tmp/log" 2>&1 || rc=$?
+[ $rc -eq 2 ] && qgrep "not a regular file" "$tmp/log" || fail "--junit DIR: exit $rc: $(cat "$tmp/log")"
+rm -rf "$d/tw" "$d/jdir" "$d/old.xml"
+echo "ok junit: an <error> when the golden run fails; a directory refused"
+
 # --- SIGTERM to stress: its runs stop, nothing is left, the work dir is kept ----
 d="$tmp/wc"
 (cd "$d" && exec "$shmrun" stress --seed 1 --runs 3 --workdir "$d/sig" wc.conf) > "$tmp/log" 2>&1 &

@@ -295,10 +295,22 @@ static int load_cpus(struct loader *ld, const struct shmrun_param *p)
 	int r;
 
 	if (cp->line && wp->line) {
+		char wl[160], cl[160];
+
+		/* where each was given: a line of the file, or an override */
+		for (int i = 0; i < 2; i++) {
+			int line = i ? cp->line : wp->line;
+			char *buf = i ? cl : wl;
+
+			if (line < 0)
+				snprintf(buf, sizeof(wl), "--set %.140s", ld->sets[OVR_INDEX(line)]);
+			else
+				snprintf(buf, sizeof(wl), "line %d", line);
+		}
 		errorf(ld, cp->line > wp->line ? cp->line : wp->line,
-		       "both 'workers' (line %d) and 'cpus' (line %d) are given in [job]; use "
+		       "both 'workers' (%s) and 'cpus' (%s) are given in [job]; use "
 		       "one: workers = N, or cpus = LIST for one pinned worker per CPU",
-		       wp->line, cp->line);
+		       wl, cl);
 		return 0;
 	}
 	if (cp->line && cp->value)

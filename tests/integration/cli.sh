@@ -337,6 +337,12 @@ for bad in nope.width=2 width=2 count.nokey=1; do
 		fail "--set $bad: exit $rc, $(cat "$tmp/err")"
 done
 [ ! -e "$tmp/set/out" ] || fail "--set with an error: the run started"
+# a conflict with a key of the file names the override, not "line -1"
+set +e
+"$shmrun" check --set job.cpus=0 --set job.workers=1 "$tmp/set/set.conf" > /dev/null 2> "$tmp/err"; rc=$?
+set -e
+[ $rc -eq 2 ] && qgrep "both 'workers' (--set job.workers=1) and 'cpus' (--set job.cpus=0)" "$tmp/err" ||
+	fail "--set workers and cpus: exit $rc, $(cat "$tmp/err")"
 mkdir -p "$tmp/set/cwd"
 (cd "$tmp/set/cwd" && "$shmrun" --log-level error --set out.path=here/o.tsv --set read.count=50 ../set.conf)
 [ "$(wc -l < "$tmp/set/cwd/here/o.tsv")" -eq 7 ] && [ ! -e "$tmp/set/out" ] ||

@@ -2085,9 +2085,18 @@ static int read_expect(struct stress *s)
 	fmt(path, sizeof(path), "%s/T0", s->expect);
 	f = fopen(path, "re");
 	if (f) {
-		if (fscanf(f, "%lf", &t0) != 1 || t0 <= 0 || t0 > 86400)
-			t0 = 0;
+		char extra;
+		int n = fscanf(f, "%lf %c", &t0, &extra);
+
 		fclose(f);
+		/* also NaN: !(t0 > 0) */
+		if (n != 1 || !(t0 > 0 && t0 <= 86400)) {
+			fprintf(stderr,
+				"shmrun stress: --expect: %s must hold the golden run's duration in "
+				"seconds, a number above 0 and at most 86400 (e.g. 2.31)\n",
+				path);
+			return 2;
+		}
 	}
 	if (t0 <= 0) {
 		t0 = 2;

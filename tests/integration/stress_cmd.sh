@@ -292,6 +292,15 @@ set -e
 [ $rc -eq 1 ] && grep -Eq "^  out.path: .* 0 missing, 0 duplicated, 1 extra" "$tmp/log" ||
 	fail "--expect with a line removed: exit $rc"
 # a faulted run past --timeout: killed, the run fails, nothing left running
+for bad in abc 0 -5 nan 1e308 "2 s"; do
+	echo "$bad" > "$d/gold/run-0/out/T0"
+	rc=0
+	(cd "$d" && "$shmrun" stress --expect "$d/gold/run-0/out" --faults 1 --kinds stop \
+		--workdir "$d/badt0" seq.conf) > "$tmp/log" 2>&1 || rc=$?
+	[ $rc -eq 2 ] && qgrep "T0 must hold the golden run's duration" "$tmp/log" ||
+		fail "--expect with T0 '$bad': exit $rc: $(tail -2 "$tmp/log")"
+	rm -rf "$d/badt0"
+done
 echo 0.2 > "$d/gold/run-0/out/T0"
 set +e
 (cd "$d" && "$shmrun" stress --expect "$d/gold/run-0/out" --seed 5 --faults 1 --kinds stop \

@@ -197,8 +197,11 @@ check_output "$tmp/snapdie" "snapshot writer death"
 echo "ok a snapshot writer killed -> its epoch aborted at once, exact output"
 
 # 3b. The per-worker state guard: sizes logged per checkpoint, a warning past
-#     per_worker_state_warn naming the stage and instance.
-conf "$tmp/guard" 2000000
+#     per_worker_state_warn naming the stage and instance. The sources must
+#     still hold pieces at a checkpoint: paced to 1 s (at 2M/s the whole input
+#     took 0.2 s, and a worker 0 started late on a loaded machine took its
+#     first checkpoint only at the end, with the sources' state empty).
+conf "$tmp/guard" 400000
 sed -i 's/^checkpoint_retain = 2/checkpoint_retain = 2\nper_worker_state_warn = 100/' "$tmp/guard/job.conf"
 run "$tmp/guard" || fail "guard: exit $?"
 # the sizes are DEBUG lines (at INFO they were several lines a second)

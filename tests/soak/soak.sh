@@ -132,7 +132,7 @@ trap 'echo "soak: interrupted (files kept in $out_dir)" >&2; exit 130' INT TERM
 now() { date +%s; }
 start=$(now)
 deadline=$((start + minutes * 60))
-term_every=$((minutes * 60 / 3)) # SIGTERM + resume: every 150-210 s, more often in a short soak
+term_every=$((minutes * 60 / 3)) # SIGTERM + resume: every 150-225 s, more often in a short soak
 [ $term_every -le 150 ] || term_every=150
 
 conf() { # dir count [rate]
@@ -265,7 +265,7 @@ echo "soak: $minutes min, rate $rate/s, files in $out_dir; /dev/shm: $shm_note"
 
 failed=0
 round=0
-kills=0 stops=0 terms=0 rounds_ok=0
+kills=0 stops=0 terms=0 rounds_ok=0 last_kill=-100
 next_kill=$((start + 15 + RANDOM % 10))
 next_stop=$((start + 30 + RANDOM % 30))
 next_term=$((start + term_every + RANDOM % (term_every / 2 + 1)))
@@ -297,7 +297,10 @@ while [ "$(now)" -lt "$deadline" ]; do
 			fi
 			break
 		fi
-		if [ "$t" -ge "$deadline" ]; then
+		# a stop (SIGTERM) never within 5 s of a kill: a worker killed during
+		# the final checkpoint makes the launcher stop without one and die
+		# by SIGTERM (143, as documented), which is not a fault of the run
+		if [ "$t" -ge "$deadline" ] && [ $((t - last_kill)) -ge 5 ]; then
 			# stop, then finish the rest unpaced (rate is tuning: not part of the fingerprint)
 			kill -TERM "$launcher"
 			finish || { echo "FAIL: round $round: the stop at the deadline failed (log: $log)"; failed=1; break 2; }
@@ -320,8 +323,12 @@ while [ "$(now)" -lt "$deadline" ]; do
 			mapfile -t ws < <(workers)
 			if [ ${#ws[@]} -gt 0 ]; then
 				kill -9 "${ws[$((RANDOM % ${#ws[@]}))]}" 2> /dev/null && kills=$((kills + 1))
+				last_kill=$t
 			fi
 			next_kill=$((t + 15 + RANDOM % 11))
+			# and no kill just before a due stop
+			[ "$next_kill" -lt "$next_term" ] || [ "$next_kill" -gt $((next_term + 5)) ] ||
+				next_kill=$((next_term + 6))
 		fi
 		if [ "$t" -ge "$next_stop" ]; then
 			mapfile -t ws < <(workers)
@@ -336,7 +343,7 @@ while [ "$(now)" -lt "$deadline" ]; do
 			fi
 			next_stop=$((t + 30 + RANDOM % 31))
 		fi
-		if [ "$t" -ge "$next_term" ]; then
+		if [ "$t" -ge "$next_term" ] && [ $((t - last_kill)) -ge 5 ]; then
 			kill -TERM "$launcher" 2> /dev/null || true
 			rc=0
 			finish || rc=$?

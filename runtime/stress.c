@@ -200,19 +200,10 @@ static void on_signal(int sig)
 /* ------------------------------------------------------------------------ */
 /* The generator: splitmix64 */
 
-static uint64_t splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 /* Uniform in [0, n) (n > 0); the modulo bias is below 2^-40 for n < 2^24. */
 static uint32_t below(uint64_t *x, uint32_t n)
 {
-	return (uint32_t)(splitmix64(x) % n);
+	return (uint32_t)(shmrun_splitmix64(x) % n);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -771,7 +762,7 @@ static struct fault *schedule_make(const struct stress *s, uint64_t seed)
 		f[i].workers = 1 + below(&x, 2 * s->job.workers);
 		if (s->job.cpus_listed) /* one worker per listed CPU: widths only */
 			f[i].workers = s->job.workers;
-		f[i].pick = splitmix64(&x);
+		f[i].pick = shmrun_splitmix64(&x);
 		f[i].widths = calloc(nst, sizeof(*f[i].widths));
 		if (!f[i].widths) {
 			schedule_free(f, i + 1);

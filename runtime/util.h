@@ -97,6 +97,22 @@ static inline int shmrun_grow_u32(void *pptr, uint32_t *cap, size_t need, size_t
 int shmrun_mkdir_p(const char *path, mode_t mode, unsigned flags);
 
 /*
+ * shmrun_splitmix64() - the next draw of the splitmix64 generator whose state
+ * is *@x (Steele, Lea, Flood 2014, "Fast splittable pseudorandom number
+ * generators"): advances *@x by the golden-ratio increment and mixes it. The
+ * same seed gives the same sequence on every host; not for cryptography.
+ * Used by the NEXMark generator (ops/nexmark.c) and stress's schedules.
+ */
+static inline uint64_t shmrun_splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/*
  * shmrun_wall_ns() - CLOCK_REALTIME in nanoseconds since the Unix epoch
  * (processing time, and the times the metrics block and logs show).
  */

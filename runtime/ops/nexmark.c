@@ -66,6 +66,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
 #include "ops.h"
 #include "ranges.h"
 
@@ -104,25 +105,16 @@ struct nexmark {
 
 /* ---- the generator -------------------------------------------------------- */
 
-static uint64_t splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 /* Uniform in [0, n), n >= 1 (Lemire's multiply-shift; bias below 2^-40 here). */
 static uint64_t rnd(uint64_t *x, uint64_t n)
 {
-	return (uint64_t)(((unsigned __int128)splitmix64(x) * n) >> 64);
+	return (uint64_t)(((unsigned __int128)shmrun_splitmix64(x) * n) >> 64);
 }
 
 /* Uniform in [0, 1). */
 static double rnd_unit(uint64_t *x)
 {
-	return (double)(splitmix64(x) >> 11) * 0x1p-53;
+	return (double)(shmrun_splitmix64(x) >> 11) * 0x1p-53;
 }
 
 /* The base-0 id of the newest person at event @n (Beam's lastBase0PersonId). */
@@ -258,7 +250,7 @@ static void make_event(const struct nexmark *s, uint64_t n, int64_t t, struct sh
 	struct out o = {value};
 	enum kind k = kind_of(n);
 
-	(void)splitmix64(&x); /* decorrelate neighbouring n */
+	(void)shmrun_splitmix64(&x); /* decorrelate neighbouring n */
 	if (k == K_PERSON) {
 		id = FIRST_PERSON_ID + last_person(n);
 		put_s(&o, "person\t");

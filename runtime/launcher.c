@@ -58,7 +58,9 @@
  *     the launcher dies by the same signal (shmrun_die_by_signal()) so a shell
  *     running it stops too. A second signal from outside during a stop with
  *     checkpoint stops at once. A stop during a restart's backoff ends the run
- *     at the last complete checkpoint, exit 0.
+ *     at the last complete checkpoint, exit 0, and so does a stop whose final
+ *     epoch a curable worker death cut short (start_result()): which of the
+ *     two came first must not change the outcome.
  *   - A worker stopped by SIGSTOP or a debugger for WATCH_STOPPED_NS is named
  *     in a warning (watch_workers(), report.c): nothing else would name worker 0, or a
  *     worker of a job without checkpoints.
@@ -1006,6 +1008,26 @@ static int start_result(struct run *r, enum run_end end, uint32_t attempt)
 	if (end == RUN_NOSTART)
 		return 1;
 	/* RUN_FAILED */
+	if (r->signal && job->checkpoint_dir && r->stopping && !r->fatal_signal &&
+	    !incurable(job, r)) {
+		/* a stop with checkpoint whose final epoch a worker's death
+		 * (curable: it would have been restarted) cut short: nothing
+		 * runs now, and the last complete checkpoint is where a rerun
+		 * resumes, exactly as for a stop during the restart backoff
+		 * that follows such a death. Which of the two came first (the
+		 * stop signal, or the death, by a millisecond) must not change
+		 * the outcome: exit 0, `stopped at epoch e`. */
+		uint64_t e = shmrun_ckpt_newest_complete(job->checkpoint_dir, NULL);
+
+		shmrun_log(SHMRUN_LOG_WARN,
+			   "%s: the final checkpoint was not taken after: %s; stopping at the "
+			   "last complete checkpoint",
+			   strsignal(r->signal), r->cause);
+		r->end = RUN_STOPPED;
+		r->epoch = e; /* the summary file's "stopped at epoch" */
+		shmrun_log_plain("stopped at epoch %" PRIu64 "\n", e);
+		return 0;
+	}
 	if (r->signal) {
 		/* a stop was requested: never restart; the final checkpoint
 		 * was not taken, the last complete one is where a rerun

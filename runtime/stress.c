@@ -1669,9 +1669,10 @@ static int term_child(struct stress *s, int64_t deadline, struct text *t)
 		text_add(t, "  the launcher did not stop after SIGTERM before the run's timeout\n");
 		return -1;
 	}
-	/* SIGTERM while the launcher restarts workers (after a kill) stops it
-	 * without a final checkpoint: it dies by the signal (docs/shmrun.1.md,
-	 * SIGNALS) and a rerun resumes from the last checkpoint. Either is a stop. */
+	/* SIGTERM while the launcher restarts workers (after a kill) stops it at
+	 * the last complete checkpoint, exit 0; one whose final checkpoint is
+	 * overdue stops without it and dies by the signal (docs/shmrun.1.md,
+	 * SIGNALS), and a rerun resumes from the last checkpoint. Either is a stop. */
 	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM)
 		return 2;
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {

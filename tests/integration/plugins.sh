@@ -119,6 +119,7 @@ refused noname "$pdir/no_name.so" "operator #1 of its table has no name"
 refused noproc "$pdir/no_process.so" "operator 'tag' has no process()"
 refused size "$pdir/bad_size.so" "operator #2 (tag_numbers) has .size = 0; set .size = sizeof(struct shmrun_operator)"
 refused noops "$pdir/no_ops.so" "has no operators"
+refused keyedsrc "$pdir/keyed_source.so" "operator 'tag_numbers' is flagged both SHMRUN_OP_SOURCE and SHMRUN_OP_KEYED; a source has no input"
 # a default the key's own type refuses is the plugin's fault, not the conf's
 refused baddef "$pdir/bad_default.so" "operator 'tag', key 'mode': its default 'weird' is not one of its choices (plain fancy); fix .def"
 refused badrange "$pdir/bad_range.so" "operator 'tag_numbers', key 'count': its default '0' is out of range; expected 1 to 1000000000; fix .def"

@@ -221,7 +221,11 @@ static const struct shmrun_operator num_op = {
 #endif
 	.name = "tag_numbers",
 	.summary = "n0, n1, ... as key and value (test plugin)",
+#if defined(PLUGIN_KEYED_SOURCE)
+	.flags = SHMRUN_OP_SOURCE | SHMRUN_OP_KEYED, /* refused: a source has no input */
+#else
 	.flags = SHMRUN_OP_SOURCE,
+#endif
 	.params = num_params,
 	.open = num_open,
 	.produce = num_produce,

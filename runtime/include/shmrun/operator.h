@@ -42,8 +42,8 @@ extern "C" {
  * may change or remove anything.
  */
 #define SHMRUN_ABI_MAJOR 1
-#define SHMRUN_ABI_MINOR 1 /* 1.1: event time (watermarks, timers, namespaced and deletable key-bound state,
-			      the input of a record) */
+#define SHMRUN_ABI_MINOR 2 /* 1.1: event time (watermarks, timers, namespaced and deletable key-bound state,
+			      the input of a record); 1.2: SHMRUN_OP_KEYED */
 
 /**
  * Event time (docs/event-time.md). A watermark W says "no more records with
@@ -172,6 +172,16 @@ enum shmrun_pw_rule {
 /** Operator flags. */
 #define SHMRUN_OP_SOURCE 0x1u /**< has no input; implements produce() */
 #define SHMRUN_OP_SINK 0x2u   /**< emits nothing; a graph needs at least one */
+/**
+ * Keeps its state per key (shmrun_keyed_state()): at a width above 1 every
+ * record of a key must reach the instance owning the key's vnode, so
+ * `shmrun check` refuses, naming the line of `input`, an input that is
+ * neither `by key` nor a forward edge (equal widths) from a stage whose
+ * records are already partitioned by key, e.g. a forward edge that another
+ * width made a rebalance. Without the flag such a job fails at its first
+ * misplaced record. Not on a source. Since ABI 1.2.
+ */
+#define SHMRUN_OP_KEYED 0x8u
 
 struct shmrun_operator {
 	/**

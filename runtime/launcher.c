@@ -101,6 +101,7 @@
  *     the supervisor with it, and nothing would restart the job.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <numa.h>
 #include <sched.h>
@@ -191,6 +192,32 @@ static void bind_rings(const struct shmrun_plan *plan, const struct shmrun_segme
 	}
 }
 
+/*
+ * A worker that runs no stdin_source task of a job that has one points its
+ * fd 0 at /dev/null: the worker running the stage is then the only process
+ * of the job that could read standard input (the launcher reads nothing from
+ * it and keeps it for restarts).
+ */
+static void release_stdin(const struct shmrun_plan *plan, uint32_t index)
+{
+	bool reads = false, mine = false;
+	int fd;
+
+	for (uint32_t t = 0; t < plan->ntasks; t++) {
+		if (strcmp(plan->job->stages[plan->tasks[t].stage].op->name, "stdin_source") != 0)
+			continue;
+		reads = true;
+		mine |= plan->tasks[t].worker == index;
+	}
+	if (!reads || mine)
+		return;
+	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && fd != STDIN_FILENO) {
+		dup2(fd, STDIN_FILENO);
+		close(fd);
+	}
+}
+
 static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segment *seg,
 			uint32_t index, struct shmrun_control *ctl, pid_t launcher,
 			const sigset_t *oldmask)
@@ -205,6 +232,7 @@ static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segm
 		_exit(1);
 	shmrun_log_set_worker(index);
 	shmrun_locks_forget(); /* the launcher holds them; a stray child must not */
+	release_stdin(plan, index);
 	jobsock_forget();      /* the job's socket and name lock, likewise */
 	{
 		char comm[96]; /* PR_SET_NAME keeps 15 bytes */
@@ -907,6 +935,15 @@ static int prepare_and_lock(struct run *r)
 
 	if (shmrun_prepare(job, r->plan) || shmrun_preflight(job) || open_jobsock(r))
 		return -1;
+	for (uint32_t s = 0; s < job->nstages; s++)
+		if (job->stages[s].op->flags & SHMRUN_OP_UNREPLAYABLE)
+			shmrun_log(SHMRUN_LOG_WARN, "%s: %s cannot be replayed: %s (at-most-once)",
+				   job->stages[s].name, job->stages[s].op->name,
+				   job->checkpoint_dir
+				       ? "records read since the last checkpoint are lost on a "
+					 "crash"
+				       : "records it read are lost on a crash, and without "
+					 "checkpoint_dir there is no recovery at all");
 	if (job->metrics) {
 		/* before the locks, which create missing outputs (empty): a
 		 * port in use refuses the run having created nothing */

@@ -49,11 +49,13 @@
 #include "ops/ops.h"
 
 /* The operator flags this runtime knows (operator.h). */
-#define KNOWN_FLAGS (SHMRUN_OP_SOURCE | SHMRUN_OP_SINK | SHMRUN_OP_KEYED)
+#define KNOWN_FLAGS \
+	(SHMRUN_OP_SOURCE | SHMRUN_OP_SINK | SHMRUN_OP_UNREPLAYABLE | SHMRUN_OP_KEYED)
 
 /* The built-ins, in the order `shmrun ops` and docs/operators.md list them. */
 static const struct shmrun_operator *const builtins[] = {
-	&shmrun_op_file_source,   &shmrun_op_sequence,    &shmrun_op_nexmark,
+	&shmrun_op_file_source,   &shmrun_op_stdin_source, &shmrun_op_sequence,
+	&shmrun_op_nexmark,
 	&shmrun_op_tokenize,      &shmrun_op_extract,     &shmrun_op_count,
 	&shmrun_op_window,        &shmrun_op_interval_join, &shmrun_op_window_join,
 	&shmrun_op_lookup,        &shmrun_op_file_sink,   &shmrun_op_stdout_sink,
@@ -240,6 +242,12 @@ static int check_operator(const char *path, const struct shmrun_operator *op, ui
 		return refuse(err,
 			      "plugin %s: operator '%s' is flagged both SHMRUN_OP_SOURCE and "
 			      "SHMRUN_OP_KEYED; a source has no input to partition by key",
+			      path, op->name);
+	if ((op->flags & SHMRUN_OP_UNREPLAYABLE) && !(op->flags & SHMRUN_OP_SOURCE))
+		return refuse(err,
+			      "plugin %s: operator '%s' is flagged SHMRUN_OP_UNREPLAYABLE without "
+			      "SHMRUN_OP_SOURCE; only a source reads input that may not be "
+			      "replayable",
 			      path, op->name);
 	if ((op->flags & SHMRUN_OP_SOURCE) && (op->flags & SHMRUN_OP_SINK))
 		return refuse(err,

@@ -655,6 +655,20 @@ static int load_topology(struct stress *s)
 		return 2;
 	}
 	for (uint32_t i = 0; i < s->job.nstages; i++) {
+		const struct shmrun_stage *st = &s->job.stages[i];
+
+		if (st->op->flags & SHMRUN_OP_UNREPLAYABLE) {
+			fprintf(stderr,
+				"shmrun stress: %s: stage '%s' (op %s) cannot be verified: its input "
+				"cannot be read again, so the golden run and the runs under kills "
+				"cannot read the same records, and a restart cannot replay what it "
+				"read since the last checkpoint (at-most-once); use file_source or "
+				"sequence; nothing was started\n",
+				s->conf, st->name, st->op->name);
+			refused = 1;
+		}
+	}
+	for (uint32_t i = 0; i < s->job.nstages; i++) {
 		const char *why = unverifiable(&s->job.stages[i]);
 
 		if (why) {

@@ -11,6 +11,8 @@
 
 extern const struct shmrun_operator shmrun_op_file_source;
 extern const struct shmrun_operator shmrun_op_sequence;
+extern const struct shmrun_operator shmrun_op_stdin_source;
+extern const struct shmrun_operator shmrun_op_socket_source;
 extern const struct shmrun_operator shmrun_op_nexmark;
 extern const struct shmrun_operator shmrun_op_tokenize;
 extern const struct shmrun_operator shmrun_op_count;
@@ -52,6 +54,15 @@ bool shmrun_task_input_by_key(const struct shmrun_task *task, uint32_t i);
  * after an error at the line of `input`. Implemented in task.c.
  */
 int shmrun_task_require_by_key(struct shmrun_task *task, const char *op);
+
+/*
+ * shmrun_task_max_record() - the largest record (key + value bytes, without
+ * an event time) a ring of this job holds: ring_bytes/2 - 32. A source that
+ * buffers a record until it is whole (stdin_source's line, socket_source's
+ * frame) bounds its buffer by it; a longer record would fail at the emit of
+ * any ring edge anyway. Implemented in task.c; not (yet) in the public API.
+ */
+uint32_t shmrun_task_max_record(const struct shmrun_task *task);
 
 /*
  * Record origins: where a source read the records of the batch it is

@@ -35,6 +35,15 @@ if(TARGET shmrun)
 	add_test(NAME stress_cmd COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/stress_cmd.sh
 		 $<TARGET_FILE:shmrun> ${CMAKE_CURRENT_BINARY_DIR}/plugins)
 	set_tests_properties(stress_cmd PROPERTIES TIMEOUT 300 LABELS "runtime;integration")
+	# stdin_source and socket_source (issue 15 §2): exact output through a pipe
+	# and over TCP/UDP, stops, backpressure, and the refusals of sources that
+	# cannot be replayed (checkpoint_dir without allow_data_loss_on_crash).
+	foreach(t stdin)
+		add_test(NAME ${t} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/${t}.sh
+			 $<TARGET_FILE:shmrun>)
+		set_tests_properties(${t} PROPERTIES TIMEOUT 300 LABELS "runtime;integration"
+				     SKIP_RETURN_CODE 77)
+	endforeach()
 endif()
 
 # CI machines (issue 14 §2): io_uring blocked by a seccomp filter (no_uring, a

@@ -101,12 +101,13 @@
 #include "follow.h"
 #include "ops.h"
 
-#define HEAD_MAX 1024u                    /* bytes of a file's head */
-#define FREAD_BYTES (256u << 10)          /* first buffer size */
-#define FLINES 256u                       /* lines per shmrun_emit_batch() */
+#define HEAD_MAX     1024u		   /* bytes of a file's head */
+#define FREAD_BYTES  (256u << 10)	   /* first buffer size */
+#define FLINES	     256u		   /* lines per shmrun_emit_batch() */
 #define FOLLOW_MAGIC 0x314c4f4652524d48ull /* "HMRRFOL1": an entry of a following source */
-#define INO_EVENTS (IN_MODIFY | IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF)
-#define DIR_EVENTS (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF)
+#define INO_EVENTS   (IN_MODIFY | IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF)
+#define DIR_EVENTS                                                                                 \
+	(IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF)
 
 enum tstate { T_READ, T_PROBE, T_HELD };
 
@@ -116,10 +117,10 @@ struct tfile {
 	enum tstate state;
 	uint64_t dev, ino;
 	uint64_t off, seen, size;
-	int64_t changed_ns; /* CLOCK_MONOTONIC when size last changed (or found) */
+	int64_t changed_ns;	     /* CLOCK_MONOTONIC when size last changed (or found) */
 	uint64_t copy_dev, copy_ino; /* HELD: the file this copies */
 	int fd, wd;
-	bool named;         /* a matching name pointed to it at the last scan */
+	bool named; /* a matching name pointed to it at the last scan */
 	uint32_t head_len;
 	unsigned char head[HEAD_MAX];
 };
@@ -158,14 +159,14 @@ struct follow {
 	struct saved *sv;
 	uint32_t nsv, capsv;
 	bool restoring, resolved, first_scan_done;
-	int ino;               /* inotify fd, -1: polling only */
+	int ino; /* inotify fd, -1: polling only */
 	bool rescan, check, more;
 	int64_t next_poll;
 	unsigned char *buf;
 	size_t cap;
 	struct shmrun_record lines[FLINES];
 	uint32_t nlines;
-	unsigned char *entry;  /* snapshot scratch */
+	unsigned char *entry; /* snapshot scratch */
 	size_t entry_cap;
 };
 
@@ -234,8 +235,8 @@ static int read_head(struct tfile *t)
 /* ------------------------------------------------------------------ */
 /* Listing a watch's files */
 
-typedef int (*file_cb)(struct follow *fw, uint32_t watch, const char *path,
-		       const struct stat *st, void *arg);
+typedef int (*file_cb)(struct follow *fw, uint32_t watch, const char *path, const struct stat *st,
+		       void *arg);
 
 static int walk(struct follow *fw, uint32_t watch, const char *dir, bool recursive, bool filter,
 		file_cb cb, void *arg)
@@ -413,15 +414,17 @@ static uint32_t release_copies(struct shmrun_task *task, struct follow *fw, cons
 		c->state = T_READ;
 		c->off = c->seen = x < c->size ? x : c->size;
 		if (x < c->size)
-			shmrun_task_log(task, "input '%s' is a copy of '%s': reading it from offset %" PRIu64,
-					c->path, t->path, x);
+			shmrun_task_log(
+			    task, "input '%s' is a copy of '%s': reading it from offset %" PRIu64,
+			    c->path, t->path, x);
 		n++;
 	}
 	return n;
 }
 
 /* scan's callback: a file a watch follows. */
-static int scan_one(struct follow *fw, uint32_t k, const char *path, const struct stat *st, void *arg)
+static int scan_one(struct follow *fw, uint32_t k, const char *path, const struct stat *st,
+		    void *arg)
 {
 	struct shmrun_task *task = arg;
 	struct tfile *t = find_ino(fw, (uint64_t)st->st_dev, (uint64_t)st->st_ino);
@@ -440,7 +443,8 @@ static int scan_one(struct follow *fw, uint32_t k, const char *path, const struc
 		return 0;
 	}
 	/* new: before the first scan of a fresh start, content to read whole */
-	t = track(task, fw, k, path, fw->first_scan_done || fw->restoring ? T_PROBE : T_READ, 0, &err);
+	t = track(task, fw, k, path, fw->first_scan_done || fw->restoring ? T_PROBE : T_READ, 0,
+		  &err);
 	if (t && t->state == T_PROBE)
 		probe(fw, t, now_ns());
 	return err;
@@ -474,13 +478,14 @@ static int truncated(struct shmrun_task *task, struct follow *fw, struct tfile *
 	if (err)
 		return err;
 	if (release_copies(task, fw, t, x) == 0 && x > 0)
-		shmrun_task_warn(task,
-				 "input '%s' was truncated in place (copytruncate?) after %" PRIu64
-				 " bytes were read: reading it again from 0; no copy of it was found "
-				 "among the followed files, so lines written after the last read and "
-				 "before the truncation are lost (match the rotated copy, e.g. "
-				 "match = %s*)",
-				 t->path, x, strrchr(t->path, '/') ? strrchr(t->path, '/') + 1 : t->path);
+		shmrun_task_warn(
+		    task,
+		    "input '%s' was truncated in place (copytruncate?) after %" PRIu64
+		    " bytes were read: reading it again from 0; no copy of it was found "
+		    "among the followed files, so lines written after the last read and "
+		    "before the truncation are lost (match the rotated copy, e.g. "
+		    "match = %s*)",
+		    t->path, x, strrchr(t->path, '/') ? strrchr(t->path, '/') + 1 : t->path);
 	t->off = t->seen = 0;
 	return read_head(t);
 }
@@ -510,7 +515,8 @@ static int check(struct shmrun_task *task, struct follow *fw, int64_t now)
 				if (read_head(t) < 0)
 					continue;
 				if (shrank || t->head_len < len || memcmp(old, t->head, len) != 0) {
-					memcpy(t->head, old, len); /* its copies carry the old head */
+					memcpy(t->head, old,
+					       len); /* its copies carry the old head */
 					t->head_len = len;
 					err = truncated(task, fw, t);
 					if (err)
@@ -539,7 +545,8 @@ static int flush_lines(struct shmrun_task *task, struct follow *fw)
 	return shmrun_emit_batch(task, fw->lines, n);
 }
 
-static int queue_line(struct shmrun_task *task, struct follow *fw, const unsigned char *v, size_t len)
+static int queue_line(struct shmrun_task *task, struct follow *fw, const unsigned char *v,
+		      size_t len)
 {
 	if (len > UINT32_MAX - 64) {
 		shmrun_task_error(task, "a line of %zu bytes is longer than a record can be", len);
@@ -624,8 +631,9 @@ static int finish(struct shmrun_task *task, struct follow *fw, int64_t now, uint
 		struct tfile *t = fw->f[i];
 		int err;
 
-		if (t->named || (t->state == T_READ && (t->seen < t->size ||
-							now - t->changed_ns < (int64_t)fw->poll_ns))) {
+		if (t->named ||
+		    (t->state == T_READ &&
+		     (t->seen < t->size || now - t->changed_ns < (int64_t)fw->poll_ns))) {
 			i++;
 			continue;
 		}
@@ -675,8 +683,7 @@ static void drain_events(struct follow *fw)
 /* ------------------------------------------------------------------ */
 /* Restore */
 
-static int parse(struct shmrun_task *task, const unsigned char *e, uint32_t len,
-		 struct fol_head *h)
+static int parse(struct shmrun_task *task, const unsigned char *e, uint32_t len, struct fol_head *h)
 {
 	uint32_t at = sizeof(*h);
 
@@ -704,8 +711,8 @@ static int parse(struct shmrun_task *task, const unsigned char *e, uint32_t len,
 	if (at == len)
 		return 0;
 bad:
-	shmrun_task_error(task, "restored read position of a following source is malformed (%u bytes)",
-			  len);
+	shmrun_task_error(
+	    task, "restored read position of a following source is malformed (%u bytes)", len);
 	return -EBADMSG;
 }
 
@@ -728,10 +735,11 @@ int shmrun_follow_restore(struct shmrun_task *task, struct follow *fw, const voi
 	if (err)
 		return err;
 	if (h.nwatches != fw->nw || h.watch >= fw->nw) {
-		shmrun_task_error(task,
-				  "restored read positions are of %u path entries, path = now has %u: "
-				  "start over with STREAM_RESET_STATE=1 to follow other files",
-				  h.nwatches, fw->nw);
+		shmrun_task_error(
+		    task,
+		    "restored read positions are of %u path entries, path = now has %u: "
+		    "start over with STREAM_RESET_STATE=1 to follow other files",
+		    h.nwatches, fw->nw);
 		return -EBADMSG;
 	}
 	fw->w[h.watch].owned = true;
@@ -747,7 +755,8 @@ int shmrun_follow_restore(struct shmrun_task *task, struct follow *fw, const voi
 		else if (asprintf(&p, "%s/%.*s", dir, (int)ff.path_len, (const char *)e + at) < 0)
 			p = NULL;
 		at += ff.path_len;
-		if (!p || shmrun_grow_u32(&fw->sv, &fw->capsv, (size_t)fw->nsv + 1, sizeof(*fw->sv), 16)) {
+		if (!p || shmrun_grow_u32(&fw->sv, &fw->capsv, (size_t)fw->nsv + 1, sizeof(*fw->sv),
+					  16)) {
 			free(p);
 			return -ENOMEM;
 		}
@@ -768,7 +777,8 @@ struct cands {
 	uint32_t n, cap;
 };
 
-static int add_cand(struct follow *fw, uint32_t k, const char *path, const struct stat *st, void *arg)
+static int add_cand(struct follow *fw, uint32_t k, const char *path, const struct stat *st,
+		    void *arg)
 {
 	struct cands *cs = arg;
 
@@ -823,8 +833,9 @@ static int resolve(struct shmrun_task *task, struct follow *fw)
 				continue;
 			found[i] = track(task, fw, s->watch, c->path, T_READ, s->off, &err) != NULL;
 			if (found[i] && strcmp(c->path, s->path) != 0)
-				shmrun_task_log(task, "input '%s' is now '%s': reading on from offset %" PRIu64,
-						s->path, c->path, s->off);
+				shmrun_task_log(
+				    task, "input '%s' is now '%s': reading on from offset %" PRIu64,
+				    s->path, c->path, s->off);
 		}
 	}
 	/* else a copy among the matching files not tracked */
@@ -840,18 +851,20 @@ static int resolve(struct shmrun_task *task, struct follow *fw)
 				continue;
 			found[i] = track(task, fw, s->watch, c->path, T_READ, s->off, &err) != NULL;
 			if (found[i])
-				shmrun_task_log(task,
-						"input '%s' was rotated while the job was down; its "
-						"copy '%s' is read from offset %" PRIu64,
-						s->path, c->path, s->off);
+				shmrun_task_log(
+				    task,
+				    "input '%s' was rotated while the job was down; its "
+				    "copy '%s' is read from offset %" PRIu64,
+				    s->path, c->path, s->off);
 		}
 		if (!found[i] && !err)
-			shmrun_task_warn(task,
-					 "input '%s' (read up to offset %" PRIu64 " at checkpoint "
-					 "epoch %" PRIu64 ") is gone, truncated or replaced, and no "
-					 "followed file holds its first bytes: lines after that offset, "
-					 "if any, are lost",
-					 s->path, s->off, shmrun_task_restored_epoch(task));
+			shmrun_task_warn(
+			    task,
+			    "input '%s' (read up to offset %" PRIu64 " at checkpoint "
+			    "epoch %" PRIu64 ") is gone, truncated or replaced, and no "
+			    "followed file holds its first bytes: lines after that offset, "
+			    "if any, are lost",
+			    s->path, s->off, shmrun_task_restored_epoch(task));
 	}
 	for (uint32_t j = 0; j < all.n; j++)
 		free(all.c[j].path);
@@ -934,13 +947,18 @@ int shmrun_follow_open(struct shmrun_task *task, struct follow **out)
 	free(paths);
 	if (err)
 		return err;
-	if (!no_inotify_switch()) {
+	if (no_inotify_switch()) {
+		shmrun_task_log(
+		    task,
+		    "SHMRUN_TEST_NO_INOTIFY=1: following files by polling every %" PRIu64 " ms",
+		    fw->poll_ns / 1000000);
+	} else {
 		fw->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 		if (fw->ino < 0)
-			shmrun_task_warn(task,
-					 "inotify_init1: %s: following files by polling every %" PRIu64
-					 " ms",
-					 strerror(errno), fw->poll_ns / 1000000);
+			shmrun_task_warn(
+			    task,
+			    "inotify_init1: %s: following files by polling every %" PRIu64 " ms",
+			    strerror(errno), fw->poll_ns / 1000000);
 	}
 	return 0;
 }
@@ -1007,9 +1025,11 @@ int shmrun_follow_snapshot(struct shmrun_task *task, struct follow *fw)
 				continue;
 			if (dl > 1 && strncmp(p, dir, dl) == 0 && p[dl] == '/' && p[dl + 1])
 				p += dl + 1; /* relative to the conf file's directory */
-			ff = (struct fol_file){t->dev, t->ino, t->off, XXH64(t->head, t->head_len, 0),
+			ff = (struct fol_file){t->dev,	    t->ino,
+					       t->off,	    XXH64(t->head, t->head_len, 0),
 					       t->head_len, (uint32_t)strlen(p)};
-			if (shmrun_grow(&fw->entry, &fw->entry_cap, len + sizeof(ff) + ff.path_len, 1, 4096))
+			if (shmrun_grow(&fw->entry, &fw->entry_cap, len + sizeof(ff) + ff.path_len,
+					1, 4096))
 				return -ENOMEM;
 			memcpy(fw->entry + len, &ff, sizeof(ff));
 			memcpy(fw->entry + len + sizeof(ff), p, ff.path_len);

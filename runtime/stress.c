@@ -625,6 +625,22 @@ static const char *unverifiable(const struct shmrun_stage *st)
 	       "commit() that publishes staged output, or use file_sink";
 }
 
+/* Why source stage @st cannot be verified (it never ends), or NULL. */
+static const char *endless(const struct shmrun_stage *st)
+{
+	if (!(st->op->flags & SHMRUN_OP_SOURCE))
+		return NULL;
+	for (uint32_t j = 0; j < st->nparams; j++) {
+		const struct shmrun_param *p = &st->params[j];
+
+		if (p->def && strcmp(p->def->key, "follow") == 0 && p->value && p->u64)
+			return "follow = true never ends, so there is no final output to compare "
+			       "with the golden run's; verify a copy of the stage with follow = "
+			       "false (tests/integration/follow.sh checks following under kills)";
+	}
+	return NULL;
+}
+
 /* Whether every stage upstream of @idx, and @idx, has width 1. */
 static bool width1_upstream(const struct shmrun_job *job, uint32_t idx, uint32_t depth)
 {
@@ -671,6 +687,8 @@ static int load_topology(struct stress *s)
 	for (uint32_t i = 0; i < s->job.nstages; i++) {
 		const char *why = unverifiable(&s->job.stages[i]);
 
+		if (!why)
+			why = endless(&s->job.stages[i]);
 		if (why) {
 			fprintf(stderr,
 				"shmrun stress: %s: stage '%s' (op %s) cannot be verified: %s; "

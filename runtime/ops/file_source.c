@@ -90,6 +90,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "follow.h"
 #include "input_check.h"
 #include "ops.h"
 
@@ -130,6 +131,7 @@ struct file_list {
 };
 
 struct source {
+	struct follow *fw;    /* follow = true: all of it is there (follow.c) */
 	struct file_list fl;
 	struct file_id *ids;  /* per file of fl: its identity at the first start */
 	bool *checked;        /* per file of fl: restored identity checked (or old format) */
@@ -279,6 +281,11 @@ static int expand_paths(struct shmrun_task *task, char **out)
 		*out = NULL;
 	}
 	return err;
+}
+
+int shmrun_file_source_paths(struct shmrun_task *task, char **out)
+{
+	return expand_paths(task, out);
 }
 
 /* Expand `path` into a sorted, de-duplicated (by name) list of regular files;
@@ -448,7 +455,8 @@ static int prepare(struct shmrun_task *task)
 			close(fd);
 	}
 
-	if (!err && fl.n == 0) {
+	/* following, an empty directory is a place to wait for files */
+	if (!err && fl.n == 0 && !shmrun_task_param_bool(task, "follow", false)) {
 		shmrun_task_error(task, "no input file found under path = %s%s%s (one per line)",
 				  shmrun_task_param(task, "path"),
 				  fl.match ? " matching " : "", fl.match ? fl.match : "");
@@ -596,6 +604,7 @@ static void source_close(struct shmrun_task *task, void *state)
 		return;
 	if (s->fd >= 0)
 		close(s->fd);
+	shmrun_follow_close(s->fw);
 	free_list(&s->fl);
 	free(s->ids);
 	free(s->checked);
@@ -682,6 +691,8 @@ static int source_open(struct shmrun_task *task, void **state)
 		return -ENOMEM;
 	*state = s;
 	s->fd = -1;
+	if (shmrun_task_param_bool(task, "follow", false))
+		return shmrun_follow_open(task, &s->fw);
 	s->origin = (struct shmrun_origin){.describe = source_describe, .task = task, .state = s};
 	s->nl_file = UINT32_MAX;
 	s->cap = READ_BYTES;
@@ -802,6 +813,8 @@ static int source_produce(struct shmrun_task *task, void *state, uint32_t budget
 	int r, err;
 	uint64_t pos;
 
+	if (s->fw)
+		return shmrun_follow_produce(task, s->fw, budget);
 	if (!s->prog_known) {
 		for (uint32_t i = s->cur; i < s->npieces; i++)
 			s->prog_total += s->pieces[i].end - s->pieces[i].off;
@@ -940,6 +953,8 @@ static int source_snapshot(struct shmrun_task *task, void *state, uint64_t epoch
 	unsigned char entry[sizeof(struct pos_entry) + PATH_MAX];
 
 	(void)epoch;
+	if (s->fw)
+		return shmrun_follow_snapshot(task, s->fw);
 	for (uint32_t i = s->cur; i < s->npieces; i++) {
 		const struct piece *p = &s->pieces[i];
 		struct pos_entry pe = {.magic = POS_MAGIC, .off = p->off, .end = p->end,
@@ -1070,8 +1085,11 @@ static int source_check_restore(struct shmrun_task *task, const void *entry, uin
 	struct pos_entry pe;
 	char path[PATH_MAX];
 	bool old;
-	int err = parse_entry(task, entry, len, &pe, path, &old);
+	int err;
 
+	if (shmrun_task_param_bool(task, "follow", false))
+		return shmrun_follow_check_restore(task, entry, len);
+	err = parse_entry(task, entry, len, &pe, path, &old);
 	return err ? err : old ? 0 : check_identity(task, path, &pe);
 }
 
@@ -1081,8 +1099,11 @@ static int source_restore(struct shmrun_task *task, void *state, const void *ent
 	struct pos_entry pe;
 	char path[PATH_MAX];
 	bool old;
-	int f, err = parse_entry(task, entry, len, &pe, path, &old);
+	int f, err;
 
+	if (s->fw)
+		return shmrun_follow_restore(task, s->fw, entry, len);
+	err = parse_entry(task, entry, len, &pe, path, &old);
 	if (err)
 		return err;
 	f = file_index(s, path);
@@ -1125,6 +1146,11 @@ static const struct shmrun_param_def params[] = {
 	 .doc = "files are cut into pieces of at most this many bytes, at line starts"},
 	{.key = "rate", .type = SHMRUN_PARAM_RATE, .min = 1, .max = 1000000000000ull,
 	 .doc = "records per second for the whole stage (default: unlimited)", .tuning = true},
+	{.key = "follow", .type = SHMRUN_PARAM_BOOL, .def = "false",
+	 .doc = "never end: read files as they grow, new files that match, rotated ones (tail -F); see docs/operators.md, Following files"},
+	{.key = "poll_interval", .type = SHMRUN_PARAM_DURATION, .def = "250ms", .min = 1000000,
+	 .max = 3600000000000ull,
+	 .doc = "follow = true: look for changes at least this often (all the time without inotify), and the rotation grace"},
 	{0},
 };
 

@@ -9,7 +9,7 @@
 #   leaky      tests/plugins/leaky_sink.c (claims exactly-once, appends at
 #              once): exit 1 under kill, the seed, duplicated lines, the
 #              reproduce command, a JUnit <failure> that parses
-#   refused    stdout_sink: exit 2 with the reason; bad options exit 2
+#   refused    stdout_sink, file_source with follow = true: exit 2 with the reason; bad options exit 2
 #   schedule   --print-schedule: the same seed twice is the same schedule,
 #              another seed another
 #   expect     --runs 0 --keep makes a golden output; --expect uses it (and
@@ -247,6 +247,9 @@ expect2() { # grep-pattern args...
 	grep -q -- "$pat" "$tmp/log" || fail "stress $*: no message '$pat'"
 }
 expect2 "stage 'out' (op stdout_sink) cannot be verified: stdout_sink writes records as they arrive; after a kill the records replayed" "$d/stdout.conf"
+printf 'x\n' > "$d/in.txt"
+printf '[src]\nop = file_source\npath = in.txt\nfollow = yes\n[out]\nop = file_sink\ninput = src\npath = o.tsv\n' > "$d/follow.conf"
+expect2 "stage 'src' (op file_source) cannot be verified: follow = true never ends" "$d/follow.conf"
 expect2 "--faults 'x' is not a count" --faults x "$d/stdout.conf"
 expect2 "--kinds: unknown fault kind 'bogus'" --kinds kill,bogus "$d/stdout.conf"
 expect2 "--kinds 'kill,,stop': an empty fault kind" --kinds kill,,stop "$d/stdout.conf"
@@ -265,7 +268,7 @@ printf '[gen]\nop = sequence\ncount = 10\n[out]\nop = file_sink\ninput = gen\npa
 expect2 "--junit $d/nodir/j.xml: cannot write beside it" --junit "$d/nodir/j.xml" "$d/ok.conf"
 # nothing was started: no work dir made
 [ -z "$(ls "$TMPDIR")" ] || fail "a refused stress left $(ls "$TMPDIR")"
-echo "ok refused: stdout_sink and bad usage exit 2"
+echo "ok refused: stdout_sink, follow = true and bad usage exit 2"
 
 # --- --print-schedule: a function of the seed ------------------------------------
 c="$tmp/wc/wc.conf"

@@ -30,6 +30,12 @@ if(TARGET shmrun)
 	add_test(NAME jobsock COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/jobsock.sh $<TARGET_FILE:shmrun>)
 	set_tests_properties(jobsock PROPERTIES TIMEOUT 600 LABELS "runtime;integration"
 			     SKIP_RETURN_CODE 77)
+	# file_source with follow = true (issue 15): exactly-once through rotations
+	# (rename, copytruncate), kills and a restart; two watches at width 2 polling;
+	# a last line without '\n'; bad input.
+	add_test(NAME follow COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/follow.sh $<TARGET_FILE:shmrun>)
+	set_tests_properties(follow PROPERTIES TIMEOUT 300 LABELS "runtime;integration"
+			     SKIP_RETURN_CODE 77)
 	# `shmrun stress` (issue 14 §1): the word count and a keyed count under
 	# kill/stop/term/rescale faults, a leaky sink caught, refusals, schedules.
 	add_test(NAME stress_cmd COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/stress_cmd.sh

@@ -1,0 +1,1069 @@
+/*
+ * runtime/ops/follow.c: file_source with `follow = true`: read files as they
+ * grow, pick up new ones, survive rotation, never end (tail -F, Filebeat).
+ *
+ * Watches. Each `path` entry (after brace expansion) is a watch: a file, a
+ * directory (its files, recursively, those whose name matches `match`) or a
+ * glob. Watch k belongs to instance k mod width, so a rotation (which stays
+ * inside one watch) is seen by one instance; a width above the number of
+ * watches leaves instances idle. The files of an instance's watches are its
+ * tracked files:
+ *
+ *     struct tfile: path (last name seen), watch, (dev, ino), off (every line
+ *     before it emitted), seen (bytes [off, seen) hold no '\n': a partial
+ *     line), size, the file's first min(size, 1 KiB) bytes (head), an open
+ *     fd (kept: a file renamed or deleted is still read to its end), state:
+ *
+ *       READ   read as it grows
+ *       PROBE  new, possibly a copy being written (its bytes so far are a
+ *              prefix of a READ file's head): not read; decided when it
+ *              changes, or READ after one poll_interval
+ *       HELD   a copy of READ file T (its head equals T's): not read; when T
+ *              is found truncated (copytruncate) at offset X it becomes READ
+ *              at min(X, its size): the bytes T had between X and the copy
+ *              are read from it, nothing twice. When T is dropped, READ at its
+ *              size (all of it was read from T)
+ *
+ * What wakes it. produce() never blocks and returns 1 without emitting when
+ * nothing is new (the worker then sleeps, idle.c). An inotify fd
+ * (IN_NONBLOCK) watches each watch's directory (IN_CREATE, IN_MOVED_TO, ...:
+ * rescan) and each tracked file (IN_MODIFY, IN_ATTRIB, IN_MOVE_SELF,
+ * IN_DELETE_SELF: fstat the tracked files); produce() drains it. Every
+ * `poll_interval` it rescans and fstats anyway: that is the whole mechanism
+ * when inotify is not available (inotify_init fails, a watch limit is hit:
+ * one warning, then polling only; SHMRUN_TEST_NO_INOTIFY=1 in a
+ * fault-injection build), and it drives the rotation grace.
+ *
+ * Lines. Only whole lines are emitted, without their '\n'. A partial last
+ * line waits for its '\n'; it is emitted without one only when its file was
+ * rotated away or deleted (no matching name points to the inode any more),
+ * is read to its end and has not changed for one poll_interval: then the file
+ * is finished, its fd closed and it is no longer tracked.
+ *
+ * Rotation. rename-and-create: the renamed inode is still tracked (by
+ * (dev, ino), under its new name when that matches, else by the fd until
+ * drained as above); the new file is new: read from 0. copytruncate: a
+ * tracked file that shrank, or whose head changed, was truncated: its HELD
+ * copies are released (above) and it is read again from 0; without a copy
+ * among the watched files, the bytes between the last read and the
+ * truncation are lost (a warning says so).
+ *
+ * Per-worker state (rule split, one entry per watch, not per file): the
+ * runtime deals entries out to new instances whole, so with one entry per
+ * owned watch (also when it tracks no file) every watch, with all of its
+ * files, belongs to exactly one instance after a restore at any width, and
+ * the instance owns exactly the watches of the entries it got (an instance
+ * given none idles). One entry per file under the split rule would scatter a
+ * watch's files over instances, and each would then take the others' files
+ * for new ones (read twice); the union rule would need the operator's
+ * pw_rule to depend on a key (file_source with follow = false must stay
+ * split).
+ *
+ *     struct fol_head (magic, watch, number of watches, number of files)
+ *     then per READ file: struct fol_file (dev, ino, off, XXH64 of the first
+ *     head_len bytes, head_len, path length) and the path (relative to the
+ *     conf file's directory when under it)
+ *
+ * PROBE and HELD files are not saved: a restore meets them again as new.
+ * A restore finds each saved file (at the first produce()) among all files
+ * of the watch's directory, any name (x.log renamed to x.log.1 while the job
+ * was down), by (dev, ino) with the same head (not a reused inode) and at
+ * least off bytes; failing that, among the matching untracked files, one with
+ * the same head and at least off bytes (a copy: copytruncate or a move across
+ * file systems while down) is read from off; failing that, a warning names
+ * the file and the offset (bytes after it, if any, are lost). Then files
+ * not saved are new: probed as above (they may be copies made while down),
+ * then read from 0. On a fresh start every file found is read from 0.
+ *
+ * Rejected: reading a partial line at EOF (it would be torn when the writer
+ * completes it); one fd per open()/close() per poll (a renamed, unmatched
+ * file could not be drained); checksumming whole files (the head is what
+ * logrotate's copy and its original share).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <glob.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "follow.h"
+#include "ops.h"
+
+#define HEAD_MAX     1024u		   /* bytes of a file's head */
+#define FREAD_BYTES  (256u << 10)	   /* first buffer size */
+#define FLINES	     256u		   /* lines per shmrun_emit_batch() */
+#define FOLLOW_MAGIC 0x314c4f4652524d48ull /* "HMRRFOL1": an entry of a following source */
+#define INO_EVENTS   (IN_MODIFY | IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF)
+#define DIR_EVENTS                                                                                 \
+	(IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF)
+
+enum tstate { T_READ, T_PROBE, T_HELD };
+
+struct tfile {
+	char *path;
+	uint32_t watch;
+	enum tstate state;
+	uint64_t dev, ino;
+	uint64_t off, seen, size;
+	int64_t changed_ns;	     /* CLOCK_MONOTONIC when size last changed (or found) */
+	uint64_t copy_dev, copy_ino; /* HELD: the file this copies */
+	int fd, wd;
+	bool named; /* a matching name pointed to it at the last scan */
+	uint32_t head_len;
+	unsigned char head[HEAD_MAX];
+};
+
+struct watch {
+	char *pat;
+	bool owned;
+	int wd; /* inotify watch of its directory, -1 */
+};
+
+/* A saved entry's file, kept until the first produce() resolves it. */
+struct saved {
+	uint32_t watch;
+	uint64_t dev, ino, off, head_sum;
+	uint32_t head_len;
+	char *path;
+};
+
+struct fol_head {
+	uint64_t magic; /* FOLLOW_MAGIC */
+	uint32_t watch, nwatches, nfiles, pad;
+};
+
+struct fol_file {
+	uint64_t dev, ino, off, head_sum;
+	uint32_t head_len, path_len;
+};
+
+struct follow {
+	struct watch *w;
+	uint32_t nw;
+	const char *match;
+	uint64_t poll_ns;
+	struct tfile **f;
+	uint32_t nf, capf;
+	struct saved *sv;
+	uint32_t nsv, capsv;
+	bool restoring, resolved, first_scan_done;
+	int ino; /* inotify fd, -1: polling only */
+	bool rescan, check, more;
+	int64_t next_poll;
+	unsigned char *buf;
+	size_t cap;
+	struct shmrun_record lines[FLINES];
+	uint32_t nlines;
+	unsigned char *entry; /* snapshot scratch */
+	size_t entry_cap;
+};
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static bool no_inotify_switch(void)
+{
+#ifdef SHMRUN_FAULT_INJECTION
+	const char *e = getenv("SHMRUN_TEST_NO_INOTIFY"); /* test-only: polling alone */
+
+	return e && strcmp(e, "1") == 0;
+#else
+	return false;
+#endif
+}
+
+/* Stop using inotify (a limit was hit): say so once; polling goes on. */
+static void drop_inotify(struct shmrun_task *task, struct follow *fw, const char *path, int err)
+{
+	if (fw->ino < 0)
+		return;
+	shmrun_task_warn(task,
+			 "inotify watch of '%s': %s: following by polling every %" PRIu64
+			 " ms instead (raise fs.inotify.max_user_watches)",
+			 path, strerror(err), fw->poll_ns / 1000000);
+	close(fw->ino);
+	fw->ino = -1;
+	for (uint32_t i = 0; i < fw->nw; i++)
+		fw->w[i].wd = -1;
+	for (uint32_t i = 0; i < fw->nf; i++)
+		fw->f[i]->wd = -1;
+}
+
+static int add_wd(struct shmrun_task *task, struct follow *fw, const char *path, uint32_t mask)
+{
+	int wd;
+
+	if (fw->ino < 0)
+		return -1;
+	wd = inotify_add_watch(fw->ino, path, mask);
+	if (wd < 0 && (errno == ENOSPC || errno == ENOMEM))
+		drop_inotify(task, fw, path, errno);
+	return wd < 0 ? -1 : wd;
+}
+
+/* Read the first min(size, HEAD_MAX) bytes of @t into t->head. Return: 0 or -errno. */
+static int read_head(struct tfile *t)
+{
+	ssize_t n;
+
+	do
+		n = pread(t->fd, t->head, HEAD_MAX, 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	t->head_len = (uint32_t)n;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Listing a watch's files */
+
+typedef int (*file_cb)(struct follow *fw, uint32_t watch, const char *path, const struct stat *st,
+		       void *arg);
+
+static int walk(struct follow *fw, uint32_t watch, const char *dir, bool recursive, bool filter,
+		file_cb cb, void *arg)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int err = 0;
+
+	if (!d)
+		return 0; /* gone meanwhile: nothing to list */
+	while (!err && (de = readdir(d)) != NULL) {
+		struct stat st;
+		char *p;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (asprintf(&p, "%s/%s", dir, de->d_name) < 0) {
+			err = -ENOMEM;
+			break;
+		}
+		if (lstat(p, &st) == 0) { /* links inside directories are not followed */
+			if (S_ISDIR(st.st_mode) && recursive)
+				err = walk(fw, watch, p, true, filter, cb, arg);
+			else if (S_ISREG(st.st_mode) &&
+				 (!filter || !fw->match || fnmatch(fw->match, de->d_name, 0) == 0))
+				err = cb(fw, watch, p, &st, arg);
+		}
+		free(p);
+	}
+	closedir(d);
+	return err;
+}
+
+/*
+ * Call @cb for each regular file of watch @k: @all false, the files it
+ * follows (named, matched by its glob, or in its directory and matching
+ * `match`); @all true, every file of its directories, any name (where a
+ * restore looks for a renamed file).
+ */
+static int list_watch(struct follow *fw, uint32_t k, bool all, file_cb cb, void *arg)
+{
+	const char *pat = fw->w[k].pat;
+	struct stat st;
+	glob_t g;
+	int err = 0;
+
+	if (stat(pat, &st) == 0 && S_ISDIR(st.st_mode))
+		return walk(fw, k, pat, true, !all, cb, arg);
+	if (all) { /* the directory of the named file or pattern */
+		char *copy = strdup(pat), *dir;
+
+		if (!copy)
+			return -ENOMEM;
+		dir = dirname(copy);
+		if (glob(dir, GLOB_ONLYDIR, NULL, &g) == 0) {
+			for (size_t i = 0; i < g.gl_pathc && !err; i++)
+				err = walk(fw, k, g.gl_pathv[i], false, false, cb, arg);
+			globfree(&g);
+		}
+		free(copy);
+	}
+	if (err || glob(pat, 0, NULL, &g) != 0)
+		return err;
+	for (size_t i = 0; i < g.gl_pathc && !err; i++) {
+		if (stat(g.gl_pathv[i], &st) != 0)
+			continue;
+		if (S_ISDIR(st.st_mode))
+			err = walk(fw, k, g.gl_pathv[i], true, !all, cb, arg);
+		else if (S_ISREG(st.st_mode) && !all)
+			err = cb(fw, k, g.gl_pathv[i], &st, arg);
+	}
+	globfree(&g);
+	return err;
+}
+
+/* ------------------------------------------------------------------ */
+/* Tracked files */
+
+static struct tfile *find_ino(struct follow *fw, uint64_t dev, uint64_t ino)
+{
+	for (uint32_t i = 0; i < fw->nf; i++)
+		if (fw->f[i]->dev == dev && fw->f[i]->ino == ino)
+			return fw->f[i];
+	return NULL;
+}
+
+/* Track @path (@st) of watch @k, in @state at @off. Return: it, or NULL (error set in *err). */
+static struct tfile *track(struct shmrun_task *task, struct follow *fw, uint32_t k,
+			   const char *path, enum tstate state, uint64_t off, int *err)
+{
+	struct tfile *t = calloc(1, sizeof(*t));
+	struct stat st;
+
+	*err = -ENOMEM;
+	if (!t || shmrun_grow_u32(&fw->f, &fw->capf, (size_t)fw->nf + 1, sizeof(*fw->f), 16) ||
+	    !(t->path = strdup(path))) {
+		free(t);
+		return NULL;
+	}
+	t->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (t->fd < 0 || fstat(t->fd, &st) < 0 || !S_ISREG(st.st_mode) || read_head(t) < 0) {
+		*err = 0; /* gone or changed meanwhile: the next scan sees it again */
+		if (t->fd >= 0)
+			close(t->fd);
+		free(t->path);
+		free(t);
+		return NULL;
+	}
+	t->watch = k;
+	t->state = state;
+	t->dev = (uint64_t)st.st_dev;
+	t->ino = (uint64_t)st.st_ino;
+	t->size = (uint64_t)st.st_size;
+	t->off = t->seen = off;
+	t->changed_ns = now_ns();
+	t->named = true;
+	t->wd = add_wd(task, fw, path, INO_EVENTS);
+	fw->f[fw->nf++] = t;
+	*err = 0;
+	return t;
+}
+
+static void untrack(struct follow *fw, uint32_t i)
+{
+	struct tfile *t = fw->f[i];
+
+	if (t->wd >= 0 && fw->ino >= 0)
+		inotify_rm_watch(fw->ino, t->wd);
+	close(t->fd);
+	free(t->path);
+	free(t);
+	fw->f[i] = fw->f[--fw->nf];
+}
+
+/*
+ * Decide a new (PROBE) file @c: a copy of a READ file T (its head holds T's
+ * whole head): HELD; its bytes so far a prefix of T's head, for less than
+ * one poll_interval: still PROBE; else READ from 0.
+ */
+static void probe(struct follow *fw, struct tfile *c, int64_t now)
+{
+	bool prefix = false;
+
+	if (read_head(c) < 0)
+		return;
+	for (uint32_t i = 0; i < fw->nf; i++) {
+		const struct tfile *t = fw->f[i];
+
+		if (t == c || t->state != T_READ || t->head_len == 0)
+			continue;
+		if (c->head_len >= t->head_len && memcmp(c->head, t->head, t->head_len) == 0) {
+			c->state = T_HELD;
+			c->copy_dev = t->dev;
+			c->copy_ino = t->ino;
+			return;
+		}
+		if (c->head_len < t->head_len && memcmp(c->head, t->head, c->head_len) == 0)
+			prefix = true;
+	}
+	if (!prefix || now - c->changed_ns >= (int64_t)fw->poll_ns)
+		c->state = T_READ;
+}
+
+/* The HELD copies of @t become READ at min(@x, size): @x is where @t's lines stopped. */
+static uint32_t release_copies(struct shmrun_task *task, struct follow *fw, const struct tfile *t,
+			       uint64_t x)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < fw->nf; i++) {
+		struct tfile *c = fw->f[i];
+
+		if (c->state != T_HELD || c->copy_dev != t->dev || c->copy_ino != t->ino)
+			continue;
+		c->state = T_READ;
+		c->off = c->seen = x < c->size ? x : c->size;
+		if (x < c->size)
+			shmrun_task_log(
+			    task, "input '%s' is a copy of '%s': reading it from offset %" PRIu64,
+			    c->path, t->path, x);
+		n++;
+	}
+	return n;
+}
+
+/* scan's callback: a file a watch follows. */
+static int scan_one(struct follow *fw, uint32_t k, const char *path, const struct stat *st,
+		    void *arg)
+{
+	struct shmrun_task *task = arg;
+	struct tfile *t = find_ino(fw, (uint64_t)st->st_dev, (uint64_t)st->st_ino);
+	int err = 0;
+
+	if (t) {
+		t->named = true;
+		if (strcmp(t->path, path) != 0) { /* renamed within the watch */
+			char *p = strdup(path);
+
+			if (!p)
+				return -ENOMEM;
+			free(t->path);
+			t->path = p;
+		}
+		return 0;
+	}
+	/* new: before the first scan of a fresh start, content to read whole */
+	t = track(task, fw, k, path, fw->first_scan_done || fw->restoring ? T_PROBE : T_READ, 0,
+		  &err);
+	if (t && t->state == T_PROBE)
+		probe(fw, t, now_ns());
+	return err;
+}
+
+static int scan(struct shmrun_task *task, struct follow *fw)
+{
+	int err = 0;
+
+	for (uint32_t i = 0; i < fw->nf; i++)
+		fw->f[i]->named = false;
+	for (uint32_t k = 0; k < fw->nw && !err; k++)
+		if (fw->w[k].owned)
+			err = list_watch(fw, k, false, scan_one, task);
+	fw->first_scan_done = true;
+	fw->rescan = false;
+	if (err)
+		shmrun_task_error(task, "following files: %s", strerror(-err));
+	return err;
+}
+
+/*
+ * @t (READ) was truncated in place (copytruncate): its copies take over
+ * from its offset; it is read again from 0.
+ */
+static int truncated(struct shmrun_task *task, struct follow *fw, struct tfile *t)
+{
+	uint64_t x = t->off;
+	int err = scan(task, fw); /* the copy may be new since the last scan */
+
+	if (err)
+		return err;
+	if (release_copies(task, fw, t, x) == 0 && x > 0)
+		shmrun_task_warn(
+		    task,
+		    "input '%s' was truncated in place (copytruncate?) after %" PRIu64
+		    " bytes were read: reading it again from 0; no copy of it was found "
+		    "among the followed files, so lines written after the last read and "
+		    "before the truncation are lost (match the rotated copy, e.g. "
+		    "match = %s*)",
+		    t->path, x, strrchr(t->path, '/') ? strrchr(t->path, '/') + 1 : t->path);
+	t->off = t->seen = 0;
+	return read_head(t);
+}
+
+/* fstat each tracked file: growth, truncation, PROBE decisions. */
+static int check(struct shmrun_task *task, struct follow *fw, int64_t now)
+{
+	for (uint32_t i = 0; i < fw->nf; i++) {
+		struct tfile *t = fw->f[i];
+		struct stat st;
+		uint64_t size;
+
+		if (fstat(t->fd, &st) < 0)
+			continue;
+		size = (uint64_t)st.st_size;
+		if (size != t->size) {
+			bool shrank = size < t->size;
+
+			t->size = size;
+			t->changed_ns = now;
+			if (t->state == T_READ) {
+				unsigned char old[HEAD_MAX];
+				uint32_t len = t->head_len;
+				int err;
+
+				memcpy(old, t->head, len);
+				if (read_head(t) < 0)
+					continue;
+				if (shrank || t->head_len < len || memcmp(old, t->head, len) != 0) {
+					memcpy(t->head, old,
+					       len); /* its copies carry the old head */
+					t->head_len = len;
+					err = truncated(task, fw, t);
+					if (err)
+						return err;
+				}
+			}
+		}
+		if (t->state == T_PROBE)
+			probe(fw, t, now);
+	}
+	fw->check = false;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Reading */
+
+static int flush_lines(struct shmrun_task *task, struct follow *fw)
+{
+	uint32_t n = fw->nlines;
+
+	if (!n)
+		return 0;
+	fw->nlines = 0;
+	shmrun_task_count(task, SHMRUN_COUNT_RECORDS_IN, n);
+	return shmrun_emit_batch(task, fw->lines, n);
+}
+
+static int queue_line(struct shmrun_task *task, struct follow *fw, const unsigned char *v,
+		      size_t len)
+{
+	if (len > UINT32_MAX - 64) {
+		shmrun_task_error(task, "a line of %zu bytes is longer than a record can be", len);
+		return -EMSGSIZE;
+	}
+	fw->lines[fw->nlines++] = (struct shmrun_record){.value = v, .value_len = (uint32_t)len};
+	return fw->nlines == FLINES ? flush_lines(task, fw) : 0;
+}
+
+/*
+ * Emit @t's whole lines from t->off, up to *@budget of them; @final: also a
+ * last line without '\n' (a finished file). Return: 0, or -errno after a
+ * message.
+ */
+static int read_lines(struct shmrun_task *task, struct follow *fw, struct tfile *t,
+		      uint32_t *budget, bool final)
+{
+	size_t lo = 0, hi = 0, scanned = 0;
+	int err = 0;
+
+	while (*budget > 0) {
+		unsigned char *nl = memchr(fw->buf + lo + scanned, '\n', hi - lo - scanned);
+		ssize_t n;
+
+		if (nl) {
+			size_t len = (size_t)(nl - (fw->buf + lo));
+
+			err = queue_line(task, fw, fw->buf + lo, len);
+			lo += len + 1;
+			t->off += len + 1;
+			scanned = 0;
+			(*budget)--;
+			if (err)
+				return err;
+			continue;
+		}
+		scanned = hi - lo;
+		err = flush_lines(task, fw); /* the buffer moves */
+		if (err)
+			return err;
+		memmove(fw->buf, fw->buf + lo, hi - lo);
+		hi -= lo;
+		lo = 0;
+		if (shmrun_grow(&fw->buf, &fw->cap, hi + 1, 1, FREAD_BYTES))
+			return -ENOMEM;
+		do
+			n = pread(t->fd, fw->buf + hi, fw->cap - hi, (off_t)(t->off + hi));
+		while (n < 0 && errno == EINTR);
+		if (n < 0) {
+			shmrun_task_error(task, "reading '%s': %s", t->path, strerror(errno));
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		hi += (size_t)n;
+		if (t->off + hi > t->size)
+			t->size = t->off + hi;
+	}
+	if (*budget == 0) {
+		t->seen = t->off; /* lines left in the buffer: read them again */
+		fw->more = true;
+	} else if (final && hi > lo) {
+		err = queue_line(task, fw, fw->buf + lo, hi - lo);
+		t->off += hi - lo;
+		t->seen = t->off;
+		(*budget)--;
+	} else {
+		t->seen = t->off + (hi - lo);
+	}
+	return err ? err : flush_lines(task, fw);
+}
+
+/*
+ * Files no matching name points to any more (rotated away, deleted): a READ
+ * one read to its end and unchanged for one poll_interval is finished (its
+ * last line without '\n' emitted) and dropped; HELD and PROBE ones are
+ * dropped.
+ */
+static int finish(struct shmrun_task *task, struct follow *fw, int64_t now, uint32_t *budget)
+{
+	for (uint32_t i = 0; i < fw->nf;) {
+		struct tfile *t = fw->f[i];
+		int err;
+
+		if (t->named ||
+		    (t->state == T_READ &&
+		     (t->seen < t->size || now - t->changed_ns < (int64_t)fw->poll_ns))) {
+			i++;
+			continue;
+		}
+		if (t->state == T_READ) {
+			if (*budget == 0) {
+				fw->more = true;
+				return 0;
+			}
+			err = read_lines(task, fw, t, budget, true);
+			if (err)
+				return err;
+			if (t->seen < t->size) { /* grew meanwhile */
+				i++;
+				continue;
+			}
+			release_copies(task, fw, t, UINT64_MAX);
+		}
+		untrack(fw, i);
+	}
+	return 0;
+}
+
+/* Drain the inotify fd: directory events ask for a rescan, file events for a check. */
+static void drain_events(struct follow *fw)
+{
+	char ev[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+
+	for (;;) {
+		ssize_t n = read(fw->ino, ev, sizeof(ev));
+
+		if (n <= 0)
+			return;
+		for (char *p = ev; p < ev + n;) {
+			const struct inotify_event *e = (const struct inotify_event *)(void *)p;
+			bool dir = e->wd < 0 || (e->mask & IN_Q_OVERFLOW);
+
+			for (uint32_t k = 0; k < fw->nw && !dir; k++)
+				dir = fw->w[k].wd == e->wd;
+			if (dir)
+				fw->rescan = true;
+			fw->check = true;
+			p += sizeof(*e) + e->len;
+		}
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Restore */
+
+static int parse(struct shmrun_task *task, const unsigned char *e, uint32_t len, struct fol_head *h)
+{
+	uint32_t at = sizeof(*h);
+
+	if (len < sizeof(*h))
+		goto bad;
+	memcpy(h, e, sizeof(*h));
+	if (h->magic != FOLLOW_MAGIC) {
+		shmrun_task_error(task,
+				  "restored read position is not one of a following file_source "
+				  "(follow = true); start over with STREAM_RESET_STATE=1");
+		return -EBADMSG;
+	}
+	for (uint32_t i = 0; i < h->nfiles; i++) {
+		struct fol_file ff;
+
+		if (len - at < sizeof(ff))
+			goto bad;
+		memcpy(&ff, e + at, sizeof(ff));
+		at += (uint32_t)sizeof(ff);
+		if (ff.path_len == 0 || ff.path_len >= PATH_MAX || len - at < ff.path_len ||
+		    ff.head_len > HEAD_MAX)
+			goto bad;
+		at += ff.path_len;
+	}
+	if (at == len)
+		return 0;
+bad:
+	shmrun_task_error(
+	    task, "restored read position of a following source is malformed (%u bytes)", len);
+	return -EBADMSG;
+}
+
+int shmrun_follow_check_restore(struct shmrun_task *task, const void *entry, uint32_t len)
+{
+	struct fol_head h;
+
+	return parse(task, entry, len, &h);
+}
+
+int shmrun_follow_restore(struct shmrun_task *task, struct follow *fw, const void *entry,
+			  uint32_t len)
+{
+	const unsigned char *e = entry;
+	const char *dir = shmrun_task_conf_dir(task);
+	struct fol_head h;
+	uint32_t at = sizeof(h);
+	int err = parse(task, e, len, &h);
+
+	if (err)
+		return err;
+	if (h.nwatches != fw->nw || h.watch >= fw->nw) {
+		shmrun_task_error(
+		    task,
+		    "restored read positions are of %u path entries, path = now has %u: "
+		    "start over with STREAM_RESET_STATE=1 to follow other files",
+		    h.nwatches, fw->nw);
+		return -EBADMSG;
+	}
+	fw->w[h.watch].owned = true;
+	for (uint32_t i = 0; i < h.nfiles; i++) {
+		struct fol_file ff;
+		struct saved *s;
+		char *p;
+
+		memcpy(&ff, e + at, sizeof(ff));
+		at += (uint32_t)sizeof(ff);
+		if (e[at] == '/' || !dir)
+			p = strndup((const char *)e + at, ff.path_len);
+		else if (asprintf(&p, "%s/%.*s", dir, (int)ff.path_len, (const char *)e + at) < 0)
+			p = NULL;
+		at += ff.path_len;
+		if (!p || shmrun_grow_u32(&fw->sv, &fw->capsv, (size_t)fw->nsv + 1, sizeof(*fw->sv),
+					  16)) {
+			free(p);
+			return -ENOMEM;
+		}
+		s = &fw->sv[fw->nsv++];
+		*s = (struct saved){h.watch, ff.dev, ff.ino, ff.off, ff.head_sum, ff.head_len, p};
+	}
+	return 0;
+}
+
+struct cand {
+	char *path;
+	uint32_t watch;
+	struct stat st;
+};
+
+struct cands {
+	struct cand *c;
+	uint32_t n, cap;
+};
+
+static int add_cand(struct follow *fw, uint32_t k, const char *path, const struct stat *st,
+		    void *arg)
+{
+	struct cands *cs = arg;
+
+	(void)fw;
+	if (shmrun_grow_u32(&cs->c, &cs->cap, (size_t)cs->n + 1, sizeof(*cs->c), 16))
+		return -ENOMEM;
+	cs->c[cs->n] = (struct cand){strdup(path), k, *st};
+	return cs->c[cs->n++].path ? 0 : -ENOMEM;
+}
+
+/* Whether @path's first @len bytes hash to @sum and it has at least @need bytes. */
+static bool head_is(const char *path, uint32_t len, uint64_t sum, uint64_t need)
+{
+	unsigned char b[HEAD_MAX];
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	struct stat st;
+	bool ok = false;
+
+	if (fd < 0)
+		return false;
+	if (fstat(fd, &st) == 0 && (uint64_t)st.st_size >= need && (uint64_t)st.st_size >= len &&
+	    pread(fd, b, len, 0) == (ssize_t)len)
+		ok = XXH64(b, len, 0) == sum;
+	close(fd);
+	return ok;
+}
+
+/* Find the saved files (see the comment at the top); then the rest is new. */
+static int resolve(struct shmrun_task *task, struct follow *fw)
+{
+	struct cands all = {0}, matched = {0};
+	bool *found = calloc(fw->nsv + 1, sizeof(*found));
+	int err = found ? 0 : -ENOMEM;
+
+	for (uint32_t k = 0; k < fw->nw && !err; k++) {
+		if (!fw->w[k].owned)
+			continue;
+		err = list_watch(fw, k, true, add_cand, &all);
+		if (!err)
+			err = list_watch(fw, k, false, add_cand, &matched);
+	}
+	/* by inode, with the same head (not a reused inode) and not shorter */
+	for (uint32_t i = 0; i < fw->nsv && !err; i++) {
+		const struct saved *s = &fw->sv[i];
+
+		for (uint32_t j = 0; j < all.n && !found[i] && !err; j++) {
+			const struct cand *c = &all.c[j];
+
+			if ((uint64_t)c->st.st_dev != s->dev || (uint64_t)c->st.st_ino != s->ino ||
+			    find_ino(fw, s->dev, s->ino) ||
+			    !head_is(c->path, s->head_len, s->head_sum, s->off))
+				continue;
+			found[i] = track(task, fw, s->watch, c->path, T_READ, s->off, &err) != NULL;
+			if (found[i] && strcmp(c->path, s->path) != 0)
+				shmrun_task_log(
+				    task, "input '%s' is now '%s': reading on from offset %" PRIu64,
+				    s->path, c->path, s->off);
+		}
+	}
+	/* else a copy among the matching files not tracked */
+	for (uint32_t i = 0; i < fw->nsv && !err; i++) {
+		const struct saved *s = &fw->sv[i];
+
+		for (uint32_t j = 0; j < matched.n && !found[i] && !err; j++) {
+			const struct cand *c = &matched.c[j];
+
+			if (c->watch != s->watch ||
+			    find_ino(fw, (uint64_t)c->st.st_dev, (uint64_t)c->st.st_ino) ||
+			    s->head_len == 0 || !head_is(c->path, s->head_len, s->head_sum, s->off))
+				continue;
+			found[i] = track(task, fw, s->watch, c->path, T_READ, s->off, &err) != NULL;
+			if (found[i])
+				shmrun_task_log(
+				    task,
+				    "input '%s' was rotated while the job was down; its "
+				    "copy '%s' is read from offset %" PRIu64,
+				    s->path, c->path, s->off);
+		}
+		if (!found[i] && !err)
+			shmrun_task_warn(
+			    task,
+			    "input '%s' (read up to offset %" PRIu64 " at checkpoint "
+			    "epoch %" PRIu64 ") is gone, truncated or replaced, and no "
+			    "followed file holds its first bytes: lines after that offset, "
+			    "if any, are lost",
+			    s->path, s->off, shmrun_task_restored_epoch(task));
+	}
+	for (uint32_t j = 0; j < all.n; j++)
+		free(all.c[j].path);
+	for (uint32_t j = 0; j < matched.n; j++)
+		free(matched.c[j].path);
+	free(all.c);
+	free(matched.c);
+	free(found);
+	for (uint32_t i = 0; i < fw->nsv; i++)
+		free(fw->sv[i].path);
+	free(fw->sv);
+	fw->sv = NULL;
+	fw->nsv = fw->capsv = 0;
+	fw->resolved = true;
+	if (err) {
+		shmrun_task_error(task, "following files: %s", strerror(-err));
+		return err;
+	}
+	return scan(task, fw);
+}
+
+/* Watch the directories of the owned watches (their new files). */
+static void watch_dirs(struct shmrun_task *task, struct follow *fw)
+{
+	for (uint32_t k = 0; k < fw->nw && fw->ino >= 0; k++) {
+		struct stat st;
+		char *copy;
+
+		if (!fw->w[k].owned)
+			continue;
+		if (stat(fw->w[k].pat, &st) == 0 && S_ISDIR(st.st_mode)) {
+			fw->w[k].wd = add_wd(task, fw, fw->w[k].pat, DIR_EVENTS);
+			continue;
+		}
+		copy = strdup(fw->w[k].pat);
+		if (copy && !strpbrk(dirname(copy), "*?[")) /* a pattern's directories: polled */
+			fw->w[k].wd = add_wd(task, fw, copy, DIR_EVENTS);
+		free(copy);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* The operator's calls */
+
+int shmrun_follow_open(struct shmrun_task *task, struct follow **out)
+{
+	struct follow *fw = calloc(1, sizeof(*fw));
+	uint32_t width = shmrun_task_width(task), me = shmrun_task_instance(task);
+	char *paths = NULL, *save = NULL;
+	int err;
+
+	*out = fw;
+	if (!fw)
+		return -ENOMEM;
+	fw->ino = -1;
+	fw->match = shmrun_task_param(task, "match");
+	fw->poll_ns = shmrun_task_param_u64(task, "poll_interval", 250000000ull);
+	fw->restoring = shmrun_task_restoring(task);
+	fw->cap = FREAD_BYTES;
+	fw->buf = malloc(fw->cap);
+	if (!fw->buf)
+		return -ENOMEM;
+	err = shmrun_file_source_paths(task, &paths);
+	if (err)
+		return err;
+	for (char *tok = strtok_r(paths, "\n", &save); tok && !err;
+	     tok = strtok_r(NULL, "\n", &save)) {
+		uint32_t cap = fw->nw;
+
+		if (shmrun_grow_u32(&fw->w, &cap, (size_t)fw->nw + 1, sizeof(*fw->w), 1) ||
+		    !(fw->w[fw->nw].pat = strdup(tok))) {
+			err = -ENOMEM;
+			break;
+		}
+		fw->w[fw->nw].wd = -1;
+		/* a fresh start owns watch k mod width; a restore the watches of its entries */
+		fw->w[fw->nw].owned = !fw->restoring && fw->nw % width == me;
+		fw->nw++;
+	}
+	free(paths);
+	if (err)
+		return err;
+	if (no_inotify_switch()) {
+		shmrun_task_log(
+		    task,
+		    "SHMRUN_TEST_NO_INOTIFY=1: following files by polling every %" PRIu64 " ms",
+		    fw->poll_ns / 1000000);
+	} else {
+		fw->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+		if (fw->ino < 0)
+			shmrun_task_warn(
+			    task,
+			    "inotify_init1: %s: following files by polling every %" PRIu64 " ms",
+			    strerror(errno), fw->poll_ns / 1000000);
+	}
+	return 0;
+}
+
+int shmrun_follow_produce(struct shmrun_task *task, struct follow *fw, uint32_t budget)
+{
+	int64_t now = now_ns();
+	int err = 0;
+
+	if (!fw->resolved) {
+		watch_dirs(task, fw);
+		err = resolve(task, fw);
+		if (err)
+			return err;
+		fw->next_poll = now + (int64_t)fw->poll_ns;
+		fw->check = true;
+	}
+	if (fw->ino >= 0)
+		drain_events(fw);
+	if (now >= fw->next_poll) {
+		fw->rescan = fw->check = true;
+		fw->next_poll = now + (int64_t)fw->poll_ns;
+	}
+	if (fw->rescan)
+		err = scan(task, fw);
+	if (!err && fw->check)
+		err = check(task, fw, now);
+	fw->more = false;
+	for (uint32_t i = 0; i < fw->nf && !err && budget > 0; i++) {
+		struct tfile *t = fw->f[i];
+
+		if (t->state == T_READ && t->seen < t->size)
+			err = read_lines(task, fw, t, &budget, false);
+	}
+	if (!err)
+		err = finish(task, fw, now, &budget);
+	return err ? err : 1;
+}
+
+int shmrun_follow_snapshot(struct shmrun_task *task, struct follow *fw)
+{
+	const char *dir = shmrun_task_conf_dir(task);
+	size_t dl = dir ? strlen(dir) : 0;
+	int err;
+
+	if (!fw->resolved) { /* restored, not produced yet: find the files first */
+		watch_dirs(task, fw);
+		err = resolve(task, fw);
+		if (err)
+			return err;
+	}
+	for (uint32_t k = 0; k < fw->nw; k++) {
+		struct fol_head h = {FOLLOW_MAGIC, k, fw->nw, 0, 0};
+		size_t len = sizeof(h);
+
+		if (!fw->w[k].owned)
+			continue;
+		for (uint32_t i = 0; i < fw->nf; i++) {
+			const struct tfile *t = fw->f[i];
+			const char *p = t->path;
+			struct fol_file ff;
+
+			if (t->watch != k || t->state != T_READ)
+				continue;
+			if (dl > 1 && strncmp(p, dir, dl) == 0 && p[dl] == '/' && p[dl + 1])
+				p += dl + 1; /* relative to the conf file's directory */
+			ff = (struct fol_file){t->dev,	    t->ino,
+					       t->off,	    XXH64(t->head, t->head_len, 0),
+					       t->head_len, (uint32_t)strlen(p)};
+			if (shmrun_grow(&fw->entry, &fw->entry_cap, len + sizeof(ff) + ff.path_len,
+					1, 4096))
+				return -ENOMEM;
+			memcpy(fw->entry + len, &ff, sizeof(ff));
+			memcpy(fw->entry + len + sizeof(ff), p, ff.path_len);
+			len += sizeof(ff) + ff.path_len;
+			h.nfiles++;
+		}
+		if (shmrun_grow(&fw->entry, &fw->entry_cap, len, 1, 4096))
+			return -ENOMEM;
+		memcpy(fw->entry, &h, sizeof(h));
+		if (len > UINT32_MAX)
+			return -E2BIG;
+		err = shmrun_pw_add(task, fw->entry, (uint32_t)len);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+void shmrun_follow_close(struct follow *fw)
+{
+	if (!fw)
+		return;
+	while (fw->nf)
+		untrack(fw, fw->nf - 1);
+	for (uint32_t k = 0; k < fw->nw; k++)
+		free(fw->w[k].pat);
+	for (uint32_t i = 0; i < fw->nsv; i++)
+		free(fw->sv[i].path);
+	if (fw->ino >= 0)
+		close(fw->ino);
+	free(fw->w);
+	free(fw->f);
+	free(fw->sv);
+	free(fw->buf);
+	free(fw->entry);
+	free(fw);
+}

@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# tests/integration/follow.sh SHMRUN: file_source with follow = true
+# (docs/operators.md, "Following files").
+#   - exactly-once: a writer appends numbered lines to logs/app.log while the
+#     test rotates it by rename-and-create and by copytruncate (the copies
+#     matched by `match = app.log*`), kill -9s a worker (restarted from the
+#     last checkpoint), kill -9s the launcher, rotates both ways while the job
+#     is down (also to a name `match` does not take: found by its inode),
+#     runs the same command again, rotates again; then the writer
+#     stops, and once the output holds every line SIGTERM stops the job
+#     (exit 0, a final checkpoint): every line arrived exactly once, also those
+#     of a file that only existed before the start and of a file created in
+#     the watched directory while the job ran.
+#   - width 2 with two watches (two directories), each with a growing file
+#     and a new file, under SHMRUN_TEST_NO_INOTIFY=1 (polling alone): every
+#     line once; each instance says it polls.
+#   - a last line without '\n' is emitted once its file is rotated away and
+#     drained, not before.
+#   - bad input: a FIFO in path, a bad poll_interval or follow value: exit 2,
+#     file:line, nothing started.
+set -euo pipefail
+shmrun=${1:?usage: follow.sh path/to/shmrun}
+. "$(dirname "$0")/lib.sh"
+need_fault_injection "$shmrun" # SHMRUN_TEST_NO_INOTIFY
+writer=
+cleanup_follow() {
+	[ -n "$writer" ] && kill -9 "$writer" 2> /dev/null || true
+	cleanup
+}
+trap cleanup_follow EXIT
+
+# wait_lines FILE N [SECONDS]: until FILE holds at least N lines (default 60 s).
+wait_lines() {
+	local end=$((SECONDS + ${3:-60}))
+	until [ "$(cat "$1" 2> /dev/null | wc -l)" -ge "$2" ]; do
+		[ $SECONDS -lt $end ] || return 1
+		sleep 0.1
+	done
+}
+# stop_job: SIGTERM the launcher; it must exit 0 after a final checkpoint.
+stop_job() {
+	kill -TERM "$launcher"
+	local rc=0
+	wait "$launcher" || rc=$?
+	launcher=
+	[ $rc -eq 0 ] || fail "SIGTERM: exit $rc (expected 0)"
+	qgrep "stopped at epoch" "$tmp/log" || fail "SIGTERM: no final checkpoint"
+}
+# exact FILE N: FILE holds 1..N, each once.
+exact() {
+	sort "$1" | uniq -d > "$tmp/dups"
+	[ ! -s "$tmp/dups" ] || fail "$1: $(wc -l < "$tmp/dups") lines twice, e.g. $(sed -n 1p "$tmp/dups")"
+	sort -n "$1" > "$tmp/got"
+	seq 1 "$2" > "$tmp/want"
+	cmp -s "$tmp/got" "$tmp/want" || {
+		diff "$tmp/want" "$tmp/got" | head -5 >&2 || true
+		fail "$1: $(wc -l < "$1") lines, expected 1..$2 once each"
+	}
+}
+
+# --- exactly-once under rotations, kills and a restart ---------------------
+d="$tmp/one"
+mkdir -p "$d/logs"
+cat > "$d/job.conf" << 'CONF'
+[job]
+workers = 2
+checkpoint_dir = ckpt
+checkpoint_interval = 100ms
+[src]
+op = file_source
+path = logs
+match = app.log*
+follow = true
+poll_interval = 100ms
+[out]
+op = file_sink
+input = src
+path = out/lines.txt
+CONF
+seq 1 300 > "$d/logs/app.log.old" # only existed before the start
+N=9000
+start() {
+	(cd "$d" && exec "$shmrun" job.conf) 2>> "$tmp/log" &
+	launcher=$!
+	wait_started || fail "no start"
+	kill -0 "$launcher" 2> /dev/null || fail "the job ended at its start"
+}
+start
+# the writer: lines 301..N, about 1000 a second, reopening app.log each time
+# (so a rename makes it create a new one, as logrotate's `create` does)
+(
+	for ((i = 301; i <= N; i++)); do
+		echo "$i" >> "$d/logs/app.log"
+		((i % 25)) || sleep 0.025
+	done
+) &
+writer=$!
+rot=0
+rename() {
+	rot=$((rot + 1))
+	mv "$d/logs/app.log" "$d/logs/app.log.r$rot" 2> /dev/null || true
+}
+rename_out() { # to a name `match` does not take: drained through the open fd
+	rot=$((rot + 1))
+	mv "$d/logs/app.log" "$d/logs/rotated.$rot" 2> /dev/null || true
+}
+copytruncate() { # the writer paused, as logrotate's copy and truncate race it otherwise
+	rot=$((rot + 1))
+	kill -STOP "$writer"
+	if [ -f "$d/logs/app.log" ]; then
+		cp "$d/logs/app.log" "$d/logs/app.log.c$rot"
+		: > "$d/logs/app.log"
+	fi
+	kill -CONT "$writer"
+}
+sleep 0.7
+rename
+sleep 0.5
+copytruncate
+sleep 0.5
+w=$(first_child "$launcher")
+[ -n "$w" ] || fail "no worker"
+kill -9 "$w"
+rename
+sleep 0.7
+copytruncate
+sleep 0.5
+seq 100001 100100 > "$d/logs/app.log.new" # a new file while the job runs
+w=$(pgrep -n -P "$launcher" || true)
+[ -n "$w" ] && kill -9 "$w"
+sleep 0.7
+rename_out
+sleep 0.5
+# the launcher killed: rotations while the job is down
+workers=$(pgrep -P "$launcher" | tr '\n' ' ' || true)
+kill -9 "$launcher"
+wait "$launcher" 2> /dev/null || true
+launcher=
+for _ in $(seq 200); do
+	alive=0
+	for p in $workers; do kill -0 "$p" 2> /dev/null && alive=1; done
+	[ $alive = 0 ] && break
+	sleep 0.05
+done
+[ $alive = 0 ] || fail "workers outlived their killed launcher"
+sleep 0.3
+rename_out # found by its inode under any name in the directory
+sleep 0.3
+rename
+sleep 0.3
+copytruncate
+sleep 0.5
+start
+sleep 0.7
+copytruncate
+sleep 0.5
+rename
+wait "$writer"
+writer=
+total=$((N + 100))
+wait_lines "$d/out/lines.txt" "$total" 90 || fail "only $(wc -l < "$d/out/lines.txt") of $total lines arrived"
+sleep 0.5 # a line too many would come now
+stop_job
+[ "$(grep -c "was killed by signal 9" "$tmp/log")" -ge 2 ] || fail "test premise: the worker kills were not seen"
+qgrep "restoring epoch" "$tmp/log" || fail "the second start did not restore"
+grep -v '^1000[0-9][0-9]$\|^100100$' "$d/out/lines.txt" > "$tmp/main.txt"
+exact "$tmp/main.txt" "$N"
+[ "$(grep -c '^100[01][0-9][0-9]$' "$d/out/lines.txt")" -eq 100 ] || fail "the new file's lines: not 100"
+[ "$(ls "$d/logs" | grep -c '^app.log.c')" -ge 4 ] || fail "test premise: fewer copytruncates than planned"
+echo "ok exactly-once: $N lines through $rot rotations, 2 worker kills, a launcher kill and a restart"
+
+# --- width 2, two watches, polling only -------------------------------------
+: > "$tmp/log"
+d="$tmp/two"
+mkdir -p "$d/a" "$d/b"
+cat > "$d/job.conf" << 'CONF'
+[job]
+workers = 2
+checkpoint_dir = ckpt
+checkpoint_interval = 100ms
+[src]
+op = file_source
+path = a b
+follow = true
+poll_interval = 50ms
+width = 2
+[out]
+op = file_sink
+input = src
+path = out/lines.txt
+CONF
+seq 1 100 > "$d/a/x.log"
+seq 101 200 > "$d/b/y.log"
+(cd "$d" && SHMRUN_TEST_NO_INOTIFY=1 exec "$shmrun" job.conf) 2>> "$tmp/log" &
+launcher=$!
+wait_started || fail "no start"
+wait_lines "$d/out/lines.txt" 200 || fail "width 2: the first files were not read"
+seq 201 300 >> "$d/a/x.log"
+seq 301 400 >> "$d/b/y.log"
+seq 401 500 > "$d/b/z.log"
+mv "$d/a/x.log" "$d/a/x.log.1" # rotated away, out of nothing: still read to its end
+seq 501 600 >> "$d/a/x.log.1"
+seq 601 700 > "$d/a/x.log"
+wait_lines "$d/out/lines.txt" 700 || fail "width 2: only $(wc -l < "$d/out/lines.txt") of 700 lines"
+sleep 0.5
+stop_job
+exact "$d/out/lines.txt" 700
+[ "$(grep -c "SHMRUN_TEST_NO_INOTIFY=1: following files by polling every 50 ms" "$tmp/log")" -eq 2 ] ||
+	fail "width 2: not both instances polled"
+echo "ok width 2: two watches, new and rotated files, polling alone"
+
+# --- a last line without '\n' ------------------------------------------------
+: > "$tmp/log"
+d="$tmp/partial"
+mkdir -p "$d/logs"
+sed -e 's/^match = .*//' -e 's/^path = logs$/path = logs\/p.log/' "$tmp/one/job.conf" > "$d/job.conf"
+printf '1\n2\npart' > "$d/logs/p.log"
+(cd "$d" && exec "$shmrun" job.conf) 2>> "$tmp/log" &
+launcher=$!
+wait_started || fail "no start"
+wait_lines "$d/out/lines.txt" 2 || fail "partial: the whole lines were not read"
+sleep 0.6
+qgrep part "$d/out/lines.txt" && fail "partial: a line without '\\n' was emitted while its file was followed"
+printf 'ial\n3' >> "$d/logs/p.log"
+wait_lines "$d/out/lines.txt" 3 || fail "partial: the completed line was not read"
+mv "$d/logs/p.log" "$d/logs/p.log.1" # rotated away: drained, its last line emitted
+wait_lines "$d/out/lines.txt" 4 10 || fail "partial: the rotated file's last line was not emitted"
+sleep 0.3
+stop_job
+printf '1\n2\npartial\n3\n' | cmp -s - "$d/out/lines.txt" || fail "partial: got $(tr '\n' ' ' < "$d/out/lines.txt")"
+echo "ok a last line without '\\n': held while followed, emitted once rotated away"
+
+# --- bad input ----------------------------------------------------------------
+d="$tmp/bad"
+mkdir -p "$d/logs"
+mkfifo "$d/fifo"
+bad() { # conf-text grep-pattern
+	printf '%b' "$1" > "$d/job.conf"
+	local rc=0
+	(cd "$d" && "$shmrun" job.conf) > "$tmp/log" 2>&1 || rc=$?
+	[ $rc -eq 2 ] || fail "bad input: exit $rc (expected 2) for: $1"
+	grep -q -- "$2" "$tmp/log" || fail "bad input: no message '$2'"
+	[ ! -e "$d/out" ] || fail "bad input: output made"
+}
+sink='[out]\nop = file_sink\ninput = src\npath = out/o.txt\n'
+bad "[src]\nop = file_source\npath = fifo\nfollow = true\n$sink" \
+	"job.conf:3: stage 'src' \[0\]: input '.*fifo' in path = is not a regular file (a FIFO)"
+bad "[src]\nop = file_source\npath = logs\nfollow = true\npoll_interval = 0\n$sink" \
+	"job.conf:5: poll_interval = '0' in stage 'src' is not a valid duration"
+bad "[src]\nop = file_source\npath = logs\nfollow = true\npoll_interval = 2h\n$sink" \
+	"job.conf:5: poll_interval = '2h'"
+bad "[src]\nop = file_source\npath = logs\nfollow = maybe\n$sink" \
+	"job.conf:4: follow = 'maybe' in stage 'src' is not a valid boolean"
+bad "[src]\nop = file_source\npath = nothere\nfollow = true\n$sink" "input '.*nothere': No such file"
+echo "ok bad input refused: FIFO, poll_interval, follow, a missing path"

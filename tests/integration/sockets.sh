@@ -6,6 +6,7 @@
 #     final line without '\n' arrive exactly, in order; SIGTERM ends the run
 #     (exit 143, no checkpoint_dir) with everything written;
 #   - length framing: frames with blanks, tabs and an empty one, exactly;
+#   - IPv6: `listen = [::1]:0` (where the machine has ::1);
 #   - UDP, line and length framing: every line of every datagram once;
 #   - max_connections = 2: a third connection is closed at once, one
 #     warning for a burst of four; after one of the two ends, a new
@@ -105,6 +106,26 @@ $peer send 127.0.0.1 "$port" "$tmp/frames" length
 wait_lines 4 "$d/out.txt" || fail "frames did not arrive"
 stop
 cmp -s "$tmp/frames" "$d/out.txt" || fail "length output differs: $(od -c "$d/out.txt" | head)"
+
+# ---- 2b. IPv6 loopback, where the machine has it --------------------------------
+if python3 -c 'import socket; socket.socket(socket.AF_INET6).bind(("::1", 0))' 2> /dev/null; then
+	conf "$d/v6.conf" "listen = [::1]:0"
+	"$shmrun" "$d/v6.conf" 2> "$tmp/log" &
+	launcher=$!
+	port=
+	for _ in $(seq 600); do
+		port=$(sed -n 's/.*listening on \[::1\]:\([0-9]*\) (tcp, line).*/\1/p' "$tmp/log" | head -1)
+		[ -n "$port" ] && break
+		sleep 0.05
+	done
+	[ -n "$port" ] || fail "IPv6: no 'listening on [::1]:PORT' line"
+	$peer send ::1 "$port" "$tmp/frames"
+	wait_lines 4 "$d/out.txt" || fail "IPv6: lines did not arrive"
+	stop
+	cmp -s "$tmp/frames" "$d/out.txt" || fail "IPv6 output differs"
+else
+	echo "no IPv6 loopback: its case is skipped" >&2
+fi
 
 # ---- 3. UDP ---------------------------------------------------------------------
 seq 1 3000 > "$tmp/udp"

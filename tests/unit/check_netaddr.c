@@ -26,16 +26,16 @@ struct good {
 };
 
 static const struct good goods[] = {
-	{"9000", true, "127.0.0.1", 9000},
-	{"0", true, "127.0.0.1", 0},
-	{"65535", true, "127.0.0.1", 65535},
-	{"0.0.0.0:9000", true, "0.0.0.0", 9000},
-	{"[::1]:9000", true, "::1", 9000},
-	{"[::]:0", true, "::", 0},
-	{"localhost:80", false, "localhost", 80},
-	{"10.1.2.3:1", false, "10.1.2.3", 1},
-	{"[fe80::1%lo]:9000", false, "fe80::1%lo", 9000},
-	{"example.org:00443", false, "example.org", 443},
+    {"9000", true, "127.0.0.1", 9000},
+    {"0", true, "127.0.0.1", 0},
+    {"65535", true, "127.0.0.1", 65535},
+    {"0.0.0.0:9000", true, "0.0.0.0", 9000},
+    {"[::1]:9000", true, "::1", 9000},
+    {"[::]:0", true, "::", 0},
+    {"localhost:80", false, "localhost", 80},
+    {"10.1.2.3:1", false, "10.1.2.3", 1},
+    {"[fe80::1%lo]:9000", false, "fe80::1%lo", 9000},
+    {"example.org:00443", false, "example.org", 443},
 };
 
 START_TEST(test_good)
@@ -59,21 +59,21 @@ struct bad {
 };
 
 static const struct bad bads[] = {
-	{"70000", true, -ERANGE, "has port 70000, outside 0..65535"},
-	{"127.0.0.1:65536", false, -ERANGE, "outside 1..65535"},
-	{"1:100000000000000000000000000000", false, -ERANGE, "outside 1..65535"},
-	{"h:0", false, -ERANGE, "has port 0"},
-	{"9000", false, -EINVAL, "has no host"},
-	{"::1:9000", true, -EINVAL, "goes in brackets"},
-	{":9000", true, -EINVAL, "empty host"},
-	{"[::1:9000", true, -EINVAL, "[ADDRESS]:PORT"},
-	{"[::1]9000", true, -EINVAL, "[ADDRESS]:PORT"},
-	{"[]:9000", true, -EINVAL, "[ADDRESS]:PORT"},
-	{"host: 9000", false, -EINVAL, "blank"},
-	{"host:", false, -EINVAL, "not a decimal number"},
-	{"host:+80", false, -EINVAL, "'+80', which is not a decimal number"},
-	{"abc", true, -EINVAL, "'abc', which is not a decimal number"},
-	{"", true, -EINVAL, "not a decimal number"},
+    {"70000", true, -ERANGE, "has port 70000, outside 0..65535"},
+    {"127.0.0.1:65536", false, -ERANGE, "outside 1..65535"},
+    {"1:100000000000000000000000000000", false, -ERANGE, "outside 1..65535"},
+    {"h:0", false, -ERANGE, "has port 0"},
+    {"9000", false, -EINVAL, "has no host"},
+    {"::1:9000", true, -EINVAL, "goes in brackets"},
+    {":9000", true, -EINVAL, "empty host"},
+    {"[::1:9000", true, -EINVAL, "[ADDRESS]:PORT"},
+    {"[::1]9000", true, -EINVAL, "[ADDRESS]:PORT"},
+    {"[]:9000", true, -EINVAL, "[ADDRESS]:PORT"},
+    {"host: 9000", false, -EINVAL, "blank"},
+    {"host:", false, -EINVAL, "not a decimal number"},
+    {"host:+80", false, -EINVAL, "'+80', which is not a decimal number"},
+    {"abc", true, -EINVAL, "'abc', which is not a decimal number"},
+    {"", true, -EINVAL, "not a decimal number"},
 };
 
 START_TEST(test_bad)

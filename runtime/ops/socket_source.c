@@ -506,9 +506,9 @@ static void accept_all(struct shmrun_task *task, struct sock_src *s)
 	}
 }
 
-/* UDP: datagram @d of @n bytes from @peer into records. */
+/* UDP: datagram @d of @n bytes from @peer into records; *@taken counts them. */
 static int take_datagram(struct shmrun_task *task, struct sock_src *s, const unsigned char *d,
-			 size_t n, const char *peer)
+			 size_t n, const char *peer, uint32_t *taken)
 {
 	size_t off = 0;
 	const char *bad = NULL;
@@ -541,6 +541,7 @@ static int take_datagram(struct shmrun_task *task, struct sock_src *s, const uns
 			bad = "a record is longer than max_record";
 			break;
 		}
+		(*taken)++;
 		err = queue_rec(task, s, v, (uint32_t)len);
 		if (err)
 			return err;
@@ -563,7 +564,7 @@ static int read_datagrams(struct shmrun_task *task, struct sock_src *s, uint32_t
 		struct sockaddr_storage ss;
 		socklen_t len = sizeof(ss);
 		char peer[INET6_ADDRSTRLEN + 8] = "";
-		uint32_t before = s->nrecs;
+		uint32_t taken = 0;
 		ssize_t n;
 		int err = flush_recs(task, s); /* the next datagram overwrites the buffer */
 
@@ -580,11 +581,11 @@ static int read_datagrams(struct shmrun_task *task, struct sock_src *s, uint32_t
 			return 0;
 		}
 		format_addr((struct sockaddr *)&ss, peer, sizeof(peer));
-		err = take_datagram(task, s, s->dgram, (size_t)n, peer);
+		err = take_datagram(task, s, s->dgram, (size_t)n, peer, &taken);
 		if (err)
 			return err;
-		before = s->nrecs - before;
-		*budget = before >= *budget ? 0 : *budget - before;
+		/* a datagram is taken whole: the budget is checked between datagrams */
+		*budget = taken >= *budget ? 0 : *budget - taken;
 	}
 	return 0;
 }

@@ -38,7 +38,8 @@
  * Never blocks: sockets are non-blocking; one epoll_wait() with a zero
  * timeout per produce() finds the listening socket and the connections with
  * bytes; the worker calls produce() again about 100 µs later when it found
- * nothing. At most `budget` records go out per call; records already
+ * nothing. At most `budget` records go out per call (UDP: a datagram is
+ * taken whole, the budget is checked between datagrams); records already
  * buffered when the budget ran out are taken first at the next call.
  * Backpressure is TCP's own: while the task is parked behind a full ring the
  * worker does not call produce(), the socket is not read, its receive buffer

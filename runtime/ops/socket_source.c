@@ -67,6 +67,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,6 +157,50 @@ static int queue_rec(struct shmrun_task *task, struct sock_src *s, const void *v
 	return s->nrecs == RECS_PER_EMIT ? flush_recs(task, s) : 0;
 }
 
+/*
+ * The sockets (and epoll fds) of this process's socket_source tasks, closed
+ * in every child forked afterwards: the worker forks a child per checkpoint
+ * to write its state (ckpt/snapshot.c), and a child holding copies would
+ * keep open a connection the source closed, and keep the port bound for a
+ * moment after the worker died, refusing its restart (EADDRINUSE). prom.c
+ * does the same for the launcher's metrics endpoint. One worker runs one
+ * thread: no lock.
+ */
+static int *held;
+static uint32_t nheld, held_cap;
+
+static void close_in_child(void)
+{
+	for (uint32_t i = 0; i < nheld; i++)
+		close(held[i]);
+	nheld = 0;
+}
+
+/* Track @fd (a new socket, or -1): closed in children. Out of memory: it is not. */
+static int hold_fd(int fd)
+{
+	static bool registered;
+
+	if (fd < 0)
+		return fd;
+	if (!registered && pthread_atfork(NULL, NULL, close_in_child) == 0)
+		registered = true;
+	if (shmrun_grow_u32(&held, &held_cap, (size_t)nheld + 1, sizeof(*held), 16) == 0)
+		held[nheld++] = fd;
+	return fd;
+}
+
+/* Close @fd and stop tracking it. */
+static void release_fd(int fd)
+{
+	for (uint32_t i = 0; i < nheld; i++)
+		if (held[i] == fd) {
+			held[i] = held[--nheld];
+			break;
+		}
+	close(fd);
+}
+
 /* ---- prepare: the keys, without the network ---------------------------------- */
 
 static int sock_prepare(struct shmrun_task *task)
@@ -227,8 +272,9 @@ static int open_listen(struct shmrun_task *task, struct sock_src *s, const char 
 	int one = 1, err = 0;
 
 	for (; ai; ai = ai->ai_next) {
-		s->lfd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-				ai->ai_protocol);
+		s->lfd =
+		    hold_fd(socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+				   ai->ai_protocol));
 		if (s->lfd < 0) {
 			err = -errno;
 			continue;
@@ -245,7 +291,7 @@ static int open_listen(struct shmrun_task *task, struct sock_src *s, const char 
 		} else {
 			err = -errno;
 		}
-		close(s->lfd);
+		release_fd(s->lfd);
 		s->lfd = -1;
 	}
 	if (s->lfd < 0) {
@@ -298,8 +344,8 @@ static struct conn *add_conn(struct shmrun_task *task, struct sock_src *s, int f
 static int open_connect(struct shmrun_task *task, struct sock_src *s, const char *text,
 			const struct addrinfo *ai)
 {
-	int fd =
-	    socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+	int fd = hold_fd(
+	    socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
 
 	if (fd < 0) {
 		shmrun_task_error(task, "connect = %s: socket: %s", text, strerror(errno));
@@ -308,14 +354,14 @@ static int open_connect(struct shmrun_task *task, struct sock_src *s, const char
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
 		int err = errno;
 
-		close(fd);
+		release_fd(fd);
 		shmrun_task_error(task, "cannot connect to %s: %s", text, strerror(err));
 		return -err;
 	}
 	format_addr(ai->ai_addr, s->where, sizeof(s->where));
 	s->connecting = true;
 	if (!add_conn(task, s, fd, ai->ai_addr)) {
-		close(fd);
+		release_fd(fd);
 		return -ENOMEM;
 	}
 	return 0;
@@ -349,7 +395,7 @@ static int sock_open(struct shmrun_task *task, void **state)
 				  text ? text : "", text ? why : "is missing");
 		return -EINVAL;
 	}
-	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	s->epfd = hold_fd(epoll_create1(EPOLL_CLOEXEC));
 	if (s->epfd < 0) {
 		shmrun_task_error(task, "epoll_create1: %s", strerror(errno));
 		return -errno;
@@ -388,7 +434,7 @@ static void drop_conn(struct shmrun_task *task, struct sock_src *s, struct conn 
 			break;
 		}
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-	close(c->fd);
+	release_fd(c->fd);
 	framer_free(&c->fr);
 	free(c);
 	s->refusing = false; /* a place is free: the next refusal is a new burst */
@@ -475,8 +521,8 @@ static void accept_all(struct shmrun_task *task, struct sock_src *s)
 	for (;;) {
 		struct sockaddr_storage ss;
 		socklen_t len = sizeof(ss);
-		int fd =
-		    accept4(s->lfd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd = hold_fd(
+		    accept4(s->lfd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC));
 		char peer[INET6_ADDRSTRLEN + 8];
 
 		if (fd < 0) {
@@ -491,7 +537,7 @@ static void accept_all(struct shmrun_task *task, struct sock_src *s)
 		}
 		if (s->nconns >= s->max_conns) {
 			format_addr((struct sockaddr *)&ss, peer, sizeof(peer));
-			close(fd);
+			release_fd(fd);
 			if (!s->refusing)
 				shmrun_task_warn(
 				    task,
@@ -503,7 +549,7 @@ static void accept_all(struct shmrun_task *task, struct sock_src *s)
 			continue;
 		}
 		if (!add_conn(task, s, fd, (struct sockaddr *)&ss))
-			close(fd);
+			release_fd(fd);
 	}
 }
 
@@ -652,15 +698,15 @@ static void sock_close(struct shmrun_task *task, void *state)
 	if (!s)
 		return;
 	for (uint32_t i = 0; i < s->nconns; i++) {
-		close(s->conns[i]->fd);
+		release_fd(s->conns[i]->fd);
 		framer_free(&s->conns[i]->fr);
 		free(s->conns[i]);
 	}
 	free(s->conns);
 	if (s->lfd >= 0)
-		close(s->lfd);
+		release_fd(s->lfd);
 	if (s->epfd >= 0)
-		close(s->epfd);
+		release_fd(s->epfd);
 	free(s->dgram);
 	free(s);
 }

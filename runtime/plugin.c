@@ -54,8 +54,8 @@
 
 /* The built-ins, in the order `shmrun ops` and docs/operators.md list them. */
 static const struct shmrun_operator *const builtins[] = {
-	&shmrun_op_file_source,   &shmrun_op_stdin_source, &shmrun_op_sequence,
-	&shmrun_op_nexmark,
+	&shmrun_op_file_source,   &shmrun_op_stdin_source, &shmrun_op_socket_source,
+	&shmrun_op_sequence,      &shmrun_op_nexmark,
 	&shmrun_op_tokenize,      &shmrun_op_extract,     &shmrun_op_count,
 	&shmrun_op_window,        &shmrun_op_interval_join, &shmrun_op_window_join,
 	&shmrun_op_lookup,        &shmrun_op_file_sink,   &shmrun_op_stdout_sink,

@@ -44,7 +44,7 @@ if(TARGET shmrun)
 	# stdin_source and socket_source (issue 15 §2): exact output through a pipe
 	# and over TCP/UDP, stops, backpressure, and the refusals of sources that
 	# cannot be replayed (checkpoint_dir without allow_data_loss_on_crash).
-	foreach(t stdin)
+	foreach(t stdin sockets)
 		add_test(NAME ${t} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/${t}.sh
 			 $<TARGET_FILE:shmrun>)
 		set_tests_properties(${t} PROPERTIES TIMEOUT 300 LABELS "runtime;integration"

@@ -765,7 +765,7 @@ static const struct bad_case bad[] = {
 	{"[s]\nop = sequense\ncount = 1\n[o]\nop = null_sink\ninput = s\n", 2,
 	 "unknown operator 'sequense' in stage 's'; did you mean 'sequence'?"},
 	{"[s]\nop = frobnicate\n[o]\nop = null_sink\ninput = s\n", 2,
-	 "unknown operator 'frobnicate' in stage 's'; known operators: file_source, stdin_source, sequence"},
+	 "unknown operator 'frobnicate' in stage 's'; known operators: file_source, stdin_source, socket_source, sequence"},
 	/* sources that cannot be replayed (issue 15 §2) */
 	{"[job]\ncheckpoint_dir = /tmp/ck\n[s]\nop = stdin_source\n[o]\nop = null_sink\ninput = s\n", 4,
 	 "stage 's': op = stdin_source cannot be replayed after a restore, yet [job] sets "

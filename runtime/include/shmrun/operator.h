@@ -412,7 +412,9 @@ struct shmrun_operator {
  * SHMRUN_ABI_MAJOR or whose abi_minor is newer than SHMRUN_ABI_MINOR, one
  * without a name, version or operators, and one whose operator lacks a name,
  * its callbacks (produce() for a source, process() otherwise) or a valid
- * size, or has the name of another operator (built-in or from a plugin).
+ * size, has flags this runtime does not know or SHMRUN_OP_UNREPLAYABLE
+ * without SHMRUN_OP_SOURCE, or has the name of another operator (built-in or
+ * from a plugin).
  * Everything it points to must stay valid while the plugin is loaded (it
  * is never unloaded before the process ends).
  */

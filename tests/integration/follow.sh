@@ -242,6 +242,29 @@ stop_job
 printf '1\n2\npartial\n3\n' | cmp -s - "$d/out/lines.txt" || fail "partial: got $(tr '\n' ' ' < "$d/out/lines.txt")"
 echo "ok a last line without '\\n': held while followed, emitted once rotated away"
 
+# --- a copy shorter than the offset read, made while the job was down -------
+: > "$tmp/log"
+d="$tmp/short"
+mkdir -p "$d/logs"
+cp "$tmp/one/job.conf" "$d/job.conf"
+seq 1 2000 > "$d/logs/app.log"
+(cd "$d" && exec "$shmrun" job.conf) 2>> "$tmp/log" &
+launcher=$!
+wait_started || fail "no start"
+wait_lines "$d/out/lines.txt" 2000 || fail "short copy: the file was not read"
+stop_job
+# a copy of its first 1000 lines (all read), then truncated: not read again
+head -n 1000 "$d/logs/app.log" > "$d/logs/app.log.1"
+seq 2001 2100 > "$d/logs/app.log"
+(cd "$d" && exec "$shmrun" job.conf) 2>> "$tmp/log" &
+launcher=$!
+wait_started || fail "no start"
+wait_lines "$d/out/lines.txt" 2100 || fail "short copy: the new lines were not read"
+sleep 0.5
+stop_job
+exact "$d/out/lines.txt" 2100
+echo "ok a copy shorter than the offset read (made while down) is not read again"
+
 # --- bad input ----------------------------------------------------------------
 d="$tmp/bad"
 mkdir -p "$d/logs"

@@ -74,6 +74,14 @@
  * instance's pieces are exactly the entries restore() gets, so reading resumes
  * at the first line not yet emitted before the checkpoint's barrier, and an
  * instance given no entry (it had finished) reads nothing.
+ *
+ * `follow = true` (follow.c) is another source behind the same keys: open()
+ * gives s->fw, and every call below hands over to follow.c when it is set
+ * (check_restore(), without state, looks at the key). It shares `path`,
+ * `match` and the checks before the start (prepare(), which then accepts a
+ * directory without files), not the pieces: a growing file has no end to cut
+ * at. Its entries are one per watch, under the same rule split (follow.c says
+ * why that is right for it too).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -118,6 +118,7 @@ struct tfile {
 	uint64_t dev, ino;
 	uint64_t off, seen, size;
 	int64_t changed_ns;	     /* CLOCK_MONOTONIC when size last changed (or found) */
+	int64_t mtime_ns;	     /* st_mtim at the last fstat */
 	uint64_t copy_dev, copy_ino; /* HELD: the file this copies */
 	int fd, wd;
 	bool named; /* a matching name pointed to it at the last scan */
@@ -160,7 +161,7 @@ struct follow {
 	uint32_t nsv, capsv;
 	bool restoring, resolved, first_scan_done;
 	int ino; /* inotify fd, -1: polling only */
-	bool rescan, check, more;
+	bool rescan, check;
 	int64_t next_poll;
 	unsigned char *buf;
 	size_t cap;
@@ -169,6 +170,11 @@ struct follow {
 	unsigned char *entry; /* snapshot scratch */
 	size_t entry_cap;
 };
+
+static int64_t id_mtime(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
 
 static int64_t now_ns(void)
 {
@@ -350,6 +356,7 @@ static struct tfile *track(struct shmrun_task *task, struct follow *fw, uint32_t
 	t->dev = (uint64_t)st.st_dev;
 	t->ino = (uint64_t)st.st_ino;
 	t->size = (uint64_t)st.st_size;
+	t->mtime_ns = id_mtime(&st);
 	t->off = t->seen = off;
 	t->changed_ns = now_ns();
 	t->named = true;
@@ -477,6 +484,18 @@ static int truncated(struct shmrun_task *task, struct follow *fw, struct tfile *
 
 	if (err)
 		return err;
+	/* a new file holding the start of its head: a copy of it made while
+	 * it was shorter (its head grew since) */
+	for (uint32_t i = 0; i < fw->nf; i++) {
+		struct tfile *c = fw->f[i];
+
+		if (c->state == T_PROBE && c->head_len > 0 && c->head_len <= t->head_len &&
+		    memcmp(c->head, t->head, c->head_len) == 0) {
+			c->state = T_HELD;
+			c->copy_dev = t->dev;
+			c->copy_ino = t->ino;
+		}
+	}
 	if (release_copies(task, fw, t, x) == 0 && x > 0)
 		shmrun_task_warn(
 		    task,
@@ -501,10 +520,12 @@ static int check(struct shmrun_task *task, struct follow *fw, int64_t now)
 		if (fstat(t->fd, &st) < 0)
 			continue;
 		size = (uint64_t)st.st_size;
-		if (size != t->size) {
+		/* the mtime too: truncated and grown back to the same size */
+		if (size != t->size || id_mtime(&st) != t->mtime_ns) {
 			bool shrank = size < t->size;
 
 			t->size = size;
+			t->mtime_ns = id_mtime(&st);
 			t->changed_ns = now;
 			if (t->state == T_READ) {
 				unsigned char old[HEAD_MAX];
@@ -602,12 +623,13 @@ static int read_lines(struct shmrun_task *task, struct follow *fw, struct tfile 
 		if (n == 0)
 			break;
 		hi += (size_t)n;
-		if (t->off + hi > t->size)
+		if (t->off + hi > t->size) {
 			t->size = t->off + hi;
+			t->changed_ns = now_ns();
+		}
 	}
 	if (*budget == 0) {
-		t->seen = t->off; /* lines left in the buffer: read them again */
-		fw->more = true;
+		t->seen = t->off; /* lines left in the buffer: read them at the next call */
 	} else if (final && hi > lo) {
 		err = queue_line(task, fw, fw->buf + lo, hi - lo);
 		t->off += hi - lo;
@@ -638,10 +660,8 @@ static int finish(struct shmrun_task *task, struct follow *fw, int64_t now, uint
 			continue;
 		}
 		if (t->state == T_READ) {
-			if (*budget == 0) {
-				fw->more = true;
-				return 0;
-			}
+			if (*budget == 0)
+				return 0; /* at the next call */
 			err = read_lines(task, fw, t, budget, true);
 			if (err)
 				return err;
@@ -847,8 +867,14 @@ static int resolve(struct shmrun_task *task, struct follow *fw)
 
 			if (c->watch != s->watch ||
 			    find_ino(fw, (uint64_t)c->st.st_dev, (uint64_t)c->st.st_ino) ||
-			    s->head_len == 0 || !head_is(c->path, s->head_len, s->head_sum, s->off))
+			    s->head_len == 0 || !head_is(c->path, s->head_len, s->head_sum, 0))
 				continue;
+			if ((uint64_t)c->st.st_size < s->off) {
+				/* a copy of bytes all read already: nothing to read in it */
+				track(task, fw, s->watch, c->path, T_READ, (uint64_t)c->st.st_size,
+				      &err);
+				continue;
+			}
 			found[i] = track(task, fw, s->watch, c->path, T_READ, s->off, &err) != NULL;
 			if (found[i])
 				shmrun_task_log(
@@ -986,7 +1012,6 @@ int shmrun_follow_produce(struct shmrun_task *task, struct follow *fw, uint32_t 
 		err = scan(task, fw);
 	if (!err && fw->check)
 		err = check(task, fw, now);
-	fw->more = false;
 	for (uint32_t i = 0; i < fw->nf && !err && budget > 0; i++) {
 		struct tfile *t = fw->f[i];
 

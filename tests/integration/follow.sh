@@ -11,9 +11,9 @@
 #     (exit 0, a final checkpoint): every line arrived exactly once, also those
 #     of a file that only existed before the start and of a file created in
 #     the watched directory while the job ran.
-#   - width 2 with two watches (two directories), each with a growing file
-#     and a new file, under SHMRUN_TEST_NO_INOTIFY=1 (polling alone): every
-#     line once; each instance says it polls.
+#   - three watches (directories) at width 2, stopped, then --rescale to
+#     width 3 under SHMRUN_TEST_NO_INOTIFY=1 (polling alone), with growing,
+#     new and rotated files: every line once; each instance says it polls.
 #   - a last line without '\n' is emitted once its file is rotated away and
 #     drained, not before.
 #   - bad input: a FIFO in path, a bad poll_interval or follow value: exit 2,
@@ -169,10 +169,10 @@ exact "$tmp/main.txt" "$N"
 [ "$(ls "$d/logs" | grep -c '^app.log.c')" -ge 4 ] || fail "test premise: fewer copytruncates than planned"
 echo "ok exactly-once: $N lines through $rot rotations, 2 worker kills, a launcher kill and a restart"
 
-# --- width 2, two watches, polling only -------------------------------------
+# --- three watches at width 2, then --rescale to width 3, polling only -------
 : > "$tmp/log"
 d="$tmp/two"
-mkdir -p "$d/a" "$d/b"
+mkdir -p "$d/a" "$d/b" "$d/c"
 cat > "$d/job.conf" << 'CONF'
 [job]
 workers = 2
@@ -180,7 +180,7 @@ checkpoint_dir = ckpt
 checkpoint_interval = 100ms
 [src]
 op = file_source
-path = a b
+path = a b c
 follow = true
 poll_interval = 50ms
 width = 2
@@ -191,23 +191,35 @@ path = out/lines.txt
 CONF
 seq 1 100 > "$d/a/x.log"
 seq 101 200 > "$d/b/y.log"
-(cd "$d" && SHMRUN_TEST_NO_INOTIFY=1 exec "$shmrun" job.conf) 2>> "$tmp/log" &
+seq 201 300 > "$d/c/w.log"
+(cd "$d" && exec "$shmrun" job.conf) 2>> "$tmp/log" &
 launcher=$!
 wait_started || fail "no start"
-wait_lines "$d/out/lines.txt" 200 || fail "width 2: the first files were not read"
-seq 201 300 >> "$d/a/x.log"
-seq 301 400 >> "$d/b/y.log"
-seq 401 500 > "$d/b/z.log"
-mv "$d/a/x.log" "$d/a/x.log.1" # rotated away, out of nothing: still read to its end
-seq 501 600 >> "$d/a/x.log.1"
-seq 601 700 > "$d/a/x.log"
-wait_lines "$d/out/lines.txt" 700 || fail "width 2: only $(wc -l < "$d/out/lines.txt") of 700 lines"
+wait_lines "$d/out/lines.txt" 300 || fail "width 2: the first files were not read"
+seq 301 400 >> "$d/a/x.log"
+wait_lines "$d/out/lines.txt" 400 || fail "width 2: a growing file was not read"
+stop_job
+# while stopped: more lines; then instances 0, 1, 2 get the watches a, c, b
+# (the entries pooled in instance order and dealt out), not a, b, c
+seq 401 500 >> "$d/b/y.log"
+seq 501 600 >> "$d/c/w.log"
+sed -i 's/^width = 2$/width = 3/' "$d/job.conf"
+: > "$tmp/log"
+(cd "$d" && SHMRUN_TEST_NO_INOTIFY=1 exec "$shmrun" --rescale job.conf) 2>> "$tmp/log" &
+launcher=$!
+wait_started || fail "no start after --rescale"
+seq 601 700 >> "$d/c/w.log"
+seq 701 800 > "$d/b/z.log"
+mv "$d/a/x.log" "$d/a/x.log.1" # rotated: still read to its end
+seq 801 900 >> "$d/a/x.log.1"
+seq 901 1000 > "$d/a/x.log"
+wait_lines "$d/out/lines.txt" 1000 || fail "width 3: only $(wc -l < "$d/out/lines.txt") of 1000 lines"
 sleep 0.5
 stop_job
-exact "$d/out/lines.txt" 700
-[ "$(grep -c "SHMRUN_TEST_NO_INOTIFY=1: following files by polling every 50 ms" "$tmp/log")" -eq 2 ] ||
-	fail "width 2: not both instances polled"
-echo "ok width 2: two watches, new and rotated files, polling alone"
+exact "$d/out/lines.txt" 1000
+[ "$(grep -c "SHMRUN_TEST_NO_INOTIFY=1: following files by polling every 50 ms" "$tmp/log")" -eq 3 ] ||
+	fail "width 3: not every instance polled"
+echo "ok three watches: width 2, then --rescale to 3; new, growing and rotated files; polling alone"
 
 # --- a last line without '\n' ------------------------------------------------
 : > "$tmp/log"
@@ -229,6 +241,29 @@ sleep 0.3
 stop_job
 printf '1\n2\npartial\n3\n' | cmp -s - "$d/out/lines.txt" || fail "partial: got $(tr '\n' ' ' < "$d/out/lines.txt")"
 echo "ok a last line without '\\n': held while followed, emitted once rotated away"
+
+# --- a copy shorter than the offset read, made while the job was down -------
+: > "$tmp/log"
+d="$tmp/short"
+mkdir -p "$d/logs"
+cp "$tmp/one/job.conf" "$d/job.conf"
+seq 1 2000 > "$d/logs/app.log"
+(cd "$d" && exec "$shmrun" job.conf) 2>> "$tmp/log" &
+launcher=$!
+wait_started || fail "no start"
+wait_lines "$d/out/lines.txt" 2000 || fail "short copy: the file was not read"
+stop_job
+# a copy of its first 1000 lines (all read), then truncated: not read again
+head -n 1000 "$d/logs/app.log" > "$d/logs/app.log.1"
+seq 2001 2100 > "$d/logs/app.log"
+(cd "$d" && exec "$shmrun" job.conf) 2>> "$tmp/log" &
+launcher=$!
+wait_started || fail "no start"
+wait_lines "$d/out/lines.txt" 2100 || fail "short copy: the new lines were not read"
+sleep 0.5
+stop_job
+exact "$d/out/lines.txt" 2100
+echo "ok a copy shorter than the offset read (made while down) is not read again"
 
 # --- bad input ----------------------------------------------------------------
 d="$tmp/bad"

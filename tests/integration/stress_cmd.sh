@@ -247,6 +247,9 @@ expect2() { # grep-pattern args...
 	grep -q -- "$pat" "$tmp/log" || fail "stress $*: no message '$pat'"
 }
 expect2 "stage 'out' (op stdout_sink) cannot be verified: stdout_sink writes records as they arrive; after a kill the records replayed" "$d/stdout.conf"
+# postgres_sink: exactly-once, but a table is no file to compare (and no server is reached)
+printf '[gen]\nop = sequence\ncount = 10\n[out]\nop = postgres_sink\ninput = gen\nconninfo = host=/nonexistent\ntable = t\ncolumns = v=value\n' > "$d/pg.conf"
+expect2 "stage 'out' (op postgres_sink) cannot be verified: postgres_sink is exactly-once, but its output is a database table" "$d/pg.conf"
 expect2 "--faults 'x' is not a count" --faults x "$d/stdout.conf"
 expect2 "--kinds: unknown fault kind 'bogus'" --kinds kill,bogus "$d/stdout.conf"
 expect2 "missing topology.conf"

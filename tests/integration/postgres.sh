@@ -8,6 +8,7 @@
 #     under kills: the final table equals the fault-free counts;
 #   - the server goes away mid-run (pg_terminate_backend of the sink's
 #     connections, then the server stopped for 3 s): no loss, no duplicates;
+#   - a stop, then --rescale of the sink's width 2 -> 1: every row once;
 #   - a fresh start (STREAM_RESET_STATE=1) forgets the job's progress rows
 #     and appends again;
 #   - without checkpoint_dir: every row written once (no faults);
@@ -167,6 +168,23 @@ cmp -s "$tmp/lost.got" "$tmp/ev.exp" ||
 qgrep -E "connection to PostgreSQL .* lost|cannot connect to PostgreSQL" "$tmp/log" ||
 	fail "lost connection: no warning about the lost connection"
 echo "ok: lost connections and a server restart: no loss, no duplicates"
+
+# --- a stop, then --rescale of the sink 2 -> 1 (pending epochs dealt by split)
+psql_q "CREATE TABLE rs (k text, v bigint)"
+conf "$tmp/rs" rs "k=key v=value" append 100000 1 gen
+: > "$tmp/log"
+start "$tmp/rs"
+wait_started
+wait_manifest "$tmp/rs/ckpt" || fail "rescale: no checkpoint"
+sleep 1
+kill -TERM "$launcher"
+finish
+qgrep "stopped at epoch" "$tmp/log" || fail "rescale: finished before the stop; slow it down"
+sed -i '/^\[out\]/,$ s/^width = 2/width = 1/' "$tmp/rs/job.conf"
+(cd "$tmp/rs" && "$shmrun" --rescale job.conf) 2>> "$tmp/log" || fail "rescale: the rescaled run failed"
+[ "$(psql_q "SELECT count(*), count(DISTINCT v), min(v), max(v) FROM rs")" = "100000|100000|0|99999" ] ||
+	fail "rescale: got $(psql_q "SELECT count(*), count(DISTINCT v), min(v), max(v) FROM rs")"
+echo "ok: stop, then --rescale of the sink's width"
 
 # --- a fresh start appends again, with a clean progress table ----------------
 psql_q "CREATE TABLE again (k text, v bigint)"

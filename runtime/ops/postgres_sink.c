@@ -75,9 +75,12 @@
  * 5 s) for up to retry_max; the transaction never committed, so the epoch is
  * written again whole. After retry_max the task fails with a message naming
  * host, port, database and user (never the password) and the job restarts
- * per restart_attempts. An SQL error (a value the column type refuses, a
- * NOT NULL column without a value) is not retried: the task fails with the
- * server's message; a restart would meet the same rows again.
+ * per restart_attempts. An SQL error is not retried: the task fails with the
+ * server's message. When the server refuses the rows themselves (SQLSTATE
+ * class 22, data exception: a value the column type refuses; class 23,
+ * integrity constraint: NOT NULL, a unique index in append mode) the error
+ * is -EILSEQ, a malformed record, which the launcher does not restart: the
+ * restart would meet the same rows again (as extract's on_bad_record = fail).
  *
  * commit() runs on the worker's thread: the worker processes nothing while a
  * transaction runs (as file_sink's copy). Rejected: a writer thread (libpq is
@@ -123,6 +126,7 @@ struct pgsink {
 	struct col *cols;
 	uint32_t ncols;
 	bool upsert, exactly_once, temp_made, skip_logged;
+	bool rows_refused; /* the last SQL error was about the rows (SQLSTATE 22, 23) */
 	int64_t retry_max_ns, flush_every_ns, last_write_ns;
 	uint64_t connect_timeout_s;
 	char *copy_sql;   /* COPY t (cols) FROM STDIN, or into the temp table */
@@ -355,8 +359,15 @@ static enum wr failed(struct shmrun_task *task, struct pgsink *s, PGresult *r, c
 		PQclear(r);
 		return WR_LOST;
 	}
-	shmrun_task_error(task, "%s into %s failed: %s (SQLSTATE %s)", what, s->table,
-			  pq_msg(s->conn, msg, sizeof(msg)), state);
+	/* classes 22 (data exception) and 23 (integrity constraint): the rows
+	 * themselves are refused, and a restart would meet them again */
+	s->rows_refused = strncmp(state, "22", 2) == 0 || strncmp(state, "23", 2) == 0;
+	shmrun_task_error(task, "%s into %s failed: %s (SQLSTATE %s)%s", what, s->table,
+			  pq_msg(s->conn, msg, sizeof(msg)), state,
+			  s->rows_refused ? "; the server refuses these rows, so a restart would "
+					    "fail again: fix the table's column types or constraints, "
+					    "or the columns mapping"
+					  : "");
 	PQclear(r);
 	return WR_FAILED;
 }
@@ -534,8 +545,8 @@ static int write_rows(struct shmrun_task *task, struct pgsink *s, uint64_t e, ui
 			s->skip_logged = true;
 			return 0;
 		}
-		if (w == WR_FAILED)
-			return -EIO;
+		if (w == WR_FAILED) /* EILSEQ: a malformed record, the launcher does not restart */
+			return s->rows_refused ? -EILSEQ : -EIO;
 		{
 			char where[512], msg[1024];
 

@@ -12,6 +12,8 @@
 #   - a fresh start (STREAM_RESET_STATE=1) forgets the job's progress rows
 #     and appends again;
 #   - without checkpoint_dir: every row written once (no faults);
+#   - rows the server refuses (bigint column fed "k0"): exit 1, SQLSTATE named,
+#     no restart;
 #   - before anything starts, exit 2 naming file:line: a wrong password
 #     (never printed), a missing table, a missing column, upsert without a
 #     unique index; `shmrun check` does not connect (passes with the server
@@ -252,6 +254,18 @@ psql_q "SELECT concat_ws('|', whole, f1, coalesce(f2, '<null>'), coalesce(f3, '<
 printf 'a\\b\tc|a\\b|c|<null>\n\\N|\\N|<null>|<null>\n\tx\ty\rz||x|y\rz\n' | sort > "$tmp/esc.exp"
 sort "$tmp/esc.got" | cmp -s - "$tmp/esc.exp" || fail "escapes: got $(cat "$tmp/esc.got"), want $(cat "$tmp/esc.exp")"
 echo "ok: key, value, fields, event_time, escapes"
+
+# --- rows the server refuses: the task fails, and the job is not restarted --
+psql_q "CREATE TABLE typed (n bigint, v bigint)"
+conf "$tmp/typed" typed "n=key v=value" append 1000 1 gen
+rc=0
+(cd "$tmp/typed" && "$shmrun" job.conf) > /dev/null 2> "$tmp/log" || rc=$?
+[ "$rc" = 1 ] || fail "refused rows: want exit 1, got $rc"
+qgrep 'COPY into public.typed failed: .*invalid input syntax for type bigint: "k0".*(SQLSTATE 22P02); the server refuses these rows' "$tmp/log" ||
+	fail "refused rows: no message naming the value and SQLSTATE"
+[ "$(restarts)" = 0 ] || fail "refused rows: restarted $(restarts) times; a restart meets the same rows"
+[ "$(psql_q "SELECT count(*) FROM typed")" = 0 ] || fail "refused rows: some rows went in"
+echo "ok: refused rows fail the job without restarts"
 
 # --- errors before anything starts ------------------------------------------
 expect_exit2() { # dir pattern...: run, expect exit 2, "nothing was started", every pattern

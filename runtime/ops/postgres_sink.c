@@ -34,7 +34,7 @@
  *   - commit(E) writes each pending epoch e <= E in ONE transaction:
  *
  *         BEGIN
- *         INSERT INTO progress (job, sink, instance, epoch) ... ON CONFLICT DO NOTHING
+ *         INSERT INTO progress (job, sink, target, instance, epoch) ... ON CONFLICT DO NOTHING
  *           -> no row inserted: the epoch is in the table already: ROLLBACK, skip
  *         COPY rows (append) | COPY into the temp table + INSERT .. ON CONFLICT (upsert)
  *         COMMIT
@@ -47,15 +47,24 @@
  *     (skipped if already there: logged once per restore). The progress row
  *     names the instance that staged the epoch, so a rescale (pw_rule SPLIT:
  *     each entry owned by one new instance) stays exactly-once;
+ *   - a progress row is (job name, stage, target table as the server names
+ *     it, schema-qualified, instance, epoch): two jobs of the same name (the
+ *     default name is the conf file's: job.conf -> "job") into different
+ *     tables do not touch each other's rows;
  *   - a fresh start (the stage restores nothing) begins epochs at 1 again:
  *     instance 0's open() deletes this job's and stage's progress rows before
  *     it can snapshot epoch 1, so before any instance can commit anything
  *     (a commit needs every task's snapshot of the epoch). The table's rows
  *     of the earlier run stay: a fresh start appends again (docs);
- *   - restoring a checkpoint older than what was committed (a newer one was
- *     damaged, or moved away by hand) cannot take rows out of an append
- *     table: instance 0 warns, naming the epochs. New epochs number past
- *     every checkpoint directory, so they do not collide with those.
+ *   - restoring a checkpoint r older than what was committed (a newer one
+ *     was damaged, or moved away by hand) cannot take rows out of an append
+ *     table: instance 0 warns, naming the epochs, and deletes their progress
+ *     rows (in open(), before any commit after r), so the replayed input is
+ *     written again rather than skipped: a replayed epoch's number may come
+ *     again (a checkpoint directory moved away no longer raises the epoch
+ *     floor) for other records than before, and skipping it would lose them.
+ *     Append then holds those epochs' rows twice (at-least-once, warned);
+ *     upsert converges to the right values.
  *
  * Without checkpoint_dir there is no exactly-once: rows are written in one
  * transaction per flush (at most every flush_interval, when input drained)
@@ -464,7 +473,7 @@ static enum wr try_epoch(struct shmrun_task *task, struct pgsink *s, uint64_t e,
 			 uint32_t instance, const unsigned char *p, size_t n)
 {
 	char es[24], is[16], *sql = NULL;
-	const char *params[4] = {s->job, s->sink, is, es};
+	const char *params[5] = {s->job, s->sink, s->table, is, es};
 	PGresult *r;
 	enum wr w;
 
@@ -474,11 +483,11 @@ static enum wr try_epoch(struct shmrun_task *task, struct pgsink *s, uint64_t e,
 	if (w != WR_OK)
 		return w;
 	if (asprintf(&sql,
-		     "INSERT INTO %s (job, sink, instance, epoch) VALUES ($1, $2, $3, $4) "
-		     "ON CONFLICT DO NOTHING",
+		     "INSERT INTO %s (job, sink, target, instance, epoch) VALUES ($1, $2, $3, $4, "
+		     "$5) ON CONFLICT DO NOTHING",
 		     s->progress) < 0)
 		return WR_FAILED;
-	r = PQexecParams(s->conn, sql, 4, NULL, params, NULL, NULL, 0);
+	r = PQexecParams(s->conn, sql, 5, NULL, params, NULL, NULL, 0);
 	free(sql);
 	if (!r || PQresultStatus(r) != PGRES_COMMAND_OK)
 		return failed(task, s, r, "INSERT of the progress row");
@@ -882,8 +891,9 @@ static char *progress_ddl(const struct pgsink *s)
 
 	if (asprintf(&sql,
 		     "CREATE TABLE IF NOT EXISTS %s (job text NOT NULL, sink text NOT NULL, "
-		     "instance integer NOT NULL, epoch bigint NOT NULL, committed_at timestamptz "
-		     "NOT NULL DEFAULT now(), PRIMARY KEY (job, sink, instance, epoch))",
+		     "target text NOT NULL, instance integer NOT NULL, epoch bigint NOT NULL, "
+		     "committed_at timestamptz NOT NULL DEFAULT now(), "
+		     "PRIMARY KEY (job, sink, target, instance, epoch))",
 		     s->progress) < 0)
 		return NULL;
 	return sql;
@@ -891,6 +901,35 @@ static char *progress_ddl(const struct pgsink *s)
 
 static void pg_free(struct pgsink *s);
 static int pg_config(struct shmrun_task *task, struct pgsink *s);
+
+/* An existing progress table has the columns this sink writes (absent: fine
+ * in `check --connect`, which creates nothing; a run created it). */
+static int check_progress(struct shmrun_task *task, struct pgsink *s, PGconn *c, const char *where)
+{
+	const char *p[1] = {s->progress};
+	char *sql = NULL, msg[1024];
+	PGresult *r = query(c, "SELECT to_regclass($1) IS NOT NULL", 1, p, msg, sizeof(msg));
+	bool exists = r && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+
+	PQclear(r);
+	if (!exists)
+		return 0;
+	if (asprintf(&sql, "SELECT job, sink, target, instance, epoch FROM %s WHERE false",
+		     s->progress) < 0)
+		return -ENOMEM;
+	r = query(c, sql, 0, NULL, msg, sizeof(msg));
+	free(sql);
+	if (!r) {
+		shmrun_task_error_at(task, "progress_table",
+				     "progress_table = %s exists (%s) but is not a progress table "
+				     "of postgres_sink (columns job, sink, target, instance, epoch): "
+				     "%s; name another one",
+				     s->progress, where, msg);
+		return -EINVAL;
+	}
+	PQclear(r);
+	return 0;
+}
 
 static int pg_prepare(struct shmrun_task *task)
 {
@@ -926,6 +965,8 @@ static int pg_prepare(struct shmrun_task *task)
 		PQclear(r);
 		free(sql);
 	}
+	if (!err && s.exactly_once)
+		err = check_progress(task, &s, c, where);
 	PQfinish(c); /* never across fork() */
 	pg_free(&s);
 	return err;
@@ -978,40 +1019,46 @@ static void pg_free(struct pgsink *s)
 	free(s->pending);
 }
 
-/* A fresh start: drop this job's and stage's progress rows (epochs restart).
- * A restore: warn about epochs committed after the restored checkpoint. */
+/*
+ * Instance 0, before it can snapshot anything (so before any instance can
+ * commit an epoch after the restored one): at a fresh start, forget this
+ * job's and stage's progress rows (epochs restart at 1); at a restore of
+ * epoch r, forget those after r (an older checkpoint is restored: their
+ * epoch numbers may come again for other rows, which must be written, not
+ * skipped) and warn that their rows stay in the table.
+ */
 static int fresh_or_older(struct shmrun_task *task, struct pgsink *s)
 {
 	char rs[24], *sql = NULL, msg[1024];
-	const char *p[3] = {s->job, s->sink, rs};
+	const char *p[4] = {s->job, s->sink, s->table, rs};
 	bool fresh = !shmrun_task_restoring(task);
 	PGresult *r;
 	int err = ensure_conn(task, s);
 
 	if (err)
 		return err;
-	snprintf(rs, sizeof(rs), "%" PRIu64, shmrun_task_restored_epoch(task));
-	if ((fresh ? asprintf(&sql, "DELETE FROM %s WHERE job = $1 AND sink = $2", s->progress)
-		   : asprintf(&sql, "SELECT min(epoch), max(epoch) FROM %s WHERE job = $1 AND "
-				    "sink = $2 AND epoch > $3",
-			      s->progress)) < 0)
+	snprintf(rs, sizeof(rs), "%" PRIu64, fresh ? 0 : shmrun_task_restored_epoch(task));
+	if (asprintf(&sql,
+		     "WITH d AS (DELETE FROM %s WHERE job = $1 AND sink = $2 AND target = $3 AND "
+		     "epoch > $4 RETURNING epoch) SELECT count(*), min(epoch), max(epoch) FROM d",
+		     s->progress) < 0)
 		return -ENOMEM;
-	r = query(s->conn, sql, fresh ? 2 : 3, p, msg, sizeof(msg));
+	r = query(s->conn, sql, 4, p, msg, sizeof(msg));
 	free(sql);
 	if (!r) {
-		shmrun_task_error(task, "reading progress_table %s failed: %s", s->progress, msg);
+		shmrun_task_error(task, "cleaning progress_table %s failed: %s", s->progress, msg);
 		return -EIO;
 	}
-	if (fresh && strcmp(PQcmdTuples(r), "0") != 0)
+	if (fresh && strcmp(PQgetvalue(r, 0, 0), "0") != 0)
 		shmrun_task_log(task, "fresh start: forgot %s progress rows of an earlier run in %s "
 				      "(the table's rows stay; this run appends again)",
-				PQcmdTuples(r), s->progress);
-	if (!fresh && !PQgetisnull(r, 0, 0))
+				PQgetvalue(r, 0, 0), s->progress);
+	if (!fresh && strcmp(PQgetvalue(r, 0, 0), "0") != 0)
 		shmrun_task_warn(task, "epochs %s..%s were committed into %s after checkpoint %s, "
 				       "which is restored (an older checkpoint: a newer one is "
 				       "damaged or was moved away); their rows stay, and the input "
-				       "replayed now is written again",
-				 PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1), s->table, rs);
+				       "replayed now is written again (append: those rows twice)",
+				 PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2), s->table, rs);
 	PQclear(r);
 	return 0;
 }
@@ -1034,11 +1081,6 @@ static int pg_open(struct shmrun_task *task, void **state)
 		return -ENOMEM;
 	rows_reset(&s->open);
 	s->last_write_ns = now_ns();
-	if (s->exactly_once && shmrun_task_instance(task) == 0) {
-		err = fresh_or_older(task, s);
-		if (err)
-			return err;
-	}
 	err = ensure_conn(task, s);
 	if (err)
 		return err;
@@ -1065,6 +1107,11 @@ static int pg_open(struct shmrun_task *task, void **state)
 		if (!s->table_q)
 			return -ENOMEM;
 		s->table = s->table_q;
+	}
+	if (s->exactly_once && shmrun_task_instance(task) == 0) {
+		err = fresh_or_older(task, s);
+		if (err)
+			return err;
 	}
 	return build_sql(s, c);
 }
@@ -1250,7 +1297,7 @@ static const struct shmrun_param_def pg_params[] = {
 	{.key = "mode", .type = SHMRUN_PARAM_ENUM, .def = "append", .choices = "append upsert",
 	 .doc = "append: COPY every row; upsert: INSERT .. ON CONFLICT on the key columns"},
 	{.key = "progress_table", .type = SHMRUN_PARAM_STRING, .def = "shmrun_progress",
-	 .doc = "table of committed epochs (job, sink, instance, epoch), created if missing"},
+	 .doc = "table of committed epochs (job, sink, target, instance, epoch), created if missing"},
 	{.key = "retry_max", .type = SHMRUN_PARAM_DURATION, .def = "60s", .min = 0,
 	 .max = 86400000000000ull, .tuning = true,
 	 .doc = "how long a lost or refused connection is retried before the task fails"},

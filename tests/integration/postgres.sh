@@ -9,6 +9,7 @@
 #   - the server goes away mid-run (pg_terminate_backend of the sink's
 #     connections, then the server stopped for 3 s): no loss, no duplicates;
 #   - a stop, then --rescale of the sink's width 2 -> 1: every row once;
+#   - an older checkpoint restored (the newest moved away): warned, no row lost;
 #   - a fresh start (STREAM_RESET_STATE=1) forgets the job's progress rows
 #     and appends again;
 #   - without checkpoint_dir: every row written once (no faults);
@@ -16,7 +17,7 @@
 #     no restart;
 #   - before anything starts, exit 2 naming file:line: a wrong password
 #     (never printed), a missing table, a missing column, upsert without a
-#     unique index; `shmrun check` does not connect (passes with the server
+#     unique index, a progress_table of another layout; `shmrun check` does not connect (passes with the server
 #     stopped), `check --connect` reports what a run would.
 set -euo pipefail
 shmrun=${1:?usage: postgres.sh path/to/shmrun}
@@ -126,7 +127,7 @@ cmp -s "$tmp/ev.got" "$tmp/ev.exp" ||
 	fail "append: table differs after kills: $(psql_q "SELECT count(*), count(DISTINCT v) FROM ev") (rows, distinct; want 200000)"
 [ "$(psql_q "SELECT count(*) FROM ev WHERE k <> 'k0'")" = 0 ] || fail "append: wrong keys"
 # the progress rows: one per committed epoch and staging instance, none twice
-[ "$(psql_q "SELECT count(*) > 0 FROM shmrun_progress WHERE job = 'job' AND sink = 'out'")" = t ] ||
+[ "$(psql_q "SELECT count(*) > 0 FROM shmrun_progress WHERE job = 'job' AND sink = 'out' AND target = 'public.ev'")" = t ] ||
 	fail "append: no progress rows"
 echo "ok: append exactly-once under $(restarts) restarts"
 
@@ -187,6 +188,27 @@ sed -i '/^\[out\]/,$ s/^width = 2/width = 1/' "$tmp/rs/job.conf"
 [ "$(psql_q "SELECT count(*), count(DISTINCT v), min(v), max(v) FROM rs")" = "100000|100000|0|99999" ] ||
 	fail "rescale: got $(psql_q "SELECT count(*), count(DISTINCT v), min(v), max(v) FROM rs")"
 echo "ok: stop, then --rescale of the sink's width"
+
+# --- restoring an older checkpoint than what was committed: warned, nothing lost
+psql_q "CREATE TABLE old (k text, v bigint)"
+conf "$tmp/old" old "k=key v=value" append 100000 1 gen
+sed -i 's/^restart_attempts = 30/restart_attempts = 30\ncheckpoint_retain = 4/' "$tmp/old/job.conf"
+: > "$tmp/log"
+start "$tmp/old"
+wait_started
+wait_manifest "$tmp/old/ckpt" || fail "older: no checkpoint"
+sleep 1.5
+kill -TERM "$launcher"
+finish
+qgrep "stopped at epoch" "$tmp/log" || fail "older: finished before the stop; slow it down"
+newest=$(ls -d "$tmp/old/ckpt"/ckpt-* | sort -t- -k2 -n | tail -1)
+mv "$newest" "$tmp/old.moved"
+(cd "$tmp/old" && "$shmrun" job.conf) 2>> "$tmp/log" || fail "older: the run from the older checkpoint failed"
+qgrep "epochs [0-9]*\.\.[0-9]* were committed into public.old after checkpoint [0-9]*, which is restored" "$tmp/log" ||
+	fail "older: no warning about the epochs committed after the restored checkpoint"
+[ "$(psql_q "SELECT count(DISTINCT v), min(v), max(v) FROM old")" = "100000|0|99999" ] ||
+	fail "older: rows lost: $(psql_q "SELECT count(*), count(DISTINCT v), min(v), max(v) FROM old")"
+echo "ok: an older checkpoint restored: warned, no row lost ($(psql_q "SELECT count(*) - 100000 FROM old") written twice)"
 
 # --- a fresh start appends again, with a clean progress table ----------------
 psql_q "CREATE TABLE again (k text, v bigint)"
@@ -293,6 +315,11 @@ line=$(grep -n '^mode' "$tmp/nouniq/job.conf" | cut -d: -f1)
 expect_exit2 "$tmp/nouniq" "job.conf:$line:" "mode = upsert needs a unique index"
 conf "$tmp/badcol" ev "k=key v=valu" append 10 1 gen
 expect_exit2 "$tmp/badcol" "'v=valu' is not COLUMN=SOURCE"
+psql_q "CREATE TABLE badprog (x int)"
+conf "$tmp/badprog" ev "k=key v=value" append 10 1 gen
+echo "progress_table = badprog" >> "$tmp/badprog/job.conf"
+line=$(grep -n '^progress_table' "$tmp/badprog/job.conf" | cut -d: -f1)
+expect_exit2 "$tmp/badprog" "job.conf:$line:" "progress_table = badprog exists .* but is not a progress table"
 echo "ok: errors before the start"
 
 # --- check connects only with --connect ---------------------------------------

@@ -20,6 +20,13 @@
  * where keycols are the columns mapped from `key`: the newest row of a key in
  * the epoch wins (ON CONFLICT cannot touch a row twice in one statement). It
  * needs a unique index (or primary key) on exactly keycols: prepare() checks.
+ * Measured against the alternative, a multi-row INSERT .. ON CONFLICT of
+ * 1000 rows per statement (PostgreSQL 15, fsync off, 200k rows that all
+ * conflict, one transaction): about 100k rows/s for this path, 90k for the
+ * INSERTs; and a multi-row INSERT refuses a key twice in one statement,
+ * which count's `emit = update` sends all the time (the sink would have to
+ * dedupe first). Rejected: deduping by key in the sink's memory (less to
+ * send and to checkpoint under emit = update; a later change, measured).
  *
  * Exactly-once, with checkpoint_dir (two-phase commit, docs/design.md §6, as
  * file_sink; the progress table idea is Flink's JDBC XA sink and Kafka

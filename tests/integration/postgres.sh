@@ -335,5 +335,8 @@ pg_start_server
 rc=0
 "$shmrun" check --connect "$tmp/nocol/job.conf" > /dev/null 2> "$tmp/log" || rc=$?
 [ "$rc" = 2 ] && qgrep "has no column vv" "$tmp/log" || fail "check --connect: missing column not reported"
+rc=0
+"$shmrun" --connect "$tmp/app/job.conf" > /dev/null 2> "$tmp/log" || rc=$?
+[ "$rc" = 2 ] && qgrep -- "--connect goes with \`shmrun check\`" "$tmp/log" || fail "--connect with a run: want a usage error"
 echo "ok: check and check --connect"
 echo "PASS"

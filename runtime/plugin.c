@@ -59,7 +59,7 @@ static const struct shmrun_operator *const builtins[] = {
 	&shmrun_op_tokenize,      &shmrun_op_extract,     &shmrun_op_count,
 	&shmrun_op_window,        &shmrun_op_interval_join, &shmrun_op_window_join,
 	&shmrun_op_lookup,        &shmrun_op_file_sink,   &shmrun_op_stdout_sink,
-	&shmrun_op_null_sink,     &shmrun_op_latency_sink, NULL,
+	&shmrun_op_null_sink,     &shmrun_op_latency_sink, &shmrun_op_postgres_sink, NULL,
 };
 #define NBUILTINS (sizeof(builtins) / sizeof(builtins[0]) - 1)
 

@@ -55,6 +55,11 @@ const char *shmrun_task_stage(const struct shmrun_task *t)
 	return t->stage->name;
 }
 
+const char *shmrun_task_job_name(const struct shmrun_task *t)
+{
+	return t->w && t->w->plan && t->w->plan->job->name ? t->w->plan->job->name : "";
+}
+
 uint32_t shmrun_task_instance(const struct shmrun_task *t)
 {
 	return t->instance;

@@ -250,6 +250,9 @@ expect2 "stage 'out' (op stdout_sink) cannot be verified: stdout_sink writes rec
 printf 'x\n' > "$d/in.txt"
 printf '[src]\nop = file_source\npath = in.txt\nfollow = yes\n[out]\nop = file_sink\ninput = src\npath = o.tsv\n' > "$d/follow.conf"
 expect2 "stage 'src' (op file_source) cannot be verified: follow = true never ends" "$d/follow.conf"
+# postgres_sink: exactly-once, but a table is no file to compare (and no server is reached)
+printf '[gen]\nop = sequence\ncount = 10\n[out]\nop = postgres_sink\ninput = gen\nconninfo = host=/nonexistent\ntable = t\ncolumns = v=value\n' > "$d/pg.conf"
+expect2 "stage 'out' (op postgres_sink) cannot be verified: postgres_sink is exactly-once, but its output is a database table" "$d/pg.conf"
 expect2 "--faults 'x' is not a count" --faults x "$d/stdout.conf"
 expect2 "--kinds: unknown fault kind 'bogus'" --kinds kill,bogus "$d/stdout.conf"
 expect2 "--kinds 'kill,,stop': an empty fault kind" --kinds kill,,stop "$d/stdout.conf"

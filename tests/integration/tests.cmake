@@ -71,3 +71,14 @@ if(TARGET shmrun)
 	set_tests_properties(memlock few_cpus not_root no_tty PROPERTIES TIMEOUT 300
 			     LABELS "runtime;integration" SKIP_RETURN_CODE 77)
 endif()
+
+# postgres_sink (issue 15 §3) against a real server started in a temp dir
+# (initdb + pg_ctl, unix socket only): exactly-once append and upsert under
+# kills, lost connections, errors before the start, check --connect. The
+# server binaries come from tools/bootstrap.sh; missing ones fail the test.
+if(TARGET shmrun)
+	add_test(NAME postgres COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/postgres.sh
+		 $<TARGET_FILE:shmrun>)
+	set_tests_properties(postgres PROPERTIES TIMEOUT 600 LABELS "runtime;integration"
+			     SKIP_RETURN_CODE 77)
+endif()

@@ -81,4 +81,9 @@ if(TARGET shmrun)
 		 $<TARGET_FILE:shmrun>)
 	set_tests_properties(postgres PROPERTIES TIMEOUT 600 LABELS "runtime;integration"
 			     SKIP_RETURN_CODE 77)
+	# the shipped example docs/examples/follow-dpkg.conf (issue 15 §4): a
+	# followed, rotated copy of dpkg.log into PostgreSQL, kill -9, stop, resume
+	add_test(NAME follow_dpkg COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/follow_dpkg.sh
+		 $<TARGET_FILE:shmrun>)
+	set_tests_properties(follow_dpkg PROPERTIES TIMEOUT 300 LABELS "runtime;integration")
 endif()

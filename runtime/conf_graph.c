@@ -472,7 +472,14 @@ static void check_keyed_inputs(struct loader *ld, bool *part)
 			all = false;
 			if (!st->op || !(st->op->flags & SHMRUN_OP_KEYED) || st->width <= 1)
 				continue;
-			if (from->width != st->width)
+			if (ed->kind == SHMRUN_EDGE_FORWARD)
+				errorf(ld, ed->line,
+				       "stage '%s' (op %s) keeps its state per key, and at width %u "
+				       "the records of a key must all reach one instance: its input "
+				       "'%s' is not 'by key', and no 'by key' edge before it sends "
+				       "each key to one instance; write '%s by key', or set width = 1",
+				       st->name, st->op->name, st->width, from->name, from->name);
+			else if (from->width != st->width && ed->kind == SHMRUN_EDGE_REBALANCE)
 				errorf(ld, ed->line,
 				       "stage '%s' (op %s) keeps its state per key, and at width %u "
 				       "the records of a key must all reach one instance: its input "
@@ -485,9 +492,13 @@ static void check_keyed_inputs(struct loader *ld, bool *part)
 				errorf(ld, ed->line,
 				       "stage '%s' (op %s) keeps its state per key, and at width %u "
 				       "the records of a key must all reach one instance: its input "
-				       "'%s' is not 'by key', and no 'by key' edge before it sends "
-				       "each key to one instance; write '%s by key', or set width = 1",
-				       st->name, st->op->name, st->width, from->name, from->name);
+				       "'%s' is a %s edge, which %s; write '%s by key', or set width = 1",
+				       st->name, st->op->name, st->width, from->name,
+				       ed->kind == SHMRUN_EDGE_BROADCAST ? "broadcast" : "rebalance",
+				       ed->kind == SHMRUN_EDGE_BROADCAST
+					       ? "sends every record to every instance"
+					       : "deals records out in turn",
+				       from->name);
 		}
 		part[u] = any && all;
 	}

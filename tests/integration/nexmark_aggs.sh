@@ -21,9 +21,8 @@
 #   - each operator fed the wrong stream fails the job naming its stage and
 #     the record (exit 1); nexmark_closing_price fed `key = person` records
 #     names the key; a keyed operator read by rebalance instead of `by key`
-#     at width 2 fails naming its stage; a bad `size` or a key the operator
-#     does not have is refused at its file:line before anything starts
-#     (exit 2).
+#     at width 2, a bad `size` or a key the operator does not have is
+#     refused at its file:line before anything starts (exit 2).
 set -euo pipefail
 shmrun=${1:?usage: nexmark_aggs.sh SHMRUN SHMRUN_BENCH QUERY_DIR}
 bench=${2:?}
@@ -352,26 +351,33 @@ wrong "nexmark_top_bids fed bids" nexmark_top_bids bid join "by key" \
 	"a record that is not an output of nexmark_top_bids_partial"
 
 # ---- an input that is not `by key` --------------------------------------------
-# q4 and q7 at width 2 with a rebalance edge into each keyed operator: the
-# job fails, naming the stage, instead of joining or averaging apart
-for edit in 's/input = events by key/input = events rebalance/:closing' \
-	's/input = closing by key/input = closing rebalance/:q4' 's/input = partial by key/input = partial rebalance/:q7'; do
-	stage=${edit##*:}
+# q4 and q7 at width 2 with a rebalance edge into each keyed operator
+# (SHMRUN_OP_KEYED): refused before anything starts, at the line of `input`,
+# instead of joining or averaging apart (the run once started and failed at
+# its first misplaced record)
+for edit in 's/input = events by key/input = events rebalance/:closing:events' \
+	's/input = closing by key/input = closing rebalance/:q4:closing' \
+	's/input = partial by key/input = partial rebalance/:q7:partial'; do
+	from=${edit##*:}
+	rest=${edit%:*}
+	stage=${rest##*:}
 	q=q4
 	[ "$stage" = q7 ] && q=q7
 	d=$tmp/notbykey
 	mkdir -p "$d"
 	cp "$plugin" "$d/"
-	# q7: 300 windows of 100 ms, so that many partials go astray
-	sed -e "${edit%:*}" -e 's/^count = 200000/count = 300000/' -e 's/^size = 10s/size = 100ms/' \
-		"$qdir/$q.conf" > "$d/job.conf"
+	sed -e "${rest%:*}" "$qdir/$q.conf" > "$d/job.conf"
+	line=$(grep -n "^input = $from rebalance" "$d/job.conf" | cut -d: -f1)
 	rc=0
 	(cd "$d" && "$shmrun" job.conf) 2> "$tmp/log" || rc=$?
-	[ $rc -eq 1 ] || fail "$stage read by rebalance: exit $rc, want 1"
-	qgrep -E "stage '$stage' \[[01]\]: a record of key '[0-9]+' \(vnode [0-9]+\) reached an instance owning vnodes \[[0-9]+, [0-9]+\): its input is not \`by key\`" "$tmp/log" ||
-		fail "$stage read by rebalance: no message naming the stage and the edge"
+	[ $rc -eq 2 ] || fail "$stage read by rebalance: exit $rc, want 2"
+	qgrep -F "job.conf:$line: stage '$stage' (op " "$tmp/log" ||
+		fail "$stage read by rebalance: not refused at job.conf:$line"
+	qgrep -F "keeps its state per key, and at width 2 the records of a key must all reach one instance: its input '$from' is a rebalance edge, which deals records out in turn; write '$from by key', or set width = 1" "$tmp/log" ||
+		fail "$stage read by rebalance: no message naming the edge and the fix"
+	[ ! -e "$d/out" ] || fail "$stage read by rebalance: output written"
 	rm -rf "$d"
-	echo "ok $stage of $q read by rebalance at width 2: the job fails, naming the stage"
+	echo "ok $stage of $q read by rebalance at width 2: refused at its input line (exit 2)"
 done
 
 # others = skip: a stream of persons only gives no closing price, and no error

@@ -714,9 +714,11 @@ static void sock_close(struct shmrun_task *task, void *state)
 /* clang-format off */
 static const struct shmrun_param_def params[] = {
 	{.key = "listen", .type = SHMRUN_PARAM_STRING,
-	 .doc = "accept connections (or datagrams) at [ADDR:]PORT; PORT alone is 127.0.0.1; [IPV6]:PORT; 0: a port the kernel chooses (logged)"},
+	 .doc = "accept connections (or datagrams) at [ADDR:]PORT; PORT alone is 127.0.0.1; [IPV6]:PORT; 0: a port the kernel chooses (logged)",
+	 .tuning = true /* where, not what: the source keeps no state, a resume may move */},
 	{.key = "connect", .type = SHMRUN_PARAM_STRING,
-	 .doc = "connect to HOST:PORT (or [IPV6]:PORT); ends when the server closes the connection"},
+	 .doc = "connect to HOST:PORT (or [IPV6]:PORT); ends when the server closes the connection",
+	 .tuning = true},
 	{.key = "protocol", .type = SHMRUN_PARAM_ENUM, .def = "tcp", .choices = "tcp udp",
 	 .doc = "tcp, or udp (with listen only)"},
 	{.key = "framing", .type = SHMRUN_PARAM_ENUM, .def = "line", .choices = "line length",

@@ -57,8 +57,8 @@ path = out.txt
 ${4:-}
 CONF
 }
-start() { # CONF: run it in the background; sets launcher and port
-	"$shmrun" "$1" 2> "$tmp/log" &
+start() { # CONF [OPTION...]: run it in the background; sets launcher and port
+	"$shmrun" "${@:2}" "$1" 2> "$tmp/log" &
 	launcher=$!
 	port=
 	for _ in $(seq 600); do
@@ -252,6 +252,19 @@ for part in 1 2; do
 done
 grep -q "restoring epoch" "$tmp/log" || fail "the second run did not resume: $(cat "$tmp/log")"
 seq 1 1500 | cmp -s - "$d/out.txt" || fail "stop and resume with checkpoints: output differs"
+# listen is where, not what (no state depends on it): a resume may listen at
+# another address; it once refused the checkpoint as another topology
+seq 1501 1600 > "$tmp/ck3"
+start "$d/ck.conf" --set in.listen=127.0.0.1:0
+$peer send 127.0.0.1 "$port" "$tmp/ck3"
+wait_lines 1600 "$d/out.txt" || fail "resume at another listen address: lines missing"
+kill -TERM "$launcher"
+rc=0
+wait "$launcher" || rc=$?
+launcher=
+[ "$rc" = 0 ] || fail "resume at another listen address: the stop exited $rc"
+grep -q "restoring epoch" "$tmp/log" || fail "another listen address did not resume: $(cat "$tmp/log")"
+seq 1 1600 | cmp -s - "$d/out.txt" || fail "resume at another listen address: output differs"
 
 # ---- 11. refusals -------------------------------------------------------------------
 refused() { # WHAT PATTERN CONF

@@ -16,6 +16,9 @@
 #     new and rotated files: every line once; each instance says it polls.
 #   - a last line without '\n' is emitted once its file is rotated away and
 #     drained, not before.
+#   - a copy shorter than what was read, made while the job was down: not
+#     read again.
+#   - without checkpoint_dir SIGTERM ends the job (143) with every line out.
 #   - bad input: a FIFO in path, a bad poll_interval or follow value: exit 2,
 #     file:line, nothing started.
 set -euo pipefail
@@ -264,6 +267,25 @@ sleep 0.5
 stop_job
 exact "$d/out/lines.txt" 2100
 echo "ok a copy shorter than the offset read (made while down) is not read again"
+
+# --- without checkpoint_dir: a stop ends the job, by the signal -------------
+: > "$tmp/log"
+d="$tmp/nockpt"
+mkdir -p "$d/logs"
+grep -v '^checkpoint' "$tmp/one/job.conf" > "$d/job.conf"
+seq 1 50 > "$d/logs/app.log"
+(cd "$d" && exec "$shmrun" job.conf) 2>> "$tmp/log" &
+launcher=$!
+wait_started || fail "no start"
+seq 51 100 >> "$d/logs/app.log"
+wait_lines "$d/out/lines.txt" 100 || fail "no checkpoint_dir: lines not read"
+kill -TERM "$launcher"
+rc=0
+wait "$launcher" || rc=$?
+launcher=
+[ $rc -eq 143 ] || fail "no checkpoint_dir: SIGTERM gave exit $rc, expected 143 (died by the signal)"
+exact "$d/out/lines.txt" 100
+echo "ok without checkpoint_dir: SIGTERM ends the job (143), every line written"
 
 # --- bad input ----------------------------------------------------------------
 d="$tmp/bad"

@@ -122,6 +122,7 @@ struct tfile {
 	uint64_t copy_dev, copy_ino; /* HELD: the file this copies */
 	int fd, wd;
 	bool named; /* a matching name pointed to it at the last scan */
+	bool dirty; /* an inotify event for it since the last check() */
 	uint32_t head_len;
 	unsigned char head[HEAD_MAX];
 };
@@ -160,8 +161,8 @@ struct follow {
 	struct saved *sv;
 	uint32_t nsv, capsv;
 	bool restoring, resolved, first_scan_done;
-	int ino; /* inotify fd, -1: polling only */
-	bool rescan, check;
+	int ino;		       /* inotify fd, -1: polling only */
+	bool rescan, check, check_all; /* to do: scan(); check() the dirty files, all files */
 	int64_t next_poll;
 	unsigned char *buf;
 	size_t cap;
@@ -509,7 +510,8 @@ static int truncated(struct shmrun_task *task, struct follow *fw, struct tfile *
 	return read_head(t);
 }
 
-/* fstat each tracked file: growth, truncation, PROBE decisions. */
+/* fstat each tracked file (fw->check_all) or those with events, and PROBE
+ * files: growth, truncation, PROBE decisions. */
 static int check(struct shmrun_task *task, struct follow *fw, int64_t now)
 {
 	for (uint32_t i = 0; i < fw->nf; i++) {
@@ -517,6 +519,9 @@ static int check(struct shmrun_task *task, struct follow *fw, int64_t now)
 		struct stat st;
 		uint64_t size;
 
+		if (!fw->check_all && !t->dirty && t->state != T_PROBE)
+			continue;
+		t->dirty = false;
 		if (fstat(t->fd, &st) < 0)
 			continue;
 		size = (uint64_t)st.st_size;
@@ -548,7 +553,7 @@ static int check(struct shmrun_task *task, struct follow *fw, int64_t now)
 		if (t->state == T_PROBE)
 			probe(fw, t, now);
 	}
-	fw->check = false;
+	fw->check = fw->check_all = false;
 	return 0;
 }
 
@@ -676,7 +681,8 @@ static int finish(struct shmrun_task *task, struct follow *fw, int64_t now, uint
 	return 0;
 }
 
-/* Drain the inotify fd: directory events ask for a rescan, file events for a check. */
+/* Drain the inotify fd: directory events (and an overflow) ask for a rescan
+ * and a check of every file, a file's events for a check of that file. */
 static void drain_events(struct follow *fw)
 {
 	char ev[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
@@ -693,8 +699,13 @@ static void drain_events(struct follow *fw)
 			for (uint32_t k = 0; k < fw->nw && !dir; k++)
 				dir = fw->w[k].wd == e->wd;
 			if (dir)
-				fw->rescan = true;
-			fw->check = true;
+				fw->rescan = fw->check_all = true;
+			for (uint32_t i = 0; i < fw->nf && !dir; i++) {
+				if (fw->f[i]->wd == e->wd) {
+					fw->f[i]->dirty = fw->check = true;
+					break;
+				}
+			}
 			p += sizeof(*e) + e->len;
 		}
 	}
@@ -1000,17 +1011,17 @@ int shmrun_follow_produce(struct shmrun_task *task, struct follow *fw, uint32_t 
 		if (err)
 			return err;
 		fw->next_poll = now + (int64_t)fw->poll_ns;
-		fw->check = true;
+		fw->check_all = true;
 	}
 	if (fw->ino >= 0)
 		drain_events(fw);
 	if (now >= fw->next_poll) {
-		fw->rescan = fw->check = true;
+		fw->rescan = fw->check_all = true;
 		fw->next_poll = now + (int64_t)fw->poll_ns;
 	}
 	if (fw->rescan)
 		err = scan(task, fw);
-	if (!err && fw->check)
+	if (!err && (fw->check || fw->check_all))
 		err = check(task, fw, now);
 	for (uint32_t i = 0; i < fw->nf && !err && budget > 0; i++) {
 		struct tfile *t = fw->f[i];

@@ -75,6 +75,13 @@
  * not saved are new: probed as above (they may be copies made while down),
  * then read from 0. On a fresh start every file found is read from 0.
  *
+ * Descriptors. A tracked file keeps its fd (a renamed-away or deleted file
+ * is drained through it) up to max_open_files per instance; beyond it
+ * park() closes those read to their end under a matching name, least
+ * recently changed first, and check() reopens one by name (same inode) when
+ * it changes (its inotify watch stays). A parked file renamed out of the
+ * match cannot be drained: what is appended to it after that is lost.
+ *
  * Rejected: reading a partial line at EOF (it would be torn when the writer
  * completes it); one fd per open()/close() per poll (a renamed, unmatched
  * file could not be drained); checksumming whole files (the head is what
@@ -162,6 +169,7 @@ struct follow {
 	uint32_t nsv, capsv;
 	bool restoring, resolved, first_scan_done;
 	int ino;		       /* inotify fd, -1: polling only */
+	uint32_t nopen, max_open;      /* fds of tracked files open; max_open_files */
 	bool rescan, check, check_all; /* to do: scan(); check() the dirty files, all files */
 	int64_t next_poll;
 	unsigned char *buf;
@@ -363,6 +371,7 @@ static struct tfile *track(struct shmrun_task *task, struct follow *fw, uint32_t
 	t->named = true;
 	t->wd = add_wd(task, fw, path, INO_EVENTS);
 	fw->f[fw->nf++] = t;
+	fw->nopen++;
 	*err = 0;
 	return t;
 }
@@ -373,7 +382,10 @@ static void untrack(struct follow *fw, uint32_t i)
 
 	if (t->wd >= 0 && fw->ino >= 0)
 		inotify_rm_watch(fw->ino, t->wd);
-	close(t->fd);
+	if (t->fd >= 0) {
+		close(t->fd);
+		fw->nopen--;
+	}
 	free(t->path);
 	free(t);
 	fw->f[i] = fw->f[--fw->nf];
@@ -510,6 +522,57 @@ static int truncated(struct shmrun_task *task, struct follow *fw, struct tfile *
 	return read_head(t);
 }
 
+/*
+ * A parked file (fd closed: more than max_open_files were open): reopen it
+ * when its name still points to its inode and it changed. Return: whether
+ * it is open again (*@st its fstat).
+ */
+static bool unpark(struct follow *fw, struct tfile *t, struct stat *st)
+{
+	int fd;
+
+	(void)fw;
+	if (stat(t->path, st) < 0 || (uint64_t)st->st_dev != t->dev ||
+	    (uint64_t)st->st_ino != t->ino ||
+	    ((uint64_t)st->st_size == t->size && id_mtime(st) == t->mtime_ns))
+		return false; /* unchanged, or renamed: a scan finds its new name */
+	fd = open(t->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return false;
+	if (fstat(fd, st) < 0 || (uint64_t)st->st_dev != t->dev || (uint64_t)st->st_ino != t->ino) {
+		close(fd);
+		return false;
+	}
+	t->fd = fd;
+	fw->nopen++;
+	return true;
+}
+
+/*
+ * Keep at most max_open_files open: close the fds of the READ files read
+ * to their end under a matching name, least recently changed first. A
+ * parked file is reopened by name when it changes (unpark()).
+ */
+static void park(struct follow *fw)
+{
+	while (fw->nopen > fw->max_open) {
+		struct tfile *oldest = NULL;
+
+		for (uint32_t i = 0; i < fw->nf; i++) {
+			struct tfile *t = fw->f[i];
+
+			if (t->fd >= 0 && t->state == T_READ && t->named && t->seen >= t->size &&
+			    (!oldest || t->changed_ns < oldest->changed_ns))
+				oldest = t;
+		}
+		if (!oldest)
+			return; /* all busy: more open for now */
+		close(oldest->fd);
+		oldest->fd = -1;
+		fw->nopen--;
+	}
+}
+
 /* fstat each tracked file (fw->check_all) or those with events, and PROBE
  * files: growth, truncation, PROBE decisions. */
 static int check(struct shmrun_task *task, struct follow *fw, int64_t now)
@@ -522,7 +585,9 @@ static int check(struct shmrun_task *task, struct follow *fw, int64_t now)
 		if (!fw->check_all && !t->dirty && t->state != T_PROBE)
 			continue;
 		t->dirty = false;
-		if (fstat(t->fd, &st) < 0)
+		if (t->fd < 0 && !unpark(fw, t, &st))
+			continue;
+		if (t->fd >= 0 && fstat(t->fd, &st) < 0)
 			continue;
 		size = (uint64_t)st.st_size;
 		/* the mtime too: truncated and grown back to the same size */
@@ -664,7 +729,7 @@ static int finish(struct shmrun_task *task, struct follow *fw, int64_t now, uint
 			i++;
 			continue;
 		}
-		if (t->state == T_READ) {
+		if (t->state == T_READ && t->fd >= 0) {
 			if (*budget == 0)
 				return 0; /* at the next call */
 			err = read_lines(task, fw, t, budget, true);
@@ -674,8 +739,9 @@ static int finish(struct shmrun_task *task, struct follow *fw, int64_t now, uint
 				i++;
 				continue;
 			}
-			release_copies(task, fw, t, UINT64_MAX);
 		}
+		if (t->state == T_READ)
+			release_copies(task, fw, t, UINT64_MAX);
 		untrack(fw, i);
 	}
 	return 0;
@@ -959,6 +1025,7 @@ int shmrun_follow_open(struct shmrun_task *task, struct follow **out)
 	fw->ino = -1;
 	fw->match = shmrun_task_param(task, "match");
 	fw->poll_ns = shmrun_task_param_u64(task, "poll_interval", 250000000ull);
+	fw->max_open = (uint32_t)shmrun_task_param_u64(task, "max_open_files", 1024);
 	fw->restoring = shmrun_task_restoring(task);
 	fw->cap = FREAD_BYTES;
 	fw->buf = malloc(fw->cap);
@@ -1031,6 +1098,8 @@ int shmrun_follow_produce(struct shmrun_task *task, struct follow *fw, uint32_t 
 	}
 	if (!err)
 		err = finish(task, fw, now, &budget);
+	if (!err)
+		park(fw);
 	return err ? err : 1;
 }
 

@@ -28,8 +28,8 @@
  * nothing is new (the worker then sleeps, idle.c). An inotify fd
  * (IN_NONBLOCK) watches each watch's directory (IN_CREATE, IN_MOVED_TO, ...:
  * rescan) and each tracked file (IN_MODIFY, IN_ATTRIB, IN_MOVE_SELF,
- * IN_DELETE_SELF: fstat the tracked files); produce() drains it. Every
- * `poll_interval` it rescans and fstats anyway: that is the whole mechanism
+ * IN_DELETE_SELF: fstat that file); produce() drains it. Every
+ * `poll_interval` it rescans and fstats every tracked file anyway: that is the whole mechanism
  * when inotify is not available (inotify_init fails, a watch limit is hit:
  * one warning, then polling only; SHMRUN_TEST_NO_INOTIFY=1 in a
  * fault-injection build), and it drives the rotation grace.
@@ -44,7 +44,8 @@
  * (dev, ino), under its new name when that matches, else by the fd until
  * drained as above); the new file is new: read from 0. copytruncate: a
  * tracked file that shrank, or whose head changed, was truncated: its HELD
- * copies are released (above) and it is read again from 0; without a copy
+ * copies, and PROBE files holding the start of its head (a copy made while
+ * it was shorter), are released (above) and it is read again from 0; without a copy
  * among the watched files, the bytes between the last read and the
  * truncation are lost (a warning says so).
  *
@@ -70,7 +71,9 @@
  * was down), by (dev, ino) with the same head (not a reused inode) and at
  * least off bytes; failing that, among the matching untracked files, one with
  * the same head and at least off bytes (a copy: copytruncate or a move across
- * file systems while down) is read from off; failing that, a warning names
+ * file systems while down) is read from off (one with the same head but
+ * fewer bytes holds only bytes read already: tracked at its end); failing
+ * that, a warning names
  * the file and the offset (bytes after it, if any, are lost). Then files
  * not saved are new: probed as above (they may be copies made while down),
  * then read from 0. On a fresh start every file found is read from 0.

@@ -52,7 +52,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: shmrun [options] topology.conf\n"
 		"       shmrun plan [--json | --rescale-from CKPT_DIR] [options] topology.conf\n"
-		"       shmrun check [--rescale] [options] topology.conf\n"
+		"       shmrun check [--rescale] [--connect] [options] topology.conf\n"
 		"       shmrun ckpt list [--json] DIR | shmrun ckpt verify [--json] DIR\n"
 		"       shmrun ops [--plugin PATH]... [--markdown] [NAME]\n"
 		"       shmrun top [--json] [--interval SECONDS] [JOB]\n"
@@ -100,6 +100,9 @@ static void usage(FILE *out)
 		"  --drop-state=STAGE with --rescale (or plan --rescale-from): a removed stage\n"
 		"                     whose state may be dropped\n"
 		"  --rescale-from DIR with plan: print what a rescale from DIR would move\n"
+		"  --connect          with check: also connect to the servers a sink writes\n"
+		"                     into (postgres_sink: login, table, columns); creates\n"
+		"                     nothing\n"
 		"  --json             with plan, ckpt list and ckpt verify: one JSON document\n"
 		"                     of what the text shows (fields: docs/shmrun.1.md)\n"
 		"  --set SECTION.KEY=VALUE\n"
@@ -276,6 +279,7 @@ int shmrun_main(int argc, char **argv)
 		{"log-format", required_argument, NULL, 'L'},
 		{"no-progress", no_argument, NULL, 'P'},
 		{"set", required_argument, NULL, 's'},
+		{"connect", no_argument, NULL, 'C'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{0},
@@ -283,7 +287,7 @@ int shmrun_main(int argc, char **argv)
 	const char *cmd = "run", *rescale_from = NULL, *drop[64], *plugin[64], *summary = NULL;
 	const char *sets[SHMRUN_MAX_SETS];
 	uint32_t ndrop = 0, nplugin = 0, nsets = 0;
-	bool rescale = false, markdown = false, json = false, progress = true;
+	bool rescale = false, markdown = false, json = false, progress = true, connect = false;
 	int info = 0; /* -h or -V: answered once every argument is read */
 	struct shmrun_job job;
 	int c, rc;
@@ -382,6 +386,9 @@ int shmrun_main(int argc, char **argv)
 		case 'm':
 			markdown = true;
 			break;
+		case 'C':
+			connect = true;
+			break;
 		case 'S':
 			summary = optarg;
 			break;
@@ -442,6 +449,8 @@ int shmrun_main(int argc, char **argv)
 	else if (argc - optind >= 1 && strcmp(cmd, "run") == 0 &&
 		 strcmp(argv[optind], "ops") == 0)
 		cmd = argv[optind++];
+	if (connect && strcmp(cmd, "check") != 0)
+		return usage_error("--connect goes with `shmrun check` (a run always connects)");
 	if (markdown && strcmp(cmd, "ops") != 0)
 		return usage_error("--markdown goes with `shmrun ops`");
 	if (json && strcmp(cmd, "plan") != 0)
@@ -517,7 +526,9 @@ int shmrun_main(int argc, char **argv)
 
 		for (uint32_t i = 0; i < job.nwarnings; i++)
 			fprintf(stderr, "warning: %s\n", job.warnings[i]);
-		/* what a run checks before it starts: the plan fits, inputs exist */
+		/* what a run checks before it starts: the plan fits, inputs exist;
+		 * servers (postgres_sink) only with --connect, and nothing created */
+		shmrun_prepare_set_mode(connect, false);
 		rc = shmrun_plan_build(&job, &plan) ? 2 : 0;
 		if (!rc) {
 			rc = shmrun_prepare(&job, plan) || shmrun_preflight(&job) ? 2 : 0;

@@ -363,6 +363,7 @@ static int load_all(struct loader *ld)
 		if (r)
 			return r;
 	}
+	check_sources(ld);
 	r = load_graph(ld);
 	if (r)
 		return r;

@@ -433,6 +433,66 @@ static void check_watermark_sources(struct loader *ld, bool *gets)
 	}
 }
 
+/*
+ * An operator flagged SHMRUN_OP_KEYED (a plugin's nexmark_new_users) keeps
+ * its state per key, so at width > 1 every record of a key must reach the
+ * instance that owns the key's vnode. An input delivers that when it is
+ * `by key`, or when it is a forward edge (equal widths) from a stage whose
+ * own records are so partitioned (part[], in topological order: a source's
+ * are not). A forward edge that a width change made a rebalance deals
+ * records out in turn: the run would fail at the first misplaced record
+ * ("reached an instance owning vnodes ..."), so check refuses it first, at
+ * the line of `input`, with what to write. Built-in count and window check
+ * their inputs in prepare() (shmrun_task_require_by_key()). @part (n
+ * entries) is scratch. Needs job->topo.
+ */
+static void check_keyed_inputs(struct loader *ld, bool *part)
+{
+	struct shmrun_job *job = ld->job;
+	uint32_t n = job->nstages;
+
+	memset(part, 0, n * sizeof(*part));
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t u = job->topo[k];
+		const struct shmrun_stage *st;
+		bool all = true, any = false;
+
+		if (u >= n)
+			return; /* a cycle cut the order short: reported already */
+		st = &job->stages[u];
+		for (uint32_t e = 0; e < job->nedges; e++) {
+			const struct shmrun_edge *ed = &job->edges[e];
+			const struct shmrun_stage *from = &job->stages[ed->from];
+
+			if (ed->to != u)
+				continue;
+			any = true;
+			if (ed->by_key || (ed->kind == SHMRUN_EDGE_FORWARD && part[ed->from]))
+				continue;
+			all = false;
+			if (!st->op || !(st->op->flags & SHMRUN_OP_KEYED) || st->width <= 1)
+				continue;
+			if (from->width != st->width)
+				errorf(ld, ed->line,
+				       "stage '%s' (op %s) keeps its state per key, and at width %u "
+				       "the records of a key must all reach one instance: its input "
+				       "'%s' (width %u) is not 'by key' and has another width, so its "
+				       "records are dealt out in turn (rebalance); write '%s by key', "
+				       "or give both the same width",
+				       st->name, st->op->name, st->width, from->name, from->width,
+				       from->name);
+			else
+				errorf(ld, ed->line,
+				       "stage '%s' (op %s) keeps its state per key, and at width %u "
+				       "the records of a key must all reach one instance: its input "
+				       "'%s' is not 'by key', and no 'by key' edge before it sends "
+				       "each key to one instance; write '%s by key', or set width = 1",
+				       st->name, st->op->name, st->width, from->name, from->name);
+		}
+		part[u] = any && all;
+	}
+}
+
 int load_graph(struct loader *ld)
 {
 	struct shmrun_job *job = ld->job;
@@ -494,6 +554,8 @@ int load_graph(struct loader *ld)
 		goto out;
 	if (ld->errs.n == 0 && ld->ops_ok && !ld->edges_missing && job->topo)
 		check_watermark_sources(ld, reached);
+	if (ld->errs.n == 0 && ld->ops_ok && !ld->edges_missing && job->topo)
+		check_keyed_inputs(ld, reached);
 	r = 0;
 out:
 	free(color);

@@ -308,6 +308,12 @@ int load_job(struct loader *ld);
  * -ENOMEM. */
 int load_stage(struct loader *ld, uint32_t idx);
 
+/* After every stage: sources that cannot be replayed (SHMRUN_OP_UNREPLAYABLE)
+ * against checkpoint_dir and [job] allow_data_loss_on_crash; stdin_source at
+ * width 1, once, and not with a topology read from standard input. Errors
+ * are reported at the stage's op (or width) line. */
+void check_sources(struct loader *ld);
+
 /* ------------------------------------------------------------------------ */
 /* conf_graph.c: pass 3, the graph */
 

@@ -106,6 +106,7 @@ enum {
 	JK_OP_TIMEOUT,
 	JK_IDLE_TIMEOUT,
 	JK_METRICS,
+	JK_ALLOW_LOSS,
 	JK_COUNT,
 };
 
@@ -158,6 +159,11 @@ static const struct shmrun_param_def job_keys[] = {
 	[JK_METRICS] = {.key = "metrics", .type = SHMRUN_PARAM_STRING,
 			.doc = "serve Prometheus metrics at http://ADDRESS/metrics: PORT (loopback), "
 			       "HOST:PORT or [IPV6]:PORT (default: off)"},
+	[JK_ALLOW_LOSS] = {.key = "allow_data_loss_on_crash", .type = SHMRUN_PARAM_BOOL,
+			   .def = "false", .tuning = true,
+			   .doc = "accept checkpoint_dir with a source that cannot be replayed "
+				  "(stdin_source, socket_source): what it read since the last "
+				  "checkpoint is lost on a crash (at-most-once)"},
 	[JK_COUNT] = {0},
 };
 
@@ -519,6 +525,7 @@ int load_job(struct loader *ld)
 	job->operator_timeout_ns = p[JK_OP_TIMEOUT].value ? p[JK_OP_TIMEOUT].u64 : 0;
 	job->idle_timeout_ns = p[JK_IDLE_TIMEOUT].value ? p[JK_IDLE_TIMEOUT].u64 : 0;
 	load_metrics(ld, &p[JK_METRICS]);
+	job->allow_data_loss_on_crash = p[JK_ALLOW_LOSS].value && p[JK_ALLOW_LOSS].u64;
 	r = load_cpus(ld, p);
 
 out:
@@ -731,4 +738,56 @@ int load_stage(struct loader *ld, uint32_t idx)
 		       "= update every record's new count is the output); remove the key",
 		       s->name, st->op->name);
 	return r;
+}
+
+/* The line to name for stage @idx's key @key: the key's, else the section's. */
+static int key_line(const struct loader *ld, uint32_t idx, const char *key)
+{
+	const struct kv *k = find_kv(ld->stage_sec[idx], key);
+
+	return k ? k->line : ld->stage_sec[idx]->line;
+}
+
+void check_sources(struct loader *ld)
+{
+	const struct shmrun_job *job = ld->job;
+	int stdin_stage = -1;
+
+	for (uint32_t i = 0; i < job->nstages; i++) {
+		const struct shmrun_stage *st = &job->stages[i];
+
+		if (!st->op)
+			continue;
+		if ((st->op->flags & SHMRUN_OP_UNREPLAYABLE) && job->checkpoint_dir &&
+		    !job->allow_data_loss_on_crash)
+			errorf(ld, key_line(ld, i, "op"),
+			       "stage '%s': op = %s cannot be replayed after a restore, yet [job] "
+			       "sets checkpoint_dir: the records it read since the last checkpoint "
+			       "would be lost on a crash while the job claims exactly-once; remove "
+			       "checkpoint_dir, or set allow_data_loss_on_crash = true in [job] to "
+			       "accept at-most-once for this source",
+			       st->name, st->op->name);
+		if (strcmp(st->op->name, "stdin_source") != 0)
+			continue;
+		if (st->width != 1)
+			errorf(ld, key_line(ld, i, "width"),
+			       "width = %u of stage '%s': stdin_source reads the job's one "
+			       "standard input, so its width must be 1; spread its records with a "
+			       "rebalance or by-key edge into a wider stage instead",
+			       st->width, st->name);
+		if (stdin_stage >= 0)
+			errorf(ld, key_line(ld, i, "op"),
+			       "stage '%s' is a second stdin_source (stage '%s' at line %d is the "
+			       "first): the job has one standard input; read it in one stage and "
+			       "let several stages take that stage as input",
+			       st->name, job->stages[stdin_stage].name, job->stages[stdin_stage].line);
+		else
+			stdin_stage = (int)i;
+		if (job->conf_path && strcmp(job->conf_path, SHMRUN_STDIN_NAME) == 0)
+			errorf(ld, key_line(ld, i, "op"),
+			       "stage '%s': op = stdin_source reads standard input, but the "
+			       "topology itself was read from standard input ('-'); write the "
+			       "topology to a file and pass its path",
+			       st->name);
+	}
 }

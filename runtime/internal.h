@@ -439,4 +439,15 @@ void shmrun_progress_format(char *buf, size_t len, const char *job, uint64_t pos
  */
 char *shmrun_fit_middle(char *dst, size_t cap, const char *src);
 
+/**
+ * shmrun_prepare_set_mode() - what the operators' prepare() may do in this
+ * process, asked with shmrun_task_may_connect() / shmrun_task_may_create()
+ * (ops/ops.h): a run (the default) may do both; `shmrun check` neither,
+ * `shmrun check --connect` connect but not create (postgres_sink: reach the
+ * server and check the table, but not create its progress table). Call
+ * before shmrun_prepare(); not thread-safe (the CLI calls it once).
+ * prepare.c.
+ */
+void shmrun_prepare_set_mode(bool connect, bool create);
+
 #endif /* SHMRUN_RT_INTERNAL_H */

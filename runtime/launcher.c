@@ -58,7 +58,9 @@
  *     the launcher dies by the same signal (shmrun_die_by_signal()) so a shell
  *     running it stops too. A second signal from outside during a stop with
  *     checkpoint stops at once. A stop during a restart's backoff ends the run
- *     at the last complete checkpoint, exit 0.
+ *     at the last complete checkpoint, exit 0, and so does a stop whose final
+ *     epoch a curable worker death cut short (start_result()): which of the
+ *     two came first must not change the outcome.
  *   - A worker stopped by SIGSTOP or a debugger for WATCH_STOPPED_NS is named
  *     in a warning (watch_workers(), report.c): nothing else would name worker 0, or a
  *     worker of a job without checkpoints.
@@ -99,6 +101,7 @@
  *     the supervisor with it, and nothing would restart the job.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <numa.h>
 #include <sched.h>
@@ -189,6 +192,32 @@ static void bind_rings(const struct shmrun_plan *plan, const struct shmrun_segme
 	}
 }
 
+/*
+ * A worker that runs no stdin_source task of a job that has one points its
+ * fd 0 at /dev/null: the worker running the stage is then the only process
+ * of the job that could read standard input (the launcher reads nothing from
+ * it and keeps it for restarts).
+ */
+static void release_stdin(const struct shmrun_plan *plan, uint32_t index)
+{
+	bool reads = false, mine = false;
+	int fd;
+
+	for (uint32_t t = 0; t < plan->ntasks; t++) {
+		if (strcmp(plan->job->stages[plan->tasks[t].stage].op->name, "stdin_source") != 0)
+			continue;
+		reads = true;
+		mine |= plan->tasks[t].worker == index;
+	}
+	if (!reads || mine)
+		return;
+	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && fd != STDIN_FILENO) {
+		dup2(fd, STDIN_FILENO);
+		close(fd);
+	}
+}
+
 static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segment *seg,
 			uint32_t index, struct shmrun_control *ctl, pid_t launcher,
 			const sigset_t *oldmask)
@@ -203,6 +232,7 @@ static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segm
 		_exit(1);
 	shmrun_log_set_worker(index);
 	shmrun_locks_forget(); /* the launcher holds them; a stray child must not */
+	release_stdin(plan, index);
 	jobsock_forget();      /* the job's socket and name lock, likewise */
 	{
 		char comm[96]; /* PR_SET_NAME keeps 15 bytes */
@@ -905,6 +935,15 @@ static int prepare_and_lock(struct run *r)
 
 	if (shmrun_prepare(job, r->plan) || shmrun_preflight(job) || open_jobsock(r))
 		return -1;
+	for (uint32_t s = 0; s < job->nstages; s++)
+		if (job->stages[s].op->flags & SHMRUN_OP_UNREPLAYABLE)
+			shmrun_log(SHMRUN_LOG_WARN, "%s: %s cannot be replayed: %s (at-most-once)",
+				   job->stages[s].name, job->stages[s].op->name,
+				   job->checkpoint_dir
+				       ? "records read since the last checkpoint are lost on a "
+					 "crash"
+				       : "records it read are lost on a crash, and without "
+					 "checkpoint_dir there is no recovery at all");
 	if (job->metrics) {
 		/* before the locks, which create missing outputs (empty): a
 		 * port in use refuses the run having created nothing */
@@ -1006,6 +1045,26 @@ static int start_result(struct run *r, enum run_end end, uint32_t attempt)
 	if (end == RUN_NOSTART)
 		return 1;
 	/* RUN_FAILED */
+	if (r->signal && job->checkpoint_dir && r->stopping && !r->fatal_signal &&
+	    !incurable(job, r)) {
+		/* a stop with checkpoint whose final epoch a worker's death
+		 * (curable: it would have been restarted) cut short: nothing
+		 * runs now, and the last complete checkpoint is where a rerun
+		 * resumes, exactly as for a stop during the restart backoff
+		 * that follows such a death. Which of the two came first (the
+		 * stop signal, or the death, by a millisecond) must not change
+		 * the outcome: exit 0, `stopped at epoch e`. */
+		uint64_t e = shmrun_ckpt_newest_complete(job->checkpoint_dir, NULL);
+
+		shmrun_log(SHMRUN_LOG_WARN,
+			   "%s: the final checkpoint was not taken after: %s; stopping at the "
+			   "last complete checkpoint",
+			   strsignal(r->signal), r->cause);
+		r->end = RUN_STOPPED;
+		r->epoch = e; /* the summary file's "stopped at epoch" */
+		shmrun_log_plain("stopped at epoch %" PRIu64 "\n", e);
+		return 0;
+	}
 	if (r->signal) {
 		/* a stop was requested: never restart; the final checkpoint
 		 * was not taken, the last complete one is where a rerun

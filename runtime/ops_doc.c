@@ -94,7 +94,8 @@ static void put_key(FILE *out, const struct shmrun_param_def *d, bool md)
 	fputc('\n', out);
 }
 
-/* The callbacks that tell a user something: batches, combiner, pacing, commit. */
+/* The callbacks and flags that tell a user something: batches, combiner, pacing,
+ * commit, flush, cannot be replayed. */
 static void put_features(FILE *out, const struct shmrun_operator *op)
 {
 	const char *sep = "";
@@ -117,6 +118,13 @@ static void put_features(FILE *out, const struct shmrun_operator *op)
 	}
 	if (op->flush) {
 		fprintf(out, "%sflushes held output", sep);
+		sep = ", ";
+	}
+	if (op->flags & SHMRUN_OP_UNREPLAYABLE) {
+		fprintf(out,
+			"%scannot be replayed: at-most-once across a crash (with checkpoint_dir "
+			"only if [job] allow_data_loss_on_crash = true)",
+			sep);
 		sep = ", ";
 	}
 	if (!*sep)

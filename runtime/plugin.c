@@ -48,13 +48,18 @@
 #include "internal.h"
 #include "ops/ops.h"
 
+/* The operator flags this runtime knows (operator.h). */
+#define KNOWN_FLAGS \
+	(SHMRUN_OP_SOURCE | SHMRUN_OP_SINK | SHMRUN_OP_UNREPLAYABLE | SHMRUN_OP_KEYED)
+
 /* The built-ins, in the order `shmrun ops` and docs/operators.md list them. */
 static const struct shmrun_operator *const builtins[] = {
-	&shmrun_op_file_source,   &shmrun_op_sequence,    &shmrun_op_nexmark,
+	&shmrun_op_file_source,   &shmrun_op_stdin_source, &shmrun_op_socket_source,
+	&shmrun_op_sequence,      &shmrun_op_nexmark,
 	&shmrun_op_tokenize,      &shmrun_op_extract,     &shmrun_op_count,
 	&shmrun_op_window,        &shmrun_op_interval_join, &shmrun_op_window_join,
 	&shmrun_op_lookup,        &shmrun_op_file_sink,   &shmrun_op_stdout_sink,
-	&shmrun_op_null_sink,     &shmrun_op_latency_sink, NULL,
+	&shmrun_op_null_sink,     &shmrun_op_latency_sink, &shmrun_op_postgres_sink, NULL,
 };
 #define NBUILTINS (sizeof(builtins) / sizeof(builtins[0]) - 1)
 
@@ -230,9 +235,20 @@ static int check_operator(const char *path, const struct shmrun_operator *op, ui
 				      "plugin %s: operator name '%s' has a character other than "
 				      "letters, digits, '_' and '-'",
 				      path, op->name);
-	if (op->flags & ~(SHMRUN_OP_SOURCE | SHMRUN_OP_SINK))
+	if (op->flags & ~KNOWN_FLAGS)
 		return refuse(err, "plugin %s: operator '%s' has unknown flags 0x%x", path,
-			      op->name, op->flags & ~(SHMRUN_OP_SOURCE | SHMRUN_OP_SINK));
+			      op->name, op->flags & ~KNOWN_FLAGS);
+	if ((op->flags & SHMRUN_OP_SOURCE) && (op->flags & SHMRUN_OP_KEYED))
+		return refuse(err,
+			      "plugin %s: operator '%s' is flagged both SHMRUN_OP_SOURCE and "
+			      "SHMRUN_OP_KEYED; a source has no input to partition by key",
+			      path, op->name);
+	if ((op->flags & SHMRUN_OP_UNREPLAYABLE) && !(op->flags & SHMRUN_OP_SOURCE))
+		return refuse(err,
+			      "plugin %s: operator '%s' is flagged SHMRUN_OP_UNREPLAYABLE without "
+			      "SHMRUN_OP_SOURCE; only a source reads input that may not be "
+			      "replayable",
+			      path, op->name);
 	if ((op->flags & SHMRUN_OP_SOURCE) && (op->flags & SHMRUN_OP_SINK))
 		return refuse(err,
 			      "plugin %s: operator '%s' is flagged both SHMRUN_OP_SOURCE and "

@@ -40,8 +40,31 @@
 #include "ckpt/manifest.h"
 #include "ckpt/recovery.h"
 #include "ckpt/state_file.h"
+#include "internal.h"
+#include "ops/ops.h"
 #include "task.h"
 #include "worker.h"
+
+/* shmrun_prepare_set_mode(): a run may connect and create; check may not */
+static bool may_connect = true, may_create = true;
+
+void shmrun_prepare_set_mode(bool connect, bool create)
+{
+	may_connect = connect;
+	may_create = create;
+}
+
+bool shmrun_task_may_connect(const struct shmrun_task *t)
+{
+	(void)t;
+	return may_connect;
+}
+
+bool shmrun_task_may_create(const struct shmrun_task *t)
+{
+	(void)t;
+	return may_create;
+}
 
 /*
  * Offer every per-worker entry of @t's stage in the checkpoint this run will

@@ -404,6 +404,38 @@ static void print_tail(const char *path)
 /* ------------------------------------------------------------------------ */
 /* Options */
 
+/*
+ * A duration on the command line: what a conf's DURATION keys take (ms, s)
+ * and, for spans a CI job is given, m and h (`--duration 10m`, `1h`).
+ * Return: 0, or -EINVAL (also for 0 and past MAX_DURATION_S).
+ */
+static int parse_span(const char *arg, uint64_t *ns)
+{
+	size_t n = strlen(arg);
+	uint64_t mul = 0, v;
+
+	if (n > 1 && arg[n - 1] == 'm' && arg[n - 2] >= '0' && arg[n - 2] <= '9')
+		mul = 60;
+	else if (n > 1 && arg[n - 1] == 'h' && arg[n - 2] >= '0' && arg[n - 2] <= '9')
+		mul = 3600;
+	if (mul) {
+		char digits[32];
+
+		if (n - 1 >= sizeof(digits))
+			return -EINVAL;
+		memcpy(digits, arg, n - 1);
+		digits[n - 1] = '\0';
+		if (shmrun_parse_count(digits, &v) || v == 0 || v > MAX_DURATION_S / mul)
+			return -EINVAL;
+		*ns = v * mul * 1000000000ull;
+		return 0;
+	}
+	if (shmrun_parse_duration(arg, &v) || v == 0 || v > MAX_DURATION_S * 1000000000ull)
+		return -EINVAL;
+	*ns = v;
+	return 0;
+}
+
 static int parse_kinds(struct stress *s, const char *list)
 {
 	char *copy = strdup(list), *save = NULL;
@@ -411,6 +443,13 @@ static int parse_kinds(struct stress *s, const char *list)
 	if (!copy)
 		return -ENOMEM;
 	memset(s->kinds, 0, sizeof(s->kinds));
+	if (list[0] == ',' || strstr(list, ",,") || (list[0] && list[strlen(list) - 1] == ',')) {
+		usage_err("--kinds '%s': an empty fault kind (write kinds separated by single "
+			  "commas, e.g. kill,stop)",
+			  list);
+		free(copy);
+		return -EINVAL;
+	}
 	for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
 		int k = -1;
 
@@ -471,8 +510,9 @@ static int parse_options(struct stress *s, int argc, char **argv)
 			s->runs_given = true;
 			break;
 		case 'd':
-			if (shmrun_parse_duration(optarg, &v) || v == 0 || v > MAX_DURATION_S * 1000000000ull)
-				return usage_err("--duration '%s' is not a duration (e.g. 90s, 10m)",
+			if (parse_span(optarg, &v))
+				return usage_err("--duration '%s' is not a duration (e.g. 90s, 10m, 2h; "
+						 "at most 365 days)",
 						 optarg);
 			s->duration_ns = (int64_t)v;
 			break;
@@ -500,8 +540,8 @@ static int parse_options(struct stress *s, int argc, char **argv)
 			s->expect = optarg;
 			break;
 		case 't':
-			if (shmrun_parse_duration(optarg, &v) || v == 0 || v > MAX_DURATION_S * 1000000000ull)
-				return usage_err("--timeout '%s' is not a duration (e.g. 120s)",
+			if (parse_span(optarg, &v))
+				return usage_err("--timeout '%s' is not a duration (e.g. 120s, 5m)",
 						 optarg);
 			s->timeout_ns = (int64_t)v;
 			break;
@@ -570,6 +610,12 @@ static const char *unverifiable(const struct shmrun_stage *st)
 {
 	const struct shmrun_operator *op = st->op;
 
+	if (strcmp(op->name, "postgres_sink") == 0)
+		return "postgres_sink is exactly-once, but its output is a database table, not a "
+		       "file stress can collect and compare; compare its table yourself after "
+		       "kills (docs/checkpoints.md, \"Exactly-once into PostgreSQL\"; "
+		       "tests/integration/postgres.sh does), or stress the job with a file_sink "
+		       "in its place";
 	if (!(op->flags & SHMRUN_OP_SINK) || op->commit || strcmp(op->name, "null_sink") == 0)
 		return NULL;
 	if (strcmp(op->name, "stdout_sink") == 0)
@@ -629,6 +675,20 @@ static int load_topology(struct stress *s)
 			errs.n ? errs.n : 1, errs.n == 1 ? "" : "s", s->conf);
 		shmrun_job_errors_free(&errs);
 		return 2;
+	}
+	for (uint32_t i = 0; i < s->job.nstages; i++) {
+		const struct shmrun_stage *st = &s->job.stages[i];
+
+		if (st->op->flags & SHMRUN_OP_UNREPLAYABLE) {
+			fprintf(stderr,
+				"shmrun stress: %s: stage '%s' (op %s) cannot be verified: its input "
+				"cannot be read again, so the golden run and the runs under kills "
+				"cannot read the same records, and a restart cannot replay what it "
+				"read since the last checkpoint (at-most-once); use file_source or "
+				"sequence; nothing was started\n",
+				s->conf, st->name, st->op->name);
+			refused = 1;
+		}
 	}
 	for (uint32_t i = 0; i < s->job.nstages; i++) {
 		const char *why = unverifiable(&s->job.stages[i]);
@@ -1687,9 +1747,10 @@ static int term_child(struct stress *s, int64_t deadline, struct text *t)
 		text_add(t, "  the launcher did not stop after SIGTERM before the run's timeout\n");
 		return -1;
 	}
-	/* SIGTERM while the launcher restarts workers (after a kill) stops it
-	 * without a final checkpoint: it dies by the signal (docs/shmrun.1.md,
-	 * SIGNALS) and a rerun resumes from the last checkpoint. Either is a stop. */
+	/* SIGTERM while the launcher restarts workers (after a kill) stops it at
+	 * the last complete checkpoint, exit 0; one whose final checkpoint is
+	 * overdue stops without it and dies by the signal (docs/shmrun.1.md,
+	 * SIGNALS), and a rerun resumes from the last checkpoint. Either is a stop. */
 	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM)
 		return 2;
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {

@@ -55,6 +55,11 @@ const char *shmrun_task_stage(const struct shmrun_task *t)
 	return t->stage->name;
 }
 
+const char *shmrun_task_job_name(const struct shmrun_task *t)
+{
+	return t->w && t->w->plan && t->w->plan->job->name ? t->w->plan->job->name : "";
+}
+
 uint32_t shmrun_task_instance(const struct shmrun_task *t)
 {
 	return t->instance;
@@ -502,6 +507,15 @@ int shmrun_task_sync_fd(struct shmrun_task *t, int fd)
 		return err;
 	t->sync_fds[t->nsync++] = fd;
 	return 0;
+}
+
+uint32_t shmrun_task_max_record(const struct shmrun_task *t)
+{
+	/* the largest frame payload less the record header (worker.c's
+	 * record_too_large() says the same rule: ring_bytes/2 - 32) */
+	uint64_t rb = t->w && t->w->plan ? t->w->plan->job->ring_bytes : 1u << 20;
+
+	return (uint32_t)(rb / 2 - 32);
 }
 
 bool shmrun_task_checkpointing(const struct shmrun_task *t)

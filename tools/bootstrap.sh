@@ -26,6 +26,9 @@ packages=(
 	libpcre2-dev  # extract's regex (runtime/ops/extract.c)
 	libjansson-dev     # JSON: --summary, top --json, --json, --log-format=json
 	libmicrohttpd-dev  # the Prometheus endpoint ([job] metrics)
+	libpq-dev   # postgres_sink (runtime/ops/postgres_sink.c): libpq, the PostgreSQL client library
+	postgresql  # the server tests/integration/postgres.sh and tools/bench/postgres.sh start in
+	            # a temp dir (initdb, pg_ctl: /usr/lib/postgresql/<version>/bin)
 	curl        # scrapes /metrics in tests/integration
 	tzdata      # extract's time_zone: /usr/share/zoneinfo
 	python3     # ships /usr/lib/python3.11, the main job's real input

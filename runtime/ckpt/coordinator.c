@@ -62,6 +62,7 @@
 #include "fault.h"
 #include "manifest.h"
 #include "metrics.h"
+#include "ops/ops.h" /* SHMRUN_OP_PW_IN_FLIGHT */
 #include "preflight.h"
 #include "shmrun/runtime.h"
 #include "util.h"
@@ -216,7 +217,9 @@ static void guard_per_worker_state(struct shmrun_coordinator *co, const struct s
 			if (n < sizeof(line))
 				n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%" PRIu64,
 						      i ? " " : "", b);
-			if (b > job->per_worker_state_warn)
+			if (job->stages[s].op->flags & SHMRUN_OP_PW_IN_FLIGHT)
+				; /* output in flight (a sink's staged epochs): sized by throughput */
+			else if (b > job->per_worker_state_warn)
 				shmrun_log(SHMRUN_LOG_WARN,
 					   "stage %s [%u]: per-worker state is %" PRIu64
 					   " bytes, past per_worker_state_warn = %" PRIu64

@@ -11,6 +11,8 @@
 
 extern const struct shmrun_operator shmrun_op_file_source;
 extern const struct shmrun_operator shmrun_op_sequence;
+extern const struct shmrun_operator shmrun_op_stdin_source;
+extern const struct shmrun_operator shmrun_op_socket_source;
 extern const struct shmrun_operator shmrun_op_nexmark;
 extern const struct shmrun_operator shmrun_op_tokenize;
 extern const struct shmrun_operator shmrun_op_count;
@@ -20,9 +22,20 @@ extern const struct shmrun_operator shmrun_op_file_sink;
 extern const struct shmrun_operator shmrun_op_stdout_sink;
 extern const struct shmrun_operator shmrun_op_null_sink;
 extern const struct shmrun_operator shmrun_op_latency_sink;
+extern const struct shmrun_operator shmrun_op_postgres_sink;
 extern const struct shmrun_operator shmrun_op_window;
 extern const struct shmrun_operator shmrun_op_interval_join;
 extern const struct shmrun_operator shmrun_op_window_join;
+
+/*
+ * SHMRUN_OP_PW_IN_FLIGHT: an operator flag for built-ins only (a plugin's
+ * unknown flags are refused, plugin.c): the operator's per-worker state is
+ * output in flight — postgres_sink's epochs staged until their commit — whose
+ * size follows throughput x checkpoint_interval, not the data held, so the
+ * per-worker state guard (ckpt/coordinator.c: per_worker_state_warn, growth
+ * at each checkpoint) does not apply to it.
+ */
+#define SHMRUN_OP_PW_IN_FLIGHT 0x80000000u
 
 /*
  * shmrun_task_error_at() - shmrun_task_error() about the value of the
@@ -34,6 +47,27 @@ extern const struct shmrun_operator shmrun_op_window_join;
  */
 void shmrun_task_error_at(struct shmrun_task *task, const char *key, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/*
+ * shmrun_task_job_name() - the job's name ([job] name, default the conf
+ * file's basename without .conf), as `shmrun ps` shows it: what a sink
+ * writing into a shared external system (postgres_sink's progress table)
+ * tells its rows apart by. Known from prepare() on; never NULL. Implemented
+ * in task.c; not (yet) in the public API.
+ */
+const char *shmrun_task_job_name(const struct shmrun_task *task);
+
+/*
+ * shmrun_task_may_connect() - in prepare(): whether the operator may reach an
+ * external system (a database server) to check what it needs. False in
+ * `shmrun check` without --connect: a check must not depend on a server.
+ * shmrun_task_may_create() - whether prepare() may also create what is
+ * missing (a table of its own): only in a run, never in `shmrun check`.
+ * Both true outside prepare(). Implemented in prepare.c (set by the CLI:
+ * shmrun_prepare_set_mode(), internal.h).
+ */
+bool shmrun_task_may_connect(const struct shmrun_task *task);
+bool shmrun_task_may_create(const struct shmrun_task *task);
 
 /*
  * shmrun_task_input_by_key() - whether input @i of the stage (its index in
@@ -52,6 +86,15 @@ bool shmrun_task_input_by_key(const struct shmrun_task *task, uint32_t i);
  * after an error at the line of `input`. Implemented in task.c.
  */
 int shmrun_task_require_by_key(struct shmrun_task *task, const char *op);
+
+/*
+ * shmrun_task_max_record() - the largest record (key + value bytes, without
+ * an event time) a ring of this job holds: ring_bytes/2 - 32. A source that
+ * buffers a record until it is whole (stdin_source's line, socket_source's
+ * frame) bounds its buffer by it; a longer record would fail at the emit of
+ * any ring edge anyway. Implemented in task.c; not (yet) in the public API.
+ */
+uint32_t shmrun_task_max_record(const struct shmrun_task *task);
 
 /*
  * Record origins: where a source read the records of the batch it is

@@ -244,15 +244,6 @@ $(src a auction join)
 op = nexmark_local_items
 input = p by key, a by key
 $sink"
-wrong "nexmark_local_items, an input not by key" \
-	"write every input of this stage \`by key\`" \
-	"$(src p person person 2)
-$(src a auction person 2)
-[q]
-op = nexmark_local_items
-input = p, a by key
-width = 2
-$sink"
 wrong "nexmark_new_users fed persons" \
 	"a record that is not a window_join pair of a person and an auction of the nexmark source: 'person\\t" \
 	"$(src p person person)
@@ -332,3 +323,48 @@ refused "nexmark_new_users with two inputs" 15 "one input" "$two
 op = nexmark_new_users
 input = p, a
 $sink"
+
+# SHMRUN_OP_KEYED (nexmark_new_users and the other plugin operators with
+# key-bound state): an input that does not send each key to one instance is
+# refused before anything starts, at the line of `input`. It was accepted by
+# check and failed the run at its first record: a forward edge that a width
+# change made a rebalance (q8 with pairs at width 1), and a forward edge from
+# a source, whose records no `by key` edge partitioned.
+# [job] 1-2, [p] 3-8 and [a] 9-14 (width 2), [q] 15: its input at line 17;
+# without [a], [q] is at 9 and its input at 11
+refused "nexmark_local_items, an input not by key" 17 \
+	"stage 'q' (op nexmark_local_items) keeps its state per key, and at width 2 .*its input 'p' is not 'by key'" \
+	"$(src p person person 2)
+$(src a auction person 2)
+[q]
+op = nexmark_local_items
+input = p, a by key
+width = 2
+$sink"
+refused "a keyed operator behind a forward edge from a source" 11 \
+	"stage 'q' (op nexmark_new_users) keeps its state per key, and at width 2 the records of a key must all reach one instance: its input 'p' is not 'by key', and no 'by key' edge before it sends each key to one instance; write 'p by key', or set width = 1" \
+	"$(src p person person 2)
+[q]
+op = nexmark_new_users
+input = p
+size = 10s
+width = 2
+$sink"
+d=$tmp/keyed
+mkdir -p "$d"
+cp "$qdir/q8.conf" "$qdir/nexmark_queries.so" "$d/"
+line=$(grep -n '^input = pairs$' "$d/q8.conf" | cut -d: -f1)
+for cmd in check run; do
+	args=(check --set pairs.width=1 q8.conf)
+	[ $cmd = run ] && args=(--set pairs.width=1 q8.conf)
+	rc=0
+	(cd "$d" && "$shmrun" "${args[@]}") > /dev/null 2> "$tmp/log" || rc=$?
+	[ $rc -eq 2 ] || fail "q8 with pairs at width 1 ($cmd): exit $rc, want 2"
+	qgrep -F "q8.conf:$line: stage 'q8' (op nexmark_new_users) keeps its state per key, and at width 2 the records of a key must all reach one instance: its input 'pairs' (width 1) is not 'by key' and has another width, so its records are dealt out in turn (rebalance); write 'pairs by key', or give both the same width" "$tmp/log" ||
+		fail "q8 with pairs at width 1 ($cmd): not refused at q8.conf:$line"
+	[ ! -e "$d/out" ] || fail "q8 with pairs at width 1 ($cmd): output written"
+done
+# the shipped widths, and q8 at width 1 (any input will do), are accepted
+(cd "$d" && "$shmrun" check q8.conf && "$shmrun" check --set q8.width=1 --set out.width=1 q8.conf) \
+	> /dev/null 2> "$tmp/log" || fail "q8: a width the rule allows is refused"
+echo "ok a keyed plugin operator's unpartitioned input is refused before the start (exit 2)"

@@ -119,10 +119,23 @@ refused noname "$pdir/no_name.so" "operator #1 of its table has no name"
 refused noproc "$pdir/no_process.so" "operator 'tag' has no process()"
 refused size "$pdir/bad_size.so" "operator #2 (tag_numbers) has .size = 0; set .size = sizeof(struct shmrun_operator)"
 refused noops "$pdir/no_ops.so" "has no operators"
+refused keyedsrc "$pdir/keyed_source.so" "operator 'tag_numbers' is flagged both SHMRUN_OP_SOURCE and SHMRUN_OP_KEYED; a source has no input"
 # a default the key's own type refuses is the plugin's fault, not the conf's
 refused baddef "$pdir/bad_default.so" "operator 'tag', key 'mode': its default 'weird' is not one of its choices (plain fancy); fix .def"
 refused badrange "$pdir/bad_range.so" "operator 'tag_numbers', key 'count': its default '0' is out of range; expected 1 to 1000000000; fix .def"
 refused unres "$pdir/unresolved.so" "cannot be loaded: .*shmrun_test_no_such_function"
+refused unrtag "$pdir/unreplayable_tag.so" "operator 'tag' is flagged SHMRUN_OP_UNREPLAYABLE without SHMRUN_OP_SOURCE"
+# a plugin source flagged SHMRUN_OP_UNREPLAYABLE (ABI 1.2) loads; with
+# checkpoint_dir the job is refused at the stage's op line, as a built-in's
+conf unr "$pdir/unreplayable.so" "tag = T" "$tmp/unr-ck"
+set +e
+"$shmrun" check "$tmp/unr.conf" > "$tmp/log" 2>&1
+rc=$?
+set -e
+[ $rc = 2 ] && grep -q "unr.conf:7: stage 'src': op = tag_numbers cannot be replayed" "$tmp/log" ||
+	fail "an unreplayable plugin source with checkpoint_dir: exit $rc, $(cat "$tmp/log")"
+conf unr "$pdir/unreplayable.so"
+"$shmrun" check "$tmp/unr.conf" > "$tmp/log" 2>&1 || fail "an unreplayable plugin source without checkpoint_dir was refused: $(cat "$tmp/log")"
 refused builtin "$pdir/dup_builtin.so" "operator 'count' is already defined by the built-in operators"
 cp "$pdir/good.so" "$tmp/copy.so"
 refused dup "$pdir/good.so $tmp/copy.so" "plugin $tmp/copy.so: operator 'tag' is already defined by plugin $pdir/good.so (test 1.0.0)"

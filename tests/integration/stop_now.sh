@@ -12,6 +12,8 @@
 #     from standard input) is a stop request, not a kill: with checkpoints a
 #     final checkpoint and exit 0; without, the workers stop and shmrun dies by
 #     SIGTERM after logging the stop.
+#   - a worker killed while a stop's final checkpoint is taken: exit 0 at the
+#     last complete checkpoint, and the resumed output is exact.
 set -euo pipefail
 shmrun=${1:?usage: stop_now.sh path/to/shmrun}
 . "$(dirname "$0")/lib.sh"
@@ -214,3 +216,51 @@ for trial in 1 2 3; do
 	grep -q "stopped at epoch" "$d/log" || fail "copies (trial $trial): no final checkpoint"
 done
 echo "ok two copies of one SIGTERM (launcher, then its group) are one stop request"
+
+# A worker that dies while the final checkpoint of a stop is being taken: the
+# stop ends at the last complete checkpoint, exit 0 and `stopped at epoch e`,
+# as a stop during the restart backoff after such a death does (it once died
+# by SIGTERM, exit 143: whether the death or the signal came first, by a
+# millisecond, decided the outcome). Worker 1 is held by SIGSTOP so that the
+# final epoch cannot complete before it is killed. The rerun resumes and the
+# output is exact.
+d="$tmp/deathstop"
+mkdir -p "$d"
+cat > "$d/d.conf" <<CONF
+[job]
+workers = 2
+checkpoint_dir = ck
+checkpoint_interval = 100ms
+[gen]
+op = sequence
+count = 60000
+piece_records = 1000
+rate = 20000
+width = 2
+[out]
+op = file_sink
+input = gen
+path = out.tsv
+width = 1
+CONF
+run_session "$d" "$d/status" "$shmrun" d.conf
+wait_started "$d/log" || fail "death during stop: no start line within 60 s"
+wait_manifest "$d/ck" || fail "death during stop: no checkpoint"
+w1=$(worker_on_cpu "$(nth_cpu 2)")
+[ -n "$w1" ] || w1=$(pgrep -n -P "$pid")
+kill -STOP "$w1"
+kill -TERM "$pid"
+sleep 0.5
+kill -KILL "$w1"
+kill -CONT "$w1" 2> /dev/null || true
+for _ in $(seq 1200); do [ -s "$d/status" ] && break; sleep 0.05; done
+wait "$helper" 2> /dev/null || true
+launcher=
+cp "$d/log" "$tmp/log"
+[ "$(cat "$d/status")" = 0 ] || fail "death during stop: status $(cat "$d/status"), expected 0"
+qgrep "the final checkpoint was not taken after: worker" "$d/log" || fail "death during stop: no warning naming the death"
+qgrep "^stopped at epoch [1-9]" "$d/log" || fail "death during stop: no 'stopped at epoch'"
+(cd "$d" && timeout 120 "$shmrun" d.conf 2> "$tmp/log") || fail "death during stop: resume exit $?"
+[ "$(sort -n "$d/out.tsv" | uniq | wc -l)" = 60000 ] && [ "$(wc -l < "$d/out.tsv")" = 60000 ] ||
+	fail "death during stop: output not exact after the resume ($(wc -l < "$d/out.tsv") lines)"
+echo "ok a worker's death during a stop's final checkpoint stops at the last complete one, exit 0"

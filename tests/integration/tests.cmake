@@ -41,6 +41,15 @@ if(TARGET shmrun)
 	add_test(NAME stress_cmd COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/stress_cmd.sh
 		 $<TARGET_FILE:shmrun> ${CMAKE_CURRENT_BINARY_DIR}/plugins)
 	set_tests_properties(stress_cmd PROPERTIES TIMEOUT 300 LABELS "runtime;integration")
+	# stdin_source and socket_source (issue 15 §2): exact output through a pipe
+	# and over TCP/UDP, stops, backpressure, and the refusals of sources that
+	# cannot be replayed (checkpoint_dir without allow_data_loss_on_crash).
+	foreach(t stdin sockets)
+		add_test(NAME ${t} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/${t}.sh
+			 $<TARGET_FILE:shmrun>)
+		set_tests_properties(${t} PROPERTIES TIMEOUT 300 LABELS "runtime;integration"
+				     SKIP_RETURN_CODE 77)
+	endforeach()
 endif()
 
 # CI machines (issue 14 §2): io_uring blocked by a seccomp filter (no_uring, a
@@ -61,4 +70,20 @@ if(TARGET shmrun)
 	endforeach()
 	set_tests_properties(memlock few_cpus not_root no_tty PROPERTIES TIMEOUT 300
 			     LABELS "runtime;integration" SKIP_RETURN_CODE 77)
+endif()
+
+# postgres_sink (issue 15 §3) against a real server started in a temp dir
+# (initdb + pg_ctl, unix socket only): exactly-once append and upsert under
+# kills, lost connections, errors before the start, check --connect. The
+# server binaries come from tools/bootstrap.sh; missing ones fail the test.
+if(TARGET shmrun)
+	add_test(NAME postgres COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/postgres.sh
+		 $<TARGET_FILE:shmrun>)
+	set_tests_properties(postgres PROPERTIES TIMEOUT 600 LABELS "runtime;integration"
+			     SKIP_RETURN_CODE 77)
+	# the shipped example docs/examples/follow-dpkg.conf (issue 15 §4): a
+	# followed, rotated copy of dpkg.log into PostgreSQL, kill -9, stop, resume
+	add_test(NAME follow_dpkg COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/follow_dpkg.sh
+		 $<TARGET_FILE:shmrun>)
+	set_tests_properties(follow_dpkg PROPERTIES TIMEOUT 300 LABELS "runtime;integration")
 endif()

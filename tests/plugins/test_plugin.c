@@ -19,6 +19,9 @@
  *   bad_default  `tag`'s key `mode` defaults to a word that is not a choice
  *   bad_range    `tag_numbers`' key `count` defaults to 0, below its minimum
  *   bare         `tag` without a summary and its keys without docs (optional)
+ *   keyed_source `tag_numbers` flagged SHMRUN_OP_KEYED too (a source: refused)
+ *   unreplayable `tag_numbers` flagged SHMRUN_OP_UNREPLAYABLE (ABI 1.2)
+ *   unreplayable_tag  `tag` (not a source) flagged SHMRUN_OP_UNREPLAYABLE
  *
  * PLUGIN_VERSION and PLUGIN_STATE_VERSION (optional) set the plugin's version
  * and `tag`'s state_version, for the fingerprint tests.
@@ -130,6 +133,9 @@ static const struct shmrun_operator tag_op = {
 #if !defined(PLUGIN_BARE)
 	.summary = "value = the tag, a TAB and the value (test plugin)",
 #endif
+#if defined(PLUGIN_UNREPLAYABLE_TAG)
+	.flags = SHMRUN_OP_UNREPLAYABLE, /* refused: only a source may be */
+#endif
 	.params = tag_params,
 	.open = tag_open,
 #if !defined(PLUGIN_NO_PROCESS)
@@ -221,7 +227,13 @@ static const struct shmrun_operator num_op = {
 #endif
 	.name = "tag_numbers",
 	.summary = "n0, n1, ... as key and value (test plugin)",
+#if defined(PLUGIN_KEYED_SOURCE)
+	.flags = SHMRUN_OP_SOURCE | SHMRUN_OP_KEYED, /* refused: a source has no input */
+#elif defined(PLUGIN_UNREPLAYABLE)
+	.flags = SHMRUN_OP_SOURCE | SHMRUN_OP_UNREPLAYABLE,
+#else
 	.flags = SHMRUN_OP_SOURCE,
+#endif
 	.params = num_params,
 	.open = num_open,
 	.produce = num_produce,

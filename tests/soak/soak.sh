@@ -297,9 +297,9 @@ while [ "$(now)" -lt "$deadline" ]; do
 			fi
 			break
 		fi
-		# a stop (SIGTERM) never within 5 s of a kill: a worker killed during
-		# the final checkpoint makes the launcher stop without one and die
-		# by SIGTERM (143, as documented), which is not a fault of the run
+		# a stop (SIGTERM) never within 5 s of a kill, so that each stop
+		# takes its final checkpoint (a worker killed during it makes the
+		# stop end at the last complete one, exit 0: a different path)
 		if [ "$t" -ge "$deadline" ] && [ $((t - last_kill)) -ge 5 ]; then
 			# stop, then finish the rest unpaced (rate is tuning: not part of the fingerprint)
 			kill -TERM "$launcher"

@@ -765,7 +765,17 @@ static const struct bad_case bad[] = {
 	{"[s]\nop = sequense\ncount = 1\n[o]\nop = null_sink\ninput = s\n", 2,
 	 "unknown operator 'sequense' in stage 's'; did you mean 'sequence'?"},
 	{"[s]\nop = frobnicate\n[o]\nop = null_sink\ninput = s\n", 2,
-	 "unknown operator 'frobnicate' in stage 's'; known operators: file_source, sequence"},
+	 "unknown operator 'frobnicate' in stage 's'; known operators: file_source, stdin_source, socket_source, sequence"},
+	/* sources that cannot be replayed (issue 15 §2) */
+	{"[job]\ncheckpoint_dir = /tmp/ck\n[s]\nop = stdin_source\n[o]\nop = null_sink\ninput = s\n", 4,
+	 "stage 's': op = stdin_source cannot be replayed after a restore, yet [job] sets "
+	 "checkpoint_dir"},
+	{"[job]\ncheckpoint_dir = /tmp/ck\nallow_data_loss_on_crash = no\n[s]\nop = stdin_source\n"
+	 "[o]\nop = null_sink\ninput = s\n", 5, "or set allow_data_loss_on_crash = true in [job]"},
+	{"[s]\nop = stdin_source\nwidth = 3\n[o]\nop = null_sink\ninput = s\n", 3,
+	 "width = 3 of stage 's': stdin_source reads the job's one standard input"},
+	{"[a]\nop = stdin_source\n[b]\nop = stdin_source\n[o]\nop = null_sink\ninput = a, b\n", 4,
+	 "stage 'b' is a second stdin_source (stage 'a' at line 1 is the first)"},
 	{"[s]\nop = sequence\ncount = 1\nwidth = 0\n[o]\nop = null_sink\ninput = s\n", 4,
 	 "width = '0' in stage 's' is out of range; expected 1 to 65536"},
 	{"[s]\nop = sequence\ncount = 1\nwidth = 2x\n[o]\nop = null_sink\ninput = s\n", 4,

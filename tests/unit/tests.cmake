@@ -184,6 +184,18 @@ shmrun_check_test(check_callback
 # The extract operator's rules (runtime/ops/extract.c, event_time.c; issue 12 item 1):
 # zones against glibc's own conversion, the skipped and repeated hours, time
 # formats, fields, separators, regex groups, and every bad conf with its key.
+# stdin_source's and socket_source's record cutting (runtime/ops/framer.c).
+shmrun_check_test(check_framer
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_framer.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)
+# socket_source's listen/connect address parser (runtime/ops/netaddr.c).
+shmrun_check_test(check_netaddr
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_netaddr.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)
 shmrun_check_test(check_extract
 	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_extract.c
 	LIBS shmrun_rt

@@ -978,6 +978,7 @@ static const struct shmrun_param_def tbp_params[] = {
 
 const struct shmrun_operator nx_closing_price_op = {
     .size = sizeof(struct shmrun_operator),
+    .flags = SHMRUN_OP_KEYED, /* key-bound state: check refuses unpartitioned inputs */
     .name = "nexmark_closing_price",
     .summary = "NEXMark q4's join: per auction, the highest price of its bids between its "
 	       "date_time and expires, emitted as key = category, value = price when the "
@@ -993,6 +994,7 @@ const struct shmrun_operator nx_closing_price_op = {
 
 const struct shmrun_operator nx_average_op = {
     .size = sizeof(struct shmrun_operator),
+    .flags = SHMRUN_OP_KEYED, /* key-bound state: check refuses unpartitioned inputs */
     .name = "nexmark_average",
     .summary = "per key, the average of the values (unsigned integers), rounded down, one "
 	       "record per key at end of input (NEXMark q4's AVG)",
@@ -1024,6 +1026,7 @@ const struct shmrun_operator nx_top_bids_partial_op = {
 
 const struct shmrun_operator nx_top_bids_op = {
     .size = sizeof(struct shmrun_operator),
+    .flags = SHMRUN_OP_KEYED, /* key-bound state: check refuses unpartitioned inputs */
     .name = "nexmark_top_bids",
     .summary = "NEXMark q7's final step: per window (key), the bids with the highest price "
 	       "over nexmark_top_bids_partial's outputs, at the window's end as key = auction, "

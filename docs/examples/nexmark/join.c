@@ -371,6 +371,7 @@ static const struct shmrun_param_def q3_params[] = {
 
 const struct shmrun_operator nx_local_items_op = {
     .size = sizeof(struct shmrun_operator),
+    .flags = SHMRUN_OP_KEYED, /* key-bound state: check refuses unpartitioned inputs */
     .name = "nexmark_local_items",
     .summary = "NEXMark q3: auctions of `category` joined with their sellers in OR, ID or CA "
 	       "(input = persons by key, auctions by key; key = person); key = person id, value "
@@ -559,6 +560,7 @@ static const struct shmrun_param_def q8_params[] = {
 
 const struct shmrun_operator nx_new_users_op = {
     .size = sizeof(struct shmrun_operator),
+    .flags = SHMRUN_OP_KEYED, /* key-bound state: check refuses unpartitioned inputs */
     .name = "nexmark_new_users",
     .summary = "NEXMark q8: window_join's (person, auction) pairs of a tumbling window of `size` "
 	       "reduced to one row per person and window; key = person id, value = name TAB "

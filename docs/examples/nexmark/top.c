@@ -359,6 +359,7 @@ const struct shmrun_operator nx_window_key_op = {
 
 const struct shmrun_operator nx_top_op = {
     .size = sizeof(struct shmrun_operator),
+    .flags = SHMRUN_OP_KEYED, /* key-bound state: check refuses unpartitioned inputs */
     .name = "nexmark_top",
     .summary = "NEXMark q5: per window (input keyed by nexmark_window_key), the auction(s) with "
 	       "the largest count, all on a tie, at the window's event time: key = auction, "

@@ -104,6 +104,10 @@ struct shmrun_job {
 	char *metrics;             /**< [job] metrics: the Prometheus endpoint's address as
 				      written (PORT, HOST:PORT, [IPV6]:PORT); NULL: off (default) */
 	int metrics_line;          /**< line of the metrics key (0 if absent) */
+	bool allow_data_loss_on_crash; /**< [job] allow_data_loss_on_crash: run checkpoint_dir
+					  with a source that cannot be replayed
+					  (SHMRUN_OP_UNREPLAYABLE), at-most-once for it across a
+					  crash; default false: such a job is refused */
 };
 
 /** Collected errors of a load; every message is "file:line: text". */

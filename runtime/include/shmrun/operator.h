@@ -42,8 +42,8 @@ extern "C" {
  * may change or remove anything.
  */
 #define SHMRUN_ABI_MAJOR 1
-#define SHMRUN_ABI_MINOR 1 /* 1.1: event time (watermarks, timers, namespaced and deletable key-bound state,
-			      the input of a record) */
+#define SHMRUN_ABI_MINOR 2 /* 1.1: event time (watermarks, timers, namespaced and deletable key-bound state,
+			      the input of a record); 1.2: SHMRUN_OP_UNREPLAYABLE, SHMRUN_OP_KEYED */
 
 /**
  * Event time (docs/event-time.md). A watermark W says "no more records with
@@ -172,6 +172,26 @@ enum shmrun_pw_rule {
 /** Operator flags. */
 #define SHMRUN_OP_SOURCE 0x1u /**< has no input; implements produce() */
 #define SHMRUN_OP_SINK 0x2u   /**< emits nothing; a graph needs at least one */
+/**
+ * A source whose input cannot be read again after a restore (standard input,
+ * a socket): records it read since the last checkpoint are lost on a crash,
+ * so the job is at-most-once across a crash for them. A job with
+ * checkpoint_dir and such a source is refused (`shmrun check` and every run)
+ * unless `[job] allow_data_loss_on_crash = true`; `shmrun stress` refuses it
+ * (docs/checkpoints.md, "Sources that cannot be replayed"). Such a source
+ * snapshots no read position. Since ABI 1.2.
+ */
+#define SHMRUN_OP_UNREPLAYABLE 0x4u
+/**
+ * Keeps its state per key (shmrun_keyed_state()): at a width above 1 every
+ * record of a key must reach the instance owning the key's vnode, so
+ * `shmrun check` refuses, naming the line of `input`, an input that is
+ * neither `by key` nor a forward edge (equal widths) from a stage whose
+ * records are already partitioned by key, e.g. a forward edge that another
+ * width made a rebalance. Without the flag such a job fails at its first
+ * misplaced record. Not on a source. Since ABI 1.2.
+ */
+#define SHMRUN_OP_KEYED 0x8u
 
 struct shmrun_operator {
 	/**
@@ -392,7 +412,9 @@ struct shmrun_operator {
  * SHMRUN_ABI_MAJOR or whose abi_minor is newer than SHMRUN_ABI_MINOR, one
  * without a name, version or operators, and one whose operator lacks a name,
  * its callbacks (produce() for a source, process() otherwise) or a valid
- * size, or has the name of another operator (built-in or from a plugin).
+ * size, has flags this runtime does not know or SHMRUN_OP_UNREPLAYABLE
+ * without SHMRUN_OP_SOURCE, or has the name of another operator (built-in or
+ * from a plugin).
  * Everything it points to must stay valid while the plugin is loaded (it
  * is never unloaded before the process ends).
  */

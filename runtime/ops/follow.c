@@ -28,8 +28,8 @@
  * nothing is new (the worker then sleeps, idle.c). An inotify fd
  * (IN_NONBLOCK) watches each watch's directory (IN_CREATE, IN_MOVED_TO, ...:
  * rescan) and each tracked file (IN_MODIFY, IN_ATTRIB, IN_MOVE_SELF,
- * IN_DELETE_SELF: fstat the tracked files); produce() drains it. Every
- * `poll_interval` it rescans and fstats anyway: that is the whole mechanism
+ * IN_DELETE_SELF: fstat that file); produce() drains it. Every
+ * `poll_interval` it rescans and fstats every tracked file anyway: that is the whole mechanism
  * when inotify is not available (inotify_init fails, a watch limit is hit:
  * one warning, then polling only; SHMRUN_TEST_NO_INOTIFY=1 in a
  * fault-injection build), and it drives the rotation grace.
@@ -44,7 +44,8 @@
  * (dev, ino), under its new name when that matches, else by the fd until
  * drained as above); the new file is new: read from 0. copytruncate: a
  * tracked file that shrank, or whose head changed, was truncated: its HELD
- * copies are released (above) and it is read again from 0; without a copy
+ * copies, and PROBE files holding the start of its head (a copy made while
+ * it was shorter), are released (above) and it is read again from 0; without a copy
  * among the watched files, the bytes between the last read and the
  * truncation are lost (a warning says so).
  *
@@ -70,10 +71,19 @@
  * was down), by (dev, ino) with the same head (not a reused inode) and at
  * least off bytes; failing that, among the matching untracked files, one with
  * the same head and at least off bytes (a copy: copytruncate or a move across
- * file systems while down) is read from off; failing that, a warning names
+ * file systems while down) is read from off (one with the same head but
+ * fewer bytes holds only bytes read already: tracked at its end); failing
+ * that, a warning names
  * the file and the offset (bytes after it, if any, are lost). Then files
  * not saved are new: probed as above (they may be copies made while down),
  * then read from 0. On a fresh start every file found is read from 0.
+ *
+ * Descriptors. A tracked file keeps its fd (a renamed-away or deleted file
+ * is drained through it) up to max_open_files per instance; beyond it
+ * park() closes those read to their end under a matching name, least
+ * recently changed first, and check() reopens one by name (same inode) when
+ * it changes (its inotify watch stays). A parked file renamed out of the
+ * match cannot be drained: what is appended to it after that is lost.
  *
  * Rejected: reading a partial line at EOF (it would be torn when the writer
  * completes it); one fd per open()/close() per poll (a renamed, unmatched
@@ -122,6 +132,7 @@ struct tfile {
 	uint64_t copy_dev, copy_ino; /* HELD: the file this copies */
 	int fd, wd;
 	bool named; /* a matching name pointed to it at the last scan */
+	bool dirty; /* an inotify event for it since the last check() */
 	uint32_t head_len;
 	unsigned char head[HEAD_MAX];
 };
@@ -160,8 +171,9 @@ struct follow {
 	struct saved *sv;
 	uint32_t nsv, capsv;
 	bool restoring, resolved, first_scan_done;
-	int ino; /* inotify fd, -1: polling only */
-	bool rescan, check;
+	int ino;		       /* inotify fd, -1: polling only */
+	uint32_t nopen, max_open;      /* fds of tracked files open; max_open_files */
+	bool rescan, check, check_all; /* to do: scan(); check() the dirty files, all files */
 	int64_t next_poll;
 	unsigned char *buf;
 	size_t cap;
@@ -362,6 +374,7 @@ static struct tfile *track(struct shmrun_task *task, struct follow *fw, uint32_t
 	t->named = true;
 	t->wd = add_wd(task, fw, path, INO_EVENTS);
 	fw->f[fw->nf++] = t;
+	fw->nopen++;
 	*err = 0;
 	return t;
 }
@@ -372,7 +385,10 @@ static void untrack(struct follow *fw, uint32_t i)
 
 	if (t->wd >= 0 && fw->ino >= 0)
 		inotify_rm_watch(fw->ino, t->wd);
-	close(t->fd);
+	if (t->fd >= 0) {
+		close(t->fd);
+		fw->nopen--;
+	}
 	free(t->path);
 	free(t);
 	fw->f[i] = fw->f[--fw->nf];
@@ -509,7 +525,59 @@ static int truncated(struct shmrun_task *task, struct follow *fw, struct tfile *
 	return read_head(t);
 }
 
-/* fstat each tracked file: growth, truncation, PROBE decisions. */
+/*
+ * A parked file (fd closed: more than max_open_files were open): reopen it
+ * when its name still points to its inode and it changed. Return: whether
+ * it is open again (*@st its fstat).
+ */
+static bool unpark(struct follow *fw, struct tfile *t, struct stat *st)
+{
+	int fd;
+
+	(void)fw;
+	if (stat(t->path, st) < 0 || (uint64_t)st->st_dev != t->dev ||
+	    (uint64_t)st->st_ino != t->ino ||
+	    ((uint64_t)st->st_size == t->size && id_mtime(st) == t->mtime_ns))
+		return false; /* unchanged, or renamed: a scan finds its new name */
+	fd = open(t->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return false;
+	if (fstat(fd, st) < 0 || (uint64_t)st->st_dev != t->dev || (uint64_t)st->st_ino != t->ino) {
+		close(fd);
+		return false;
+	}
+	t->fd = fd;
+	fw->nopen++;
+	return true;
+}
+
+/*
+ * Keep at most max_open_files open: close the fds of the READ files read
+ * to their end under a matching name, least recently changed first. A
+ * parked file is reopened by name when it changes (unpark()).
+ */
+static void park(struct follow *fw)
+{
+	while (fw->nopen > fw->max_open) {
+		struct tfile *oldest = NULL;
+
+		for (uint32_t i = 0; i < fw->nf; i++) {
+			struct tfile *t = fw->f[i];
+
+			if (t->fd >= 0 && t->state == T_READ && t->named && t->seen >= t->size &&
+			    (!oldest || t->changed_ns < oldest->changed_ns))
+				oldest = t;
+		}
+		if (!oldest)
+			return; /* all busy: more open for now */
+		close(oldest->fd);
+		oldest->fd = -1;
+		fw->nopen--;
+	}
+}
+
+/* fstat each tracked file (fw->check_all) or those with events, and PROBE
+ * files: growth, truncation, PROBE decisions. */
 static int check(struct shmrun_task *task, struct follow *fw, int64_t now)
 {
 	for (uint32_t i = 0; i < fw->nf; i++) {
@@ -517,7 +585,12 @@ static int check(struct shmrun_task *task, struct follow *fw, int64_t now)
 		struct stat st;
 		uint64_t size;
 
-		if (fstat(t->fd, &st) < 0)
+		if (!fw->check_all && !t->dirty && t->state != T_PROBE)
+			continue;
+		t->dirty = false;
+		if (t->fd < 0 && !unpark(fw, t, &st))
+			continue;
+		if (t->fd >= 0 && fstat(t->fd, &st) < 0)
 			continue;
 		size = (uint64_t)st.st_size;
 		/* the mtime too: truncated and grown back to the same size */
@@ -548,7 +621,7 @@ static int check(struct shmrun_task *task, struct follow *fw, int64_t now)
 		if (t->state == T_PROBE)
 			probe(fw, t, now);
 	}
-	fw->check = false;
+	fw->check = fw->check_all = false;
 	return 0;
 }
 
@@ -659,7 +732,7 @@ static int finish(struct shmrun_task *task, struct follow *fw, int64_t now, uint
 			i++;
 			continue;
 		}
-		if (t->state == T_READ) {
+		if (t->state == T_READ && t->fd >= 0) {
 			if (*budget == 0)
 				return 0; /* at the next call */
 			err = read_lines(task, fw, t, budget, true);
@@ -669,14 +742,16 @@ static int finish(struct shmrun_task *task, struct follow *fw, int64_t now, uint
 				i++;
 				continue;
 			}
-			release_copies(task, fw, t, UINT64_MAX);
 		}
+		if (t->state == T_READ)
+			release_copies(task, fw, t, UINT64_MAX);
 		untrack(fw, i);
 	}
 	return 0;
 }
 
-/* Drain the inotify fd: directory events ask for a rescan, file events for a check. */
+/* Drain the inotify fd: directory events (and an overflow) ask for a rescan
+ * and a check of every file, a file's events for a check of that file. */
 static void drain_events(struct follow *fw)
 {
 	char ev[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
@@ -693,8 +768,13 @@ static void drain_events(struct follow *fw)
 			for (uint32_t k = 0; k < fw->nw && !dir; k++)
 				dir = fw->w[k].wd == e->wd;
 			if (dir)
-				fw->rescan = true;
-			fw->check = true;
+				fw->rescan = fw->check_all = true;
+			for (uint32_t i = 0; i < fw->nf && !dir; i++) {
+				if (fw->f[i]->wd == e->wd) {
+					fw->f[i]->dirty = fw->check = true;
+					break;
+				}
+			}
 			p += sizeof(*e) + e->len;
 		}
 	}
@@ -948,6 +1028,7 @@ int shmrun_follow_open(struct shmrun_task *task, struct follow **out)
 	fw->ino = -1;
 	fw->match = shmrun_task_param(task, "match");
 	fw->poll_ns = shmrun_task_param_u64(task, "poll_interval", 250000000ull);
+	fw->max_open = (uint32_t)shmrun_task_param_u64(task, "max_open_files", 1024);
 	fw->restoring = shmrun_task_restoring(task);
 	fw->cap = FREAD_BYTES;
 	fw->buf = malloc(fw->cap);
@@ -1000,17 +1081,17 @@ int shmrun_follow_produce(struct shmrun_task *task, struct follow *fw, uint32_t 
 		if (err)
 			return err;
 		fw->next_poll = now + (int64_t)fw->poll_ns;
-		fw->check = true;
+		fw->check_all = true;
 	}
 	if (fw->ino >= 0)
 		drain_events(fw);
 	if (now >= fw->next_poll) {
-		fw->rescan = fw->check = true;
+		fw->rescan = fw->check_all = true;
 		fw->next_poll = now + (int64_t)fw->poll_ns;
 	}
 	if (fw->rescan)
 		err = scan(task, fw);
-	if (!err && fw->check)
+	if (!err && (fw->check || fw->check_all))
 		err = check(task, fw, now);
 	for (uint32_t i = 0; i < fw->nf && !err && budget > 0; i++) {
 		struct tfile *t = fw->f[i];
@@ -1020,6 +1101,8 @@ int shmrun_follow_produce(struct shmrun_task *task, struct follow *fw, uint32_t 
 	}
 	if (!err)
 		err = finish(task, fw, now, &budget);
+	if (!err)
+		park(fw);
 	return err ? err : 1;
 }
 

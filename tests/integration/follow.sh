@@ -16,6 +16,11 @@
 #     new and rotated files: every line once; each instance says it polls.
 #   - a last line without '\n' is emitted once its file is rotated away and
 #     drained, not before.
+#   - a copy shorter than what was read, made while the job was down: not
+#     read again.
+#   - max_open_files = 3 with 20 files: at most 3 open, every line once,
+#     also lines appended to closed files and while stopped.
+#   - without checkpoint_dir SIGTERM ends the job (143) with every line out.
 #   - bad input: a FIFO in path, a bad poll_interval or follow value: exit 2,
 #     file:line, nothing started.
 set -euo pipefail
@@ -264,6 +269,61 @@ sleep 0.5
 stop_job
 exact "$d/out/lines.txt" 2100
 echo "ok a copy shorter than the offset read (made while down) is not read again"
+
+# --- max_open_files: files read to their end are closed, reopened on change --
+: > "$tmp/log"
+d="$tmp/many"
+mkdir -p "$d/logs"
+sed 's/^poll_interval = .*/poll_interval = 100ms\nmax_open_files = 3/' "$tmp/one/job.conf" > "$d/job.conf"
+for i in $(seq 0 19); do seq $((i * 100 + 1)) $((i * 100 + 50)) > "$d/logs/app.log.$i"; done
+start_many() {
+	(cd "$d" && exec "$shmrun" job.conf) 2>> "$tmp/log" &
+	launcher=$!
+	wait_started || fail "no start"
+}
+open_logs() { # the files of logs/ open in the job's workers
+	local n=0
+	for p in $(pgrep -P "$launcher"); do
+		n=$((n + $(ls -l "/proc/$p/fd" 2> /dev/null | grep -c "$d/logs/" || true)))
+	done
+	echo $n
+}
+start_many
+wait_lines "$d/out/lines.txt" 1000 || fail "max_open_files: the files were not read"
+sleep 0.3
+[ "$(open_logs)" -le 3 ] || fail "max_open_files = 3: $(open_logs) files open"
+for i in 0 7 13 19; do seq $((i * 100 + 51)) $((i * 100 + 75)) >> "$d/logs/app.log.$i"; done
+wait_lines "$d/out/lines.txt" 1100 || fail "max_open_files: lines appended to closed files not read"
+stop_job
+for i in 2 5 11; do seq $((i * 100 + 51)) $((i * 100 + 75)) >> "$d/logs/app.log.$i"; done
+start_many
+wait_lines "$d/out/lines.txt" 1175 || fail "max_open_files: lines appended while stopped not read"
+sleep 0.3
+[ "$(open_logs)" -le 3 ] || fail "max_open_files = 3 after a resume: $(open_logs) files open"
+stop_job
+for i in $(seq 0 19); do cat "$d/logs/app.log.$i"; done | sort > "$tmp/want"
+sort "$d/out/lines.txt" > "$tmp/got"
+cmp -s "$tmp/want" "$tmp/got" || fail "max_open_files: output differs from the files' lines"
+echo "ok max_open_files = 3: 20 files followed, closed and reopened, across a resume"
+
+# --- without checkpoint_dir: a stop ends the job, by the signal -------------
+: > "$tmp/log"
+d="$tmp/nockpt"
+mkdir -p "$d/logs"
+grep -v '^checkpoint' "$tmp/one/job.conf" > "$d/job.conf"
+seq 1 50 > "$d/logs/app.log"
+(cd "$d" && exec "$shmrun" job.conf) 2>> "$tmp/log" &
+launcher=$!
+wait_started || fail "no start"
+seq 51 100 >> "$d/logs/app.log"
+wait_lines "$d/out/lines.txt" 100 || fail "no checkpoint_dir: lines not read"
+kill -TERM "$launcher"
+rc=0
+wait "$launcher" || rc=$?
+launcher=
+[ $rc -eq 143 ] || fail "no checkpoint_dir: SIGTERM gave exit $rc, expected 143 (died by the signal)"
+exact "$d/out/lines.txt" 100
+echo "ok without checkpoint_dir: SIGTERM ends the job (143), every line written"
 
 # --- bad input ----------------------------------------------------------------
 d="$tmp/bad"

@@ -298,8 +298,15 @@ static void quiet_notice(void *arg, const char *msg)
 static PGconn *connect_once(struct pgsink *s, char *why, size_t len)
 {
 	char timeout[24];
-	const char *keys[] = {"connect_timeout", "dbname", "fallback_application_name", NULL};
-	const char *vals[] = {timeout, s->conninfo, s->appname, NULL};
+	/* TCP keepalives and a user timeout, so that a server or network that
+	 * goes away without closing the connection is noticed (libpq's
+	 * defaults: the system's two hours of keepalive idle, retransmissions
+	 * for about 15 minutes). Before dbname: what conninfo says wins.
+	 * Ignored on a unix socket. */
+	const char *keys[] = {"keepalives",	    "keepalives_idle", "keepalives_interval",
+			      "keepalives_count", "tcp_user_timeout", "connect_timeout",
+			      "dbname",		    "fallback_application_name", NULL};
+	const char *vals[] = {"1", "30", "10", "3", "60000", timeout, s->conninfo, s->appname, NULL};
 	PGconn *c;
 
 	snprintf(timeout, sizeof(timeout), "%" PRIu64, s->connect_timeout_s);
@@ -961,7 +968,16 @@ static int pg_prepare(struct shmrun_task *task)
 		err = check_name(task, c, "progress_table", s.progress);
 	if (!err && s.exactly_once && shmrun_task_may_create(task)) {
 		char *sql = progress_ddl(&s), msg[1024];
-		PGresult *r = sql ? query(c, sql, 0, NULL, msg, sizeof(msg)) : NULL;
+		const char *name[1] = {s.progress};
+		/* CREATE TABLE IF NOT EXISTS is not safe against itself: two jobs
+		 * starting at once both see no table and one fails on the catalog's
+		 * unique index (pg_type_typname_nsp_index). A session advisory lock
+		 * on the table's name orders them; the session ends below. */
+		PGresult *lk = query(c, "SELECT pg_advisory_lock(hashtext($1))", 1, name, msg,
+				     sizeof(msg));
+		PGresult *r = sql && lk ? query(c, sql, 0, NULL, msg, sizeof(msg)) : NULL;
+
+		PQclear(lk);
 
 		if (!r) {
 			shmrun_task_error_at(task, "progress_table",

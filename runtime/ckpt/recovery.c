@@ -58,6 +58,16 @@ int shmrun_reset_checked(void)
 	return reset;
 }
 
+
+/* The first stage whose source cannot be replayed (SHMRUN_OP_UNREPLAYABLE), or NULL. */
+static const struct shmrun_stage *unreplayable_stage(const struct shmrun_job *job)
+{
+	for (uint32_t i = 0; i < job->nstages; i++)
+		if (job->stages[i].op && (job->stages[i].op->flags & SHMRUN_OP_UNREPLAYABLE))
+			return &job->stages[i];
+	return NULL;
+}
+
 /*
  * STREAM_RESET_STATE=1: move every ckpt-* of @dir into @dir/reset-<UTC time>/
  * (never delete), so the job starts from empty state. Return: 0, or -errno
@@ -158,7 +168,19 @@ int shmrun_ckpt_choose(const struct shmrun_job *job, struct shmrun_control *ctl,
 		shmrun_manifest_free(&m);
 		return -ESTALE;
 	}
-	if (m.finished) {
+	if (m.finished && unreplayable_stage(job)) {
+		/* the input now waiting on standard input or a socket is another
+		 * input, not the rest of the finished one: reading nothing and
+		 * exiting 0 would drop it without a word */
+		shmrun_log(SHMRUN_LOG_WARN,
+			   "%s/ckpt-%" PRId64 " is the last checkpoint of a finished run, so "
+			   "nothing is read: stage '%s' (op %s) cannot be replayed, and what "
+			   "it would read now is new input, which this run ignores; "
+			   "STREAM_RESET_STATE=1 starts the job over to read it",
+			   job->checkpoint_dir, e, unreplayable_stage(job)->name,
+			   unreplayable_stage(job)->op->name);
+		ctl->restored_finished = 1;
+	} else if (m.finished) {
 		shmrun_log(SHMRUN_LOG_INFO,
 			   "%s/ckpt-%" PRId64 " is the last checkpoint of a finished run: every "
 			   "record was processed and all output committed; nothing to do "

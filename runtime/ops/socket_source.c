@@ -64,6 +64,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -72,6 +73,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -693,10 +695,27 @@ static int sock_produce(struct shmrun_task *task, void *state, uint32_t budget)
 static void sock_close(struct shmrun_task *task, void *state)
 {
 	struct sock_src *s = state;
+	uint64_t unread = 0;
+	uint32_t lossy = 0;
 
-	(void)task;
 	if (!s)
 		return;
+	/* What the peers sent that nobody will read: a socket cannot be
+	 * replayed, so a stop drops it (docs/checkpoints.md). Said, not silent. */
+	for (uint32_t i = 0; i < s->nconns; i++) {
+		int n = 0;
+
+		if (ioctl(s->conns[i]->fd, FIONREAD, &n) == 0 && n > 0) {
+			unread += (uint64_t)n;
+			lossy++;
+		}
+	}
+	if (lossy)
+		shmrun_task_warn(task,
+				 "closing %u connection%s with %" PRIu64 " byte%s not yet read: "
+				 "they are lost (a socket cannot be replayed; the sender sees "
+				 "the connection reset)",
+				 lossy, lossy == 1 ? "" : "s", unread, unread == 1 ? "" : "s");
 	for (uint32_t i = 0; i < s->nconns; i++) {
 		release_fd(s->conns[i]->fd);
 		framer_free(&s->conns[i]->fr);

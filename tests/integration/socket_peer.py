@@ -128,16 +128,19 @@ def main():
         t = threading.Thread(target=report)
         t.start()
         chunk = []
-        for k in range(n):
-            chunk.append((b"%d" % k).ljust(width - 1, b".") + b"\n")
-            if len(chunk) == 64 or k == n - 1:
-                b = b"".join(chunk)
-                s.sendall(b)
-                sent[0] += len(b)
-                chunk = []
-        s.close()
-        done[0] = True
-        t.join()
+        try:
+            for k in range(n):
+                chunk.append((b"%d" % k).ljust(width - 1, b".") + b"\n")
+                if len(chunk) == 64 or k == n - 1:
+                    b = b"".join(chunk)
+                    s.sendall(b)
+                    sent[0] += len(b)
+                    chunk = []
+            s.close()
+        finally:
+            # also when the job resets the connection: the reporter must end
+            done[0] = True
+            t.join()
         open(progress, "w").write("done %d\n" % sent[0])
     elif cmd == "freeport":
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -233,6 +233,25 @@ hwm=$(awk '/^VmHWM/ { print $2 }' "/proc/$w/status")
 stop
 awk '{ sub(/\.+$/, ""); print }' "$d/out.txt" | cmp -s - <(seq 0 299999) || fail "backpressure: lines lost or reordered"
 
+# ---- 9b. a stop while a sender is held back: its unread bytes are named -------
+conf "$d/bp2.conf" "listen = 0
+rate = 2000"
+start "$d/bp2.conf"
+$peer blast 127.0.0.1 "$port" 300000 150 "$tmp/progress2" &
+blaster=$!
+peers+=($blaster)
+sleep 1
+kill -TERM "$launcher"
+rc=0
+wait "$launcher" || rc=$?
+launcher=
+[ "$rc" = 143 ] || fail "stop with a held-back sender: exit $rc, want 143"
+kill "$blaster" 2> /dev/null || true # it sees the reset, or would send for long
+wait "$blaster" 2> /dev/null || true
+grep -Eq "stage 'in' \[0\]: closing 1 connection with [0-9]+ bytes not yet read: they are lost \(a socket cannot be replayed" "$tmp/log" ||
+	fail "a stop with unread bytes did not say so: $(tail -5 "$tmp/log")"
+echo "ok a stop names the unread bytes it drops"
+
 # ---- 10. with checkpoints (allow_data_loss_on_crash): a stop, then a resume ----
 conf "$d/ck.conf" "listen = 0" "checkpoint_dir = ck
 allow_data_loss_on_crash = true"

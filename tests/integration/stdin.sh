@@ -147,6 +147,15 @@ seq 1 1000 | "$shmrun" "$d/ok.conf" 2> "$tmp/log" || fail "the run with allow_da
 seq 1 1000 | cmp -s - "$d/out.txt" || fail "output with checkpoints differs from the input"
 grep -q "in: stdin_source cannot be replayed: records read since the last checkpoint are lost on a crash (at-most-once)" \
 	"$tmp/log" || fail "no at-most-once line with checkpoint_dir"
+# the same job again after it finished: new input on stdin is not read (the
+# finished checkpoint says there is nothing to do), and it is said at WARN,
+# naming the way to read it; it was one INFO line and exit 0
+seq 2001 2010 | "$shmrun" "$d/ok.conf" 2> "$tmp/log" || fail "the rerun of a finished job failed"
+grep -q "WARN .*is the last checkpoint of a finished run, so nothing is read: stage 'in' (op stdin_source) cannot be replayed, and what it would read now is new input, which this run ignores; STREAM_RESET_STATE=1 starts the job over to read it" \
+	"$tmp/log" || fail "a rerun after a finished run did not warn that stdin is not read"
+seq 1 1000 | cmp -s - "$d/out.txt" || fail "the rerun of a finished job changed the output"
+seq 2001 2010 | STREAM_RESET_STATE=1 "$shmrun" "$d/ok.conf" 2> "$tmp/log" || fail "STREAM_RESET_STATE=1 rerun failed"
+seq 2001 2010 | cmp -s - "$d/out.txt" || fail "STREAM_RESET_STATE=1 did not read the new input"
 refused "stress" "stage 'in' (op stdin_source) cannot be verified: its input cannot be read again" \
 	"$shmrun" stress --runs 1 "$d/ok.conf"
 echo "stdin: ok"

@@ -945,6 +945,100 @@ static int check_progress(struct shmrun_task *task, struct pgsink *s, PGconn *c,
 	return 0;
 }
 
+/* Whether a query of one boolean answered true (false also on an error). */
+static bool query_true(PGconn *c, const char *sql, const char *arg)
+{
+	const char *p[1] = {arg};
+	char msg[256];
+	PGresult *r = query(c, sql, 1, p, msg, sizeof(msg));
+	bool yes = r && PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+
+	PQclear(r);
+	return yes;
+}
+
+/*
+ * The progress table exists, or is made: CREATE only when it is missing, so
+ * a user without CREATE on the schema runs against a table its owner made
+ * (with the DDL the message gives), and `check --connect`, which creates
+ * nothing, says whether a run could. CREATE TABLE IF NOT EXISTS is not safe
+ * against itself: two jobs starting at once both see no table and one fails
+ * on the catalog's unique index (pg_type_typname_nsp_index); a session
+ * advisory lock on the table's name orders them (the session ends in
+ * pg_prepare()). Return: 0, or -EINVAL after an error at progress_table.
+ */
+static int ensure_progress(struct shmrun_task *task, struct pgsink *s, PGconn *c,
+			   const char *where)
+{
+	char *sql = progress_ddl(s), msg[1024];
+	const char *name[1] = {s->progress};
+	PGresult *lk, *r;
+	int err = 0;
+
+	if (!sql)
+		return -ENOMEM;
+	if (query_true(c, "SELECT to_regclass($1) IS NOT NULL", s->progress))
+		goto out;
+	if (!query_true(c,
+			"SELECT has_schema_privilege(coalesce((parse_ident($1))"
+			"[array_length(parse_ident($1), 1) - 1], current_schema()), 'CREATE')",
+			s->progress)) {
+		shmrun_task_error_at(task, "progress_table",
+				     "progress_table = %s does not exist and this user may not "
+				     "create it (%s: no CREATE on its schema); have its owner run "
+				     "%s, and GRANT SELECT, INSERT, DELETE ON %s to this user",
+				     s->progress, where, sql, s->progress);
+		err = -EINVAL;
+		goto out;
+	}
+	if (!shmrun_task_may_create(task))
+		goto out; /* check --connect: it could, and creates nothing */
+	lk = query(c, "SELECT pg_advisory_lock(hashtext($1))", 1, name, msg, sizeof(msg));
+	r = lk ? query(c, sql, 0, NULL, msg, sizeof(msg)) : NULL;
+	PQclear(lk);
+	if (!r) {
+		shmrun_task_error_at(task, "progress_table",
+				     "progress_table = %s: cannot create it (%s): %s; have its "
+				     "owner run %s",
+				     s->progress, where, msg, sql);
+		err = -EINVAL;
+	}
+	PQclear(r);
+out:
+	free(sql);
+	return err;
+}
+
+/*
+ * What a run does to the progress table it may do: SELECT (a restore looks
+ * for committed epochs), INSERT (a commit), DELETE (a fresh start, an older
+ * checkpoint restored). A missing right failed the run after its start, and
+ * restarts could not cure it. A table check --connect did not find (it
+ * creates nothing) is not looked at. Return: 0, or -EINVAL after an error.
+ */
+static int check_progress_rights(struct shmrun_task *task, struct pgsink *s, PGconn *c,
+				 const char *where)
+{
+	static const char *const rights[] = {"SELECT", "INSERT", "DELETE"};
+
+	if (!query_true(c, "SELECT to_regclass($1) IS NOT NULL", s->progress))
+		return 0;
+	for (size_t i = 0; i < sizeof(rights) / sizeof(rights[0]); i++) {
+		char sql[96];
+
+		snprintf(sql, sizeof(sql), "SELECT has_table_privilege($1, '%s')", rights[i]);
+		if (!query_true(c, sql, s->progress)) {
+			shmrun_task_error_at(task, "progress_table",
+					     "progress_table = %s (%s): this user has no %s right "
+					     "on it; have its owner GRANT SELECT, INSERT, DELETE ON "
+					     "%s to it",
+					     s->progress, where, rights[i], s->progress);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 static int pg_prepare(struct shmrun_task *task)
 {
 	struct pgsink s = {0};
@@ -966,30 +1060,12 @@ static int pg_prepare(struct shmrun_task *task)
 	err = check_table(task, &s, c, where);
 	if (!err && s.exactly_once)
 		err = check_name(task, c, "progress_table", s.progress);
-	if (!err && s.exactly_once && shmrun_task_may_create(task)) {
-		char *sql = progress_ddl(&s), msg[1024];
-		const char *name[1] = {s.progress};
-		/* CREATE TABLE IF NOT EXISTS is not safe against itself: two jobs
-		 * starting at once both see no table and one fails on the catalog's
-		 * unique index (pg_type_typname_nsp_index). A session advisory lock
-		 * on the table's name orders them; the session ends below. */
-		PGresult *lk = query(c, "SELECT pg_advisory_lock(hashtext($1))", 1, name, msg,
-				     sizeof(msg));
-		PGresult *r = sql && lk ? query(c, sql, 0, NULL, msg, sizeof(msg)) : NULL;
-
-		PQclear(lk);
-
-		if (!r) {
-			shmrun_task_error_at(task, "progress_table",
-					     "progress_table = %s: cannot create it (%s): %s",
-					     s.progress, where, sql ? msg : "out of memory");
-			err = -EINVAL;
-		}
-		PQclear(r);
-		free(sql);
-	}
+	if (!err && s.exactly_once)
+		err = ensure_progress(task, &s, c, where);
 	if (!err && s.exactly_once)
 		err = check_progress(task, &s, c, where);
+	if (!err && s.exactly_once)
+		err = check_progress_rights(task, &s, c, where);
 	PQfinish(c); /* never across fork() */
 	pg_free(&s);
 	return err;

@@ -18,7 +18,8 @@
 #   - jobs starting at once on a new progress_table all start;
 #   - before anything starts, exit 2 naming file:line: a wrong password
 #     (never printed), a missing table, a missing column, upsert without a
-#     unique index, a progress_table of another layout; `shmrun check` does not connect (passes with the server
+#     unique index, a progress_table of another layout, a user who may not
+#     create the progress table or lacks DELETE on it; `shmrun check` does not connect (passes with the server
 #     stopped), `check --connect` reports what a run would.
 set -euo pipefail
 shmrun=${1:?usage: postgres.sh path/to/shmrun}
@@ -321,6 +322,30 @@ conf "$tmp/badprog" ev "k=key v=value" append 10 1 gen
 echo "progress_table = badprog" >> "$tmp/badprog/job.conf"
 line=$(grep -n '^progress_table' "$tmp/badprog/job.conf" | cut -d: -f1)
 expect_exit2 "$tmp/badprog" "job.conf:$line:" "progress_table = badprog exists .* but is not a progress table"
+# a user with INSERT on its table but no CREATE on the schema (PostgreSQL 15's
+# default for who does not own the database): refused before the start
+# (exit 2) while the progress table is missing, with the DDL to give its
+# owner; then without DELETE on it; then it runs. It once failed after the
+# start, and a missing DELETE right looped through restarts.
+psql_q "CREATE ROLE lim LOGIN PASSWORD '$PGPASSWORD'"
+psql_q "CREATE TABLE limt (k text, v bigint)"
+psql_q "GRANT INSERT, SELECT ON limt TO lim"
+conf "$tmp/lim" limt "k=key v=value" append 50 1 gen
+sed -i "s|^conninfo = .*|conninfo = ${pg_conninfo/user=postgres/user=lim}|" "$tmp/lim/job.conf"
+echo "progress_table = lim_progress" >> "$tmp/lim/job.conf"
+line=$(grep -n '^progress_table' "$tmp/lim/job.conf" | cut -d: -f1)
+expect_exit2 "$tmp/lim" "job.conf:$line: .*progress_table = lim_progress does not exist and this user may not create it" \
+	"have its owner run CREATE TABLE IF NOT EXISTS lim_progress (job text NOT NULL, sink text NOT NULL, target text NOT NULL, instance integer NOT NULL, epoch bigint NOT NULL, committed_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (job, sink, target, instance, epoch)), and GRANT SELECT, INSERT, DELETE ON lim_progress"
+rc=0
+"$shmrun" check --connect "$tmp/lim/job.conf" > /dev/null 2> "$tmp/log" || rc=$?
+[ "$rc" = 2 ] && qgrep "lim_progress does not exist and this user may not create it" "$tmp/log" ||
+	fail "check --connect said ok for a user who may not create the progress table"
+psql_q "CREATE TABLE lim_progress (job text NOT NULL, sink text NOT NULL, target text NOT NULL, instance integer NOT NULL, epoch bigint NOT NULL, committed_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (job, sink, target, instance, epoch))"
+psql_q "GRANT SELECT, INSERT ON lim_progress TO lim"
+expect_exit2 "$tmp/lim" "job.conf:$line: .*progress_table = lim_progress .*this user has no DELETE right on it; have its owner GRANT SELECT, INSERT, DELETE ON lim_progress"
+psql_q "GRANT DELETE ON lim_progress TO lim"
+(cd "$tmp/lim" && "$shmrun" job.conf) > /dev/null 2> "$tmp/log" || fail "a user with the rights it needs (no CREATE) failed: exit $?"
+[ "$(psql_q "SELECT count(*) FROM limt")" = 50 ] || fail "least-privilege user: $(psql_q "SELECT count(*) FROM limt") rows, want 50"
 echo "ok: errors before the start"
 
 # --- check connects only with --connect ---------------------------------------

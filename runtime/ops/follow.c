@@ -432,8 +432,17 @@ static uint32_t release_copies(struct shmrun_task *task, struct follow *fw, cons
 	for (uint32_t i = 0; i < fw->nf; i++) {
 		struct tfile *c = fw->f[i];
 
+		struct stat st;
+
 		if (c->state != T_HELD || c->copy_dev != t->dev || c->copy_ino != t->ino)
 			continue;
+		/* its size as of now: one taken for the copy in truncated() may
+		 * not have been looked at since it was found (empty, as cp
+		 * creates it), and min(x, 0) read it from 0: every line twice */
+		if (c->fd >= 0 && fstat(c->fd, &st) == 0 && (uint64_t)st.st_size != c->size) {
+			c->size = (uint64_t)st.st_size;
+			c->mtime_ns = id_mtime(&st);
+		}
 		c->state = T_READ;
 		c->off = c->seen = x < c->size ? x : c->size;
 		if (x < c->size)
@@ -500,13 +509,20 @@ static int truncated(struct shmrun_task *task, struct follow *fw, struct tfile *
 
 	if (err)
 		return err;
-	/* a new file holding the start of its head: a copy of it made while
-	 * it was shorter (its head grew since) */
+	/* a new file holding its head, or the start of it (a copy made while
+	 * it was shorter: its head grew since). The copy's head is read again
+	 * here: a PROBE file found while cp was still writing it (empty, or a
+	 * part) is checked only later in this same check() turn, and with its
+	 * stale head it was not taken for the copy, then read from 0 once the
+	 * truncated original's head no longer matched it: every line twice */
 	for (uint32_t i = 0; i < fw->nf; i++) {
 		struct tfile *c = fw->f[i];
+		uint32_t n;
 
-		if (c->state == T_PROBE && c->head_len > 0 && c->head_len <= t->head_len &&
-		    memcmp(c->head, t->head, c->head_len) == 0) {
+		if (c->state != T_PROBE || read_head(c) < 0)
+			continue;
+		n = c->head_len < t->head_len ? c->head_len : t->head_len;
+		if (n > 0 && memcmp(c->head, t->head, n) == 0) {
 			c->state = T_HELD;
 			c->copy_dev = t->dev;
 			c->copy_ino = t->ino;

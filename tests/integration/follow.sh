@@ -270,6 +270,41 @@ stop_job
 exact "$d/out/lines.txt" 2100
 echo "ok a copy shorter than the offset read (made while down) is not read again"
 
+# --- a copy written into a file that was found while still empty ------------
+# The copy is tracked (PROBE) while empty; it is filled and the original is
+# truncated before the job looks again, so both changes meet in one turn. Its
+# head was not read again then: no copy found, the original's unread lines
+# lost, and the copy read from 0 later (every line twice: failed under load).
+: > "$tmp/log"
+d="$tmp/emptycopy"
+mkdir -p "$d/logs"
+sed 's/^poll_interval = .*/poll_interval = 2s/' "$tmp/one/job.conf" > "$d/job.conf"
+seq 1 500 > "$d/logs/app.log"
+(cd "$d" && exec "$shmrun" job.conf) 2>> "$tmp/log" &
+launcher=$!
+wait_started || fail "no start"
+wait_lines "$d/out/lines.txt" 500 || fail "empty copy: the file was not read"
+for round in 1 2 3; do
+	: > "$d/logs/app.log.c$round" # as cp opens it: found empty
+	sleep 0.5
+	seq $((round * 1000 + 1)) $((round * 1000 + 200)) >> "$d/logs/app.log" # unread when copied
+	cat "$d/logs/app.log" > "$d/logs/app.log.c$round"
+	: > "$d/logs/app.log"
+	sleep 0.5
+done
+seq 9001 9010 >> "$d/logs/app.log"
+wait_lines "$d/out/lines.txt" 1110 || fail "empty copy: lines missing"
+sleep 0.5
+stop_job
+sort -n "$d/out/lines.txt" > "$tmp/got"
+{ seq 1 500; seq 1001 1200; seq 2001 2200; seq 3001 3200; seq 9001 9010; } | sort -n > "$tmp/want"
+cmp -s "$tmp/got" "$tmp/want" || {
+	diff "$tmp/want" "$tmp/got" | head -5 >&2 || true
+	fail "a copy found while empty: $(wc -l < "$tmp/got") lines, want 1110 once each"
+}
+! grep -q "no copy of it was found" "$tmp/log" || fail "a copy found while empty was not taken for the copy"
+echo "ok a copy found while still empty is taken for the copy when the original is truncated"
+
 # --- max_open_files: files read to their end are closed, reopened on change --
 : > "$tmp/log"
 d="$tmp/many"

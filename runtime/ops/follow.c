@@ -132,6 +132,7 @@ struct tfile {
 	uint64_t copy_dev, copy_ino; /* HELD: the file this copies */
 	int fd, wd;
 	bool named; /* a matching name pointed to it at the last scan */
+	bool was_named; /* ... at the scan before (scan(): the grace of a rename) */
 	bool dirty; /* an inotify event for it since the last check() */
 	uint32_t head_len;
 	unsigned char head[HEAD_MAX];
@@ -484,13 +485,23 @@ static int scan_one(struct follow *fw, uint32_t k, const char *path, const struc
 
 static int scan(struct shmrun_task *task, struct follow *fw)
 {
+	int64_t now = now_ns();
 	int err = 0;
 
-	for (uint32_t i = 0; i < fw->nf; i++)
+	for (uint32_t i = 0; i < fw->nf; i++) {
+		fw->f[i]->was_named = fw->f[i]->named;
 		fw->f[i]->named = false;
+	}
 	for (uint32_t k = 0; k < fw->nw && !err; k++)
 		if (fw->w[k].owned)
 			err = list_watch(fw, k, false, scan_one, task);
+	/* renamed away (logrotate's create) just now: the grace before it is
+	 * finished counts from here, not from its last growth. A writer still
+	 * appends to it until it reopens its log; counted from a growth long
+	 * ago, the file was closed at once and those lines were lost */
+	for (uint32_t i = 0; i < fw->nf; i++)
+		if (fw->f[i]->was_named && !fw->f[i]->named)
+			fw->f[i]->changed_ns = now;
 	fw->first_scan_done = true;
 	fw->rescan = false;
 	if (err)

@@ -305,6 +305,36 @@ cmp -s "$tmp/got" "$tmp/want" || {
 ! grep -q "no copy of it was found" "$tmp/log" || fail "a copy found while empty was not taken for the copy"
 echo "ok a copy found while still empty is taken for the copy when the original is truncated"
 
+# --- lines written to a file just after it is renamed away -----------------
+# logrotate's create: the writer appends to the renamed file until it reopens
+# its log. The file had been quiet for longer than poll_interval, and the
+# grace before a renamed file is finished counted from its last growth: it
+# was closed at once, and the late lines were lost (12 runs in 13).
+: > "$tmp/log"
+d="$tmp/late"
+mkdir -p "$d/logs"
+printf '[job]\ncheckpoint_dir = ckpt\ncheckpoint_interval = 100ms\n[src]\nop = file_source\npath = logs/app.log\nfollow = true\npoll_interval = 1s\n[out]\nop = file_sink\ninput = src\npath = out/lines.txt\n' > "$d/job.conf"
+seq 1 100 > "$d/logs/app.log"
+(cd "$d" && exec "$shmrun" job.conf) 2>> "$tmp/log" &
+launcher=$!
+wait_started || fail "no start"
+wait_lines "$d/out/lines.txt" 100 || fail "late lines: the file was not read"
+for round in 1 2 3; do
+	sleep 1.5 # quiet for longer than poll_interval
+	exec 7>> "$d/logs/app.log" # the writer's open log
+	mv "$d/logs/app.log" "$d/logs/app.log.$round"
+	seq $((round * 1000 + 1)) $((round * 1000 + 50)) >&7 # before it reopens
+	exec 7>&-
+	seq $((round * 1000 + 51)) $((round * 1000 + 60)) > "$d/logs/app.log" # the new log
+done
+wait_lines "$d/out/lines.txt" 280 || fail "late lines: $(wc -l < "$d/out/lines.txt") of 280 lines"
+sleep 1.5
+stop_job
+sort -n "$d/out/lines.txt" > "$tmp/got"
+{ seq 1 100; for r in 1 2 3; do seq $((r * 1000 + 1)) $((r * 1000 + 60)); done; } > "$tmp/want"
+cmp -s "$tmp/got" "$tmp/want" || fail "late lines: $(wc -l < "$tmp/got") lines, want 280 once each"
+echo "ok lines written to a file just after it was renamed away are read"
+
 # --- max_open_files: files read to their end are closed, reopened on change --
 : > "$tmp/log"
 d="$tmp/many"

@@ -1158,9 +1158,9 @@ static const struct shmrun_param_def params[] = {
 	 .doc = "never end: read files as they grow, new files that match, rotated ones (tail -F); see docs/operators.md, Following files"},
 	{.key = "poll_interval", .type = SHMRUN_PARAM_DURATION, .def = "250ms", .min = 1000000,
 	 .max = 3600000000000ull,
-	 .doc = "follow = true: look for changes at least this often (all the time without inotify), and the rotation grace"},
+	 .doc = "follow = true: look for changes at least this often (all the time without inotify), and the rotation grace", .tuning = true},
 	{.key = "max_open_files", .type = SHMRUN_PARAM_COUNT, .def = "1024", .min = 1, .max = 1000000,
-	 .doc = "follow = true: files kept open per instance; beyond it, files read to their end are closed and reopened by name when they change"},
+	 .doc = "follow = true: files kept open per instance; beyond it, files read to their end are closed and reopened by name when they change", .tuning = true},
 	{0},
 };
 

@@ -1168,7 +1168,8 @@ const struct shmrun_operator shmrun_op_file_source = {
 	.size = sizeof(struct shmrun_operator),
 	.name = "file_source",
 	.summary = "reads lines of files: one record per line, value = the line without \\n",
-	.flags = SHMRUN_OP_SOURCE,
+	/* following, one entry per followed file: bounded by the directories */
+	.flags = SHMRUN_OP_SOURCE | SHMRUN_OP_PW_BOUNDED,
 	.params = params,
 	.pacing_param = "rate",
 	.prepare = prepare,

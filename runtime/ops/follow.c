@@ -218,11 +218,14 @@ struct follow {
 	struct gone *gone; /* a ring of GONE_MAX: the oldest forgotten first */
 	uint32_t ngone, capgone;
 	bool restoring, resolved, first_scan_done;
-	int ino;		       /* inotify fd, -1: polling only */
-	uint32_t nopen, max_open;      /* fds of tracked files open; their cap (open()) */
-	uint64_t max_open_key;	       /* max_open_files */
-	uint64_t nofile;	       /* RLIMIT_NOFILE soft limit at open() */
-	int lerr;		       /* errno of the first listing failure of list_watch() */
+	int ino;		  /* inotify fd, -1: polling only */
+	uint32_t nopen, max_open; /* fds of tracked files open; their cap (open()) */
+	uint64_t max_open_key;	  /* max_open_files */
+	uint64_t nofile;	  /* RLIMIT_NOFILE soft limit at open() */
+	int lerr;		  /* errno of the first listing failure of list_watch() */
+	bool lall;		  /* list_watch() listed nothing: the whole watch failed */
+	char **lfail;		  /* else the directories it could not list */
+	uint32_t nlfail, caplfail;
 	bool deferred;		       /* a new file was left for later: no fd for it */
 	int fd_warned;		       /* EMFILE/ENFILE last warned about, 0 */
 	bool cap_said;		       /* max_open reached: said once */
@@ -309,6 +312,36 @@ static int read_head(struct tfile *t)
 typedef int (*file_cb)(struct follow *fw, uint32_t watch, const char *path, const struct stat *st,
 		       void *arg);
 
+/* Listing @dir failed with @err (the whole watch if @dir is NULL): see list_watch(). */
+static void list_failed(struct follow *fw, const char *dir, int err)
+{
+	char *p = dir ? strdup(dir) : NULL;
+
+	if (!fw->lerr)
+		fw->lerr = err ? err : EIO;
+	if (!p || shmrun_grow_u32(&fw->lfail, &fw->caplfail, (size_t)fw->nlfail + 1,
+				  sizeof(*fw->lfail), 4)) {
+		free(p);
+		fw->lall = true; /* no memory for it: as if nothing was listed */
+		return;
+	}
+	fw->lfail[fw->nlfail++] = p;
+}
+
+/* Whether @path is in a directory that list_watch() could not list. */
+static bool in_failed(const struct follow *fw, const char *path)
+{
+	if (fw->lall)
+		return true;
+	for (uint32_t i = 0; i < fw->nlfail; i++) {
+		size_t n = strlen(fw->lfail[i]);
+
+		if (strncmp(path, fw->lfail[i], n) == 0 && path[n] == '/')
+			return true;
+	}
+	return false;
+}
+
 static int walk(struct follow *fw, uint32_t watch, const char *dir, bool recursive, bool filter,
 		file_cb cb, void *arg)
 {
@@ -316,9 +349,8 @@ static int walk(struct follow *fw, uint32_t watch, const char *dir, bool recursi
 	struct dirent *de;
 	int err = 0;
 
-	if (!d) { /* not a listing: nothing may be taken for gone (scan()) */
-		if (!fw->lerr)
-			fw->lerr = errno;
+	if (!d) { /* not a listing: nothing in it may be taken for gone (scan()) */
+		list_failed(fw, dir, errno);
 		return 0;
 	}
 	for (;;) {
@@ -343,19 +375,18 @@ static int walk(struct follow *fw, uint32_t watch, const char *dir, bool recursi
 		}
 		free(p);
 	}
-	if (!err && !de && errno && !fw->lerr)
-		fw->lerr = errno;
+	if (!err && !de && errno)
+		list_failed(fw, dir, errno);
 	closedir(d);
 	return err;
 }
 
-static __thread int glob_errno;
+static __thread struct follow *glob_fw; /* glob_failed()'s */
 
 static int glob_failed(const char *path, int err)
 {
-	(void)path;
-	glob_errno = err;
-	return 1; /* stop: the listing is not whole */
+	list_failed(glob_fw, path, err);
+	return 0; /* go on with the other directories */
 }
 
 /*
@@ -366,8 +397,9 @@ static int glob_failed(const char *path, int err)
  */
 /*
  * A listing that could not read a directory (moved away, no permission, no
- * fd left) sets fw->lerr (errno) and lists what it could: scan() then keeps
- * every tracked file of the watch.
+ * fd left) sets fw->lerr (the first errno) and fw->lfail (the directories),
+ * or fw->lall (the watch's own directory), and lists what it could: scan()
+ * then keeps the tracked files in them as they are.
  */
 static int list_watch(struct follow *fw, uint32_t k, bool all, file_cb cb, void *arg)
 {
@@ -377,13 +409,16 @@ static int list_watch(struct follow *fw, uint32_t k, bool all, file_cb cb, void 
 	int err = 0, rc;
 
 	fw->lerr = 0;
+	fw->lall = false;
+	while (fw->nlfail)
+		free(fw->lfail[--fw->nlfail]);
 	rc = stat(pat, &st) == 0 ? 0 : errno;
 	if (rc == 0 && S_ISDIR(st.st_mode)) {
 		fw->w[k].is_dir = true;
 		return walk(fw, k, pat, true, !all, cb, arg);
 	}
 	if (fw->w[k].is_dir) { /* the watched directory moved away or cannot be seen */
-		fw->lerr = rc ? rc : ENOTDIR;
+		list_failed(fw, NULL, rc ? rc : ENOTDIR);
 		return 0;
 	}
 	if (!strpbrk(pat, "*?[")) { /* a named file: its directory must be readable */
@@ -396,7 +431,7 @@ static int list_watch(struct follow *fw, uint32_t k, bool all, file_cb cb, void 
 		if (d)
 			closedir(d);
 		else
-			fw->lerr = errno;
+			list_failed(fw, NULL, errno);
 		free(copy);
 		if (!d)
 			return 0;
@@ -416,10 +451,8 @@ static int list_watch(struct follow *fw, uint32_t k, bool all, file_cb cb, void 
 	}
 	if (err)
 		return err;
-	glob_errno = 0;
-	rc = glob(pat, GLOB_ERR, glob_failed, &g);
-	if (rc == GLOB_ABORTED)
-		fw->lerr = glob_errno ? glob_errno : EIO;
+	glob_fw = fw;
+	rc = glob(pat, 0, glob_failed, &g);
 	if (rc == GLOB_NOSPACE)
 		return -ENOMEM;
 	if (rc != 0) {
@@ -686,24 +719,35 @@ static int scan_one(struct follow *fw, uint32_t k, const char *path, const struc
 	return 0;
 }
 
-/* The listing of watch @k failed with @err: say so once per watch and kind. */
-static void listing_failed(struct shmrun_task *task, struct follow *fw, uint32_t k, int err)
+/*
+ * The listing of watch @k failed (list_watch()): keep its tracked files in
+ * what could not be listed, and say so once per watch and errno.
+ */
+static void listing_failed(struct shmrun_task *task, struct follow *fw, uint32_t k)
 {
+	const char *what = fw->lall || !fw->nlfail ? fw->w[k].pat : fw->lfail[0];
+	int err = fw->lerr;
 	uint32_t n = 0;
 
+	for (uint32_t i = 0; i < fw->nf; i++) {
+		struct tfile *t = fw->f[i];
+
+		if (t->watch == k && in_failed(fw, t->path)) {
+			t->named = true; /* not a listing: not rotated away */
+			n++;
+		}
+	}
 	if (fw->w[k].warned_err == err)
 		return;
 	fw->w[k].warned_err = err;
 	if (err == EMFILE || err == ENFILE) {
-		fd_limit_warn(task, fw, fw->w[k].pat, err);
+		fd_limit_warn(task, fw, what, err);
 		return;
 	}
-	for (uint32_t i = 0; i < fw->nf; i++)
-		n += fw->f[i]->watch == k;
 	shmrun_task_warn(task,
 			 "cannot list '%s': %s: its %u tracked files are kept as they are "
 			 "(none is taken for rotated away); listing again every %" PRIu64 " ms",
-			 fw->w[k].pat, strerror(err), n, fw->poll_ns / 1000000);
+			 what, strerror(err), n, fw->poll_ns / 1000000);
 }
 
 static int scan(struct shmrun_task *task, struct follow *fw)
@@ -719,11 +763,8 @@ static int scan(struct shmrun_task *task, struct follow *fw)
 		err = list_watch(fw, k, false, scan_one, task);
 		if (err)
 			break;
-		if (fw->lerr) { /* not a whole listing: nothing of the watch changes */
-			for (uint32_t i = 0; i < fw->nf; i++)
-				if (fw->f[i]->watch == k)
-					fw->f[i]->named = true;
-			listing_failed(task, fw, k, fw->lerr);
+		if (fw->lerr) { /* not a whole listing: what it missed stays as it is */
+			listing_failed(task, fw, k);
 		} else if (fw->w[k].warned_err) {
 			shmrun_task_log(task, "'%s' can be listed again", fw->w[k].pat);
 			fw->w[k].warned_err = 0;
@@ -759,8 +800,10 @@ static int truncated(struct shmrun_task *task, struct follow *fw, struct tfile *
 	for (uint32_t i = 0; i < fw->nf; i++) {
 		struct tfile *c = fw->f[i];
 
-		if (c->state == T_PROBE && c->head_len > 0 && c->head_len <= t->head_len &&
-		    memcmp(c->head, t->head, c->head_len) == 0) {
+		/* its head as it is now: it may have been empty at its scan
+		 * (cp had only created it), and copied since */
+		if (c->state == T_PROBE && read_head(c) == 0 && c->head_len > 0 &&
+		    c->head_len <= t->head_len && memcmp(c->head, t->head, c->head_len) == 0) {
 			c->state = T_HELD;
 			c->copy_dev = t->dev;
 			c->copy_ino = t->ino;
@@ -1189,11 +1232,11 @@ static int resolve(struct shmrun_task *task, struct follow *fw)
 			continue;
 		err = list_watch(fw, k, true, add_cand, &all);
 		if (!err && fw->lerr)
-			listing_failed(task, fw, k, fw->lerr);
+			listing_failed(task, fw, k);
 		if (!err)
 			err = list_watch(fw, k, false, add_cand, &matched);
 		if (!err && fw->lerr)
-			listing_failed(task, fw, k, fw->lerr);
+			listing_failed(task, fw, k);
 	}
 	/* by inode, with the same head (not a reused inode) and not shorter */
 	for (uint32_t i = 0; i < fw->nsv && !err; i++) {
@@ -1340,9 +1383,12 @@ int shmrun_follow_open(struct shmrun_task *task, struct follow **out)
 			err = -ENOMEM;
 			break;
 		}
-		fw->w[fw->nw].wd = -1;
-		/* a fresh start owns watch k mod width; a restore the watches of its entries */
-		fw->w[fw->nw].owned = !fw->restoring && fw->nw % width == me;
+		fw->w[fw->nw] = (struct watch){
+		    .pat = fw->w[fw->nw].pat,
+		    .wd = -1,
+		    /* a fresh start owns watch k mod width; a restore the watches of its entries */
+		    .owned = !fw->restoring && fw->nw % width == me,
+		};
 		fw->nw++;
 	}
 	free(paths);
@@ -1480,6 +1526,9 @@ void shmrun_follow_close(struct follow *fw)
 	for (uint32_t i = 0; i < fw->ngone; i++)
 		free(fw->gone[i].path);
 	free(fw->gone);
+	while (fw->nlfail)
+		free(fw->lfail[--fw->nlfail]);
+	free(fw->lfail);
 	if (fw->ino >= 0)
 		close(fw->ino);
 	free(fw->w);

@@ -370,6 +370,26 @@ exact "$d/out/lines.txt" 4
 qgrep "cannot list '.*away/d': No such file or directory: its 3 tracked files are kept" "$tmp/log" ||
 	fail "away: no warning about the watch that could not be listed"
 qgrep "'.*away/d' can be listed again" "$tmp/log" || fail "away: no word that it is listed again"
+# the same with a glob: its directory moved away
+: > "$tmp/log"
+d="$tmp/awayglob"
+mkdir -p "$d/d"
+sed 's/^path = d$/path = d\/*.log/' "$tmp/away/job.conf" > "$d/job.conf"
+for i in 1 2 3; do echo "$i" > "$d/d/f$i.log"; done
+start_in "$d"
+wait_lines "$d/out/lines.txt" 3 || fail "away (glob): the files were not read"
+mv "$d/d" "$d/d.away"
+sleep 1
+mv "$d/d.away" "$d/d"
+sleep 1
+echo 4 >> "$d/d/f2.log"
+wait_lines "$d/out/lines.txt" 4 || fail "away (glob): the line appended after the return was not read"
+sleep 0.5
+stop_job
+exact "$d/out/lines.txt" 4
+qgrep "cannot list '.*awayglob/d': No such file or directory: its 3 tracked files are kept" "$tmp/log" ||
+	fail "away (glob): no warning about the directory that could not be listed"
+d="$tmp/away"
 # a directory that cannot be read (a user without permission: root reads anyway)
 if [ "$(id -u)" != 0 ]; then
 	: > "$tmp/log"
@@ -386,6 +406,22 @@ if [ "$(id -u)" != 0 ]; then
 	stop_job
 	exact "$d/out/lines.txt" 5
 	qgrep "cannot list '.*away/d': Permission denied" "$tmp/log" || fail "eacces: no warning"
+	# an unreadable subdirectory keeps only its own files: a file of the
+	# watch deleted is still finished (its last line without '\n' emitted)
+	: > "$tmp/log"
+	mkdir "$d/d/sub"
+	chmod 000 "$d/d/sub"
+	start_in "$d"
+	printf '6\n7' > "$d/d/f6.log"
+	wait_lines "$d/out/lines.txt" 6 || fail "eacces sub: the new file was not read"
+	rm "$d/d/f6.log"
+	wait_lines "$d/out/lines.txt" 7 || fail "eacces sub: a deleted file was not finished"
+	sleep 0.5
+	stop_job
+	chmod 755 "$d/d/sub"
+	exact "$d/out/lines.txt" 7
+	qgrep "cannot list '.*away/d/sub': Permission denied: its 0 tracked files" "$tmp/log" ||
+		fail "eacces sub: no warning"
 fi
 echo "ok a watched directory moved away and back (or unreadable): nothing read twice"
 
@@ -476,6 +512,25 @@ stop_job
 qgrep "restoring epoch" "$tmp/log" || fail "tuning: another poll_interval refused the checkpoint"
 exact "$d/out/lines.txt" 4
 echo "ok poll_interval and max_open_files may change at a resume"
+
+# --- files added by rotations: no "per-worker state grew" warning -----------
+# (one entry per followed file: bounded by the directory, not by the data)
+: > "$tmp/log"
+d="$tmp/grow"
+mkdir -p "$d/d"
+cp "$tmp/away/job.conf" "$d/job.conf"
+start_in "$d"
+for i in $(seq 1 60); do
+	echo "$i" > "$d/d/r$i.log"
+	sleep 0.03 # a few files per checkpoint (checkpoint_interval = 100ms)
+done
+wait_lines "$d/out/lines.txt" 60 || fail "grow: the files were not read"
+sleep 0.5
+stop_job
+exact "$d/out/lines.txt" 60
+qgrep "per-worker state grew at each of the last" "$tmp/log" &&
+	fail "grow: the per-worker state growth warning fired for followed files"
+echo "ok files added one per checkpoint: no per-worker state growth warning"
 
 # --- bad input ----------------------------------------------------------------
 d="$tmp/bad"

@@ -500,7 +500,11 @@ static void fd_limit_warn(struct shmrun_task *task, struct follow *fw, const cha
 			 err == ENFILE ? "; the system's: fs.file-max" : "");
 }
 
-/* Track @path (@st) of watch @k, in @state at @off. Return: it, or NULL (error set in *err). */
+/*
+ * Track @path of watch @k, in @state at @off. Return: it, or NULL: *@err
+ * -ENOMEM, or 0 when it is left for a later scan (gone meanwhile, or no fd
+ * to spare: max_open reached or EMFILE/ENFILE; fw->deferred set).
+ */
 static struct tfile *track(struct shmrun_task *task, struct follow *fw, uint32_t k,
 			   const char *path, enum tstate state, uint64_t off, int *err)
 {

@@ -62,7 +62,7 @@
 #include "fault.h"
 #include "manifest.h"
 #include "metrics.h"
-#include "ops/ops.h" /* SHMRUN_OP_PW_IN_FLIGHT */
+#include "ops/ops.h" /* SHMRUN_OP_PW_IN_FLIGHT, SHMRUN_OP_PW_BOUNDED */
 #include "preflight.h"
 #include "shmrun/runtime.h"
 #include "util.h"
@@ -226,7 +226,7 @@ static void guard_per_worker_state(struct shmrun_coordinator *co, const struct s
 					   "; per-worker state should stay small (it is pooled "
 					   "whole at a rescale) — keep large state key-bound",
 					   job->stages[s].name, i, b, job->per_worker_state_warn);
-			else if (grew)
+			else if (grew && !(job->stages[s].op->flags & SHMRUN_OP_PW_BOUNDED))
 				shmrun_log(SHMRUN_LOG_WARN,
 					   "stage %s [%u]: per-worker state grew at each of the last "
 					   "%d checkpoints (now %" PRIu64 " bytes) while the width "

@@ -1158,9 +1158,9 @@ static const struct shmrun_param_def params[] = {
 	 .doc = "never end: read files as they grow, new files that match, rotated ones (tail -F); see docs/operators.md, Following files"},
 	{.key = "poll_interval", .type = SHMRUN_PARAM_DURATION, .def = "250ms", .min = 1000000,
 	 .max = 3600000000000ull,
-	 .doc = "follow = true: look for changes at least this often (all the time without inotify), and the rotation grace"},
+	 .doc = "follow = true: look for changes at least this often (all the time without inotify), and the rotation grace", .tuning = true},
 	{.key = "max_open_files", .type = SHMRUN_PARAM_COUNT, .def = "1024", .min = 1, .max = 1000000,
-	 .doc = "follow = true: files kept open per instance; beyond it, files read to their end are closed and reopened by name when they change"},
+	 .doc = "follow = true: files kept open per instance; beyond it, files read to their end are closed and reopened by name when they change", .tuning = true},
 	{0},
 };
 
@@ -1168,7 +1168,8 @@ const struct shmrun_operator shmrun_op_file_source = {
 	.size = sizeof(struct shmrun_operator),
 	.name = "file_source",
 	.summary = "reads lines of files: one record per line, value = the line without \\n",
-	.flags = SHMRUN_OP_SOURCE,
+	/* following, one entry per followed file: bounded by the directories */
+	.flags = SHMRUN_OP_SOURCE | SHMRUN_OP_PW_BOUNDED,
 	.params = params,
 	.pacing_param = "rate",
 	.prepare = prepare,

@@ -21,8 +21,11 @@
  *       HELD   a copy of READ file T (its head equals T's): not read; when T
  *              is found truncated (copytruncate) at offset X it becomes READ
  *              at min(X, its size): the bytes T had between X and the copy
- *              are read from it, nothing twice. When T is dropped, READ at its
- *              size (all of it was read from T)
+ *              are read from it, nothing twice. When T is dropped (finished),
+ *              READ at min(T's off, its size): a copy holds what T held, so
+ *              its bytes past T's end (a file replaced atomically by itself
+ *              plus new lines) are new; a copy no longer than T is read from
+ *              its end (nothing twice)
  *
  * What wakes it. produce() never blocks and returns 1 without emitting when
  * nothing is new (the worker then sleeps, idle.c). An inotify fd
@@ -39,6 +42,21 @@
  * rotated away or deleted (no matching name points to the inode any more),
  * is read to its end and has not changed for one poll_interval: then the file
  * is finished, its fd closed and it is no longer tracked.
+ *
+ * Listing. A scan that cannot list a watch (its directory moved away or
+ * unreadable, out of fds: any opendir/readdir/glob error, fw->lerr) is not
+ * a listing: every tracked file of the watch stays as it is (named), one
+ * warning per watch and errno, and the next poll lists again. Taking it
+ * for "no file any more" finished every file, and the next whole listing
+ * found them all again as new: read twice from 0.
+ *
+ * Forgotten files. A READ file dropped (finished), or a saved one not
+ * found at a restore, is remembered (struct gone: watch, (dev, ino), off,
+ * head; the last GONE_MAX per instance, saved in the checkpoint after the
+ * tracked files). A new file with the same (dev, ino), the same head and at
+ * least off bytes is that file come back (moved out of the watch and back):
+ * READ from off, not 0. Same risk as a restore's: a reused inode whose new
+ * file starts with the old one's head is taken for it.
  *
  * Rotation. rename-and-create: the renamed inode is still tracked (by
  * (dev, ino), under its new name when that matches, else by the fd until
@@ -60,10 +78,11 @@
  * pw_rule to depend on a key (file_source with follow = false must stay
  * split).
  *
- *     struct fol_head (magic, watch, number of watches, number of files)
- *     then per READ file: struct fol_file (dev, ino, off, XXH64 of the first
- *     head_len bytes, head_len, path length) and the path (relative to the
- *     conf file's directory when under it)
+ *     struct fol_head (magic, watch, number of watches, number of files,
+ *     number of remembered files: 0 in entries written before there were)
+ *     then per READ file, then per remembered file: struct fol_file (dev,
+ *     ino, off, XXH64 of the first head_len bytes, head_len, path length) and
+ *     the path (relative to the conf file's directory when under it)
  *
  * PROBE and HELD files are not saved: a restore meets them again as new.
  * A restore finds each saved file (at the first produce()) among all files
@@ -79,7 +98,15 @@
  * then read from 0. On a fresh start every file found is read from 0.
  *
  * Descriptors. A tracked file keeps its fd (a renamed-away or deleted file
- * is drained through it) up to max_open_files per instance; beyond it
+ * is drained through it) up to max_open per instance: max_open_files, at
+ * most (RLIMIT_NOFILE soft - FD_RESERVE) / width, so that the checkpoint,
+ * the rings and the worker's other instances keep fds. A new file found
+ * with no fd to spare (max_open reached, or EMFILE/ENFILE: a warning naming
+ * the limits) is not tracked yet (fw->deferred): at the end of produce()
+ * park() closes down to half of max_open and the next call scans again, so
+ * the files are read by turns; a fresh start reads all files there at its
+ * first scans whole (first_scan_done waits for a scan without deferral).
+ * Beyond max_open
  * park() closes those read to their end under a matching name, least
  * recently changed first, and check() reopens one by name (same inode) when
  * it changes (its inotify watch stays). A parked file renamed out of the
@@ -102,6 +129,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -112,6 +140,8 @@
 #include "ops.h"
 
 #define HEAD_MAX     1024u		   /* bytes of a file's head */
+#define GONE_MAX     1024u		   /* files remembered after they are dropped */
+#define FD_RESERVE   64u		   /* fds left to the rest of the worker */
 #define FREAD_BYTES  (256u << 10)	   /* first buffer size */
 #define FLINES	     256u		   /* lines per shmrun_emit_batch() */
 #define FOLLOW_MAGIC 0x314c4f4652524d48ull /* "HMRRFOL1": an entry of a following source */
@@ -141,7 +171,21 @@ struct tfile {
 struct watch {
 	char *pat;
 	bool owned;
-	int wd; /* inotify watch of its directory, -1 */
+	bool is_dir;	/* its path was a directory when last listed */
+	int wd;		/* inotify watch of its directory, -1 */
+	int warned_err; /* errno of the listing failure last warned about, 0 */
+};
+
+/*
+ * A file no longer tracked (finished, or saved but not found because its
+ * directory could not be listed): found again with the same (dev, ino) and
+ * head and at least off bytes, it goes on from off (not 0: read twice).
+ */
+struct gone {
+	uint32_t watch;
+	uint64_t dev, ino, off, head_sum;
+	uint32_t head_len;
+	char *path;
 };
 
 /* A saved entry's file, kept until the first produce() resolves it. */
@@ -154,7 +198,8 @@ struct saved {
 
 struct fol_head {
 	uint64_t magic; /* FOLLOW_MAGIC */
-	uint32_t watch, nwatches, nfiles, pad;
+	uint32_t watch, nwatches, nfiles;
+	uint32_t ngone; /* then this many remembered files (struct gone); 0 before */
 };
 
 struct fol_file {
@@ -171,9 +216,20 @@ struct follow {
 	uint32_t nf, capf;
 	struct saved *sv;
 	uint32_t nsv, capsv;
+	struct gone *gone; /* a ring of GONE_MAX: the oldest forgotten first */
+	uint32_t ngone, capgone;
 	bool restoring, resolved, first_scan_done;
-	int ino;		       /* inotify fd, -1: polling only */
-	uint32_t nopen, max_open;      /* fds of tracked files open; max_open_files */
+	int ino;		  /* inotify fd, -1: polling only */
+	uint32_t nopen, max_open; /* fds of tracked files open; their cap (open()) */
+	uint64_t max_open_key;	  /* max_open_files */
+	uint64_t nofile;	  /* RLIMIT_NOFILE soft limit at open() */
+	int lerr;		  /* errno of the first listing failure of list_watch() */
+	bool lall;		  /* list_watch() listed nothing: the whole watch failed */
+	char **lfail;		  /* else the directories it could not list */
+	uint32_t nlfail, caplfail;
+	bool deferred;		       /* a new file was left for later: no fd for it */
+	int fd_warned;		       /* EMFILE/ENFILE last warned about, 0 */
+	bool cap_said;		       /* max_open reached: said once */
 	bool rescan, check, check_all; /* to do: scan(); check() the dirty files, all files */
 	int64_t next_poll;
 	unsigned char *buf;
@@ -257,6 +313,36 @@ static int read_head(struct tfile *t)
 typedef int (*file_cb)(struct follow *fw, uint32_t watch, const char *path, const struct stat *st,
 		       void *arg);
 
+/* Listing @dir failed with @err (the whole watch if @dir is NULL): see list_watch(). */
+static void list_failed(struct follow *fw, const char *dir, int err)
+{
+	char *p = dir ? strdup(dir) : NULL;
+
+	if (!fw->lerr)
+		fw->lerr = err ? err : EIO;
+	if (!p || shmrun_grow_u32(&fw->lfail, &fw->caplfail, (size_t)fw->nlfail + 1,
+				  sizeof(*fw->lfail), 4)) {
+		free(p);
+		fw->lall = true; /* no memory for it: as if nothing was listed */
+		return;
+	}
+	fw->lfail[fw->nlfail++] = p;
+}
+
+/* Whether @path is in a directory that list_watch() could not list. */
+static bool in_failed(const struct follow *fw, const char *path)
+{
+	if (fw->lall)
+		return true;
+	for (uint32_t i = 0; i < fw->nlfail; i++) {
+		size_t n = strlen(fw->lfail[i]);
+
+		if (strncmp(path, fw->lfail[i], n) == 0 && path[n] == '/')
+			return true;
+	}
+	return false;
+}
+
 static int walk(struct follow *fw, uint32_t watch, const char *dir, bool recursive, bool filter,
 		file_cb cb, void *arg)
 {
@@ -264,9 +350,14 @@ static int walk(struct follow *fw, uint32_t watch, const char *dir, bool recursi
 	struct dirent *de;
 	int err = 0;
 
-	if (!d)
-		return 0; /* gone meanwhile: nothing to list */
-	while (!err && (de = readdir(d)) != NULL) {
+	if (!d) { /* not a listing: nothing in it may be taken for gone (scan()) */
+		list_failed(fw, dir, errno);
+		return 0;
+	}
+	for (;;) {
+		errno = 0;
+		if (err || (de = readdir(d)) == NULL)
+			break;
 		struct stat st;
 		char *p;
 
@@ -285,8 +376,18 @@ static int walk(struct follow *fw, uint32_t watch, const char *dir, bool recursi
 		}
 		free(p);
 	}
+	if (!err && !de && errno)
+		list_failed(fw, dir, errno);
 	closedir(d);
 	return err;
+}
+
+static __thread struct follow *glob_fw; /* glob_failed()'s */
+
+static int glob_failed(const char *path, int err)
+{
+	list_failed(glob_fw, path, err);
+	return 0; /* go on with the other directories */
 }
 
 /*
@@ -295,15 +396,47 @@ static int walk(struct follow *fw, uint32_t watch, const char *dir, bool recursi
  * `match`); @all true, every file of its directories, any name (where a
  * restore looks for a renamed file).
  */
+/*
+ * A listing that could not read a directory (moved away, no permission, no
+ * fd left) sets fw->lerr (the first errno) and fw->lfail (the directories),
+ * or fw->lall (the watch's own directory), and lists what it could: scan()
+ * then keeps the tracked files in them as they are.
+ */
 static int list_watch(struct follow *fw, uint32_t k, bool all, file_cb cb, void *arg)
 {
 	const char *pat = fw->w[k].pat;
 	struct stat st;
 	glob_t g;
-	int err = 0;
+	int err = 0, rc;
 
-	if (stat(pat, &st) == 0 && S_ISDIR(st.st_mode))
+	fw->lerr = 0;
+	fw->lall = false;
+	while (fw->nlfail)
+		free(fw->lfail[--fw->nlfail]);
+	rc = stat(pat, &st) == 0 ? 0 : errno;
+	if (rc == 0 && S_ISDIR(st.st_mode)) {
+		fw->w[k].is_dir = true;
 		return walk(fw, k, pat, true, !all, cb, arg);
+	}
+	if (fw->w[k].is_dir) { /* the watched directory moved away or cannot be seen */
+		list_failed(fw, NULL, rc ? rc : ENOTDIR);
+		return 0;
+	}
+	if (!strpbrk(pat, "*?[")) { /* a named file: its directory must be readable */
+		char *copy = strdup(pat);
+		DIR *d;
+
+		if (!copy)
+			return -ENOMEM;
+		d = opendir(dirname(copy));
+		if (d)
+			closedir(d);
+		else
+			list_failed(fw, NULL, errno);
+		free(copy);
+		if (!d)
+			return 0;
+	}
 	if (all) { /* the directory of the named file or pattern */
 		char *copy = strdup(pat), *dir;
 
@@ -317,8 +450,16 @@ static int list_watch(struct follow *fw, uint32_t k, bool all, file_cb cb, void 
 		}
 		free(copy);
 	}
-	if (err || glob(pat, 0, NULL, &g) != 0)
+	if (err)
 		return err;
+	glob_fw = fw;
+	rc = glob(pat, 0, glob_failed, &g);
+	if (rc == GLOB_NOSPACE)
+		return -ENOMEM;
+	if (rc != 0) {
+		globfree(&g);
+		return 0;
+	}
 	for (size_t i = 0; i < g.gl_pathc && !err; i++) {
 		if (stat(g.gl_pathv[i], &st) != 0)
 			continue;
@@ -342,13 +483,55 @@ static struct tfile *find_ino(struct follow *fw, uint64_t dev, uint64_t ino)
 	return NULL;
 }
 
-/* Track @path (@st) of watch @k, in @state at @off. Return: it, or NULL (error set in *err). */
+/*
+ * Out of fds (EMFILE: this process's RLIMIT_NOFILE, ENFILE: the system's):
+ * say so once per kind, naming what to change. The file or directory is
+ * left for a later scan (nothing dropped, nothing read again).
+ */
+static void fd_limit_warn(struct shmrun_task *task, struct follow *fw, const char *path, int err)
+{
+	if (fw->fd_warned == err)
+		return;
+	fw->fd_warned = err;
+	shmrun_task_warn(task,
+			 "opening '%s': %s: %u followed files are open (max_open_files = %" PRIu64
+			 ", RLIMIT_NOFILE %" PRIu64 "): files are left for later until some can be "
+			 "closed; lower max_open_files or raise the limit (ulimit -n%s)",
+			 path, strerror(err), fw->nopen, fw->max_open_key, fw->nofile,
+			 err == ENFILE ? "; the system's: fs.file-max" : "");
+}
+
+/*
+ * Track @path of watch @k, in @state at @off. Return: it, or NULL: *@err
+ * -ENOMEM, or 0 when it is left for a later scan (gone meanwhile, or no fd
+ * to spare: max_open reached or EMFILE/ENFILE; fw->deferred set).
+ */
 static struct tfile *track(struct shmrun_task *task, struct follow *fw, uint32_t k,
 			   const char *path, enum tstate state, uint64_t off, int *err)
 {
-	struct tfile *t = calloc(1, sizeof(*t));
+	struct tfile *t;
 	struct stat st;
 
+	*err = 0;
+	if (fw->nopen >= fw->max_open) {
+		fw->deferred = true; /* no fd to spare: a later scan takes it */
+		if (!fw->cap_said && fw->max_open < fw->max_open_key)
+			shmrun_task_warn(
+			    task,
+			    "more files to follow than fds to spare: RLIMIT_NOFILE (ulimit -n) is "
+			    "%" PRIu64 ", which leaves %u open followed files per instance, below "
+			    "max_open_files = %" PRIu64 ": the others wait until files read to "
+			    "their end are closed; raise ulimit -n or lower max_open_files",
+			    fw->nofile, fw->max_open, fw->max_open_key);
+		else if (!fw->cap_said)
+			shmrun_task_log(task,
+					"more files to follow than max_open_files = %u: the others "
+					"wait until files read to their end are closed",
+					fw->max_open);
+		fw->cap_said = true;
+		return NULL;
+	}
+	t = calloc(1, sizeof(*t));
 	*err = -ENOMEM;
 	if (!t || shmrun_grow_u32(&fw->f, &fw->capf, (size_t)fw->nf + 1, sizeof(*fw->f), 16) ||
 	    !(t->path = strdup(path))) {
@@ -356,6 +539,10 @@ static struct tfile *track(struct shmrun_task *task, struct follow *fw, uint32_t
 		return NULL;
 	}
 	t->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (t->fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+		fd_limit_warn(task, fw, path, errno);
+		fw->deferred = true;
+	}
 	if (t->fd < 0 || fstat(t->fd, &st) < 0 || !S_ISREG(st.st_mode) || read_head(t) < 0) {
 		*err = 0; /* gone or changed meanwhile: the next scan sees it again */
 		if (t->fd >= 0)
@@ -393,6 +580,47 @@ static void untrack(struct follow *fw, uint32_t i)
 	free(t->path);
 	free(t);
 	fw->f[i] = fw->f[--fw->nf];
+}
+
+/* Remember a file no longer tracked: read up to @off (the oldest of GONE_MAX forgotten). */
+static void remember(struct follow *fw, uint32_t k, uint64_t dev, uint64_t ino, uint64_t off,
+		     uint64_t head_sum, uint32_t head_len, const char *path)
+{
+	struct gone g = {k, dev, ino, off, head_sum, head_len, strdup(path)};
+
+	if (!g.path)
+		return; /* no memory: forgotten now rather than later */
+	for (uint32_t i = 0; i < fw->ngone; i++) {
+		if (fw->gone[i].dev == dev && fw->gone[i].ino == ino) { /* newer news */
+			free(fw->gone[i].path);
+			fw->gone[i] = g;
+			return;
+		}
+	}
+	if (fw->ngone == GONE_MAX) {
+		free(fw->gone[0].path);
+		memmove(fw->gone, fw->gone + 1, (GONE_MAX - 1) * sizeof(*fw->gone));
+		fw->ngone--;
+	}
+	if (shmrun_grow_u32(&fw->gone, &fw->capgone, (size_t)fw->ngone + 1, sizeof(*fw->gone),
+			    16)) {
+		free(g.path);
+		return;
+	}
+	fw->gone[fw->ngone++] = g;
+}
+
+static void forget(struct follow *fw, uint32_t i)
+{
+	free(fw->gone[i].path);
+	memmove(fw->gone + i, fw->gone + i + 1, (fw->ngone - i - 1) * sizeof(*fw->gone));
+	fw->ngone--;
+}
+
+static void remember_file(struct follow *fw, const struct tfile *t, uint64_t off)
+{
+	remember(fw, t->watch, t->dev, t->ino, off, XXH64(t->head, t->head_len, 0), t->head_len,
+		 t->path);
 }
 
 /*
@@ -478,9 +706,62 @@ static int scan_one(struct follow *fw, uint32_t k, const char *path, const struc
 	/* new: before the first scan of a fresh start, content to read whole */
 	t = track(task, fw, k, path, fw->first_scan_done || fw->restoring ? T_PROBE : T_READ, 0,
 		  &err);
-	if (t && t->state == T_PROBE)
+	if (!t)
+		return err;
+	for (uint32_t i = 0; i < fw->ngone; i++) {
+		const struct gone *g = &fw->gone[i];
+
+		if (g->dev != t->dev || g->ino != t->ino)
+			continue;
+		/* dropped before (moved out and back, its directory away): the
+		 * same file if its head is the same and it is not shorter */
+		if (t->head_len >= g->head_len && t->size >= g->off &&
+		    XXH64(t->head, g->head_len, 0) == g->head_sum) {
+			t->state = T_READ;
+			t->off = t->seen = g->off;
+			if (g->off > 0)
+				shmrun_task_log(task,
+						"input '%s' (was '%s') is followed again: reading "
+						"on from offset %" PRIu64,
+						t->path, g->path, g->off);
+		}
+		forget(fw, i); /* else another file on a reused inode */
+		break;
+	}
+	if (t->state == T_PROBE)
 		probe(fw, t, now_ns());
-	return err;
+	return 0;
+}
+
+/*
+ * The listing of watch @k failed (list_watch()): keep its tracked files in
+ * what could not be listed, and say so once per watch and errno.
+ */
+static void listing_failed(struct shmrun_task *task, struct follow *fw, uint32_t k)
+{
+	const char *what = fw->lall || !fw->nlfail ? fw->w[k].pat : fw->lfail[0];
+	int err = fw->lerr;
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < fw->nf; i++) {
+		struct tfile *t = fw->f[i];
+
+		if (t->watch == k && in_failed(fw, t->path)) {
+			t->named = true; /* not a listing: not rotated away */
+			n++;
+		}
+	}
+	if (fw->w[k].warned_err == err)
+		return;
+	fw->w[k].warned_err = err;
+	if (err == EMFILE || err == ENFILE) {
+		fd_limit_warn(task, fw, what, err);
+		return;
+	}
+	shmrun_task_warn(task,
+			 "cannot list '%s': %s: its %u tracked files are kept as they are "
+			 "(none is taken for rotated away); listing again every %" PRIu64 " ms",
+			 what, strerror(err), n, fw->poll_ns / 1000000);
 }
 
 static int scan(struct shmrun_task *task, struct follow *fw)
@@ -488,21 +769,40 @@ static int scan(struct shmrun_task *task, struct follow *fw)
 	int64_t now = now_ns();
 	int err = 0;
 
+	fw->deferred = false;
 	for (uint32_t i = 0; i < fw->nf; i++) {
 		fw->f[i]->was_named = fw->f[i]->named;
 		fw->f[i]->named = false;
 	}
-	for (uint32_t k = 0; k < fw->nw && !err; k++)
-		if (fw->w[k].owned)
-			err = list_watch(fw, k, false, scan_one, task);
+	for (uint32_t k = 0; k < fw->nw && !err; k++) {
+		if (!fw->w[k].owned)
+			continue;
+		err = list_watch(fw, k, false, scan_one, task);
+		if (err)
+			break;
+		if (fw->lerr) { /* not a whole listing: what it missed stays as it is */
+			listing_failed(task, fw, k);
+		} else if (fw->w[k].warned_err) {
+			shmrun_task_log(task, "'%s' can be listed again", fw->w[k].pat);
+			fw->w[k].warned_err = 0;
+		}
+	}
 	/* renamed away (logrotate's create) just now: the grace before it is
 	 * finished counts from here, not from its last growth. A writer still
 	 * appends to it until it reopens its log; counted from a growth long
-	 * ago, the file was closed at once and those lines were lost */
+	 * ago, the file was closed at once and those lines were lost. (A
+	 * listing that failed kept its files named: listing_failed()) */
 	for (uint32_t i = 0; i < fw->nf; i++)
 		if (fw->f[i]->was_named && !fw->f[i]->named)
 			fw->f[i]->changed_ns = now;
-	fw->first_scan_done = true;
+	/* a fresh start reads whole every file there at the start, also those
+	 * left for later (no fd to spare): only then do new files get probed */
+	if (!fw->deferred)
+		fw->first_scan_done = true;
+	if (!fw->deferred && fw->fd_warned) {
+		shmrun_task_log(task, "every followed file has an fd again");
+		fw->fd_warned = 0;
+	}
 	fw->rescan = false;
 	if (err)
 		shmrun_task_error(task, "following files: %s", strerror(-err));
@@ -583,9 +883,9 @@ static bool unpark(struct follow *fw, struct tfile *t, struct stat *st)
  * to their end under a matching name, least recently changed first. A
  * parked file is reopened by name when it changes (unpark()).
  */
-static void park(struct follow *fw)
+static void park(struct follow *fw, uint32_t target)
 {
-	while (fw->nopen > fw->max_open) {
+	while (fw->nopen > target) {
 		struct tfile *oldest = NULL;
 
 		for (uint32_t i = 0; i < fw->nf; i++) {
@@ -770,8 +1070,18 @@ static int finish(struct shmrun_task *task, struct follow *fw, int64_t now, uint
 				continue;
 			}
 		}
-		if (t->state == T_READ)
-			release_copies(task, fw, t, UINT64_MAX);
+		if (t->state == T_READ) {
+			/* its copies go on where it stopped (a file replaced by a
+			 * longer copy of itself: the new lines are read) */
+			release_copies(task, fw, t, t->off);
+			remember_file(fw, t, t->off);
+		} else if (t->state == T_HELD) {
+			const struct tfile *o = find_ino(fw, t->copy_dev, t->copy_ino);
+
+			/* its bytes up to where its original was read are read */
+			if (o)
+				remember_file(fw, t, o->off < t->size ? o->off : t->size);
+		}
 		untrack(fw, i);
 	}
 	return 0;
@@ -823,9 +1133,11 @@ static int parse(struct shmrun_task *task, const unsigned char *e, uint32_t len,
 				  "(follow = true); start over with STREAM_RESET_STATE=1");
 		return -EBADMSG;
 	}
-	for (uint32_t i = 0; i < h->nfiles; i++) {
+	for (uint32_t i = 0; i < h->nfiles + h->ngone; i++) {
 		struct fol_file ff;
 
+		if (i >= h->nfiles && i - h->nfiles >= GONE_MAX)
+			goto bad;
 		if (len - at < sizeof(ff))
 			goto bad;
 		memcpy(&ff, e + at, sizeof(ff));
@@ -870,7 +1182,7 @@ int shmrun_follow_restore(struct shmrun_task *task, struct follow *fw, const voi
 		return -EBADMSG;
 	}
 	fw->w[h.watch].owned = true;
-	for (uint32_t i = 0; i < h.nfiles; i++) {
+	for (uint32_t i = 0; i < h.nfiles + h.ngone; i++) {
 		struct fol_file ff;
 		struct saved *s;
 		char *p;
@@ -882,6 +1194,11 @@ int shmrun_follow_restore(struct shmrun_task *task, struct follow *fw, const voi
 		else if (asprintf(&p, "%s/%.*s", dir, (int)ff.path_len, (const char *)e + at) < 0)
 			p = NULL;
 		at += ff.path_len;
+		if (p && i >= h.nfiles) { /* remembered: not tracked when saved */
+			remember(fw, h.watch, ff.dev, ff.ino, ff.off, ff.head_sum, ff.head_len, p);
+			free(p);
+			continue;
+		}
 		if (!p || shmrun_grow_u32(&fw->sv, &fw->capsv, (size_t)fw->nsv + 1, sizeof(*fw->sv),
 					  16)) {
 			free(p);
@@ -944,8 +1261,12 @@ static int resolve(struct shmrun_task *task, struct follow *fw)
 		if (!fw->w[k].owned)
 			continue;
 		err = list_watch(fw, k, true, add_cand, &all);
+		if (!err && fw->lerr)
+			listing_failed(task, fw, k);
 		if (!err)
 			err = list_watch(fw, k, false, add_cand, &matched);
+		if (!err && fw->lerr)
+			listing_failed(task, fw, k);
 	}
 	/* by inode, with the same head (not a reused inode) and not shorter */
 	for (uint32_t i = 0; i < fw->nsv && !err; i++) {
@@ -990,13 +1311,17 @@ static int resolve(struct shmrun_task *task, struct follow *fw)
 				    "copy '%s' is read from offset %" PRIu64,
 				    s->path, c->path, s->off);
 		}
-		if (!found[i] && !err)
+		if (found[i] || err)
+			continue;
+		/* found later by (dev, ino) and head: read on from its offset */
+		remember(fw, s->watch, s->dev, s->ino, s->off, s->head_sum, s->head_len, s->path);
+		if (!fw->w[s->watch].warned_err && !fw->deferred) /* else said why */
 			shmrun_task_warn(
 			    task,
 			    "input '%s' (read up to offset %" PRIu64 " at checkpoint "
 			    "epoch %" PRIu64 ") is gone, truncated or replaced, and no "
 			    "followed file holds its first bytes: lines after that offset, "
-			    "if any, are lost",
+			    "if any, are lost (unless it comes back)",
 			    s->path, s->off, shmrun_task_restored_epoch(task));
 	}
 	for (uint32_t j = 0; j < all.n; j++)
@@ -1047,6 +1372,7 @@ int shmrun_follow_open(struct shmrun_task *task, struct follow **out)
 	struct follow *fw = calloc(1, sizeof(*fw));
 	uint32_t width = shmrun_task_width(task), me = shmrun_task_instance(task);
 	char *paths = NULL, *save = NULL;
+	struct rlimit rl;
 	int err;
 
 	*out = fw;
@@ -1055,7 +1381,21 @@ int shmrun_follow_open(struct shmrun_task *task, struct follow **out)
 	fw->ino = -1;
 	fw->match = shmrun_task_param(task, "match");
 	fw->poll_ns = shmrun_task_param_u64(task, "poll_interval", 250000000ull);
-	fw->max_open = (uint32_t)shmrun_task_param_u64(task, "max_open_files", 1024);
+	fw->max_open_key = shmrun_task_param_u64(task, "max_open_files", 1024);
+	fw->max_open = (uint32_t)fw->max_open_key;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+		/* leave fds to the checkpoint, the rings and the other instances
+		 * of the worker (at most width of them) */
+		uint64_t room =
+		    rl.rlim_cur > 2 * FD_RESERVE ? rl.rlim_cur - FD_RESERVE : rl.rlim_cur / 2;
+
+		fw->nofile = rl.rlim_cur;
+		room /= width;
+		if (room < 1)
+			room = 1;
+		if (room < fw->max_open)
+			fw->max_open = (uint32_t)room; /* said when it is reached: track() */
+	}
 	fw->restoring = shmrun_task_restoring(task);
 	fw->cap = FREAD_BYTES;
 	fw->buf = malloc(fw->cap);
@@ -1073,9 +1413,12 @@ int shmrun_follow_open(struct shmrun_task *task, struct follow **out)
 			err = -ENOMEM;
 			break;
 		}
-		fw->w[fw->nw].wd = -1;
-		/* a fresh start owns watch k mod width; a restore the watches of its entries */
-		fw->w[fw->nw].owned = !fw->restoring && fw->nw % width == me;
+		fw->w[fw->nw] = (struct watch){
+		    .pat = fw->w[fw->nw].pat,
+		    .wd = -1,
+		    /* a fresh start owns watch k mod width; a restore the watches of its entries */
+		    .owned = !fw->restoring && fw->nw % width == me,
+		};
 		fw->nw++;
 	}
 	free(paths);
@@ -1128,8 +1471,14 @@ int shmrun_follow_produce(struct shmrun_task *task, struct follow *fw, uint32_t 
 	}
 	if (!err)
 		err = finish(task, fw, now, &budget);
-	if (!err)
-		park(fw);
+	if (!err && fw->deferred) {
+		/* files wait for an fd: close half of those idle, then scan */
+		park(fw, fw->max_open / 2);
+		if (fw->nopen < fw->max_open)
+			fw->rescan = true;
+	} else if (!err) {
+		park(fw, fw->max_open);
+	}
 	return err ? err : 1;
 }
 
@@ -1151,25 +1500,36 @@ int shmrun_follow_snapshot(struct shmrun_task *task, struct follow *fw)
 
 		if (!fw->w[k].owned)
 			continue;
-		for (uint32_t i = 0; i < fw->nf; i++) {
-			const struct tfile *t = fw->f[i];
-			const char *p = t->path;
+		for (uint32_t i = 0; i < fw->nf + fw->ngone; i++) {
+			const struct tfile *t = i < fw->nf ? fw->f[i] : NULL;
+			const struct gone *g = t ? NULL : &fw->gone[i - fw->nf];
+			const char *p = t ? t->path : g->path;
 			struct fol_file ff;
 
-			if (t->watch != k || t->state != T_READ)
+			if (t && (t->watch != k || t->state != T_READ))
+				continue;
+			if (g && g->watch != k)
 				continue;
 			if (dl > 1 && strncmp(p, dir, dl) == 0 && p[dl] == '/' && p[dl + 1])
 				p += dl + 1; /* relative to the conf file's directory */
-			ff = (struct fol_file){t->dev,	    t->ino,
-					       t->off,	    XXH64(t->head, t->head_len, 0),
-					       t->head_len, (uint32_t)strlen(p)};
+			if (t)
+				ff = (struct fol_file){t->dev,	    t->ino,
+						       t->off,	    XXH64(t->head, t->head_len, 0),
+						       t->head_len, (uint32_t)strlen(p)};
+			else
+				ff = (struct fol_file){g->dev,	    g->ino,
+						       g->off,	    g->head_sum,
+						       g->head_len, (uint32_t)strlen(p)};
 			if (shmrun_grow(&fw->entry, &fw->entry_cap, len + sizeof(ff) + ff.path_len,
 					1, 4096))
 				return -ENOMEM;
 			memcpy(fw->entry + len, &ff, sizeof(ff));
 			memcpy(fw->entry + len + sizeof(ff), p, ff.path_len);
 			len += sizeof(ff) + ff.path_len;
-			h.nfiles++;
+			if (t)
+				h.nfiles++;
+			else
+				h.ngone++;
 		}
 		if (shmrun_grow(&fw->entry, &fw->entry_cap, len, 1, 4096))
 			return -ENOMEM;
@@ -1193,6 +1553,12 @@ void shmrun_follow_close(struct follow *fw)
 		free(fw->w[k].pat);
 	for (uint32_t i = 0; i < fw->nsv; i++)
 		free(fw->sv[i].path);
+	for (uint32_t i = 0; i < fw->ngone; i++)
+		free(fw->gone[i].path);
+	free(fw->gone);
+	while (fw->nlfail)
+		free(fw->lfail[--fw->nlfail]);
+	free(fw->lfail);
 	if (fw->ino >= 0)
 		close(fw->ino);
 	free(fw->w);

@@ -38,6 +38,17 @@ extern const struct shmrun_operator shmrun_op_window_join;
 #define SHMRUN_OP_PW_IN_FLIGHT 0x80000000u
 
 /*
+ * SHMRUN_OP_PW_BOUNDED: an operator flag for built-ins only: the operator's
+ * per-worker state is bounded by something outside the stream — file_source
+ * keeps one entry per followed file (the files in the watched directories,
+ * and at most 1024 remembered ones per instance, follow.c) — so it grows as
+ * log rotations add files, and shrinks when they are deleted. The growth
+ * warning of the per-worker state guard (ckpt/coordinator.c) does not apply
+ * to it; the size warning (per_worker_state_warn) does.
+ */
+#define SHMRUN_OP_PW_BOUNDED 0x40000000u
+
+/*
  * shmrun_task_error_at() - shmrun_task_error() about the value of the
  * stage's key @key (NULL: the stage; "input": the stage's `input =` list):
  * when the error stops the job before anything starts (prepare(), in the

@@ -390,6 +390,213 @@ launcher=
 exact "$d/out/lines.txt" 100
 echo "ok without checkpoint_dir: SIGTERM ends the job (143), every line written"
 
+# --- the job of the sections below: one worker, one directory -------------
+mkdir -p "$tmp/away/d"
+cat > "$tmp/away/job.conf" << 'CONF'
+[job]
+workers = 1
+checkpoint_dir = ck
+checkpoint_interval = 100ms
+[src]
+op = file_source
+path = d
+follow = true
+poll_interval = 100ms
+[out]
+op = file_sink
+input = src
+path = out/lines.txt
+CONF
+start_in() { # DIR [ARGS...]: start the job of DIR/job.conf
+	local dir=$1
+	shift
+	(cd "$dir" && exec "$shmrun" "$@" job.conf) 2>> "$tmp/log" &
+	launcher=$!
+	wait_started || fail "no start in $dir"
+}
+
+# --- a watched directory moved away and back: nothing read twice ------------
+# (a scan that cannot list a watch changes nothing; it was taken for "every
+# file rotated away": each file finished, then found again and read from 0)
+: > "$tmp/log"
+d="$tmp/away"
+for i in 1 2 3; do echo "$i" > "$d/d/f$i.log"; done
+start_in "$d"
+wait_lines "$d/out/lines.txt" 3 || fail "away: the files were not read"
+mv "$d/d" "$d/d.away"
+sleep 1 # several poll_intervals: long enough to finish every file
+mv "$d/d.away" "$d/d"
+sleep 1
+echo 4 >> "$d/d/f1.log"
+wait_lines "$d/out/lines.txt" 4 || fail "away: the line appended after the return was not read"
+sleep 0.5
+stop_job
+exact "$d/out/lines.txt" 4
+qgrep "cannot list '.*away/d': No such file or directory: its 3 tracked files are kept" "$tmp/log" ||
+	fail "away: no warning about the watch that could not be listed"
+qgrep "'.*away/d' can be listed again" "$tmp/log" || fail "away: no word that it is listed again"
+# the same with a glob: its directory moved away
+: > "$tmp/log"
+d="$tmp/awayglob"
+mkdir -p "$d/d"
+sed 's/^path = d$/path = d\/*.log/' "$tmp/away/job.conf" > "$d/job.conf"
+for i in 1 2 3; do echo "$i" > "$d/d/f$i.log"; done
+start_in "$d"
+wait_lines "$d/out/lines.txt" 3 || fail "away (glob): the files were not read"
+mv "$d/d" "$d/d.away"
+sleep 1
+mv "$d/d.away" "$d/d"
+sleep 1
+echo 4 >> "$d/d/f2.log"
+wait_lines "$d/out/lines.txt" 4 || fail "away (glob): the line appended after the return was not read"
+sleep 0.5
+stop_job
+exact "$d/out/lines.txt" 4
+qgrep "cannot list '.*awayglob/d': No such file or directory: its 3 tracked files are kept" "$tmp/log" ||
+	fail "away (glob): no warning about the directory that could not be listed"
+d="$tmp/away"
+# a directory that cannot be read (a user without permission: root reads anyway)
+if [ "$(id -u)" != 0 ]; then
+	: > "$tmp/log"
+	rm -rf "$d/out" "$d/ck"
+	start_in "$d"
+	wait_lines "$d/out/lines.txt" 4 || fail "eacces: the files were not read"
+	chmod 000 "$d/d"
+	sleep 1
+	chmod 755 "$d/d"
+	sleep 1
+	echo 5 >> "$d/d/f2.log"
+	wait_lines "$d/out/lines.txt" 5 || fail "eacces: the new line was not read"
+	sleep 0.5
+	stop_job
+	exact "$d/out/lines.txt" 5
+	qgrep "cannot list '.*away/d': Permission denied" "$tmp/log" || fail "eacces: no warning"
+	# an unreadable subdirectory keeps only its own files: a file of the
+	# watch deleted is still finished (its last line without '\n' emitted)
+	: > "$tmp/log"
+	mkdir "$d/d/sub"
+	chmod 000 "$d/d/sub"
+	start_in "$d"
+	printf '6\n7' > "$d/d/f6.log"
+	wait_lines "$d/out/lines.txt" 6 || fail "eacces sub: the new file was not read"
+	rm "$d/d/f6.log"
+	wait_lines "$d/out/lines.txt" 7 || fail "eacces sub: a deleted file was not finished"
+	sleep 0.5
+	stop_job
+	chmod 755 "$d/d/sub"
+	exact "$d/out/lines.txt" 7
+	qgrep "cannot list '.*away/d/sub': Permission denied: its 0 tracked files" "$tmp/log" ||
+		fail "eacces sub: no warning"
+fi
+echo "ok a watched directory moved away and back (or unreadable): nothing read twice"
+
+# --- a file moved out of the watch and back: read on from its offset ---------
+# (dropped as rotated away, it is remembered by (dev, ino) and head; also
+# across a stop: the remembered files are in the checkpoint)
+: > "$tmp/log"
+d="$tmp/back"
+mkdir -p "$d/d"
+sed 's/^path = d$/path = d\nmatch = *.log/' "$tmp/away/job.conf" > "$d/job.conf"
+seq 1 10 > "$d/d/a.log"
+seq 11 20 > "$d/d/b.log"
+start_in "$d"
+wait_lines "$d/out/lines.txt" 20 || fail "back: the files were not read"
+mv "$d/d/a.log" "$d/a.saved"   # out of the directory
+mv "$d/d/b.log" "$d/d/b.saved" # out of the match
+sleep 1                        # finished and dropped
+mv "$d/a.saved" "$d/d/a.log"
+mv "$d/d/b.saved" "$d/d/b.log"
+sleep 0.5
+seq 21 25 >> "$d/d/a.log"
+wait_lines "$d/out/lines.txt" 25 || fail "back: lines appended after the return were not read"
+mv "$d/d/a.log" "$d/a.saved" # again, then stopped while it is away
+sleep 1
+stop_job
+mv "$d/a.saved" "$d/d/a.log"
+seq 26 30 >> "$d/d/a.log"
+start_in "$d"
+wait_lines "$d/out/lines.txt" 30 || fail "back: lines appended while stopped were not read"
+sleep 0.5
+stop_job
+exact "$d/out/lines.txt" 30
+qgrep "input '.*d/a.log' (was '.*d/a.log') is followed again: reading on from offset 21" "$tmp/log" ||
+	fail "back: no word that a.log is followed again"
+echo "ok a file moved out of the watch and back, also while stopped: read on from its offset"
+
+# --- more files than fds (ulimit -n): no copies, a warning ------------------
+: > "$tmp/log"
+d="$tmp/fds"
+mkdir -p "$d/d"
+cp "$tmp/away/job.conf" "$d/job.conf"
+for i in $(seq 1 1000); do echo "$i" > "$d/d/f$i.log"; done
+(
+	ulimit -n 200
+	cd "$d" && exec "$shmrun" job.conf
+) 2>> "$tmp/log" &
+launcher=$!
+wait_started || fail "fds: no start"
+wait_lines "$d/out/lines.txt" 1000 90 || fail "fds: only $(wc -l < "$d/out/lines.txt") of 1000 lines"
+echo 1001 >> "$d/d/f7.log"
+wait_lines "$d/out/lines.txt" 1001 || fail "fds: a line appended later was not read"
+sleep 0.5
+stop_job
+exact "$d/out/lines.txt" 1001
+qgrep "RLIMIT_NOFILE (ulimit -n) is 200, which leaves 136 open followed files per instance, below max_open_files = 1024" "$tmp/log" ||
+	fail "fds: no warning naming the fd limit"
+qgrep "Too many open files" "$tmp/log" && fail "fds: something ran out of fds"
+echo "ok 1000 files under ulimit -n 200: read by turns, once each, fds left to checkpoints"
+
+# --- a file replaced by a longer copy of itself (atomic rename) -------------
+: > "$tmp/log"
+d="$tmp/replace"
+mkdir -p "$d/d"
+cp "$tmp/away/job.conf" "$d/job.conf"
+echo 1 > "$d/d/x.log"
+start_in "$d"
+wait_lines "$d/out/lines.txt" 1 || fail "replace: the file was not read"
+(
+	cat "$d/d/x.log"
+	echo 2
+) > "$d/x.tmp"
+mv "$d/x.tmp" "$d/d/x.log"
+sleep 1
+echo 3 >> "$d/d/x.log"
+wait_lines "$d/out/lines.txt" 3 || fail "replace: $(tr '\n' ' ' < "$d/out/lines.txt"): a line is lost"
+sleep 0.5
+stop_job
+exact "$d/out/lines.txt" 3
+echo "ok a file replaced by a longer copy of itself: the new lines read, none twice"
+
+# --- poll_interval and max_open_files change speed, not state ---------------
+: > "$tmp/log"
+echo 4 >> "$d/d/x.log"
+start_in "$d" --set src.poll_interval=1s --set src.max_open_files=10
+wait_lines "$d/out/lines.txt" 4 || fail "tuning: the resumed job did not read on"
+sleep 0.5
+stop_job
+qgrep "restoring epoch" "$tmp/log" || fail "tuning: another poll_interval refused the checkpoint"
+exact "$d/out/lines.txt" 4
+echo "ok poll_interval and max_open_files may change at a resume"
+
+# --- files added by rotations: no "per-worker state grew" warning -----------
+# (one entry per followed file: bounded by the directory, not by the data)
+: > "$tmp/log"
+d="$tmp/grow"
+mkdir -p "$d/d"
+cp "$tmp/away/job.conf" "$d/job.conf"
+start_in "$d"
+for i in $(seq 1 60); do
+	echo "$i" > "$d/d/r$i.log"
+	sleep 0.03 # a few files per checkpoint (checkpoint_interval = 100ms)
+done
+wait_lines "$d/out/lines.txt" 60 || fail "grow: the files were not read"
+sleep 0.5
+stop_job
+exact "$d/out/lines.txt" 60
+qgrep "per-worker state grew at each of the last" "$tmp/log" &&
+	fail "grow: the per-worker state growth warning fired for followed files"
+echo "ok files added one per checkpoint: no per-worker state growth warning"
+
 # --- bad input ----------------------------------------------------------------
 d="$tmp/bad"
 mkdir -p "$d/logs"

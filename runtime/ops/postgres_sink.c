@@ -478,6 +478,22 @@ static enum wr put_rows(struct shmrun_task *task, struct pgsink *s, const unsign
 	return exec_ok(task, s, s->upsert_sql, "INSERT ... ON CONFLICT");
 }
 
+/* Inside an open transaction: the rows, then COMMIT; a failed write rolls
+ * the transaction back while the connection still stands (a lost one rolled
+ * it back itself). Return: as put_rows(), then COMMIT's outcome. */
+static enum wr put_and_commit(struct shmrun_task *task, struct pgsink *s, const unsigned char *p,
+			      size_t n)
+{
+	enum wr w = put_rows(task, s, p, n);
+
+	if (w != WR_OK) {
+		if (w == WR_FAILED && PQstatus(s->conn) == CONNECTION_OK)
+			PQclear(PQexec(s->conn, "ROLLBACK"));
+		return w;
+	}
+	return exec_ok(task, s, "COMMIT", "COMMIT");
+}
+
 /*
  * One attempt at epoch @e of @instance (@p: @n bytes of rows), in one
  * transaction with its progress row. Return: WR_OK, WR_SKIPPED (already
@@ -511,13 +527,7 @@ static enum wr try_epoch(struct shmrun_task *task, struct pgsink *s, uint64_t e,
 		return w == WR_OK ? WR_SKIPPED : w;
 	}
 	PQclear(r);
-	w = put_rows(task, s, p, n);
-	if (w != WR_OK) {
-		if (w == WR_FAILED && PQstatus(s->conn) == CONNECTION_OK)
-			PQclear(PQexec(s->conn, "ROLLBACK"));
-		return w;
-	}
-	return exec_ok(task, s, "COMMIT", "COMMIT");
+	return put_and_commit(task, s, p, n);
 }
 
 /* A batch without checkpoints: one transaction, no progress row. */
@@ -526,15 +536,7 @@ static enum wr try_plain(struct shmrun_task *task, struct pgsink *s, const unsig
 {
 	enum wr w = exec_ok(task, s, "BEGIN", "BEGIN");
 
-	if (w != WR_OK)
-		return w;
-	w = put_rows(task, s, p, n);
-	if (w != WR_OK) {
-		if (w == WR_FAILED && PQstatus(s->conn) == CONNECTION_OK)
-			PQclear(PQexec(s->conn, "ROLLBACK"));
-		return w;
-	}
-	return exec_ok(task, s, "COMMIT", "COMMIT");
+	return w == WR_OK ? put_and_commit(task, s, p, n) : w;
 }
 
 /*

@@ -609,6 +609,7 @@ void shmrun_job_free(struct shmrun_job *job)
 	free(job->name);
 	free(job->cpus);
 	free(job->checkpoint_dir);
+	free(job->checkpoint_dir_template);
 	free(job->metrics);
 	free(job->edges);
 	free(job->topo);

@@ -42,6 +42,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt/hosts.h"
 #include "conf_internal.h"
 #include "control.h"
 #include "multihost.h"
@@ -104,6 +105,7 @@ enum {
 	JK_CKPT_INTERVAL,
 	JK_CKPT_TIMEOUT,
 	JK_CKPT_RETAIN,
+	JK_CKPT_LAYOUT,
 	JK_RESTART_ATTEMPTS,
 	JK_UNION_LIMIT,
 	JK_PW_WARN,
@@ -154,6 +156,10 @@ static const struct shmrun_param_def job_keys[] = {
 			     .doc = "a checkpoint not complete by then fails"},
 	[JK_CKPT_RETAIN] = {.key = "checkpoint_retain", .type = SHMRUN_PARAM_COUNT, .def = "2",
 			    .min = 1, .max = 1000000, .doc = "complete checkpoints kept"},
+	[JK_CKPT_LAYOUT] = {.key = "checkpoint_layout", .type = SHMRUN_PARAM_ENUM, .def = "shared",
+			    .choices = "shared per_host",
+			    .doc = "with hosts > 1: one checkpoint_dir every host shares, or one per "
+				   "host ({host} in checkpoint_dir is the host index)"},
 	[JK_RESTART_ATTEMPTS] = {.key = "restart_attempts", .type = SHMRUN_PARAM_COUNT,
 				 .def = "10", .max = 1000000,
 				 .doc = "restarts after a crash before the job gives up"},
@@ -406,6 +412,46 @@ static void load_hosts(struct loader *ld, const struct shmrun_param *p)
 		       SHMRUN_CONTROL_MAX_WORKERS);
 }
 
+/*
+ * checkpoint_layout, and {host} in checkpoint_dir (already in the job): only
+ * per_host expands {host}, here for host 0 (the launcher re-expands it for
+ * its host: shmrun_ckpt_set_host()), the template kept in the job.
+ */
+static void load_ckpt_layout(struct loader *ld, const struct shmrun_param *p)
+{
+	struct shmrun_job *job = ld->job;
+	char *dir;
+
+	job->checkpoint_per_host = p[JK_CKPT_LAYOUT].value && p[JK_CKPT_LAYOUT].u64 == 1;
+	if (!strstr(job->checkpoint_dir, "{host}"))
+		return;
+	if (!job->checkpoint_per_host) {
+		errorf(ld, p[JK_CKPT_DIR].line,
+		       "checkpoint_dir = %s holds {host}, which only checkpoint_layout = per_host "
+		       "expands (to the host index); set checkpoint_layout = per_host in [job], "
+		       "or remove {host} for one directory every host shares",
+		       job->checkpoint_dir);
+		return;
+	}
+	/* the longest index must fit too: no host's path is ever cut short */
+	if (strlen(job->checkpoint_dir) + SHMRUN_CKPT_HOST_DIGITS > CKPT_DIR_MAX) {
+		errorf(ld, p[JK_CKPT_DIR].line,
+		       "checkpoint_dir is too long with {host} expanded (at most %d bytes with "
+		       "%d digits for the host index); use a shorter path: %s",
+		       CKPT_DIR_MAX, SHMRUN_CKPT_HOST_DIGITS, job->checkpoint_dir);
+		return;
+	}
+	dir = malloc(strlen(job->checkpoint_dir) + SHMRUN_CKPT_HOST_DIGITS + 1);
+	if (!dir || shmrun_ckpt_dir_expand(job->checkpoint_dir, 0, dir,
+					   strlen(job->checkpoint_dir) + SHMRUN_CKPT_HOST_DIGITS + 1)) {
+		free(dir);
+		ld->nomem = true;
+		return;
+	}
+	job->checkpoint_dir_template = job->checkpoint_dir;
+	job->checkpoint_dir = dir;
+}
+
 /* checkpoint_dir (taken from @p into the job) or, without it, a warning for
  * each checkpoint key given, which has no effect. */
 static void load_ckpt_dir(struct loader *ld, struct shmrun_param *p)
@@ -431,9 +477,10 @@ static void load_ckpt_dir(struct loader *ld, struct shmrun_param *p)
 		job->checkpoint_dir = p[JK_CKPT_DIR].value;
 		job->checkpoint_dir_line = p[JK_CKPT_DIR].line;
 		p[JK_CKPT_DIR].value = NULL;
+		load_ckpt_layout(ld, p);
 	} else {
 		static const int ck[] = {JK_CKPT_INTERVAL, JK_CKPT_TIMEOUT, JK_CKPT_RETAIN,
-					 JK_RESTART_ATTEMPTS};
+					 JK_CKPT_LAYOUT, JK_RESTART_ATTEMPTS};
 
 		for (size_t i = 0; i < sizeof(ck) / sizeof(ck[0]); i++)
 			if (p[ck[i]].line)

@@ -99,6 +99,13 @@ struct shmrun_job {
 	char **warnings;           /**< non-fatal notes, e.g. more workers than CPUs */
 	uint32_t nwarnings;
 	int checkpoint_dir_line;   /**< line of the checkpoint_dir key (0 if absent) */
+	bool checkpoint_per_host;  /**< [job] checkpoint_layout = per_host: each host its own
+				      checkpoint_dir; default shared (docs/checkpoints.md) */
+	uint32_t host;             /**< this process's host index, 0 .. hosts-1: 0 until the
+				      launcher sets it (runtime/ckpt/hosts.h) */
+	char *checkpoint_dir_template; /**< checkpoint_dir as written when it holds {host}
+					  (per_host only), else NULL; checkpoint_dir is it
+					  with {host} = `host` */
 	uint64_t idle_timeout_ns;  /**< an input silent this long stops holding back a task's
 				      watermark (docs/event-time.md), 0 = off (default) */
 	char *metrics;             /**< [job] metrics: the Prometheus endpoint's address as

@@ -317,12 +317,13 @@ static void reap_all(const struct shmrun_plan *plan, pid_t *pids, uint32_t n, in
 				if (pids[w] <= 0)
 					continue;
 				describe_tasks(plan, w, tasks, sizeof(tasks));
-				shmrun_log(SHMRUN_LOG_WARN,
-					   "worker %u (pid %d, CPU %d, tasks %s) did not stop within "
-					   "%.0f s of SIGTERM: killed with SIGKILL; output it held "
-					   "unwritten is lost",
-					   w, (int)pids[w], shmrun_plan_cpu_of(plan, w),
-					   tasks, (double)STOP_GRACE_NS / 1e9);
+				shmrun_log(
+				    SHMRUN_LOG_WARN,
+				    "worker %u (pid %d, CPU %d, tasks %s) did not stop within "
+				    "%.0f s of SIGTERM: killed with SIGKILL; output it held "
+				    "unwritten is lost",
+				    w, (int)pids[w], shmrun_plan_cpu_of(plan, w), tasks,
+				    (double)STOP_GRACE_NS / 1e9);
 			}
 			kill_all(pids, n, SIGKILL);
 			deadline = INT64_MAX;
@@ -407,9 +408,9 @@ struct run {
 	 * watchdogs') span all plan->workers, those of other hosts staying 0.
 	 * One host: host 0, lo 0, nlocal = plan->workers, no gateway.
 	 */
-	bool multi;        /* hosts > 1 */
+	bool multi; /* hosts > 1 */
 	uint32_t host, lo, nlocal;
-	struct shmrun_gateway *gw;            /* started after the fork, or NULL */
+	struct shmrun_gateway *gw;	      /* started after the fork, or NULL */
 	struct shmrun_gateway_ring *gw_rings; /* its rings (kept until it ended) */
 };
 
@@ -428,13 +429,13 @@ static enum run_end start_gateway(struct run *r)
 	const struct shmrun_plan *plan = r->plan;
 	struct shmrun_worker_stats *stats = shmrun_control_stats(r->ctl);
 	struct shmrun_gateway_conf gc = {
-		.host = r->host,
-		.hosts = plan->hosts,
-		.plan = plan,
-		.workers_per_host = plan->workers_per_host,
-		.ctl = r->ctl,
-		.flush_ns = (int64_t)r->job->host_flush_ns,
-		.timeout_ns = (int64_t)r->job->host_timeout_ns,
+	    .host = r->host,
+	    .hosts = plan->hosts,
+	    .plan = plan,
+	    .workers_per_host = plan->workers_per_host,
+	    .ctl = r->ctl,
+	    .flush_ns = (int64_t)r->job->host_flush_ns,
+	    .timeout_ns = (int64_t)r->job->host_timeout_ns,
 	};
 	uint32_t n = 0;
 	int err;
@@ -671,8 +672,8 @@ static void note_exit_cause(struct run *r, uint32_t w, int status, const char *t
 				 "worker %u (CPU %d, tasks %s) was killed by SIGXFSZ: a "
 				 "file it wrote%s%.400s%s reached the file size limit "
 				 "(RLIMIT_FSIZE, `ulimit -f`); raise or remove the limit",
-				 w, shmrun_plan_cpu_of(r->plan, w), tasks, outs[0] ? " (" : "", outs,
-				 outs[0] ? ")" : "");
+				 w, shmrun_plan_cpu_of(r->plan, w), tasks, outs[0] ? " (" : "",
+				 outs, outs[0] ? ")" : "");
 		else
 			snprintf(r->cause, sizeof(r->cause),
 				 "worker %u (CPU %d, tasks %s) was killed by SIGXCPU: it "
@@ -687,8 +688,9 @@ static void note_exit_cause(struct run *r, uint32_t w, int status, const char *t
 		shmrun_cb_describe(r->plan, where, in, sizeof(in));
 		snprintf(r->cause, sizeof(r->cause),
 			 "worker %u (CPU %d, tasks %s) was killed by signal %d (%s, %s)%s%.600s", w,
-			 shmrun_plan_cpu_of(r->plan, w), tasks, WTERMSIG(status), shmrun_signal_name(WTERMSIG(status)),
-			 strsignal(WTERMSIG(status)), in[0] ? " while in " : "", in);
+			 shmrun_plan_cpu_of(r->plan, w), tasks, WTERMSIG(status),
+			 shmrun_signal_name(WTERMSIG(status)), strsignal(WTERMSIG(status)),
+			 in[0] ? " while in " : "", in);
 	}
 	else if (WEXITSTATUS(status) == 3)
 		snprintf(r->cause, sizeof(r->cause),
@@ -804,8 +806,8 @@ static bool gateway_lost(struct run *r)
 		return false;
 	snprintf(r->cause, sizeof(r->cause), "%s%s",
 		 err == -EIO ? "MPI failed in the gateway: " : "", why);
-	shmrun_log(SHMRUN_LOG_ERROR, "%s; stopping this host's %u worker%s", r->cause,
-		   r->running, r->running == 1 ? "" : "s");
+	shmrun_log(SHMRUN_LOG_ERROR, "%s; stopping this host's %u worker%s", r->cause, r->running,
+		   r->running == 1 ? "" : "s");
 	kill_all(r->pids, r->plan->workers, SIGKILL);
 	reap_all(NULL, r->pids, r->plan->workers, 0);
 	r->running = 0;

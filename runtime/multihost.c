@@ -32,9 +32,9 @@
 static const struct {
 	const char *size, *rank, *rank2;
 } env_pairs[] = {
-	{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", NULL},
-	{"PMI_SIZE", "PMIX_RANK", "PMI_RANK"},
-	{"SLURM_NTASKS", "SLURM_PROCID", NULL},
+    {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", NULL},
+    {"PMI_SIZE", "PMIX_RANK", "PMI_RANK"},
+    {"SLURM_NTASKS", "SLURM_PROCID", NULL},
 };
 
 /* @s as a decimal count (digits only, no sign or blank) into @out; false if not one. */

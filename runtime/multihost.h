@@ -23,9 +23,9 @@
 
 /** The MPI world as the environment describes it. */
 struct shmrun_mpi_env {
-	uint32_t size;         /**< processes in the MPI job, >= 1 */
-	uint32_t rank;         /**< this process's index, < size */
-	const char *size_var;  /**< the variables they came from (static strings) */
+	uint32_t size;	      /**< processes in the MPI job, >= 1 */
+	uint32_t rank;	      /**< this process's index, < size */
+	const char *size_var; /**< the variables they came from (static strings) */
 	const char *rank_var;
 };
 

@@ -863,14 +863,19 @@ static int lock_pass(const struct shmrun_job *job, bool create)
 		/* one host: .lock; host h of several: .lock.hH (two "hosts" on
 		 * one machine, or a shared file system), and host 0 also .lock,
 		 * so a one-host run of the same directory is refused */
-		for (int k = multi ? 0 : 1; k < 2; k++) {
-			if (k == 0 && snprintf(path, sizeof(path), "%s/.lock.h%u",
-					       job->checkpoint_dir, host) >= (int)sizeof(path))
-				return -ENAMETOOLONG; /* 8 bytes within shmrun_preflight()'s room */
-			if (k == 1 && multi && host != 0)
-				break;
-			if (k == 1 && snprintf(path, sizeof(path), "%s/.lock",
-					       job->checkpoint_dir) >= (int)sizeof(path))
+		if (multi) {
+			/* checkpoint_dir is at most SHMRUN_CKPT_DIR_MAX: room for it */
+			if (snprintf(path, sizeof(path), "%s/.lock.h%u", job->checkpoint_dir,
+				     host) >= (int)sizeof(path))
+				return -ENAMETOOLONG;
+			err = lock_one(job, job->checkpoint_dir_line, "checkpoint_dir",
+				       job->checkpoint_dir, path, false, create);
+			if (err)
+				return err;
+		}
+		if (!multi || host == 0) {
+			if (snprintf(path, sizeof(path), "%s/.lock", job->checkpoint_dir) >=
+			    (int)sizeof(path))
 				return -ENAMETOOLONG; /* refused by shmrun_preflight() */
 			err = lock_one(job, job->checkpoint_dir_line, "checkpoint_dir",
 				       job->checkpoint_dir, path, false, create);
@@ -911,11 +916,12 @@ static int lock_pass(const struct shmrun_job *job, bool create)
 			 * (.<name>.lock with instance 0), so that two "hosts" on one
 			 * machine do not refuse each other */
 			err = 0;
-			if (!multi || local_instance(0, width, members, job->workers, host))
+			if (!multi || local_instance(0, width, members, job->workers, host)) {
 				err = lock_path(p->value, -1, path, sizeof(path));
-			if (!err && (!multi || local_instance(0, width, members, job->workers, host)))
-				err = lock_one(job, conf_line(job, st, p), what, p->value, path,
-					       false, create);
+				if (!err)
+					err = lock_one(job, conf_line(job, st, p), what, p->value,
+						       path, false, create);
+			}
 			for (uint32_t k = 0; !err && st->width > 1 && k < width; k++) {
 				if (multi && !local_instance(k, width, members, job->workers, host))
 					continue;

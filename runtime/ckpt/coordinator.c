@@ -337,7 +337,8 @@ static void describe_timeout(const struct shmrun_coordinator *co, const struct s
 			continue;
 		}
 		if (pid <= 0) {
-			PUT("; worker %u (CPU %d) has not started yet", w, shmrun_plan_cpu_of(plan, w));
+			PUT("; worker %u (CPU %d) has not started yet", w,
+			    shmrun_plan_cpu_of(plan, w));
 			continue;
 		}
 		PUT("; worker %u (pid %d, CPU %d, tasks", w, pid, shmrun_plan_cpu_of(plan, w));

@@ -20,8 +20,9 @@
 #include "multihost.h"
 #include "shmrun/job.h"
 
-static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_SIZE",
-				   "PMIX_RANK", "PMI_RANK", "SLURM_NTASKS", "SLURM_PROCID"};
+static const char *const vars[] = {
+    "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_SIZE", "PMIX_RANK", "PMI_RANK",
+    "SLURM_NTASKS",	    "SLURM_PROCID"};
 
 static void clear_env(void)
 {
@@ -73,16 +74,19 @@ START_TEST(env_malformed)
 	static const struct {
 		const char *size, *rank, *want;
 	} c[] = {
-		{"0", "0", "OMPI_COMM_WORLD_SIZE = '0' in the environment is not a process count 1..1024"},
-		{"1025", "0", "OMPI_COMM_WORLD_SIZE = '1025' in the environment is not a process count"},
-		{"2x", "0", "OMPI_COMM_WORLD_SIZE = '2x' in the environment is not a process count"},
-		{"-2", "0", "OMPI_COMM_WORLD_SIZE = '-2' in the environment is not a process count"},
-		{"", "0", "OMPI_COMM_WORLD_SIZE = '' in the environment is not a process count"},
-		{"99999999999999999999", "0", "is not a process count"},
-		{"2", NULL, "OMPI_COMM_WORLD_SIZE = 2 in the environment, but OMPI_COMM_WORLD_RANK is "
-			    "not set, not a rank below 2"},
-		{"2", "2", "but OMPI_COMM_WORLD_RANK is '2', not a rank below 2"},
-		{"2", " 1", "but OMPI_COMM_WORLD_RANK is ' 1', not a rank below 2"},
+	    {"0", "0",
+	     "OMPI_COMM_WORLD_SIZE = '0' in the environment is not a process count 1..1024"},
+	    {"1025", "0",
+	     "OMPI_COMM_WORLD_SIZE = '1025' in the environment is not a process count"},
+	    {"2x", "0", "OMPI_COMM_WORLD_SIZE = '2x' in the environment is not a process count"},
+	    {"-2", "0", "OMPI_COMM_WORLD_SIZE = '-2' in the environment is not a process count"},
+	    {"", "0", "OMPI_COMM_WORLD_SIZE = '' in the environment is not a process count"},
+	    {"99999999999999999999", "0", "is not a process count"},
+	    {"2", NULL,
+	     "OMPI_COMM_WORLD_SIZE = 2 in the environment, but OMPI_COMM_WORLD_RANK is "
+	     "not set, not a rank below 2"},
+	    {"2", "2", "but OMPI_COMM_WORLD_RANK is '2', not a rank below 2"},
+	    {"2", " 1", "but OMPI_COMM_WORLD_RANK is ' 1', not a rank below 2"},
 	};
 	struct shmrun_mpi_env e;
 	char why[256];

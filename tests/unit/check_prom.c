@@ -248,13 +248,15 @@ START_TEST(exposition_of_one_host)
 	ck_assert(shmrun_metrics_here(m, 1));
 	atomic_store(&shmrun_metrics_task(m, 1)->records_in, 7);
 	page = render(m, "t");
-	ck_assert_msg(has_line(page, "shmrun_records_in_total{job=\"t\",stage=\"gen\",instance=\"1\"} 7"),
-		      "%s", page);
+	ck_assert_msg(
+	    has_line(page, "shmrun_records_in_total{job=\"t\",stage=\"gen\",instance=\"1\"} 7"),
+	    "%s", page);
 	ck_assert_ptr_null(strstr(page, "stage=\"gen\",instance=\"0\""));
 	ck_assert_ptr_null(strstr(page, "stage=\"out\",instance=\"0\""));
 	ck_assert_msg(has_line(page, RING("capacity", "1", "1048576")), "%s", page);
 	ck_assert_ptr_null(strstr(page, "from_instance=\"0\""));
-	ck_assert_ptr_nonnull(strstr(page, "shmrun_worker_sleep_seconds_total{job=\"t\",worker=\"1\""));
+	ck_assert_ptr_nonnull(
+	    strstr(page, "shmrun_worker_sleep_seconds_total{job=\"t\",worker=\"1\""));
 	ck_assert_ptr_null(strstr(page, "worker=\"0\""));
 	free(page);
 	shmrun_metrics_destroy(m, fd);

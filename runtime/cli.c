@@ -561,8 +561,8 @@ int shmrun_main(int argc, char **argv)
 		if (!rc && shmrun_check_restore(&job, rescale, drop, ndrop))
 			rc = 2;
 		if (!rc && job.hosts > 1)
-			printf("%s: ok (%u stage%s, %u worker%s on each of %u hosts)\n", job.conf_path,
-			       job.nstages, job.nstages == 1 ? "" : "s", job.workers,
+			printf("%s: ok (%u stage%s, %u worker%s on each of %u hosts)\n",
+			       job.conf_path, job.nstages, job.nstages == 1 ? "" : "s", job.workers,
 			       job.workers == 1 ? "" : "s", job.hosts);
 		else if (!rc)
 			printf("%s: ok (%u stage%s, %u worker%s)\n", job.conf_path, job.nstages,

@@ -305,11 +305,18 @@ static void describe_timeout(const struct shmrun_coordinator *co, const struct s
 		 * the epoch: the others (no tasks, all reported) are not named */
 		if ((!stuck && !stopped) || !busy)
 			continue;
-		if (pid <= 0) {
-			PUT("; worker %u (CPU %d) has not started yet", w, job->cpus[w]);
+		if (shmrun_plan_host_of(plan, w) != 0) {
+			/* another host's worker: its liveness is that host's (its
+			 * launcher names it); its tasks' slots are mirrored here */
+			PUT("; worker %u (on host %u)", w, shmrun_plan_host_of(plan, w));
 			continue;
 		}
-		PUT("; worker %u (pid %d, CPU %d, tasks", w, pid, job->cpus[w]);
+		if (pid <= 0) {
+			PUT("; worker %u (CPU %d) has not started yet", w,
+			    shmrun_plan_cpu_of(plan, w));
+			continue;
+		}
+		PUT("; worker %u (pid %d, CPU %d, tasks", w, pid, shmrun_plan_cpu_of(plan, w));
 		for (uint32_t k = 0; k < plan->ntasks; k++)
 			if (plan->tasks[k].worker == w) {
 				PUT("%s %s[%u]", any ? "," : "",

@@ -202,15 +202,16 @@ int shmrun_ckpt_choose_scoped(const struct shmrun_job *job, const struct shmrun_
 		return 0;
 	}
 	if (shmrun_ckpt_check_topology(&m, job, why, sizeof(why))) {
-		shmrun_log(SHMRUN_LOG_ERROR,
-			   "%s/ckpt-%" PRId64 " was written by a different topology: %s. "
-			   "Restoring it would corrupt state, so it is refused. Either start "
-			   "from empty state with STREAM_RESET_STATE=1 (the old checkpoints "
-			   "are moved aside, not deleted), or, if the change is a new width, "
-			   "worker count or host count, re-assign the state with `shmrun --rescale %s` "
-			   "(see `shmrun plan --rescale-from %s %s` first)",
-			   job->checkpoint_dir, e, why, job->conf_path, job->checkpoint_dir,
-			   job->conf_path);
+		shmrun_log(
+		    SHMRUN_LOG_ERROR,
+		    "%s/ckpt-%" PRId64 " was written by a different topology: %s. "
+		    "Restoring it would corrupt state, so it is refused. Either start "
+		    "from empty state with STREAM_RESET_STATE=1 (the old checkpoints "
+		    "are moved aside, not deleted), or, if the change is a new width, "
+		    "worker count or host count, re-assign the state with `shmrun --rescale %s` "
+		    "(see `shmrun plan --rescale-from %s %s` first)",
+		    job->checkpoint_dir, e, why, job->conf_path, job->checkpoint_dir,
+		    job->conf_path);
 		shmrun_manifest_free(&m);
 		return -ESTALE;
 	}

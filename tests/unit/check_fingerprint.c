@@ -380,7 +380,8 @@ START_TEST(test_hosts_in_members)
 	assert_has(text, "\nmembers members=4:0,1,2,3 hosts=2\n");
 	free(text);
 	free(c);
-	c = edit(BASE, "workers = 2\n", "workers = 2\nhosts = 1\nhost_flush = 7ms\nhost_timeout = 60s\n");
+	c = edit(BASE, "workers = 2\n",
+		 "workers = 2\nhosts = 1\nhost_flush = 7ms\nhost_timeout = 60s\n");
 	ck_assert_uint_eq(fp_of(c), base);
 	text = text_of(c, NULL);
 	assert_has(text, "\nmembers members=2:0,1\n");

@@ -39,6 +39,12 @@ shmrun_check_test(check_conf_internal
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)
+# [job] hosts (issue 16): the MPI launcher's environment, the refusals before a run.
+shmrun_check_test(check_multihost
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_multihost.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)
 shmrun_check_test(check_plan
 	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_plan.c
 	LIBS shmrun_rt

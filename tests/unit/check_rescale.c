@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt_io.h"
+#include "ckpt/hosts.h"
 #include "ckpt/manifest.h"
 #include "ckpt/state_file.h"
 #include "shmrun/job.h"
@@ -189,18 +190,24 @@ static void load_split_job(uint32_t gen_width, uint32_t out_width, const char *e
 	load_conf(text, job);
 }
 
-/* gen (sequence) -> cnt (count, by key) -> out (null_sink). */
-static void load_count_job(uint32_t cnt_width, uint32_t vnodes, struct shmrun_job *job)
+/* gen (sequence) -> cnt (count, by key) -> out (null_sink); @members: [job] lines. */
+static void load_count_job_on(const char *members, uint32_t cnt_width, uint32_t vnodes,
+			      struct shmrun_job *job)
 {
 	char text[512];
 
 	snprintf(text, sizeof(text),
-		 "[job]\nworkers = 1\ncheckpoint_dir = ckpt\nvnodes = %u\n"
+		 "[job]\n%scheckpoint_dir = ckpt\nvnodes = %u\ncheckpoint_timeout = 300ms\n"
 		 "[gen]\nop = sequence\ncount = 1000\nwidth = 1\n"
 		 "[cnt]\nop = count\ninput = gen by key\nwidth = %u\n"
 		 "[out]\nop = null_sink\ninput = cnt\nwidth = 1\n",
-		 vnodes, cnt_width);
+		 members, vnodes, cnt_width);
 	load_conf(text, job);
+}
+
+static void load_count_job(uint32_t cnt_width, uint32_t vnodes, struct shmrun_job *job)
+{
+	load_count_job_on("workers = 1\n", cnt_width, vnodes, job);
 }
 
 /* ---- fabricated state files ----------------------------------------------------- */
@@ -1046,6 +1053,53 @@ START_TEST(new_epoch_passes_every_directory)
 }
 END_TEST
 
+/*
+ * Hosts sharing checkpoint_dir (hosts > 1, checkpoint_layout = shared; every
+ * host runs `shmrun --rescale`): host 0 alone writes; another host writes
+ * nothing, waits for host 0's checkpoint (up to checkpoint_timeout, 300ms
+ * here) and then takes it.
+ */
+START_TEST(shared_dir_only_host_0_writes)
+{
+	struct shmrun_job job0, job1;
+	struct pw_entry *pool;
+	uint32_t npool;
+	uint64_t e = 99, *epochs;
+	int64_t t0;
+	int rc;
+
+	seed_rng("shared_dir_only_host_0_writes");
+	trial_begin();
+	split_ckpt(3, &pool, &npool);
+	load_split_job(2, 1, "checkpoint_timeout = 300ms\n", &job1);
+	CHECK(shmrun_ckpt_set_host(&job1, 1) == 0, "set host 1");
+	/* host 0 has not rescaled: host 1 gives up after checkpoint_timeout, writing nothing */
+	t0 = (int64_t)time(NULL);
+	rc = shmrun_rescale(&job1, job1.checkpoint_dir, NULL, 0, NULL, &e);
+	CHECK(rc == -ETIMEDOUT, "host 1 alone: %d, expected -ETIMEDOUT", rc);
+	CHECK((int64_t)time(NULL) - t0 < 30, "host 1 waited far past checkpoint_timeout");
+	assert_only_epoch_1(job1.checkpoint_dir);
+	/* a dry run (check --rescale, plan --rescale-from) still plans on host 1 */
+	CHECK(shmrun_rescale_dry_run(&job1, NULL, 0) == 0, "dry run on host 1");
+	assert_only_epoch_1(job1.checkpoint_dir);
+	/* host 0 writes ckpt-2; host 1 then takes it at once and writes nothing */
+	load_split_job(2, 1, "checkpoint_timeout = 300ms\n", &job0);
+	rc = shmrun_rescale(&job0, job0.checkpoint_dir, NULL, 0, NULL, &e);
+	CHECK(rc == 0 && e == 2, "host 0: %d, new epoch %" PRIu64 ", expected 0 and 2", rc, e);
+	e = 0;
+	rc = shmrun_rescale(&job1, job1.checkpoint_dir, NULL, 0, NULL, &e);
+	CHECK(rc == 0 && e == 2, "host 1 after host 0: %d, epoch %" PRIu64 ", expected 0 and 2",
+	      rc, e);
+	CHECK(shmrun_ckpt_list(job1.checkpoint_dir, &epochs) == 2 && epochs[0] == 2,
+	      "checkpoints after both hosts rescaled: expected ckpt-2 and ckpt-1");
+	free(epochs);
+	free(pool);
+	shmrun_job_free(&job0);
+	shmrun_job_free(&job1);
+	trial_end();
+}
+END_TEST
+
 static Suite *rescale_suite(void)
 {
 	Suite *s = suite_create("rescale");
@@ -1068,6 +1122,7 @@ static Suite *rescale_suite(void)
 	tcase_add_test(other, plan_writes_nothing);
 	tcase_add_test(other, same_topology_moves_nothing);
 	tcase_add_test(other, new_epoch_passes_every_directory);
+	tcase_add_test(other, shared_dir_only_host_0_writes);
 	suite_add_tcase(s, split);
 	suite_add_tcase(s, keyed);
 	suite_add_tcase(s, other);

@@ -343,6 +343,20 @@ out:
 	return err;
 }
 
+int shmrun_ckpt_commit_received(const struct shmrun_job *job, const struct shmrun_ckpt_scope *s,
+				uint64_t e, const void *bytes, size_t len, char *why, size_t whylen)
+{
+	int err;
+
+	if (!job->checkpoint_dir || !job->checkpoint_per_host)
+		return 0; /* shared: rank 0 wrote it, and retires old ones, in the one directory */
+	err = shmrun_ckpt_install_manifest(job, e, bytes, len, why, whylen);
+	if (err)
+		return err;
+	shmrun_ckpt_retain(job, s, e);
+	return 0;
+}
+
 /* ---- retention ----------------------------------------------------------------------- */
 
 int shmrun_ckpt_retain(const struct shmrun_job *job, const struct shmrun_ckpt_scope *s, uint64_t e)

@@ -24,9 +24,9 @@
  *       shmrun_ckpt_manifest_bytes(job->checkpoint_dir, e, fingerprint, …)
  *       → the COMMIT control entry to every host carries these bytes
  *   host h != 0, on COMMIT(e, bytes), before it publishes complete_epoch = e
- *   in its own control area (per_host only; shared: nothing to install):
- *       shmrun_ckpt_install_manifest(job, e, bytes, len, …)
- *       shmrun_ckpt_retain(job, &scope, e)
+ *   in its own control area:
+ *       shmrun_ckpt_commit_received(job, &scope, e, bytes, len, …)
+ *       (per_host: install the bytes, then retention; shared: nothing)
  *
  * Nothing here calls MPI: the gateway moves the bytes. Every function is
  * tested without it (tests/unit/check_ckpt_hosts.c).
@@ -131,6 +131,20 @@ int shmrun_ckpt_manifest_bytes(const char *dir, uint64_t e, uint64_t fingerprint
  */
 int shmrun_ckpt_install_manifest(const struct shmrun_job *job, uint64_t e, const void *bytes,
 				 size_t len, char *why, size_t whylen);
+
+/*
+ * shmrun_ckpt_commit_received() - what host s->host (not rank 0) does with a
+ * COMMIT of epoch @e before it publishes complete_epoch = @e locally: with
+ * checkpoint_layout = per_host, shmrun_ckpt_install_manifest() of @bytes
+ * (@len bytes) and then shmrun_ckpt_retain() for scope @s; with the shared
+ * layout (or no checkpoint_dir) nothing — rank 0's MANIFEST is already in the
+ * one directory, and rank 0 retires old checkpoints there — and @bytes may
+ * be NULL. Return: 0; the errors of shmrun_ckpt_install_manifest() (@why
+ * names the path); complete_epoch must then not be published.
+ */
+int shmrun_ckpt_commit_received(const struct shmrun_job *job, const struct shmrun_ckpt_scope *s,
+				uint64_t e, const void *bytes, size_t len, char *why,
+				size_t whylen);
 
 /*
  * shmrun_ckpt_retain() - retention after epoch @e's MANIFEST is durable: keep

@@ -609,6 +609,52 @@ START_TEST(install_is_refused_with_the_shared_layout)
 }
 END_TEST
 
+START_TEST(commit_received_installs_per_host_and_nothing_shared)
+{
+	struct hosts h;
+	char path[PATH_MAX + 40], why[PATH_MAX + 300], *bytes;
+	size_t len;
+
+	load_hosts(&h, NULL);
+	for (uint64_t e = 1; e <= 3; e++) {
+		epoch(&h, e, false);
+		ck_assert_int_eq(shmrun_ckpt_manifest_bytes(h.dir[0], e,
+							    shmrun_fingerprint(&h.job[0]), &bytes,
+							    &len, why, sizeof(why)),
+				 0);
+		ck_assert_int_eq(shmrun_ckpt_commit_received(&h.job[1], &h.scope[1], e, bytes, len,
+							     why, sizeof(why)),
+				 0);
+		free(bytes);
+		ck_assert(exists(in_ckpt(h.dir[1], e, "MANIFEST", path, sizeof(path))));
+	}
+	/* retention ran: two kept */
+	snprintf(path, sizeof(path), "%s/ckpt-1", h.dir[1]);
+	ck_assert(!exists(path));
+	ck_assert(exists(in_ckpt(h.dir[1], 2, "MANIFEST", path, sizeof(path))));
+	/* a refused COMMIT is reported, nothing written */
+	epoch(&h, 4, false);
+	ck_assert_int_eq(shmrun_ckpt_manifest_bytes(h.dir[0], 4, shmrun_fingerprint(&h.job[0]),
+						    &bytes, &len, why, sizeof(why)),
+			 0);
+	ck_assert_int_eq(shmrun_ckpt_commit_received(&h.job[1], &h.scope[1], 4, bytes, len / 2, why,
+						     sizeof(why)),
+			 -EBADMSG);
+	ck_assert(!exists(in_ckpt(h.dir[1], 4, "MANIFEST", path, sizeof(path))));
+	ck_assert(exists(in_ckpt(h.dir[1], 2, "MANIFEST", path, sizeof(path))));
+	/* shared: nothing to write, not even with the bytes */
+	h.job[1].checkpoint_per_host = false;
+	ck_assert_int_eq(
+	    shmrun_ckpt_commit_received(&h.job[1], &h.scope[1], 4, bytes, len, why, sizeof(why)),
+	    0);
+	ck_assert_int_eq(
+	    shmrun_ckpt_commit_received(&h.job[1], &h.scope[1], 4, NULL, 0, why, sizeof(why)), 0);
+	ck_assert(!exists(in_ckpt(h.dir[1], 4, "MANIFEST", path, sizeof(path))));
+	free(bytes);
+	free_hosts(&h);
+}
+END_TEST
+
 /* ---- retention ----------------------------------------------------------------------- */
 
 START_TEST(retention_counts_only_this_hosts_files_and_keeps_two)
@@ -799,6 +845,7 @@ int main(void)
 	tcase_add_test(man, install_refuses_bad_bytes_and_writes_nothing);
 	tcase_add_test(man, install_into_an_unwritable_directory_names_the_path);
 	tcase_add_test(man, install_is_refused_with_the_shared_layout);
+	tcase_add_test(man, commit_received_installs_per_host_and_nothing_shared);
 	tcase_add_test(ret, retention_counts_only_this_hosts_files_and_keeps_two);
 	tcase_add_test(rec, each_host_chooses_by_its_own_files);
 	tcase_add_test(rec, agreement_is_rank_0s_epoch);

@@ -402,6 +402,8 @@ static void clear_override_lines(struct shmrun_job *job)
 		job->checkpoint_dir_line = 0;
 	if (job->metrics_line < 0)
 		job->metrics_line = 0;
+	if (job->hosts_line < 0)
+		job->hosts_line = 0;
 }
 
 /*

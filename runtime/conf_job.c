@@ -44,6 +44,8 @@
 
 #include "ckpt/hosts.h"
 #include "conf_internal.h"
+#include "control.h"
+#include "multihost.h"
 #include "prom.h"
 #include "task.h"
 
@@ -93,6 +95,9 @@ enum {
 	JK_NAME,
 	JK_WORKERS,
 	JK_CPUS,
+	JK_HOSTS,
+	JK_HOST_FLUSH,
+	JK_HOST_TIMEOUT,
 	JK_VNODES,
 	JK_RING_BYTES,
 	JK_IDLE,
@@ -121,6 +126,19 @@ static const struct shmrun_param_def job_keys[] = {
 			.max = MAX_WORKERS, .doc = "worker processes (default 1)"},
 	[JK_CPUS] = {.key = "cpus", .type = SHMRUN_PARAM_STRING,
 		     .doc = "one worker per listed CPU, e.g. 0-3,8"},
+	[JK_HOSTS] = {.key = "hosts", .type = SHMRUN_PARAM_COUNT, .min = 1,
+		      .max = SHMRUN_MAX_HOSTS,
+		      .doc = "hosts the job runs on, one MPI process each, each with `workers` "
+			     "workers (default: the MPI world size from the environment, else 1; "
+			     "docs/multihost.md)"},
+	[JK_HOST_FLUSH] = {.key = "host_flush", .type = SHMRUN_PARAM_DURATION, .def = "1ms",
+			   .min = 1000000, .max = 1000000000ull, .tuning = true,
+			   .doc = "frames towards another host leave at the latest this long after "
+				  "the first one was buffered (hosts > 1)"},
+	[JK_HOST_TIMEOUT] = {.key = "host_timeout", .type = SHMRUN_PARAM_DURATION,
+			     .def = "10s", .min = 1000000000ull, .max = MAX_DURATION_NS,
+			     .tuning = true,
+			     .doc = "a host silent this long aborts the job (hosts > 1)"},
 	[JK_VNODES] = {.key = "vnodes", .type = SHMRUN_PARAM_COUNT, .def = "256", .min = 1,
 		       .max = MAX_VNODES, .doc = "key buckets V"},
 	[JK_RING_BYTES] = {.key = "ring_bytes", .type = SHMRUN_PARAM_SIZE, .def = "1M",
@@ -390,6 +408,81 @@ static void load_ckpt_layout(struct loader *ld, const struct shmrun_param *p)
 	job->checkpoint_dir = dir;
 }
 
+/*
+ * [job] hosts (@p[JK_HOSTS]), host_flush and host_timeout: hosts defaults to
+ * the MPI world size the environment gives (shmrun_mpi_env()), else 1. Runs
+ * after load_cpus(): hosts x workers members must fit the control area.
+ */
+static void load_hosts(struct loader *ld, const struct shmrun_param *p)
+{
+	struct shmrun_job *job = ld->job;
+	const struct shmrun_param *hp = &p[JK_HOSTS];
+	struct shmrun_mpi_env e;
+	char why[256];
+	int r;
+
+	job->host_flush_ns = p[JK_HOST_FLUSH].value ? p[JK_HOST_FLUSH].u64 : 1000000ull;
+	job->host_timeout_ns = p[JK_HOST_TIMEOUT].value ? p[JK_HOST_TIMEOUT].u64 : 10000000000ull;
+	job->hosts = 1;
+	job->hosts_line = hp->line;
+	if (hp->value) {
+		job->hosts = (uint32_t)hp->u64;
+		job->hosts_set = true;
+	} else {
+		r = shmrun_mpi_env(&e, why, sizeof(why));
+		if (r < 0) {
+			errorf(ld, 0,
+			       "[job] hosts is not given and the MPI environment cannot be read: "
+			       "%s; set hosts = N in [job]",
+			       why);
+			return;
+		}
+		if (r == 1) {
+			job->hosts = e.size;
+			job->hosts_env = e.size_var;
+		}
+	}
+	if (job->workers && (uint64_t)job->hosts * job->workers > SHMRUN_CONTROL_MAX_WORKERS)
+		errorf(ld, hp->line,
+		       "hosts = %u%s%s%s x workers = %u is %llu workers in all, more than the %u "
+		       "a job may have; lower workers or hosts",
+		       job->hosts, job->hosts_env ? " (from " : "",
+		       job->hosts_env ? job->hosts_env : "", job->hosts_env ? ")" : "",
+		       job->workers, (unsigned long long)job->hosts * job->workers,
+		       SHMRUN_CONTROL_MAX_WORKERS);
+}
+
+/*
+ * After load_hosts(): with hosts > 1, this process's host index from the MPI
+ * environment (0 without one: the launcher refuses that run anyway) into
+ * job->host, and checkpoint_dir expanded for it, so that every command (a run,
+ * check, plan, --rescale) under mpirun sees its own host's directory; with one
+ * host, per_host has no effect: a warning. Return: 0 or -ENOMEM.
+ */
+static int load_host_index(struct loader *ld, const struct shmrun_param *p)
+{
+	struct shmrun_job *job = ld->job;
+	struct shmrun_mpi_env e;
+	char why[256];
+	int r;
+
+	if (job->hosts <= 1) {
+		if (job->checkpoint_dir && job->checkpoint_per_host && p[JK_CKPT_LAYOUT].line)
+			warnf(ld, p[JK_CKPT_LAYOUT].line,
+			      "checkpoint_layout = per_host has no effect with one host (hosts = "
+			      "1): the one host's checkpoint_dir is the job's");
+		return 0;
+	}
+	if (shmrun_mpi_env(&e, why, sizeof(why)) != 1 || e.rank >= job->hosts)
+		return 0;
+	r = shmrun_ckpt_set_host(job, e.rank);
+	if (r == -ENAMETOOLONG)
+		errorf(ld, p[JK_CKPT_DIR].line,
+		       "checkpoint_dir is too long with {host} = %u: use a shorter path: %s",
+		       e.rank, job->checkpoint_dir_template);
+	return r == -ENOMEM ? r : 0;
+}
+
 /* checkpoint_dir (taken from @p into the job) or, without it, a warning for
  * each checkpoint key given, which has no effect. */
 static void load_ckpt_dir(struct loader *ld, struct shmrun_param *p)
@@ -574,6 +667,10 @@ int load_job(struct loader *ld)
 	load_metrics(ld, &p[JK_METRICS]);
 	job->allow_data_loss_on_crash = p[JK_ALLOW_LOSS].value && p[JK_ALLOW_LOSS].u64;
 	r = load_cpus(ld, p);
+	if (!r)
+		load_hosts(ld, p);
+	if (!r)
+		r = load_host_index(ld, p);
 
 out:
 	for (uint32_t i = 0; i < JK_COUNT; i++)
@@ -795,6 +892,48 @@ static int key_line(const struct loader *ld, uint32_t idx, const char *key)
 	return k ? k->line : ld->stage_sec[idx]->line;
 }
 
+/* The value of stage @st's parameter @key, or NULL if not set. */
+static const struct shmrun_param *stage_param(const struct shmrun_stage *st, const char *key)
+{
+	for (uint32_t j = 0; j < st->nparams; j++)
+		if (strcmp(st->params[j].def->key, key) == 0)
+			return st->params[j].value ? &st->params[j] : NULL;
+	return NULL;
+}
+
+/*
+ * Sources a multi-host job (hosts > 1) cannot run: stdin_source, since only
+ * one process of an MPI job gets the terminal's standard input and a failure
+ * restarts the whole job (docs/multihost.md), which a pipe cannot replay; a
+ * socket_source with listen, since its instances listen on whichever host the
+ * placement gives them, and senders would have to follow the plan.
+ */
+static void check_multihost_source(struct loader *ld, uint32_t i)
+{
+	const struct shmrun_job *job = ld->job;
+	const struct shmrun_stage *st = &job->stages[i];
+	const struct shmrun_param *lp;
+	char where[300];
+
+	if (job->hosts <= 1)
+		return;
+	shmrun_hosts_where(job, where, sizeof(where));
+	if (strcmp(st->op->name, "stdin_source") == 0)
+		errorf(ld, key_line(ld, i, "op"),
+		       "stage '%s': op = stdin_source cannot run with hosts = %u (%s): an MPI "
+		       "job hands standard input to one process only, and a failure on any "
+		       "host restarts the whole job, which cannot read a pipe again; write "
+		       "the input to a file and read it with file_source, or set hosts = 1",
+		       st->name, job->hosts, where);
+	else if (strcmp(st->op->name, "socket_source") == 0 && (lp = stage_param(st, "listen")))
+		errorf(ld, lp->line ? lp->line : key_line(ld, i, "op"),
+		       "stage '%s': socket_source with listen = %s cannot run with hosts = %u "
+		       "(%s): its instances listen on whichever host the placement puts them, "
+		       "so senders would have to follow the plan; use connect = HOST:PORT (the "
+		       "job connects to the sender), or set hosts = 1",
+		       st->name, lp->value, job->hosts, where);
+}
+
 void check_sources(struct loader *ld)
 {
 	const struct shmrun_job *job = ld->job;
@@ -814,6 +953,7 @@ void check_sources(struct loader *ld)
 			       "checkpoint_dir, or set allow_data_loss_on_crash = true in [job] to "
 			       "accept at-most-once for this source",
 			       st->name, st->op->name);
+		check_multihost_source(ld, i);
 		if (strcmp(st->op->name, "stdin_source") != 0)
 			continue;
 		if (st->width != 1)

@@ -120,8 +120,10 @@
 #include "callback.h"
 #include "control.h"
 #include "metrics.h"
+#include "multihost.h"
 #include "ckpt/ckpt_io.h"
 #include "ckpt/fault.h"
+#include "ckpt/hosts.h"
 #include "ckpt/manifest.h"
 #include "ckpt/recovery.h"
 #include "jobsock.h"
@@ -407,7 +409,13 @@ static enum run_end start_workers(struct run *r)
 		shmrun_log(SHMRUN_LOG_ERROR, "out of memory starting workers");
 		return RUN_NOSTART;
 	}
-	err = shmrun_ckpt_choose(r->job, r->ctl, &r->reset_done, &r->epoch);
+	{
+		/* hosts > 1: by this host's own state files (ckpt/hosts.h) */
+		struct shmrun_ckpt_scope scope;
+
+		shmrun_ckpt_scope_of(plan, &scope);
+		err = shmrun_ckpt_choose_scoped(r->job, &scope, r->ctl, &r->reset_done, &r->epoch);
+	}
 	if (err) {
 		r->refused = err == -ESTALE;
 		return RUN_NOSTART;
@@ -1215,6 +1223,22 @@ int shmrun_run(const struct shmrun_job *job)
 		shmrun_log(SHMRUN_LOG_WARN, "%s", job->warnings[i]);
 	if (shmrun_reset_checked() < 0)
 		return 2;
+	{
+		char why[1024];
+		uint32_t host;
+
+		if (shmrun_hosts_check(job, &host, why, sizeof(why))) {
+			shmrun_log(SHMRUN_LOG_ERROR, "%s; nothing was started", why);
+			return 2;
+		}
+		if (job->hosts > 1) {
+			shmrun_log(SHMRUN_LOG_ERROR,
+				   "hosts = %u: this build's launcher does not run multi-host "
+				   "jobs yet; nothing was started",
+				   job->hosts);
+			return 2;
+		}
+	}
 	if (shmrun_plan_build(job, &plan))
 		return 2;
 	r.plan = plan;

@@ -9,9 +9,10 @@
  * Who calls what, and when (H = hosts > 1; with H = 1 nothing here is called
  * but through the one-host paths, which behave as before):
  *
- *   launcher, after conf load, once it knows its rank h (before it touches
- *   checkpoint_dir: preflight, locks, mkdir):
- *       shmrun_ckpt_set_host(job, h)                      {host} expanded
+ *   the topology loader (conf_job.c), with hosts > 1 under mpirun: job->host
+ *   = the rank the MPI environment gives, {host} expanded for it
+ *       shmrun_ckpt_set_host(job, rank)                   (any later caller
+ *                                                          that knows better)
  *   launcher, before it forks its workers:
  *       shmrun_ckpt_scope_of(plan, &scope)
  *       shmrun_ckpt_choose_scoped(job, &scope, ctl, ...)   this host's choice
@@ -69,8 +70,9 @@ int shmrun_ckpt_dir_expand(const char *tmpl, uint32_t host, char *out, size_t le
  * shmrun_ckpt_set_host() - make @job this process's view as host @host:
  * job->host = @host and, when checkpoint_dir was written with {host}
  * (job->checkpoint_dir_template, per_host layout only), job->checkpoint_dir
- * re-expanded for @host (the loader expands it for host 0). Call once the
- * rank is known and before anything uses checkpoint_dir.
+ * re-expanded for @host. The loader already does this for the rank of the
+ * MPI environment (host 0 without one); call it before anything uses
+ * checkpoint_dir.
  * Return: 0; -ENOMEM (job unchanged); -ENAMETOOLONG (the expansion would be
  * longer than SHMRUN_CKPT_DIR_MAX; job unchanged).
  */
@@ -78,12 +80,10 @@ int shmrun_ckpt_set_host(struct shmrun_job *job, uint32_t host);
 
 /*
  * shmrun_ckpt_scope_of() - the scope of this process: host job->host of
- * @hosts, with @hosts hosts of plan->workers / @hosts workers each. @hosts
- * <= 1, or a plan whose worker count @hosts does not divide, gives the
+ * plan->hosts, plan->workers_per_host workers each. One host gives the
  * one-host scope (plan NULL: every file).
  */
-void shmrun_ckpt_scope_of(const struct shmrun_plan *plan, uint32_t hosts,
-			  struct shmrun_ckpt_scope *s);
+void shmrun_ckpt_scope_of(const struct shmrun_plan *plan, struct shmrun_ckpt_scope *s);
 
 /*
  * shmrun_ckpt_scope_has() - whether @s checks the state file of instance

@@ -537,6 +537,17 @@ int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *co
 	int err, dirfd = -1, n;
 	bool writing = plan_out == NULL;
 
+	if (job->hosts > 1 && job->checkpoint_per_host && strcmp(dir, job->checkpoint_dir) == 0) {
+		/* no host's directory holds the other hosts' state files */
+		snprintf(rs.why, sizeof(rs.why),
+			 "%s: checkpoint_layout = per_host: %s holds only host %u's state files, "
+			 "and a rescale reads every task's; gather the newest ckpt-<epoch> of every "
+			 "host into one directory and rescale there with checkpoint_layout = shared "
+			 "(docs/checkpoints.md, \"Rescaling across hosts\")",
+			 job->conf_path, dir, job->host);
+		err = -EPERM;
+		goto out;
+	}
 	if (writing && job->host != 0 && !job->checkpoint_per_host &&
 	    strcmp(dir, job->checkpoint_dir) == 0)
 		return wait_for_rank0(job, dir, new_epoch);

@@ -369,6 +369,46 @@ static int load_cpus(struct loader *ld, const struct shmrun_param *p)
 }
 
 /*
+ * checkpoint_layout, and {host} in checkpoint_dir (already in the job): only
+ * per_host expands {host}, here for host 0 (the launcher re-expands it for
+ * its host: shmrun_ckpt_set_host()), the template kept in the job.
+ */
+static void load_ckpt_layout(struct loader *ld, const struct shmrun_param *p)
+{
+	struct shmrun_job *job = ld->job;
+	char *dir;
+
+	job->checkpoint_per_host = p[JK_CKPT_LAYOUT].value && p[JK_CKPT_LAYOUT].u64 == 1;
+	if (!strstr(job->checkpoint_dir, "{host}"))
+		return;
+	if (!job->checkpoint_per_host) {
+		errorf(ld, p[JK_CKPT_DIR].line,
+		       "checkpoint_dir = %s holds {host}, which only checkpoint_layout = per_host "
+		       "expands (to the host index); set checkpoint_layout = per_host in [job], "
+		       "or remove {host} for one directory every host shares",
+		       job->checkpoint_dir);
+		return;
+	}
+	/* the longest index must fit too: no host's path is ever cut short */
+	if (strlen(job->checkpoint_dir) + SHMRUN_CKPT_HOST_DIGITS > CKPT_DIR_MAX) {
+		errorf(ld, p[JK_CKPT_DIR].line,
+		       "checkpoint_dir is too long with {host} expanded (at most %d bytes with "
+		       "%d digits for the host index); use a shorter path: %s",
+		       CKPT_DIR_MAX, SHMRUN_CKPT_HOST_DIGITS, job->checkpoint_dir);
+		return;
+	}
+	dir = malloc(strlen(job->checkpoint_dir) + SHMRUN_CKPT_HOST_DIGITS + 1);
+	if (!dir || shmrun_ckpt_dir_expand(job->checkpoint_dir, 0, dir,
+					   strlen(job->checkpoint_dir) + SHMRUN_CKPT_HOST_DIGITS + 1)) {
+		free(dir);
+		ld->nomem = true;
+		return;
+	}
+	job->checkpoint_dir_template = job->checkpoint_dir;
+	job->checkpoint_dir = dir;
+}
+
+/*
  * [job] hosts (@p[JK_HOSTS]), host_flush and host_timeout: hosts defaults to
  * the MPI world size the environment gives (shmrun_mpi_env()), else 1. Runs
  * after load_cpus(): hosts x workers members must fit the control area.
@@ -413,43 +453,34 @@ static void load_hosts(struct loader *ld, const struct shmrun_param *p)
 }
 
 /*
- * checkpoint_layout, and {host} in checkpoint_dir (already in the job): only
- * per_host expands {host}, here for host 0 (the launcher re-expands it for
- * its host: shmrun_ckpt_set_host()), the template kept in the job.
+ * After load_hosts(): with hosts > 1, this process's host index from the MPI
+ * environment (0 without one: the launcher refuses that run anyway) into
+ * job->host, and checkpoint_dir expanded for it, so that every command (a run,
+ * check, plan, --rescale) under mpirun sees its own host's directory; with one
+ * host, per_host has no effect: a warning. Return: 0 or -ENOMEM.
  */
-static void load_ckpt_layout(struct loader *ld, const struct shmrun_param *p)
+static int load_host_index(struct loader *ld, const struct shmrun_param *p)
 {
 	struct shmrun_job *job = ld->job;
-	char *dir;
+	struct shmrun_mpi_env e;
+	char why[256];
+	int r;
 
-	job->checkpoint_per_host = p[JK_CKPT_LAYOUT].value && p[JK_CKPT_LAYOUT].u64 == 1;
-	if (!strstr(job->checkpoint_dir, "{host}"))
-		return;
-	if (!job->checkpoint_per_host) {
+	if (job->hosts <= 1) {
+		if (job->checkpoint_dir && job->checkpoint_per_host && p[JK_CKPT_LAYOUT].line)
+			warnf(ld, p[JK_CKPT_LAYOUT].line,
+			      "checkpoint_layout = per_host has no effect with one host (hosts = "
+			      "1): the one host's checkpoint_dir is the job's");
+		return 0;
+	}
+	if (shmrun_mpi_env(&e, why, sizeof(why)) != 1 || e.rank >= job->hosts)
+		return 0;
+	r = shmrun_ckpt_set_host(job, e.rank);
+	if (r == -ENAMETOOLONG)
 		errorf(ld, p[JK_CKPT_DIR].line,
-		       "checkpoint_dir = %s holds {host}, which only checkpoint_layout = per_host "
-		       "expands (to the host index); set checkpoint_layout = per_host in [job], "
-		       "or remove {host} for one directory every host shares",
-		       job->checkpoint_dir);
-		return;
-	}
-	/* the longest index must fit too: no host's path is ever cut short */
-	if (strlen(job->checkpoint_dir) + SHMRUN_CKPT_HOST_DIGITS > CKPT_DIR_MAX) {
-		errorf(ld, p[JK_CKPT_DIR].line,
-		       "checkpoint_dir is too long with {host} expanded (at most %d bytes with "
-		       "%d digits for the host index); use a shorter path: %s",
-		       CKPT_DIR_MAX, SHMRUN_CKPT_HOST_DIGITS, job->checkpoint_dir);
-		return;
-	}
-	dir = malloc(strlen(job->checkpoint_dir) + SHMRUN_CKPT_HOST_DIGITS + 1);
-	if (!dir || shmrun_ckpt_dir_expand(job->checkpoint_dir, 0, dir,
-					   strlen(job->checkpoint_dir) + SHMRUN_CKPT_HOST_DIGITS + 1)) {
-		free(dir);
-		ld->nomem = true;
-		return;
-	}
-	job->checkpoint_dir_template = job->checkpoint_dir;
-	job->checkpoint_dir = dir;
+		       "checkpoint_dir is too long with {host} = %u: use a shorter path: %s",
+		       e.rank, job->checkpoint_dir_template);
+	return r == -ENOMEM ? r : 0;
 }
 
 /* checkpoint_dir (taken from @p into the job) or, without it, a warning for
@@ -638,6 +669,8 @@ int load_job(struct loader *ld)
 	r = load_cpus(ld, p);
 	if (!r)
 		load_hosts(ld, p);
+	if (!r)
+		r = load_host_index(ld, p);
 
 out:
 	for (uint32_t i = 0; i < JK_COUNT; i++)

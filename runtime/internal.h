@@ -241,7 +241,10 @@ const char *shmrun_pw_rule_name(enum shmrun_pw_rule rule);
  * Return: 0; -EPERM (refused: vnodes changed, a removed stage not dropped, an
  * operator changed, per-worker state without a rule whose width changed);
  * -EFBIG (a union pool over union_state_limit); -ENOENT (no checkpoint);
- * -EBADMSG (none verifies); -errno. Every refusal is logged with its reason.
+ * -EBADMSG (none verifies); -ETIMEDOUT (a host other than 0 sharing
+ * checkpoint_dir, which leaves the writing to host 0 and waits for its
+ * result up to checkpoint_timeout: it did not appear); -errno. Every refusal
+ * is logged with its reason.
  */
 int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *const *drop,
 		   uint32_t ndrop, FILE *plan_out, uint64_t *new_epoch);

@@ -115,15 +115,14 @@ int shmrun_ckpt_set_host(struct shmrun_job *job, uint32_t host)
 	return 0;
 }
 
-void shmrun_ckpt_scope_of(const struct shmrun_plan *plan, uint32_t hosts,
-			  struct shmrun_ckpt_scope *s)
+void shmrun_ckpt_scope_of(const struct shmrun_plan *plan, struct shmrun_ckpt_scope *s)
 {
 	*s = (struct shmrun_ckpt_scope){0};
-	if (!plan || hosts <= 1 || plan->workers % hosts || plan->workers < hosts)
+	if (!plan || plan->hosts <= 1 || !plan->workers_per_host)
 		return;
 	s->plan = plan;
 	s->host = plan->job->host;
-	s->workers_per_host = plan->workers / hosts;
+	s->workers_per_host = plan->workers_per_host;
 }
 
 bool shmrun_ckpt_scope_has(const struct shmrun_ckpt_scope *s, const char *stage, uint32_t instance)
@@ -341,6 +340,20 @@ int shmrun_ckpt_install_manifest(const struct shmrun_job *job, uint64_t e, const
 out:
 	close(dirfd);
 	return err;
+}
+
+int shmrun_ckpt_commit_received(const struct shmrun_job *job, const struct shmrun_ckpt_scope *s,
+				uint64_t e, const void *bytes, size_t len, char *why, size_t whylen)
+{
+	int err;
+
+	if (!job->checkpoint_dir || !job->checkpoint_per_host)
+		return 0; /* shared: rank 0 wrote it, and retires old ones, in the one directory */
+	err = shmrun_ckpt_install_manifest(job, e, bytes, len, why, whylen);
+	if (err)
+		return err;
+	shmrun_ckpt_retain(job, s, e);
+	return 0;
 }
 
 /* ---- retention ----------------------------------------------------------------------- */

@@ -31,6 +31,7 @@
 #include "ckpt/manifest.h"
 #include "ckpt/recovery.h"
 #include "internal.h"
+#include "plan.h"
 
 /* STREAM_RESET_STATE: 1/true/yes -> 1; unset, empty, 0/false/no -> 0; else -1. */
 int shmrun_reset_requested(void)
@@ -324,6 +325,23 @@ int shmrun_rescale_dry_run(const struct shmrun_job *job, const char *const *drop
 	return err;
 }
 
+/*
+ * shmrun_ckpt_select() as this host's run would select: with hosts > 1 by its
+ * own tasks' state files only (a per_host directory holds no other).
+ */
+static int64_t select_for_host(const struct shmrun_job *job, struct shmrun_manifest *m)
+{
+	struct shmrun_ckpt_scope scope = {0};
+	struct shmrun_plan *plan = NULL;
+	int64_t e;
+
+	if (job->hosts > 1 && shmrun_plan_build(job, &plan) == 0)
+		shmrun_ckpt_scope_of(plan, &scope);
+	e = shmrun_ckpt_select_scoped(job->checkpoint_dir, &scope, m);
+	shmrun_plan_free(plan);
+	return e;
+}
+
 int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char *const *drop,
 			 uint32_t ndrop)
 {
@@ -345,7 +363,7 @@ int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char 
 	}
 	if (!rescale && access(job->checkpoint_dir, F_OK) != 0)
 		return 0; /* a run creates it: nothing to restore */
-	e = shmrun_ckpt_select(job->checkpoint_dir, &m);
+	e = select_for_host(job, &m);
 	if (e <= 0 && rescale) /* nothing to rescale: refused as the run refuses it */
 		return shmrun_rescale_dry_run(job, drop, ndrop);
 	if (e <= 0)

@@ -120,6 +120,7 @@
 #include "callback.h"
 #include "control.h"
 #include "metrics.h"
+#include "multihost.h"
 #include "ckpt/ckpt_io.h"
 #include "ckpt/fault.h"
 #include "ckpt/manifest.h"
@@ -1215,6 +1216,22 @@ int shmrun_run(const struct shmrun_job *job)
 		shmrun_log(SHMRUN_LOG_WARN, "%s", job->warnings[i]);
 	if (shmrun_reset_checked() < 0)
 		return 2;
+	{
+		char why[1024];
+		uint32_t host;
+
+		if (shmrun_hosts_check(job, &host, why, sizeof(why))) {
+			shmrun_log(SHMRUN_LOG_ERROR, "%s; nothing was started", why);
+			return 2;
+		}
+		if (job->hosts > 1) {
+			shmrun_log(SHMRUN_LOG_ERROR,
+				   "hosts = %u: this build's launcher does not run multi-host "
+				   "jobs yet; nothing was started",
+				   job->hosts);
+			return 2;
+		}
+	}
 	if (shmrun_plan_build(job, &plan))
 		return 2;
 	r.plan = plan;

@@ -240,3 +240,13 @@ shmrun_check_test(check_jobsock
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 120)
+
+# Checkpoints across hosts (runtime/ckpt/hosts.h, issue 16) without MPI: two
+# "hosts" as two views of one per_host job — {host}, the MANIFEST bytes of a
+# COMMIT and their installation, retention by one host's files, the epoch the
+# hosts agree to restore.
+shmrun_check_test(check_ckpt_hosts
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_ckpt_hosts.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)

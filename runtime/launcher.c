@@ -119,6 +119,8 @@
 
 #include "callback.h"
 #include "control.h"
+#include "gateway.h"
+#include "ckpt/hosts.h"
 #include "metrics.h"
 #include "multihost.h"
 #include "ckpt/ckpt_io.h"
@@ -240,7 +242,7 @@ static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segm
 
 		snprintf(comm, sizeof(comm), "shmrun w%u %s", index, job->name);
 		shmrun_proctitle_set(comm, "shmrun: %s worker %u cpu %d", job->name, index,
-				     job->cpus[index]);
+				     shmrun_plan_cpu_of(plan, index));
 	}
 	launcher_pid = launcher;
 	worker_ctl = ctl;
@@ -256,11 +258,11 @@ static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segm
 	sigprocmask(SIG_SETMASK, oldmask, NULL);
 
 	CPU_ZERO(&set);
-	CPU_SET(job->cpus[index], &set);
+	CPU_SET(shmrun_plan_cpu_of(plan, index), &set);
 	if (sched_setaffinity(0, sizeof(set), &set) < 0)
 		shmrun_log(SHMRUN_LOG_WARN, "cannot pin to CPU %d: %s; running unpinned",
-			   job->cpus[index], strerror(errno));
-	shmrun_log(SHMRUN_LOG_DEBUG, "started on CPU %d", job->cpus[index]);
+			   shmrun_plan_cpu_of(plan, index), strerror(errno));
+	shmrun_log(SHMRUN_LOG_DEBUG, "started on CPU %d", shmrun_plan_cpu_of(plan, index));
 	status = shmrun_worker_run(plan, seg, index, ctl, &worker_stop);
 	fflush(NULL);
 	_exit(status);
@@ -305,7 +307,7 @@ static void reap_all(const struct shmrun_plan *plan, pid_t *pids, uint32_t n, in
 					   "worker %u (pid %d, CPU %d, tasks %s) did not stop within "
 					   "%.0f s of SIGTERM: killed with SIGKILL; output it held "
 					   "unwritten is lost",
-					   w, (int)pids[w], plan->job->cpus[w],
+					   w, (int)pids[w], shmrun_plan_cpu_of(plan, w),
 					   tasks, (double)STOP_GRACE_NS / 1e9);
 			}
 			kill_all(pids, n, SIGKILL);
@@ -382,9 +384,78 @@ struct run {
 	int metrics_fd;    /* its memfd (jobsock.c hands out read-only copies) */
 	struct shmrun_prom *prom; /* [job] metrics: the Prometheus endpoint, or NULL */
 	enum run_end end;  /* how the last start ended (the summary file) */
+	/* several hosts (job->hosts > 1, docs/multihost.md): this host's
+	 * workers are [lo, hi) of the plan's, and the gateway carries the
+	 * rings that cross hosts; there are no restarts in the process */
+	uint32_t host, lo, hi;
+	struct shmrun_gateway *gw;
+	struct shmrun_gateway_ring *gw_rings;
+	int gw_err;        /* the gateway's poll or finish, 0 if none */
 	struct jobsock js; /* the job's socket: `shmrun ps`, `stop`, `top` */
 	bool stop_asked;   /* a client asked a stop that supervise() has not served yet */
 };
+
+/*
+ * Start phase of a multi-host run, after this host's workers are forked
+ * (forking after MPI_Init is not allowed) and with the signals blocked (the
+ * gateway thread inherits the mask): the gateway, which carries every ring
+ * with one end here and the other on another host (gateway.h). Return: 0, or
+ * -1 with r->cause set (the start failed: exit 75, restartable).
+ */
+static int start_gateway(struct run *r)
+{
+	const struct shmrun_plan *plan = r->plan;
+	struct shmrun_worker_stats *stats = shmrun_control_stats(r->ctl);
+	struct shmrun_gateway_conf c = {
+		.host = r->host,
+		.hosts = r->job->hosts,
+		.plan = plan,
+		.workers_per_host = plan->workers_per_host,
+		.ctl = r->ctl,
+		.flush_ns = (int64_t)r->job->host_flush_ns,
+		.timeout_ns = (int64_t)r->job->host_timeout_ns,
+	};
+	uint32_t n = 0;
+	int err;
+
+	free(r->gw_rings);
+	r->gw_rings = calloc(plan->nchannels + 1, sizeof(*r->gw_rings));
+	if (!r->gw_rings) {
+		snprintf(r->cause, sizeof(r->cause), "out of memory starting the gateway");
+		return -1;
+	}
+	for (uint32_t ch = 0; ch < plan->nchannels; ch++) {
+		uint32_t src = plan->tasks[plan->channels[ch].src_task].worker;
+		uint32_t dst = plan->tasks[plan->channels[ch].dst_task].worker;
+		uint32_t hs = shmrun_plan_host_of(plan, src), hd = shmrun_plan_host_of(plan, dst);
+		struct shmrun_gateway_ring *g = &r->gw_rings[n];
+
+		if (hs == hd || (hs != r->host && hd != r->host))
+			continue;
+		g->channel = ch;
+		g->outbound = hs == r->host;
+		g->peer_host = g->outbound ? hd : hs;
+		g->mem = shmrun_segment_ring(&r->seg, ch, &g->len);
+		/* the local worker's bell: it sleeps there with a backlog
+		 * (outbound) or waiting for input (inbound) */
+		g->bell = &stats[g->outbound ? src : dst].bell;
+		n++;
+	}
+	c.rings = r->gw_rings;
+	c.nrings = n;
+	err = shmrun_gateway_start(&r->gw, &c);
+	if (err) {
+		char why[512] = "";
+
+		snprintf(r->cause, sizeof(r->cause),
+			 "host %u: the gateway to the other hosts did not start: %s%s%s", r->host,
+			 strerror(-err), why[0] ? ": " : "", why);
+		return -1;
+	}
+	shmrun_log(SHMRUN_LOG_INFO, "host %u of %u: workers %u-%u here, %u ring%s to other hosts",
+		   r->host, r->job->hosts, r->lo, r->hi - 1, n, n == 1 ? "" : "s");
+	return 0;
+}
 
 /*
  * Start phase: the control area, the restore selection, the segment, then
@@ -402,13 +473,20 @@ static enum run_end start_workers(struct run *r)
 	r->running = 0;
 	r->wt = (struct watch){0};
 	r->stopping = false;
-	r->ctl = shmrun_control_create(job->workers, plan->ntasks);
-	r->pids = calloc(job->workers, sizeof(*r->pids));
+	r->ctl = shmrun_control_create(plan->workers, plan->ntasks);
+	r->pids = calloc(plan->workers, sizeof(*r->pids));
 	if (!r->ctl || !r->pids) {
 		shmrun_log(SHMRUN_LOG_ERROR, "out of memory starting workers");
 		return RUN_NOSTART;
 	}
-	err = shmrun_ckpt_choose(r->job, r->ctl, &r->reset_done, &r->epoch);
+	if (job->hosts > 1) {
+		struct shmrun_ckpt_scope scope;
+
+		shmrun_ckpt_scope_of(plan, job->hosts, &scope);
+		err = shmrun_ckpt_choose_scoped(r->job, &scope, r->ctl, &r->reset_done, &r->epoch);
+	} else {
+		err = shmrun_ckpt_choose(r->job, r->ctl, &r->reset_done, &r->epoch);
+	}
 	if (err) {
 		r->refused = err == -ESTALE;
 		return RUN_NOSTART;
@@ -426,7 +504,7 @@ static enum run_end start_workers(struct run *r)
 		shmrun_metrics_new_start(r->metrics, r->epoch, r->starts > 0);
 	r->starts++;
 	fflush(NULL);
-	for (uint32_t w = 0; w < job->workers; w++) {
+	for (uint32_t w = r->lo; w < r->hi; w++) {
 		pid_t pid = fork();
 
 		if (pid == 0)
@@ -434,8 +512,8 @@ static enum run_end start_workers(struct run *r)
 		if (pid < 0) {
 			shmrun_log(SHMRUN_LOG_ERROR, "fork of worker %u failed: %s", w,
 				   strerror(errno));
-			kill_all(r->pids, job->workers, SIGKILL);
-			reap_all(NULL, r->pids, job->workers, 0);
+			kill_all(r->pids, r->plan->workers, SIGKILL);
+			reap_all(NULL, r->pids, r->plan->workers, 0);
 			snprintf(r->cause, sizeof(r->cause), "fork failed");
 			return RUN_FAILED;
 		}
@@ -448,6 +526,12 @@ static enum run_end start_workers(struct run *r)
 	shmrun_log(SHMRUN_LOG_INFO, "job %s: %u worker%s, %u task%s, %u ring%s", job->name,
 		   job->workers, job->workers == 1 ? "" : "s", plan->ntasks,
 		   plan->ntasks == 1 ? "" : "s", plan->nchannels, plan->nchannels == 1 ? "" : "s");
+	if (job->hosts > 1 && start_gateway(r)) {
+		kill_all(r->pids, plan->workers, SIGKILL);
+		reap_all(NULL, r->pids, plan->workers, 0);
+		r->running = 0;
+		return RUN_FAILED;
+	}
 	return RUN_DONE;
 }
 
@@ -472,8 +556,8 @@ static bool final_epoch_overdue(struct run *r)
 			   "from epoch %" PRIu64,
 			   (double)job->checkpoint_timeout_ns / 1e9,
 			   (double)STOP_GRACE_NS / 1e9, e);
-		stop_all(r->ctl, r->pids, job->workers);
-		reap_all(r->plan, r->pids, job->workers, shmrun_now_ns() + STOP_GRACE_NS);
+		stop_all(r->ctl, r->pids, r->plan->workers);
+		reap_all(r->plan, r->pids, r->plan->workers, shmrun_now_ns() + STOP_GRACE_NS);
 		return true;
 	}
 	return false;
@@ -534,8 +618,8 @@ static bool serve_stop(struct run *r, int sig, bool forwarded)
 	shmrun_log(SHMRUN_LOG_WARN, "%s: stopping %u worker%s",
 		   r->stop_cmd ? "shmrun stop" : strsignal(sig), r->running,
 		   r->running == 1 ? "" : "s");
-	stop_all(r->ctl, r->pids, job->workers);
-	reap_all(r->plan, r->pids, job->workers, shmrun_now_ns() + STOP_GRACE_NS);
+	stop_all(r->ctl, r->pids, r->plan->workers);
+	reap_all(r->plan, r->pids, r->plan->workers, shmrun_now_ns() + STOP_GRACE_NS);
 	r->signal = sig;
 	return true;
 }
@@ -547,7 +631,6 @@ static bool serve_stop(struct run *r, int sig, bool forwarded)
  */
 static void note_exit_cause(struct run *r, uint32_t w, int status, const char *tasks)
 {
-	const struct shmrun_job *job = r->job;
 	struct shmrun_worker_stats *stats = shmrun_control_stats(r->ctl);
 
 	if (WIFSIGNALED(status) && signal_is_incurable(WTERMSIG(status))) {
@@ -560,14 +643,14 @@ static void note_exit_cause(struct run *r, uint32_t w, int status, const char *t
 				 "worker %u (CPU %d, tasks %s) was killed by SIGXFSZ: a "
 				 "file it wrote%s%.400s%s reached the file size limit "
 				 "(RLIMIT_FSIZE, `ulimit -f`); raise or remove the limit",
-				 w, job->cpus[w], tasks, outs[0] ? " (" : "", outs,
+				 w, shmrun_plan_cpu_of(r->plan, w), tasks, outs[0] ? " (" : "", outs,
 				 outs[0] ? ")" : "");
 		else
 			snprintf(r->cause, sizeof(r->cause),
 				 "worker %u (CPU %d, tasks %s) was killed by SIGXCPU: it "
 				 "used up the CPU time limit (RLIMIT_CPU, `ulimit -t`); "
 				 "raise or remove the limit",
-				 w, job->cpus[w], tasks);
+				 w, shmrun_plan_cpu_of(r->plan, w), tasks);
 	} else if (WIFSIGNALED(status)) {
 		/* the callback it died in, if any: its words are final after waitpid */
 		uint64_t where = atomic_load_explicit(&stats[w].cb_where, memory_order_relaxed);
@@ -576,14 +659,14 @@ static void note_exit_cause(struct run *r, uint32_t w, int status, const char *t
 		shmrun_cb_describe(r->plan, where, in, sizeof(in));
 		snprintf(r->cause, sizeof(r->cause),
 			 "worker %u (CPU %d, tasks %s) was killed by signal %d (%s, %s)%s%.600s", w,
-			 job->cpus[w], tasks, WTERMSIG(status), shmrun_signal_name(WTERMSIG(status)),
+			 shmrun_plan_cpu_of(r->plan, w), tasks, WTERMSIG(status), shmrun_signal_name(WTERMSIG(status)),
 			 strsignal(WTERMSIG(status)), in[0] ? " while in " : "", in);
 	}
 	else if (WEXITSTATUS(status) == 3)
 		snprintf(r->cause, sizeof(r->cause),
 			 "worker %u (CPU %d, tasks %s) was stopped by a SIGTERM sent to "
 			 "it (not to the launcher)",
-			 w, job->cpus[w], tasks);
+			 w, shmrun_plan_cpu_of(r->plan, w), tasks);
 	else {
 		/* exit() called by operator code: the worker's own exits are
 		 * outside every callback (cb_where 0) */
@@ -595,11 +678,11 @@ static void note_exit_cause(struct run *r, uint32_t w, int status, const char *t
 				 "worker %u (CPU %d, tasks %s) exited with exit status %d while "
 				 "in %.560s: an operator must not call exit(); it returns a "
 				 "negative errno after shmrun_task_error()",
-				 w, job->cpus[w], tasks, WEXITSTATUS(status), in);
+				 w, shmrun_plan_cpu_of(r->plan, w), tasks, WEXITSTATUS(status), in);
 		else
 			snprintf(r->cause, sizeof(r->cause),
 				 "worker %u (CPU %d, tasks %s) failed with exit status %d%s%s", w,
-				 job->cpus[w], tasks, WEXITSTATUS(status),
+				 shmrun_plan_cpu_of(r->plan, w), tasks, WEXITSTATUS(status),
 				 stats[w].error[0] ? ": " : "", stats[w].error);
 	}
 }
@@ -625,9 +708,8 @@ static bool exited_well(struct run *r, uint32_t w, int status)
  */
 static enum run_end reap_exits(struct run *r)
 {
-	const struct shmrun_job *job = r->job;
 
-	for (uint32_t w = 0; w < job->workers; w++) {
+	for (uint32_t w = 0; w < r->plan->workers; w++) {
 		int status;
 		char tasks[256];
 
@@ -649,16 +731,16 @@ static enum run_end reap_exits(struct run *r)
 				   "worker %u: its output pipe was closed (SIGPIPE); "
 				   "stopping the job",
 				   w);
-			kill_all(r->pids, job->workers, SIGKILL);
-			reap_all(NULL, r->pids, job->workers, 0);
+			kill_all(r->pids, r->plan->workers, SIGKILL);
+			reap_all(NULL, r->pids, r->plan->workers, 0);
 			r->running = 0;
 			r->signal = SIGPIPE;
 			return RUN_SIGNALED;
 		}
 		note_exit_cause(r, w, status, tasks);
 		shmrun_log(SHMRUN_LOG_ERROR, "%s", r->cause);
-		kill_all(r->pids, job->workers, SIGKILL);
-		reap_all(NULL, r->pids, job->workers, 0);
+		kill_all(r->pids, r->plan->workers, SIGKILL);
+		reap_all(NULL, r->pids, r->plan->workers, 0);
 		r->running = 0;
 		return RUN_FAILED;
 	}
@@ -681,6 +763,29 @@ static bool serve_outside(struct run *r)
 }
 
 /*
+ * Supervise phase of a multi-host run: the gateway's state. A peer that
+ * aborted, went silent or broke the protocol, or an MPI error, stops this
+ * host's workers (the gateway has told the other hosts). Return: true if it
+ * did (the start ends RUN_FAILED, r->cause says why).
+ */
+static bool poll_gateway(struct run *r)
+{
+	char why[512];
+	int st = shmrun_gateway_poll(r->gw, why, sizeof(why));
+
+	if (!st)
+		return false;
+	r->gw_err = st;
+	snprintf(r->cause, sizeof(r->cause), "%s", why);
+	shmrun_log(SHMRUN_LOG_ERROR, "host %u: %s: stopping this host's %u worker%s", r->host, why,
+		   r->running, r->running == 1 ? "" : "s");
+	kill_all(r->pids, r->plan->workers, SIGKILL);
+	reap_all(NULL, r->pids, r->plan->workers, 0);
+	r->running = 0;
+	return true;
+}
+
+/*
  * Supervise phase: until every worker has ended, take signals (sigtimedwait():
  * one ordered stream with child exits), watch for stopped workers and the
  * final epoch's deadline, reap exits. Return: RUN_DONE, RUN_SIGNALED, RUN_FAILED.
@@ -693,9 +798,9 @@ static enum run_end supervise(struct run *r)
 	/* 100 ms, or operator_timeout/4 when that is shorter */
 	int64_t tick_ns = shmrun_cb_watch_tick_ns(job->operator_timeout_ns, 100000000);
 
-	r->wt.stopped_ns = calloc(job->workers, sizeof(*r->wt.stopped_ns));
-	r->wt.told = calloc(job->workers, sizeof(*r->wt.told));
-	if (job->operator_timeout_ns && shmrun_cb_watch_init(&r->cw, job->workers))
+	r->wt.stopped_ns = calloc(r->plan->workers, sizeof(*r->wt.stopped_ns));
+	r->wt.told = calloc(r->plan->workers, sizeof(*r->wt.told));
+	if (job->operator_timeout_ns && shmrun_cb_watch_init(&r->cw, r->plan->workers))
 		shmrun_log(SHMRUN_LOG_WARN, "out of memory: operator_timeout is not watched");
 	while (r->running) {
 		struct timespec tick = {tick_ns / 1000000000, tick_ns % 1000000000};
@@ -730,8 +835,18 @@ static enum run_end supervise(struct run *r)
 			}
 			continue;
 		}
+		if (r->gw && poll_gateway(r)) {
+			end = RUN_FAILED;
+			break;
+		}
 		end = reap_exits(r);
+		if (end == RUN_FAILED && r->gw)
+			/* a local worker died: every host stops, and the whole
+			 * job restarts from its last checkpoint (exit 75) */
+			shmrun_gateway_abort(r->gw, r->cause);
 	}
+	if (end == RUN_SIGNALED && r->gw)
+		shmrun_gateway_abort(r->gw, "stopped by a signal without a final checkpoint");
 	return end;
 }
 
@@ -750,6 +865,20 @@ static enum run_end finish_start(struct run *r, enum run_end end)
 	free(r->wt.told);
 	shmrun_cb_watch_free(&r->cw);
 	free(r->pids);
+	if (r->gw) {
+		/* the workers are gone: the last frames, end of stream, MPI_Finalize
+		 * (before the segment the gateway's rings live in is unmapped) */
+		int err = shmrun_gateway_finish(r->gw);
+
+		r->gw = NULL;
+		if (err && !r->gw_err) {
+			r->gw_err = err;
+			if (!r->cause[0])
+				snprintf(r->cause, sizeof(r->cause),
+					 "host %u: the other hosts did not end their streams: %s",
+					 r->host, strerror(-err));
+		}
+	}
 	shmrun_segment_close(&r->seg);
 	return end;
 }
@@ -807,7 +936,7 @@ static bool incurable(const struct shmrun_job *job, const struct run *r)
 					       : "");
 		return true;
 	}
-	for (uint32_t w = 0; w < job->workers && !errno_is_incurable(err); w++) {
+	for (uint32_t w = 0; w < r->plan->workers && !errno_is_incurable(err); w++) {
 		int e = atomic_load_explicit(&stats[w].fail_errno, memory_order_relaxed);
 
 		if (errno_is_incurable(e))
@@ -906,8 +1035,16 @@ int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
  */
 static int open_jobsock(struct run *r)
 {
-	char why[PATH_MAX + 256];
-	int err = jobsock_open(&r->js, r->job->name, -1, why, sizeof(why));
+	char why[PATH_MAX + 256], name[300];
+	int err;
+
+	/* several hosts: each launcher its own name, JOB.h<host> (two "hosts"
+	 * may share a machine) */
+	if (r->job->hosts > 1)
+		snprintf(name, sizeof(name), "%s.h%u", r->job->name, r->host);
+	else
+		snprintf(name, sizeof(name), "%s", r->job->name);
+	err = jobsock_open(&r->js, name, -1, why, sizeof(why));
 
 	if (err == -EEXIST && shmrun_lock_job_check(r->job))
 		return -1; /* the refusal names the holder of checkpoint_dir or an output */
@@ -1017,6 +1154,16 @@ static void block_signals(struct run *r)
 static int start_result(struct run *r, enum run_end end, uint32_t attempt)
 {
 	const struct shmrun_job *job = r->job;
+
+	if (job->hosts > 1 && (end == RUN_FAILED || (end != RUN_NOSTART && r->gw_err))) {
+		/* MPI allows no second start in this process: the whole job
+		 * restarts from outside (`shmrun supervise`, docs/multihost.md) */
+		shmrun_log(SHMRUN_LOG_ERROR,
+			   "host %u: %s; exit 75 (restartable): run the whole job again (shmrun "
+			   "supervise does) and it resumes from the last complete checkpoint",
+			   r->host, r->cause[0] ? r->cause : "the gateway failed");
+		return 75;
+	}
 
 	if (end == RUN_DONE) {
 		print_summary(r->plan, r->metrics, shmrun_control_stats(r->ctl),
@@ -1224,17 +1371,28 @@ int shmrun_run(const struct shmrun_job *job)
 			shmrun_log(SHMRUN_LOG_ERROR, "%s; nothing was started", why);
 			return 2;
 		}
-		if (job->hosts > 1) {
+		/* this host's view: {host} in checkpoint_dir, the locks and the
+		 * job's socket name (ckpt/hosts.h, preflight.c, jobsock.c) */
+		if (job->hosts > 1 && shmrun_ckpt_set_host((struct shmrun_job *)job, host)) {
 			shmrun_log(SHMRUN_LOG_ERROR,
-				   "hosts = %u: this build's launcher does not run multi-host "
-				   "jobs yet; nothing was started",
-				   job->hosts);
+				   "%s: checkpoint_dir with {host} = %u is too long; nothing was "
+				   "started",
+				   job->conf_path, host);
 			return 2;
 		}
+		r.host = host;
 	}
 	if (shmrun_plan_build(job, &plan))
 		return 2;
 	r.plan = plan;
+	/* this host's workers: g = host * workers_per_host + i */
+	r.lo = r.host * plan->workers_per_host;
+	r.hi = r.lo + plan->workers_per_host;
+	if (job->hosts <= 1) {
+		r.lo = 0;
+		r.hi = plan->workers;
+	}
+	shmrun_lock_job_plan(plan);
 	if (prepare_and_lock(&r))
 		goto out;
 	if (!counters || strcmp(counters, "off") != 0) {
@@ -1254,7 +1412,7 @@ int shmrun_run(const struct shmrun_job *job)
 	block_signals(&r);
 	rc = restart_loop(&r);
 	if (r.metrics) {
-		for (uint32_t w = 0; w < job->workers; w++) /* every one reaped */
+		for (uint32_t w = 0; w < plan->workers; w++) /* every one reaped */
 			atomic_store_explicit(&shmrun_metrics_worker(r.metrics, w)->pid, 0,
 					      memory_order_relaxed);
 		atomic_store_explicit(&r.metrics->exit_status, rc, memory_order_relaxed);
@@ -1271,6 +1429,8 @@ out:
 	shmrun_run_metrics = NULL;
 	shmrun_metrics_destroy(r.metrics, r.metrics_fd);
 	shmrun_control_destroy(r.ctl);
+	shmrun_lock_job_plan(NULL);
+	free(r.gw_rings);
 	shmrun_plan_free(plan);
 	return rc;
 }

@@ -76,7 +76,7 @@ static void fill_tables(struct shmrun_metrics *m, const struct shmrun_plan *plan
 		t->stage = plan->tasks[i].stage;
 		t->instance = plan->tasks[i].instance;
 		t->worker = plan->tasks[i].worker;
-		t->cpu = job->cpus[plan->tasks[i].worker];
+		t->cpu = shmrun_plan_cpu_of(plan, plan->tasks[i].worker);
 		t->vnode_lo = plan->tasks[i].vnode_lo;
 		t->vnode_hi = plan->tasks[i].vnode_hi;
 		atomic_store_explicit(&t->watermark, INT64_MIN, memory_order_relaxed);
@@ -89,7 +89,7 @@ static void fill_tables(struct shmrun_metrics *m, const struct shmrun_plan *plan
 		ch->capacity = plan->rings[c].capacity;
 	}
 	for (uint32_t w = 0; w < m->workers; w++)
-		shmrun_metrics_worker(m, w)->cpu = job->cpus[w];
+		shmrun_metrics_worker(m, w)->cpu = shmrun_plan_cpu_of(plan, w);
 }
 
 struct shmrun_metrics *shmrun_metrics_create(const struct shmrun_plan *plan, int *fd)

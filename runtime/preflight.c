@@ -84,6 +84,7 @@
 #include "ckpt/ckpt_io.h"
 #include "ops/input_check.h"
 #include "internal.h"
+#include "plan.h"
 #include "preflight.h"
 #include "shmrun/operator.h"
 #include "shmrun/runtime.h"
@@ -677,6 +678,22 @@ struct lock {
 
 static struct lock *locks;
 static uint32_t nlocks;
+static const struct shmrun_plan *lock_plan; /* shmrun_lock_job_plan() */
+
+void shmrun_lock_job_plan(const struct shmrun_plan *plan)
+{
+	lock_plan = plan;
+}
+
+/* Whether this host writes instance @k of stage @s (always with one host). */
+static bool lock_local(const struct shmrun_job *job, uint32_t s, uint32_t k)
+{
+	const struct shmrun_plan *p = lock_plan;
+
+	if (!p || p->hosts <= 1 || p->job != job)
+		return true;
+	return shmrun_plan_host_of(p, p->tasks[p->stage_task0[s] + k].worker) == job->host;
+}
 
 /* mkdir -p @path, each directory made 0700 (@ckpt, shmrun_ckpt_mkdir()) or 0777. */
 static int make_dirs(const char *path, bool ckpt)
@@ -844,7 +861,11 @@ static int lock_pass(const struct shmrun_job *job, bool create)
 				   brief(job->checkpoint_dir, b));
 			return err;
 		}
-		if (snprintf(path, sizeof(path), "%s/.lock", job->checkpoint_dir) >=
+		/* several hosts: each its own lock (they share a directory) */
+		if ((lock_plan && lock_plan->hosts > 1 && lock_plan->job == job
+			     ? snprintf(path, sizeof(path), "%s/.lock.h%u", job->checkpoint_dir,
+					job->host)
+			     : snprintf(path, sizeof(path), "%s/.lock", job->checkpoint_dir)) >=
 		    (int)sizeof(path))
 			return -ENAMETOOLONG; /* refused by shmrun_preflight() */
 		err = lock_one(job, job->checkpoint_dir_line, "checkpoint_dir", job->checkpoint_dir,
@@ -880,18 +901,23 @@ static int lock_pass(const struct shmrun_job *job, bool create)
 				return err;
 			}
 			/* .<name>.lock; width k also writes path.<i>, which a job of
-			 * width 1 may name: .<name>.<i>.lock; and each file written */
-			err = lock_path(p->value, -1, path, sizeof(path));
-			if (!err)
+			 * width 1 may name: .<name>.<i>.lock; and each file written
+			 * (with several hosts: by an instance on this host) */
+			err = lock_local(job, s, 0) ? lock_path(p->value, -1, path, sizeof(path)) : 0;
+			if (!err && lock_local(job, s, 0))
 				err = lock_one(job, conf_line(job, st, p), what, p->value, path,
 					       false, create);
 			for (uint32_t k = 0; !err && st->width > 1 && k < width; k++) {
+				if (!lock_local(job, s, k))
+					continue;
 				err = lock_path(p->value, k, path, sizeof(path));
 				if (!err)
 					err = lock_one(job, conf_line(job, st, p), what, p->value,
 						       path, false, create);
 			}
 			for (uint32_t k = 0; !err && k < width; k++) {
+				if (!lock_local(job, s, k))
+					continue;
 				snprintf(file, sizeof(file), st->width > 1 ? "%s.%u" : "%s", p->value,
 					 k);
 				err = lock_one(job, conf_line(job, st, p), what, p->value, file,

@@ -306,10 +306,10 @@ static void describe_timeout(const struct shmrun_coordinator *co, const struct s
 		if ((!stuck && !stopped) || !busy)
 			continue;
 		if (pid <= 0) {
-			PUT("; worker %u (CPU %d) has not started yet", w, job->cpus[w]);
+			PUT("; worker %u (CPU %d) has not started yet", w, shmrun_plan_cpu_of(plan, w));
 			continue;
 		}
-		PUT("; worker %u (pid %d, CPU %d, tasks", w, pid, job->cpus[w]);
+		PUT("; worker %u (pid %d, CPU %d, tasks", w, pid, shmrun_plan_cpu_of(plan, w));
 		for (uint32_t k = 0; k < plan->ntasks; k++)
 			if (plan->tasks[k].worker == w) {
 				PUT("%s %s[%u]", any ? "," : "",

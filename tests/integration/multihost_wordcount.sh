@@ -5,8 +5,10 @@
 # the same job on one host and the coreutils reference, as multisets of
 # lines; checkpoints complete along the way (several epochs, each with every
 # task's state file, one MANIFEST, `shmrun ckpt verify`), each host locks its
-# own checkpoint_dir lock, and nothing is left running. Registered only when
-# MPI is found (tests/integration/tests.cmake).
+# own checkpoint_dir lock; kill -9 of a worker on host 1 ends the run with
+# 75 on both hosts and a rerun restores and gives the exact output again;
+# nothing is left running. Registered only when MPI is found
+# (tests/integration/tests.cmake).
 set -euo pipefail
 shmrun=${1:?usage: multihost_wordcount.sh path/to/shmrun}
 export LC_ALL=C
@@ -97,6 +99,34 @@ n=$(ls "$tmp/ck2/ckpt-$last"/*.state | wc -l)
 qgrep "a restore would use ckpt-$last" "$tmp/verify" || fail "verify: $(tail -1 "$tmp/verify")"
 # each host locked its own lock in the shared directory
 [ -f "$tmp/ck2/.lock.h0" ] && [ -f "$tmp/ck2/.lock.h1" ] || fail "no per-host checkpoint_dir locks"
+
+# kill -9 of a worker on host 1 mid-run: host 1 aborts the job, host 0
+# stops too, mpirun exits 75 (restartable); the rerun (what `shmrun
+# supervise` does) restores the last complete checkpoint on both hosts and
+# the output is exact again (the sinks' staged output of the lost epoch is
+# not committed twice)
+rm -rf "$tmp/ck2" "$tmp"/out/two.tsv.*
+sed -i 's/^rate = 30000/rate = 6000/' "$tmp/two.conf"
+mpi_run 2 "$shmrun" "$tmp/two.conf" > "$tmp/log" 2>&1 &
+launcher=$!
+wait_manifest "$tmp/ck2" || fail "no checkpoint before the kill"
+victim=$(pgrep -f "shmrun: $name worker 2 " || true)
+[ -n "$victim" ] || fail "no worker 2 on host 1 to kill"
+kill -9 $victim
+st=0
+wait "$launcher" || st=$?
+launcher=
+[ "$st" = 75 ] || fail "after kill -9 of a worker: mpirun exited $st, want 75"
+qgrep "host 0: host 1 aborted the job: host 1: worker 2 .* killed by signal 9" "$tmp/log" ||
+	fail "host 0 did not name host 1's dead worker"
+st=0
+mpi_run 2 "$shmrun" "$tmp/two.conf" > "$tmp/log" 2>&1 || st=$?
+[ "$st" = 0 ] || fail "rerun after the kill: mpirun exited $st"
+[ "$(grep -c "launcher: restoring epoch" "$tmp/log")" = 2 ] ||
+	fail "the rerun did not restore a checkpoint on both hosts"
+sort "$tmp"/out/two.tsv.* > "$tmp/two.sorted"
+cmp -s "$tmp/one.sorted" "$tmp/two.sorted" ||
+	fail "output after kill -9 and rerun differs: $(diff "$tmp/one.sorted" "$tmp/two.sorted" | head -5)"
 
 # nothing left running: no worker, launcher or mpirun of this job
 sleep 0.2

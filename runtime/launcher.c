@@ -470,7 +470,7 @@ static enum run_end start_gateway(struct run *r)
 		r->gw = NULL;
 		goto err_kill;
 	}
-	shmrun_log(SHMRUN_LOG_DEBUG, "gateway of host %u: %u ring%s to or from other hosts",
+	shmrun_log(SHMRUN_LOG_INFO, "gateway of host %u: %u ring%s to or from other hosts",
 		   r->host, n, n == 1 ? "" : "s");
 	return RUN_DONE;
 
@@ -891,7 +891,7 @@ static enum run_end finish_gateway(struct run *r, enum run_end end)
 
 	if (end != RUN_DONE) {
 		shmrun_gateway_abort(r->gw, r->cause[0] ? r->cause : "stopped");
-		r->gw = NULL;
+		(void)shmrun_gateway_finish(r->gw); /* joins and frees it; the peers know */
 	} else if ((err = shmrun_gateway_finish(r->gw))) {
 		r->gw = NULL;
 		snprintf(r->cause, sizeof(r->cause),

@@ -490,6 +490,21 @@ int shmrun_ring_reserve_slow(struct shmrun_ring *r, uint32_t len, struct shmrun_
 	return 0;
 }
 
+int shmrun_ring_skip(struct shmrun_ring *r)
+{
+	uint64_t to_end = r->capacity - (r->tail & r->mask);
+
+	if (r->reserving)
+		return -EBUSY;
+	if (to_end == r->capacity)
+		return 0; /* at offset 0: nothing to step over */
+	if (!has_room(r, to_end))
+		return -EAGAIN;
+	put_skip(r, to_end);
+	shmrun_ring_flush(r);
+	return 0;
+}
+
 int shmrun_ring_write(struct shmrun_ring *r, uint16_t kind, uint32_t src_task, uint32_t dst_task,
 		      const void *payload, uint32_t len)
 {

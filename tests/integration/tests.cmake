@@ -87,3 +87,13 @@ if(TARGET shmrun)
 		 $<TARGET_FILE:shmrun>)
 	set_tests_properties(follow_dpkg PROPERTIES TIMEOUT 300 LABELS "runtime;integration")
 endif()
+
+# Multi-host (issue 16): the word count on two "hosts" (two MPI processes on
+# this machine over TCP loopback, tests/integration/mpi.sh) equals the one-host
+# run, with checkpoints in a shared checkpoint_dir. Only when MPI was found.
+if(TARGET shmrun AND MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
+	add_test(NAME multihost_wordcount COMMAND bash
+		 ${CMAKE_CURRENT_LIST_DIR}/multihost_wordcount.sh $<TARGET_FILE:shmrun>)
+	set_tests_properties(multihost_wordcount PROPERTIES TIMEOUT 300
+			     LABELS "runtime;integration;mpi" SKIP_RETURN_CODE 77)
+endif()

@@ -278,6 +278,20 @@ int shmrun_ring_write(struct shmrun_ring *r, uint16_t kind, uint32_t src_task, u
 		      const void *payload, uint32_t len);
 
 /**
+ * shmrun_ring_skip() - publish a skip marker over the bytes from the tail to
+ * the end of the data area, so that the next frame starts at offset 0. For a
+ * relay that copies another ring frame by frame and must reproduce its skip
+ * markers (runtime/gateway.c: the other ring placed a frame behind a skip
+ * that this ring's reserve would not have put there, e.g. one published
+ * alone, see shmrun_ring_max_payload()). Publishes at once (with the pending
+ * commits) and rings the consumer's bell.
+ *
+ * Return: 0 (also when the tail is at offset 0: nothing to do); -EAGAIN if the
+ * skip does not fit yet; -EBUSY if a reservation is open.
+ */
+int shmrun_ring_skip(struct shmrun_ring *r);
+
+/**
  * shmrun_ring_flush() - publish every committed frame now (one release store:
  * the commit word of the batch's first frame) and ring the consumer's doorbell
  * if it sleeps (one seq_cst fence; none with a NULL wake bell). Also stores the
@@ -342,6 +356,46 @@ void shmrun_ring_consumer_flush(struct shmrun_ring *r);
 
 /** shmrun_ring_readable() - whether a published frame is waiting. */
 bool shmrun_ring_readable(struct shmrun_ring *r);
+
+/* ---- positions ---------------------------------------------------------- */
+
+/*
+ * Two rings of the same capacity that carry the same frames in the same order
+ * from the same starting index hold every frame at the same index (skip
+ * markers included: where a frame goes depends only on the index and the
+ * frame's size). The multi-host gateway (runtime/gateway.c) relies on that to
+ * turn a remote ring's consumer position into credits for a local ring.
+ */
+
+/**
+ * shmrun_ring_capacity() - data bytes of the ring (a power of two).
+ */
+static inline uint64_t shmrun_ring_capacity(const struct shmrun_ring *r)
+{
+	return r->capacity;
+}
+
+/**
+ * shmrun_ring_position() - this handle's free-running byte index: for a
+ * producer the end of its committed frames (published or not), for a consumer
+ * the start of the frame shmrun_ring_peek() returned or returns next (after any
+ * skip marker it stepped over). Private memory only; no atomics.
+ */
+static inline uint64_t shmrun_ring_position(const struct shmrun_ring *r)
+{
+	return r->role == SHMRUN_RING_PRODUCER ? r->tail : r->head;
+}
+
+/**
+ * shmrun_ring_consumed() - the consumer's released bytes as it stored them in
+ * shared memory (its head, a free-running index), read from either side.
+ */
+static inline uint64_t shmrun_ring_consumed(const struct shmrun_ring *r)
+{
+	/* acquire: pairs with the consumer's release store of head in
+	 * shmrun_ring_release(); the bytes below it are no longer read. */
+	return atomic_load_explicit(r->head_p, memory_order_acquire);
+}
 
 /* ---- waiting ------------------------------------------------------------ */
 

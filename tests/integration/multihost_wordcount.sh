@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# tests/integration/multihost_wordcount.sh SHMRUN: the word count on two
+# "hosts" (two MPI processes on this machine, tests/integration/mpi.sh) with
+# [job] hosts = 2, workers = 2 and a checkpoint_dir both hosts share, equals
+# the same job on one host and the coreutils reference, as multisets of
+# lines; checkpoints complete along the way (several epochs, each with every
+# task's state file, one MANIFEST, `shmrun ckpt verify`), each host locks its
+# own checkpoint_dir lock; kill -9 of a worker on host 1 ends the run with
+# 75 on both hosts and a rerun restores and gives the exact output again;
+# nothing is left running. Registered only when MPI is found
+# (tests/integration/tests.cmake).
+set -euo pipefail
+shmrun=${1:?usage: multihost_wordcount.sh path/to/shmrun}
+export LC_ALL=C
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/mpi.sh"
+need_mpi
+
+# reference FILE... -> "word<TAB>count" lines, sorted (as wordcount.sh)
+reference() {
+	for f in "$@"; do
+		tr -c 'A-Za-z0-9' '\n' < "$f"
+		echo
+	done | tr 'A-Z' 'a-z' | grep -v '^$' | sort | uniq -c | awk '{print $2 "\t" $1}' | sort
+}
+
+mkdir -p "$tmp/in"
+for i in $(seq 1 30); do
+	seq 1 $((i * 150)) | sed "s/^/Word$i w/" > "$tmp/in/gen$i.txt"
+done
+printf 'no final newline' > "$tmp/in/nofinal.txt"
+cp /usr/share/common-licenses/GPL-3 "$tmp/in/" 2> /dev/null || true
+name=mhwc_$$
+
+conf() { # hosts workers out ckpt name
+	cat <<CONF
+[job]
+name = $5
+hosts = $1
+workers = $2
+ring_bytes = 64K
+checkpoint_dir = $4
+checkpoint_interval = 100ms
+[read]
+op = file_source
+path = in
+piece_bytes = 4096
+rate = 30000
+width = 3
+[words]
+op = tokenize
+input = read
+width = 3
+[count]
+op = count
+input = words by key
+width = 5
+[out]
+op = file_sink
+input = count
+path = $3
+width = 2
+CONF
+}
+conf 1 4 out/one.tsv ck1 "${name}_1" > "$tmp/one.conf"
+conf 2 2 out/two.tsv ck2 "$name" > "$tmp/two.conf"
+
+reference "$tmp"/in/* > "$tmp/ref.tsv"
+"$shmrun" "$tmp/one.conf" > "$tmp/log" 2>&1 || fail "one-host run failed"
+sort "$tmp"/out/one.tsv.* > "$tmp/one.sorted"
+cmp -s "$tmp/ref.tsv" "$tmp/one.sorted" || fail "one-host output differs from the reference"
+
+# the two-host run: both launchers under one mpirun; exit 0 from both
+st=0
+mpi_run 2 "$shmrun" "$tmp/two.conf" > "$tmp/log" 2>&1 || st=$?
+[ "$st" = 0 ] || fail "two-host run: mpirun exited $st"
+for h in 0 1; do
+	qgrep "2 workers on host $h of 2 (workers $((2 * h)) to $((2 * h + 1)) of 4)" "$tmp/log" &&
+		qgrep "gateway of host $h: [1-9][0-9]* rings to or from other hosts" "$tmp/log" || fail "host $h did not start its gateway with its rings"
+done
+[ "$(grep -c "launcher: job $name done" "$tmp/log")" = 2 ] || fail "not both hosts reported done"
+sort "$tmp"/out/two.tsv.* > "$tmp/two.sorted"
+[ -s "$tmp/two.sorted" ] || fail "no output from the two-host run"
+cmp -s "$tmp/one.sorted" "$tmp/two.sorted" ||
+	fail "two-host output differs from the one-host run: $(diff "$tmp/one.sorted" "$tmp/two.sorted" | head -5)"
+# each sink instance wrote its file on its own host: two files, each non-empty
+for k in 0 1; do
+	[ -s "$tmp/out/two.tsv.$k" ] || fail "out/two.tsv.$k is empty"
+done
+
+# checkpoints: several epochs completed, the last one has every task's state
+# file (both hosts wrote into the shared directory) and verifies
+last=$(ls -d "$tmp"/ck2/ckpt-* | sed 's/.*ckpt-//' | sort -n | tail -1)
+[ "${last:-0}" -ge 3 ] || fail "only ${last:-no} epochs completed (checkpoint_interval 100ms)"
+[ -f "$tmp/ck2/ckpt-$last/MANIFEST" ] || fail "ckpt-$last has no MANIFEST"
+n=$(ls "$tmp/ck2/ckpt-$last"/*.state | wc -l)
+[ "$n" = 13 ] || fail "ckpt-$last holds $n state files, want 13 (3 + 3 + 5 + 2 tasks)"
+"$shmrun" ckpt verify "$tmp/ck2" > "$tmp/verify" 2>&1 || fail "ckpt verify: $(cat "$tmp/verify")"
+qgrep "a restore would use ckpt-$last" "$tmp/verify" || fail "verify: $(tail -1 "$tmp/verify")"
+# each host locked its own lock in the shared directory
+[ -f "$tmp/ck2/.lock.h0" ] && [ -f "$tmp/ck2/.lock.h1" ] || fail "no per-host checkpoint_dir locks"
+
+# kill -9 of a worker on host 1 mid-run: host 1 aborts the job, host 0
+# stops too, mpirun exits 75 (restartable); the rerun (what `shmrun
+# supervise` does) restores the last complete checkpoint on both hosts and
+# the output is exact again (the sinks' staged output of the lost epoch is
+# not committed twice)
+rm -rf "$tmp/ck2" "$tmp"/out/two.tsv.*
+sed -i 's/^rate = 30000/rate = 6000/' "$tmp/two.conf"
+mpi_run 2 "$shmrun" "$tmp/two.conf" > "$tmp/log" 2>&1 &
+launcher=$!
+wait_manifest "$tmp/ck2" || fail "no checkpoint before the kill"
+victim=$(pgrep -f "shmrun: $name worker 2 " || true)
+[ -n "$victim" ] || fail "no worker 2 on host 1 to kill"
+kill -9 $victim
+st=0
+wait "$launcher" || st=$?
+launcher=
+[ "$st" = 75 ] || fail "after kill -9 of a worker: mpirun exited $st, want 75"
+qgrep "host 0: host 1 aborted the job: host 1: worker 2 .* killed by signal 9" "$tmp/log" ||
+	fail "host 0 did not name host 1's dead worker"
+st=0
+mpi_run 2 "$shmrun" "$tmp/two.conf" > "$tmp/log" 2>&1 || st=$?
+[ "$st" = 0 ] || fail "rerun after the kill: mpirun exited $st"
+[ "$(grep -c "launcher: restoring epoch" "$tmp/log")" = 2 ] ||
+	fail "the rerun did not restore a checkpoint on both hosts"
+sort "$tmp"/out/two.tsv.* > "$tmp/two.sorted"
+cmp -s "$tmp/one.sorted" "$tmp/two.sorted" ||
+	fail "output after kill -9 and rerun differs: $(diff "$tmp/one.sorted" "$tmp/two.sorted" | head -5)"
+
+# nothing left running: no worker, launcher or mpirun of this job
+sleep 0.2
+if pgrep -f "$name" > /dev/null; then
+	fail "processes left: $(pgrep -af "$name")"
+fi
+echo "multihost_wordcount: ok (epochs up to $last)"

@@ -1,0 +1,49 @@
+#!/bin/bash
+# tests/mpi/run.sh MPIRUN GATEWAY_PAIR: run tests/mpi/gateway_pair.c's two
+# cases under `mpirun -np 2` with the transport pinned (ob1, tcp on lo; as
+# root too) and check each rank's PASS lines and the exit statuses; nothing
+# may be left running.
+set -u
+mpirun=$1 prog=$2
+out=$(mktemp -d /tmp/gateway_pair.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+flags=(-np 2 --oversubscribe --bind-to none --mca pml ob1 --mca btl tcp,self
+       --mca btl_tcp_if_include lo)
+fail=0
+
+timeout -k 5 120 "$mpirun" "${flags[@]}" "$prog" stream >"$out/stream" 2>&1
+st=$?
+cat "$out/stream"
+if [ "$st" != 0 ]; then
+	echo "FAIL stream: mpirun exited $st"; fail=1
+fi
+for want in "PASS rank 0: slot and stop request mirrored from host 1" \
+	    "PASS rank 1: epochs, final and failed mirrored from host 0" \
+	    "PASS rank 1: channel 0: 20001 frames" "PASS rank 0: channel 1: 20001 frames" \
+	    "PASS rank 1: channel 2: 3001 frames" "PASS rank 0: finished" "PASS rank 1: finished"; do
+	grep -qF "$want" "$out/stream" || { echo "FAIL stream: missing '$want'"; fail=1; }
+done
+
+SHMRUN_TEST_GATEWAY_MUTE= timeout -k 5 120 "$mpirun" "${flags[@]}" "$prog" timeout \
+	>"$out/timeout" 2>&1
+st=$?
+cat "$out/timeout"
+# both ranks exit 75 (restartable) without MPI_Finalize: mpirun passes 75 on
+if [ "$st" != 75 ]; then
+	echo "FAIL timeout: mpirun exited $st, want 75"; fail=1
+fi
+for want in "PASS timeout rank 0: host 1 sent nothing" "PASS timeout rank 1:"; do
+	grep -qF "$want" "$out/timeout" || { echo "FAIL timeout: missing '$want'"; fail=1; }
+done
+
+# mpirun has reaped its ranks when it returns; allow a moment anyway
+for _ in $(seq 50); do
+	left=$(pgrep -x "$(basename "$prog")" || true)
+	[ -z "$left" ] && break
+	sleep 0.1
+done
+if [ -n "$left" ]; then
+	echo "FAIL: processes left: $left"; fail=1
+fi
+exit $fail

@@ -240,3 +240,10 @@ shmrun_check_test(check_jobsock
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 120)
+# `shmrun supervise` (issue 16 §4): which ends of a COMMAND (and of mpirun,
+# as Open MPI 4.1 reports a rank's death) are rerun.
+shmrun_check_test(check_supervise
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_supervise.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)

@@ -30,10 +30,11 @@
 #
 # Cleanup: every process mpirun2 starts carries SHMRUN_MPI_TEST_TAG (unique
 # to this test) in its environment: mpirun, the ranks it forks (they inherit
-# it, and -x passes it on to remote ones), the launchers' workers. A killed
-# mpirun leaves its ranks running (measured with Open MPI 4.1.4: kill -9 of
-# mpirun does not end them), so the trap kills by that tag, not by name: a
-# test never touches another test's, or a user's, processes.
+# it, and -x passes it on to remote ones), the launchers' workers. A test
+# that fails half-way may leave any of them (a kill -9'd mpirun leaves ranks
+# that make no MPI calls running, measured with Open MPI 4.1.4; MPI ranks end
+# a few seconds later), so the trap kills by that tag, not by name: a test
+# never touches another test's, or a user's, processes.
 
 mpi_tag="shmrun-mpi-test-$$-$RANDOM"
 

@@ -165,7 +165,7 @@ static void say(const struct shmrun_plan *plan, uint32_t w, pid_t pid, uint64_t 
 		   "worker %u (pid %d, CPU %d): %s has not returned for %.2f s (operator_timeout "
 		   "%.3g s); the job waits for it. If it is stuck, `kill -KILL %d` ends the "
 		   "worker: %s",
-		   w, (int)pid, job->cpus[w], what, (double)ns / 1e9,
+		   w, (int)pid, shmrun_plan_cpu_of(plan, w), what, (double)ns / 1e9,
 		   (double)job->operator_timeout_ns / 1e9, (int)pid,
 		   job->checkpoint_dir ? "the job then restarts from its last complete checkpoint"
 				       : "the job then fails (no checkpoint_dir: no restart)");

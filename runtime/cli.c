@@ -34,6 +34,7 @@
 
 #include "internal.h" /* runtime/: rescale, restore check, ckpt list/verify */
 #include "jobsock.h"  /* shmrun ps, shmrun stop (jobs_cmd.c) */
+#include "multihost.h" /* shmrun_hosts_check() */
 #include "preflight.h" /* shmrun_lock_job_undo() */
 #include "proctitle.h"
 #include "shmrun/job.h"
@@ -271,6 +272,18 @@ static int load(const char *path, const char *const *sets, uint32_t nsets, struc
 	return 0;
 }
 
+/* A run of @job refused by shmrun_hosts_check() (multihost.h): the message, 2; else 0. */
+static int hosts_refused(const struct shmrun_job *job)
+{
+	char why[1024];
+	uint32_t host;
+
+	if (!shmrun_hosts_check(job, &host, why, sizeof(why)))
+		return 0;
+	fprintf(stderr, "shmrun: %s; nothing was started\n", why);
+	return 2;
+}
+
 int shmrun_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -448,6 +461,16 @@ int shmrun_main(int argc, char **argv)
 		if (info == 'V')
 			printf("fault injection: on\n");
 #endif
+		/* multi-host runs (docs/multihost.md): whether this build has the
+		 * MPI gateway; tests/integration/multihost_conf.sh reads it */
+		if (info == 'V')
+			printf("mpi: %s\n",
+#ifdef SHMRUN_HAVE_MPI
+			       "on"
+#else
+			       "off"
+#endif
+			);
 		return 0;
 	}
 	/* the subcommand may also follow options: shmrun --log-level debug check
@@ -547,7 +570,11 @@ int shmrun_main(int argc, char **argv)
 		/* and the restore: the checkpoint a run would restore fits */
 		if (!rc && shmrun_check_restore(&job, rescale, drop, ndrop))
 			rc = 2;
-		if (!rc)
+		if (!rc && job.hosts > 1)
+			printf("%s: ok (%u stage%s, %u worker%s on each of %u hosts)\n",
+			       job.conf_path, job.nstages, job.nstages == 1 ? "" : "s", job.workers,
+			       job.workers == 1 ? "" : "s", job.hosts);
+		else if (!rc)
 			printf("%s: ok (%u stage%s, %u worker%s)\n", job.conf_path, job.nstages,
 			       job.nstages == 1 ? "" : "s", job.workers, job.workers == 1 ? "" : "s");
 	} else if (strcmp(cmd, "plan") == 0) {
@@ -568,6 +595,9 @@ int shmrun_main(int argc, char **argv)
 			fputc('\n', stdout);
 			rc = shmrun_rescale(&job, rescale_from, drop, ndrop, stdout, NULL) ? 2 : 0;
 		}
+	} else if ((rc = hosts_refused(&job))) {
+		/* hosts > 1 without its MPI processes, or hosts = 1 under several:
+		 * refused before anything is created (shmrun_run() checks it too) */
 	} else {
 		/* a rescale rewrites checkpoint_dir: refuse what `check --rescale`
 		 * refuses before creating anything, then exclude other runs */

@@ -402,6 +402,8 @@ static void clear_override_lines(struct shmrun_job *job)
 		job->checkpoint_dir_line = 0;
 	if (job->metrics_line < 0)
 		job->metrics_line = 0;
+	if (job->hosts_line < 0)
+		job->hosts_line = 0;
 }
 
 /*
@@ -607,6 +609,7 @@ void shmrun_job_free(struct shmrun_job *job)
 	free(job->name);
 	free(job->cpus);
 	free(job->checkpoint_dir);
+	free(job->checkpoint_dir_template);
 	free(job->metrics);
 	free(job->edges);
 	free(job->topo);

@@ -42,7 +42,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt/hosts.h"
 #include "conf_internal.h"
+#include "control.h"
+#include "multihost.h"
 #include "prom.h"
 #include "task.h"
 
@@ -92,6 +95,9 @@ enum {
 	JK_NAME,
 	JK_WORKERS,
 	JK_CPUS,
+	JK_HOSTS,
+	JK_HOST_FLUSH,
+	JK_HOST_TIMEOUT,
 	JK_VNODES,
 	JK_RING_BYTES,
 	JK_IDLE,
@@ -99,6 +105,7 @@ enum {
 	JK_CKPT_INTERVAL,
 	JK_CKPT_TIMEOUT,
 	JK_CKPT_RETAIN,
+	JK_CKPT_LAYOUT,
 	JK_RESTART_ATTEMPTS,
 	JK_UNION_LIMIT,
 	JK_PW_WARN,
@@ -119,6 +126,19 @@ static const struct shmrun_param_def job_keys[] = {
 			.max = MAX_WORKERS, .doc = "worker processes (default 1)"},
 	[JK_CPUS] = {.key = "cpus", .type = SHMRUN_PARAM_STRING,
 		     .doc = "one worker per listed CPU, e.g. 0-3,8"},
+	[JK_HOSTS] = {.key = "hosts", .type = SHMRUN_PARAM_COUNT, .min = 1,
+		      .max = SHMRUN_MAX_HOSTS,
+		      .doc = "hosts the job runs on, one MPI process each, each with `workers` "
+			     "workers (default: the MPI world size from the environment, else 1; "
+			     "docs/multihost.md)"},
+	[JK_HOST_FLUSH] = {.key = "host_flush", .type = SHMRUN_PARAM_DURATION, .def = "1ms",
+			   .min = 1000000, .max = 1000000000ull, .tuning = true,
+			   .doc = "frames towards another host leave at the latest this long after "
+				  "the first one was buffered (hosts > 1)"},
+	[JK_HOST_TIMEOUT] = {.key = "host_timeout", .type = SHMRUN_PARAM_DURATION,
+			     .def = "10s", .min = 1000000000ull, .max = MAX_DURATION_NS,
+			     .tuning = true,
+			     .doc = "a host silent this long aborts the job (hosts > 1)"},
 	[JK_VNODES] = {.key = "vnodes", .type = SHMRUN_PARAM_COUNT, .def = "256", .min = 1,
 		       .max = MAX_VNODES, .doc = "key buckets V"},
 	[JK_RING_BYTES] = {.key = "ring_bytes", .type = SHMRUN_PARAM_SIZE, .def = "1M",
@@ -136,6 +156,10 @@ static const struct shmrun_param_def job_keys[] = {
 			     .doc = "a checkpoint not complete by then fails"},
 	[JK_CKPT_RETAIN] = {.key = "checkpoint_retain", .type = SHMRUN_PARAM_COUNT, .def = "2",
 			    .min = 1, .max = 1000000, .doc = "complete checkpoints kept"},
+	[JK_CKPT_LAYOUT] = {.key = "checkpoint_layout", .type = SHMRUN_PARAM_ENUM, .def = "shared",
+			    .choices = "shared per_host",
+			    .doc = "with hosts > 1: one checkpoint_dir every host shares, or one per "
+				   "host ({host} in checkpoint_dir is the host index)"},
 	[JK_RESTART_ATTEMPTS] = {.key = "restart_attempts", .type = SHMRUN_PARAM_COUNT,
 				 .def = "10", .max = 1000000,
 				 .doc = "restarts after a crash before the job gives up"},
@@ -344,6 +368,90 @@ static int load_cpus(struct loader *ld, const struct shmrun_param *p)
 	return 0;
 }
 
+/*
+ * [job] hosts (@p[JK_HOSTS]), host_flush and host_timeout: hosts defaults to
+ * the MPI world size the environment gives (shmrun_mpi_env()), else 1. Runs
+ * after load_cpus(): hosts x workers members must fit the control area.
+ */
+static void load_hosts(struct loader *ld, const struct shmrun_param *p)
+{
+	struct shmrun_job *job = ld->job;
+	const struct shmrun_param *hp = &p[JK_HOSTS];
+	struct shmrun_mpi_env e;
+	char why[256];
+	int r;
+
+	job->host_flush_ns = p[JK_HOST_FLUSH].value ? p[JK_HOST_FLUSH].u64 : 1000000ull;
+	job->host_timeout_ns = p[JK_HOST_TIMEOUT].value ? p[JK_HOST_TIMEOUT].u64 : 10000000000ull;
+	job->hosts = 1;
+	job->hosts_line = hp->line;
+	if (hp->value) {
+		job->hosts = (uint32_t)hp->u64;
+		job->hosts_set = true;
+	} else {
+		r = shmrun_mpi_env(&e, why, sizeof(why));
+		if (r < 0) {
+			errorf(ld, 0,
+			       "[job] hosts is not given and the MPI environment cannot be read: "
+			       "%s; set hosts = N in [job]",
+			       why);
+			return;
+		}
+		if (r == 1) {
+			job->hosts = e.size;
+			job->hosts_env = e.size_var;
+		}
+	}
+	if (job->workers && (uint64_t)job->hosts * job->workers > SHMRUN_CONTROL_MAX_WORKERS)
+		errorf(ld, hp->line,
+		       "hosts = %u%s%s%s x workers = %u is %llu workers in all, more than the %u "
+		       "a job may have; lower workers or hosts",
+		       job->hosts, job->hosts_env ? " (from " : "",
+		       job->hosts_env ? job->hosts_env : "", job->hosts_env ? ")" : "",
+		       job->workers, (unsigned long long)job->hosts * job->workers,
+		       SHMRUN_CONTROL_MAX_WORKERS);
+}
+
+/*
+ * checkpoint_layout, and {host} in checkpoint_dir (already in the job): only
+ * per_host expands {host}, here for host 0 (the launcher re-expands it for
+ * its host: shmrun_ckpt_set_host()), the template kept in the job.
+ */
+static void load_ckpt_layout(struct loader *ld, const struct shmrun_param *p)
+{
+	struct shmrun_job *job = ld->job;
+	char *dir;
+
+	job->checkpoint_per_host = p[JK_CKPT_LAYOUT].value && p[JK_CKPT_LAYOUT].u64 == 1;
+	if (!strstr(job->checkpoint_dir, "{host}"))
+		return;
+	if (!job->checkpoint_per_host) {
+		errorf(ld, p[JK_CKPT_DIR].line,
+		       "checkpoint_dir = %s holds {host}, which only checkpoint_layout = per_host "
+		       "expands (to the host index); set checkpoint_layout = per_host in [job], "
+		       "or remove {host} for one directory every host shares",
+		       job->checkpoint_dir);
+		return;
+	}
+	/* the longest index must fit too: no host's path is ever cut short */
+	if (strlen(job->checkpoint_dir) + SHMRUN_CKPT_HOST_DIGITS > CKPT_DIR_MAX) {
+		errorf(ld, p[JK_CKPT_DIR].line,
+		       "checkpoint_dir is too long with {host} expanded (at most %d bytes with "
+		       "%d digits for the host index); use a shorter path: %s",
+		       CKPT_DIR_MAX, SHMRUN_CKPT_HOST_DIGITS, job->checkpoint_dir);
+		return;
+	}
+	dir = malloc(strlen(job->checkpoint_dir) + SHMRUN_CKPT_HOST_DIGITS + 1);
+	if (!dir || shmrun_ckpt_dir_expand(job->checkpoint_dir, 0, dir,
+					   strlen(job->checkpoint_dir) + SHMRUN_CKPT_HOST_DIGITS + 1)) {
+		free(dir);
+		ld->nomem = true;
+		return;
+	}
+	job->checkpoint_dir_template = job->checkpoint_dir;
+	job->checkpoint_dir = dir;
+}
+
 /* checkpoint_dir (taken from @p into the job) or, without it, a warning for
  * each checkpoint key given, which has no effect. */
 static void load_ckpt_dir(struct loader *ld, struct shmrun_param *p)
@@ -369,9 +477,10 @@ static void load_ckpt_dir(struct loader *ld, struct shmrun_param *p)
 		job->checkpoint_dir = p[JK_CKPT_DIR].value;
 		job->checkpoint_dir_line = p[JK_CKPT_DIR].line;
 		p[JK_CKPT_DIR].value = NULL;
+		load_ckpt_layout(ld, p);
 	} else {
 		static const int ck[] = {JK_CKPT_INTERVAL, JK_CKPT_TIMEOUT, JK_CKPT_RETAIN,
-					 JK_RESTART_ATTEMPTS};
+					 JK_CKPT_LAYOUT, JK_RESTART_ATTEMPTS};
 
 		for (size_t i = 0; i < sizeof(ck) / sizeof(ck[0]); i++)
 			if (p[ck[i]].line)
@@ -527,6 +636,8 @@ int load_job(struct loader *ld)
 	load_metrics(ld, &p[JK_METRICS]);
 	job->allow_data_loss_on_crash = p[JK_ALLOW_LOSS].value && p[JK_ALLOW_LOSS].u64;
 	r = load_cpus(ld, p);
+	if (!r)
+		load_hosts(ld, p);
 
 out:
 	for (uint32_t i = 0; i < JK_COUNT; i++)
@@ -748,6 +859,48 @@ static int key_line(const struct loader *ld, uint32_t idx, const char *key)
 	return k ? k->line : ld->stage_sec[idx]->line;
 }
 
+/* The value of stage @st's parameter @key, or NULL if not set. */
+static const struct shmrun_param *stage_param(const struct shmrun_stage *st, const char *key)
+{
+	for (uint32_t j = 0; j < st->nparams; j++)
+		if (strcmp(st->params[j].def->key, key) == 0)
+			return st->params[j].value ? &st->params[j] : NULL;
+	return NULL;
+}
+
+/*
+ * Sources a multi-host job (hosts > 1) cannot run: stdin_source, since only
+ * one process of an MPI job gets the terminal's standard input and a failure
+ * restarts the whole job (docs/multihost.md), which a pipe cannot replay; a
+ * socket_source with listen, since its instances listen on whichever host the
+ * placement gives them, and senders would have to follow the plan.
+ */
+static void check_multihost_source(struct loader *ld, uint32_t i)
+{
+	const struct shmrun_job *job = ld->job;
+	const struct shmrun_stage *st = &job->stages[i];
+	const struct shmrun_param *lp;
+	char where[300];
+
+	if (job->hosts <= 1)
+		return;
+	shmrun_hosts_where(job, where, sizeof(where));
+	if (strcmp(st->op->name, "stdin_source") == 0)
+		errorf(ld, key_line(ld, i, "op"),
+		       "stage '%s': op = stdin_source cannot run with hosts = %u (%s): an MPI "
+		       "job hands standard input to one process only, and a failure on any "
+		       "host restarts the whole job, which cannot read a pipe again; write "
+		       "the input to a file and read it with file_source, or set hosts = 1",
+		       st->name, job->hosts, where);
+	else if (strcmp(st->op->name, "socket_source") == 0 && (lp = stage_param(st, "listen")))
+		errorf(ld, lp->line ? lp->line : key_line(ld, i, "op"),
+		       "stage '%s': socket_source with listen = %s cannot run with hosts = %u "
+		       "(%s): its instances listen on whichever host the placement puts them, "
+		       "so senders would have to follow the plan; use connect = HOST:PORT (the "
+		       "job connects to the sender), or set hosts = 1",
+		       st->name, lp->value, job->hosts, where);
+}
+
 void check_sources(struct loader *ld)
 {
 	const struct shmrun_job *job = ld->job;
@@ -767,6 +920,7 @@ void check_sources(struct loader *ld)
 			       "checkpoint_dir, or set allow_data_loss_on_crash = true in [job] to "
 			       "accept at-most-once for this source",
 			       st->name, st->op->name);
+		check_multihost_source(ld, i);
 		if (strcmp(st->op->name, "stdin_source") != 0)
 			continue;
 		if (st->width != 1)

@@ -17,13 +17,17 @@
  *     param count emit=final
  *     edge words count shuffle
  *     members members=2:0,1            (Members::fingerprint_clause; absent when solo)
+ *     members members=4:0,1,2,3 hosts=2   (hosts > 1: all hosts' workers, and H)
  *
  * Stages sorted by name, each with its params in the operator's declaration
  * order (numbers, sizes and durations in their unit, so "32M" = "33554432"),
  * leaving out tuning keys (`rate`) that change speed, not state; edges sorted
  * by their stages' names.
  * The members line is the member set's clause, empty for a solo run, so a solo
- * run's fingerprint never depends on member-related settings.
+ * run's fingerprint never depends on member-related settings. A multi-host
+ * job's member set is every host's workers (global worker g = h·w + i) and the
+ * line adds " hosts=H": restoring onto another host count is a rescale, as any
+ * change of the member set is (docs/multihost.md).
  *
  * The MANIFEST carries the same lines (prefixed "topo "), which is what lets a
  * refusal say what differs, in the field's terms.
@@ -147,12 +151,14 @@ int shmrun_fingerprint_text(const struct shmrun_job *job, char **text, size_t *l
 {
 	struct shmrun_text o = {0};
 	struct shmrun_members m;
-	uint32_t *ids = calloc(job->workers ? job->workers : 1, sizeof(*ids));
+	/* the member set: every host's workers, global worker g = h * workers + i */
+	uint32_t hosts = job->hosts ? job->hosts : 1, members = hosts * job->workers;
+	uint32_t *ids = calloc(members ? members : 1, sizeof(*ids));
 	char clause[1024];
 
 	if (!ids)
 		return -ENOMEM;
-	for (uint32_t w = 0; w < job->workers; w++)
+	for (uint32_t w = 0; w < members; w++)
 		ids[w] = w;
 	uint32_t *order = calloc(job->nstages + job->nedges + 1, sizeof(*order));
 	uint32_t *eorder = order ? order + job->nstages : NULL;
@@ -218,8 +224,11 @@ int shmrun_fingerprint_text(const struct shmrun_job *job, char **text, size_t *l
 		    edge_word(ed->kind));
 	}
 	free(order);
-	if (shmrun_members_init(&m, ids, job->workers ? job->workers : 1, UINT32_MAX) == 0) {
-		if (shmrun_members_fingerprint_clause(&m, clause, sizeof(clause)) > 0)
+	if (shmrun_members_init(&m, ids, members ? members : 1, UINT32_MAX) == 0) {
+		/* hosts only when > 1: a one-host job's fingerprint is what it was */
+		if (shmrun_members_fingerprint_clause(&m, clause, sizeof(clause)) > 0 && hosts > 1)
+			shmrun_text_printf(&o, "members %s hosts=%u\n", clause, hosts);
+		else if (clause[0])
 			shmrun_text_printf(&o, "members %s\n", clause);
 		shmrun_members_free(&m);
 	}
@@ -329,6 +338,17 @@ static uint32_t members_of(const struct topo *t)
 	unsigned n = 1;
 
 	if (m && sscanf(m, "members members=%u", &n) != 1 && sscanf(m, "members %u", &n) != 1)
+		n = 1;
+	return n;
+}
+
+/* The host count of a members line (" hosts=H"; 1 without it). */
+static uint32_t hosts_of(const struct topo *t)
+{
+	const char *m = find(t, "members"), *h = m ? strstr(m, " hosts=") : NULL;
+	unsigned n = 1;
+
+	if (h && sscanf(h, " hosts=%u", &n) != 1)
 		n = 1;
 	return n;
 }
@@ -469,6 +489,10 @@ int shmrun_fingerprint_diff(const char *old_text, const char *new_text, char **m
 	if (members_of(&a) != members_of(&b)) {
 		snprintf(buf, sizeof(buf), "members: %u → %u workers", members_of(&a),
 			 members_of(&b));
+		add(&o, buf);
+	}
+	if (hosts_of(&a) != hosts_of(&b)) {
+		snprintf(buf, sizeof(buf), "hosts: %u → %u", hosts_of(&a), hosts_of(&b));
 		add(&o, buf);
 	}
 	for (int pass = 0; pass < 2; pass++) { /* 0: stages of a, 1: stages only in b */

@@ -64,6 +64,19 @@
  *   - A worker stopped by SIGSTOP or a debugger for WATCH_STOPPED_NS is named
  *     in a warning (watch_workers(), report.c): nothing else would name worker 0, or a
  *     worker of a job without checkpoints.
+ *   - Multi-host ([job] hosts = H > 1, docs/multihost.md): one launcher per
+ *     host, started by mpirun, builds the same plan over H·w global workers
+ *     and forks only its own, g in [h·w, (h+1)·w), pinned by local index;
+ *     then (signals blocked) it starts the gateway thread, the only caller of
+ *     MPI, for the rings with one end here (start_gateway()), polls it every
+ *     tick, and finishes it after the final epoch. No restart here: no
+ *     process may fork after MPI_Init, so a local worker's death (or a
+ *     peer's abort, silence or an MPI error) stops this host's workers, has
+ *     the gateway tell the peers, and exits 75 for the outer loop (`shmrun
+ *     supervise -- mpirun ...`) to rerun the job from the last checkpoint.
+ *     Arrays indexed by worker (pids, the control area, the watchdogs) span
+ *     all H·w workers; those of other hosts stay empty. The job's socket is
+ *     NAME.hH and the locks are this host's (preflight.c).
  *
  * Signals are blocked in the launcher and taken synchronously with
  * sigtimedwait(), so there is no handler and no race with waitpid().
@@ -119,7 +132,9 @@
 
 #include "callback.h"
 #include "control.h"
+#include "gateway.h"
 #include "metrics.h"
+#include "multihost.h"
 #include "ckpt/ckpt_io.h"
 #include "ckpt/fault.h"
 #include "ckpt/manifest.h"
@@ -239,7 +254,7 @@ static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segm
 
 		snprintf(comm, sizeof(comm), "shmrun w%u %s", index, job->name);
 		shmrun_proctitle_set(comm, "shmrun: %s worker %u cpu %d", job->name, index,
-				     job->cpus[index]);
+				     shmrun_plan_cpu_of(plan, index));
 	}
 	launcher_pid = launcher;
 	worker_ctl = ctl;
@@ -254,12 +269,14 @@ static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segm
 	sigaction(SIGUSR2, &sa, NULL);
 	sigprocmask(SIG_SETMASK, oldmask, NULL);
 
+	/* global worker @index is local worker index % workers of its host:
+	 * pinned to that local index's CPU (shmrun_plan_cpu_of()) */
 	CPU_ZERO(&set);
-	CPU_SET(job->cpus[index], &set);
+	CPU_SET(shmrun_plan_cpu_of(plan, index), &set);
 	if (sched_setaffinity(0, sizeof(set), &set) < 0)
 		shmrun_log(SHMRUN_LOG_WARN, "cannot pin to CPU %d: %s; running unpinned",
-			   job->cpus[index], strerror(errno));
-	shmrun_log(SHMRUN_LOG_DEBUG, "started on CPU %d", job->cpus[index]);
+			   shmrun_plan_cpu_of(plan, index), strerror(errno));
+	shmrun_log(SHMRUN_LOG_DEBUG, "started on CPU %d", shmrun_plan_cpu_of(plan, index));
 	status = shmrun_worker_run(plan, seg, index, ctl, &worker_stop);
 	fflush(NULL);
 	_exit(status);
@@ -300,12 +317,13 @@ static void reap_all(const struct shmrun_plan *plan, pid_t *pids, uint32_t n, in
 				if (pids[w] <= 0)
 					continue;
 				describe_tasks(plan, w, tasks, sizeof(tasks));
-				shmrun_log(SHMRUN_LOG_WARN,
-					   "worker %u (pid %d, CPU %d, tasks %s) did not stop within "
-					   "%.0f s of SIGTERM: killed with SIGKILL; output it held "
-					   "unwritten is lost",
-					   w, (int)pids[w], plan->job->cpus[w],
-					   tasks, (double)STOP_GRACE_NS / 1e9);
+				shmrun_log(
+				    SHMRUN_LOG_WARN,
+				    "worker %u (pid %d, CPU %d, tasks %s) did not stop within "
+				    "%.0f s of SIGTERM: killed with SIGKILL; output it held "
+				    "unwritten is lost",
+				    w, (int)pids[w], shmrun_plan_cpu_of(plan, w), tasks,
+				    (double)STOP_GRACE_NS / 1e9);
 			}
 			kill_all(pids, n, SIGKILL);
 			deadline = INT64_MAX;
@@ -383,11 +401,97 @@ struct run {
 	enum run_end end;  /* how the last start ended (the summary file) */
 	struct jobsock js; /* the job's socket: `shmrun ps`, `stop`, `top` */
 	bool stop_asked;   /* a client asked a stop that supervise() has not served yet */
+	/*
+	 * Multi-host ([job] hosts > 1, docs/multihost.md): this launcher is host
+	 * `host` and runs the plan's global workers [lo, lo + nlocal); the
+	 * arrays indexed by worker (pids, the control area's blocks, the
+	 * watchdogs') span all plan->workers, those of other hosts staying 0.
+	 * One host: host 0, lo 0, nlocal = plan->workers, no gateway.
+	 */
+	bool multi; /* hosts > 1 */
+	uint32_t host, lo, nlocal;
+	struct shmrun_gateway *gw;	      /* started after the fork, or NULL */
+	struct shmrun_gateway_ring *gw_rings; /* its rings (kept until it ended) */
 };
 
 /*
+ * Start phase, hosts > 1: the gateway, once this host's workers are forked
+ * (no fork may follow MPI_Init, which its thread calls) and with the stop
+ * signals blocked (block_signals(): the thread inherits the mask). Its rings
+ * are those with exactly one end on this host: outbound when the producer
+ * is here (the gateway consumes it, so the producer's peer-liveness check
+ * watches this launcher), inbound when the consumer is (the gateway
+ * produces into it). The workers attach to every ring as with one host.
+ * Return: RUN_DONE, or RUN_NOSTART (the workers killed) if it cannot start.
+ */
+static enum run_end start_gateway(struct run *r)
+{
+	const struct shmrun_plan *plan = r->plan;
+	struct shmrun_worker_stats *stats = shmrun_control_stats(r->ctl);
+	struct shmrun_gateway_conf gc = {
+	    .host = r->host,
+	    .hosts = plan->hosts,
+	    .plan = plan,
+	    .workers_per_host = plan->workers_per_host,
+	    .ctl = r->ctl,
+	    .flush_ns = (int64_t)r->job->host_flush_ns,
+	    .timeout_ns = (int64_t)r->job->host_timeout_ns,
+	};
+	uint32_t n = 0;
+	int err;
+
+	r->gw_rings = calloc(plan->nchannels ? plan->nchannels : 1, sizeof(*r->gw_rings));
+	if (!r->gw_rings) {
+		err = -ENOMEM;
+		goto err_kill;
+	}
+	for (uint32_t c = 0; c < plan->nchannels; c++) {
+		uint32_t src = plan->tasks[plan->channels[c].src_task].worker;
+		uint32_t dst = plan->tasks[plan->channels[c].dst_task].worker;
+		uint32_t hs = shmrun_plan_host_of(plan, src), hd = shmrun_plan_host_of(plan, dst);
+		struct shmrun_gateway_ring *g = &r->gw_rings[n];
+
+		if (hs == hd || (hs != r->host && hd != r->host))
+			continue; /* within a host (this one or another): no gateway */
+		g->channel = c;
+		g->outbound = hs == r->host;
+		g->peer_host = g->outbound ? hd : hs;
+		g->mem = shmrun_segment_ring(&r->seg, c, &g->len);
+		/* the local end's bell: the gateway rings it when it freed room
+		 * (outbound) or published frames (inbound) */
+		g->bell = &stats[g->outbound ? src : dst].bell;
+		n++;
+	}
+	gc.rings = r->gw_rings;
+	gc.nrings = n;
+	err = shmrun_gateway_start(&r->gw, &gc);
+	if (err) {
+		r->gw = NULL;
+		goto err_kill;
+	}
+	shmrun_log(SHMRUN_LOG_DEBUG, "gateway of host %u: %u ring%s to or from other hosts",
+		   r->host, n, n == 1 ? "" : "s");
+	return RUN_DONE;
+
+err_kill:
+	shmrun_log(SHMRUN_LOG_ERROR,
+		   "job %s: cannot start the gateway to the other hosts: %s%s; stopping",
+		   r->job->name, strerror(-err),
+		   err == -ENOTSUP ? " (this build has no multi-host gateway)" : "");
+	snprintf(r->cause, sizeof(r->cause), "the gateway to the other hosts did not start: %s",
+		 strerror(-err));
+	kill_all(r->pids, plan->workers, SIGKILL);
+	reap_all(NULL, r->pids, plan->workers, 0);
+	r->running = 0;
+	free(r->gw_rings);
+	r->gw_rings = NULL;
+	return RUN_NOSTART;
+}
+
+/*
  * Start phase: the control area, the restore selection, the segment, then
- * one forked worker per member, pinned (worker_main()). Return: RUN_DONE
+ * one forked worker per member of this host, pinned (worker_main()), and
+ * with hosts > 1 the gateway (start_gateway()). Return: RUN_DONE
  * once every worker runs, else RUN_NOSTART, or RUN_FAILED (a fork failed).
  */
 static enum run_end start_workers(struct run *r)
@@ -401,8 +505,8 @@ static enum run_end start_workers(struct run *r)
 	r->running = 0;
 	r->wt = (struct watch){0};
 	r->stopping = false;
-	r->ctl = shmrun_control_create(job->workers, plan->ntasks);
-	r->pids = calloc(job->workers, sizeof(*r->pids));
+	r->ctl = shmrun_control_create(plan->workers, plan->ntasks);
+	r->pids = calloc(plan->workers, sizeof(*r->pids));
 	if (!r->ctl || !r->pids) {
 		shmrun_log(SHMRUN_LOG_ERROR, "out of memory starting workers");
 		return RUN_NOSTART;
@@ -425,7 +529,7 @@ static enum run_end start_workers(struct run *r)
 		shmrun_metrics_new_start(r->metrics, r->epoch, r->starts > 0);
 	r->starts++;
 	fflush(NULL);
-	for (uint32_t w = 0; w < job->workers; w++) {
+	for (uint32_t w = r->lo; w < r->lo + r->nlocal; w++) { /* this host's workers */
 		pid_t pid = fork();
 
 		if (pid == 0)
@@ -433,8 +537,8 @@ static enum run_end start_workers(struct run *r)
 		if (pid < 0) {
 			shmrun_log(SHMRUN_LOG_ERROR, "fork of worker %u failed: %s", w,
 				   strerror(errno));
-			kill_all(r->pids, job->workers, SIGKILL);
-			reap_all(NULL, r->pids, job->workers, 0);
+			kill_all(r->pids, plan->workers, SIGKILL);
+			reap_all(NULL, r->pids, plan->workers, 0);
 			snprintf(r->cause, sizeof(r->cause), "fork failed");
 			return RUN_FAILED;
 		}
@@ -443,6 +547,16 @@ static enum run_end start_workers(struct run *r)
 		if (r->metrics)
 			atomic_store_explicit(&shmrun_metrics_worker(r->metrics, w)->pid, pid,
 					      memory_order_relaxed);
+	}
+	if (r->multi) {
+		shmrun_log(SHMRUN_LOG_INFO,
+			   "job %s: %u worker%s on host %u of %u (workers %u to %u of %u), %u "
+			   "task%s, %u ring%s",
+			   job->name, r->nlocal, r->nlocal == 1 ? "" : "s", r->host, plan->hosts,
+			   r->lo, r->lo + r->nlocal - 1, plan->workers, plan->ntasks,
+			   plan->ntasks == 1 ? "" : "s", plan->nchannels,
+			   plan->nchannels == 1 ? "" : "s");
+		return start_gateway(r);
 	}
 	shmrun_log(SHMRUN_LOG_INFO, "job %s: %u worker%s, %u task%s, %u ring%s", job->name,
 		   job->workers, job->workers == 1 ? "" : "s", plan->ntasks,
@@ -471,8 +585,8 @@ static bool final_epoch_overdue(struct run *r)
 			   "from epoch %" PRIu64,
 			   (double)job->checkpoint_timeout_ns / 1e9,
 			   (double)STOP_GRACE_NS / 1e9, e);
-		stop_all(r->ctl, r->pids, job->workers);
-		reap_all(r->plan, r->pids, job->workers, shmrun_now_ns() + STOP_GRACE_NS);
+		stop_all(r->ctl, r->pids, r->plan->workers);
+		reap_all(r->plan, r->pids, r->plan->workers, shmrun_now_ns() + STOP_GRACE_NS);
 		return true;
 	}
 	return false;
@@ -533,8 +647,8 @@ static bool serve_stop(struct run *r, int sig, bool forwarded)
 	shmrun_log(SHMRUN_LOG_WARN, "%s: stopping %u worker%s",
 		   r->stop_cmd ? "shmrun stop" : strsignal(sig), r->running,
 		   r->running == 1 ? "" : "s");
-	stop_all(r->ctl, r->pids, job->workers);
-	reap_all(r->plan, r->pids, job->workers, shmrun_now_ns() + STOP_GRACE_NS);
+	stop_all(r->ctl, r->pids, r->plan->workers);
+	reap_all(r->plan, r->pids, r->plan->workers, shmrun_now_ns() + STOP_GRACE_NS);
 	r->signal = sig;
 	return true;
 }
@@ -546,7 +660,6 @@ static bool serve_stop(struct run *r, int sig, bool forwarded)
  */
 static void note_exit_cause(struct run *r, uint32_t w, int status, const char *tasks)
 {
-	const struct shmrun_job *job = r->job;
 	struct shmrun_worker_stats *stats = shmrun_control_stats(r->ctl);
 
 	if (WIFSIGNALED(status) && signal_is_incurable(WTERMSIG(status))) {
@@ -559,14 +672,14 @@ static void note_exit_cause(struct run *r, uint32_t w, int status, const char *t
 				 "worker %u (CPU %d, tasks %s) was killed by SIGXFSZ: a "
 				 "file it wrote%s%.400s%s reached the file size limit "
 				 "(RLIMIT_FSIZE, `ulimit -f`); raise or remove the limit",
-				 w, job->cpus[w], tasks, outs[0] ? " (" : "", outs,
-				 outs[0] ? ")" : "");
+				 w, shmrun_plan_cpu_of(r->plan, w), tasks, outs[0] ? " (" : "",
+				 outs, outs[0] ? ")" : "");
 		else
 			snprintf(r->cause, sizeof(r->cause),
 				 "worker %u (CPU %d, tasks %s) was killed by SIGXCPU: it "
 				 "used up the CPU time limit (RLIMIT_CPU, `ulimit -t`); "
 				 "raise or remove the limit",
-				 w, job->cpus[w], tasks);
+				 w, shmrun_plan_cpu_of(r->plan, w), tasks);
 	} else if (WIFSIGNALED(status)) {
 		/* the callback it died in, if any: its words are final after waitpid */
 		uint64_t where = atomic_load_explicit(&stats[w].cb_where, memory_order_relaxed);
@@ -575,14 +688,15 @@ static void note_exit_cause(struct run *r, uint32_t w, int status, const char *t
 		shmrun_cb_describe(r->plan, where, in, sizeof(in));
 		snprintf(r->cause, sizeof(r->cause),
 			 "worker %u (CPU %d, tasks %s) was killed by signal %d (%s, %s)%s%.600s", w,
-			 job->cpus[w], tasks, WTERMSIG(status), shmrun_signal_name(WTERMSIG(status)),
-			 strsignal(WTERMSIG(status)), in[0] ? " while in " : "", in);
+			 shmrun_plan_cpu_of(r->plan, w), tasks, WTERMSIG(status),
+			 shmrun_signal_name(WTERMSIG(status)), strsignal(WTERMSIG(status)),
+			 in[0] ? " while in " : "", in);
 	}
 	else if (WEXITSTATUS(status) == 3)
 		snprintf(r->cause, sizeof(r->cause),
 			 "worker %u (CPU %d, tasks %s) was stopped by a SIGTERM sent to "
 			 "it (not to the launcher)",
-			 w, job->cpus[w], tasks);
+			 w, shmrun_plan_cpu_of(r->plan, w), tasks);
 	else {
 		/* exit() called by operator code: the worker's own exits are
 		 * outside every callback (cb_where 0) */
@@ -594,11 +708,11 @@ static void note_exit_cause(struct run *r, uint32_t w, int status, const char *t
 				 "worker %u (CPU %d, tasks %s) exited with exit status %d while "
 				 "in %.560s: an operator must not call exit(); it returns a "
 				 "negative errno after shmrun_task_error()",
-				 w, job->cpus[w], tasks, WEXITSTATUS(status), in);
+				 w, shmrun_plan_cpu_of(r->plan, w), tasks, WEXITSTATUS(status), in);
 		else
 			snprintf(r->cause, sizeof(r->cause),
 				 "worker %u (CPU %d, tasks %s) failed with exit status %d%s%s", w,
-				 job->cpus[w], tasks, WEXITSTATUS(status),
+				 shmrun_plan_cpu_of(r->plan, w), tasks, WEXITSTATUS(status),
 				 stats[w].error[0] ? ": " : "", stats[w].error);
 	}
 }
@@ -624,9 +738,7 @@ static bool exited_well(struct run *r, uint32_t w, int status)
  */
 static enum run_end reap_exits(struct run *r)
 {
-	const struct shmrun_job *job = r->job;
-
-	for (uint32_t w = 0; w < job->workers; w++) {
+	for (uint32_t w = 0; w < r->plan->workers; w++) {
 		int status;
 		char tasks[256];
 
@@ -648,16 +760,16 @@ static enum run_end reap_exits(struct run *r)
 				   "worker %u: its output pipe was closed (SIGPIPE); "
 				   "stopping the job",
 				   w);
-			kill_all(r->pids, job->workers, SIGKILL);
-			reap_all(NULL, r->pids, job->workers, 0);
+			kill_all(r->pids, r->plan->workers, SIGKILL);
+			reap_all(NULL, r->pids, r->plan->workers, 0);
 			r->running = 0;
 			r->signal = SIGPIPE;
 			return RUN_SIGNALED;
 		}
 		note_exit_cause(r, w, status, tasks);
 		shmrun_log(SHMRUN_LOG_ERROR, "%s", r->cause);
-		kill_all(r->pids, job->workers, SIGKILL);
-		reap_all(NULL, r->pids, job->workers, 0);
+		kill_all(r->pids, r->plan->workers, SIGKILL);
+		reap_all(NULL, r->pids, r->plan->workers, 0);
 		r->running = 0;
 		return RUN_FAILED;
 	}
@@ -680,6 +792,29 @@ static bool serve_outside(struct run *r)
 }
 
 /*
+ * Supervise phase, hosts > 1: the gateway's report, once per tick. A peer
+ * that aborted, vanished or went silent for host_timeout, or an MPI error,
+ * ends this start: this host's workers are killed (the job cannot go on
+ * without the other host's tasks) and the cause kept. Return: true if so.
+ */
+static bool gateway_lost(struct run *r)
+{
+	char why[768];
+	int err = shmrun_gateway_poll(r->gw, why, sizeof(why));
+
+	if (!err)
+		return false;
+	snprintf(r->cause, sizeof(r->cause), "%s%s",
+		 err == -EIO ? "MPI failed in the gateway: " : "", why);
+	shmrun_log(SHMRUN_LOG_ERROR, "%s; stopping this host's %u worker%s", r->cause, r->running,
+		   r->running == 1 ? "" : "s");
+	kill_all(r->pids, r->plan->workers, SIGKILL);
+	reap_all(NULL, r->pids, r->plan->workers, 0);
+	r->running = 0;
+	return true;
+}
+
+/*
  * Supervise phase: until every worker has ended, take signals (sigtimedwait():
  * one ordered stream with child exits), watch for stopped workers and the
  * final epoch's deadline, reap exits. Return: RUN_DONE, RUN_SIGNALED, RUN_FAILED.
@@ -692,9 +827,9 @@ static enum run_end supervise(struct run *r)
 	/* 100 ms, or operator_timeout/4 when that is shorter */
 	int64_t tick_ns = shmrun_cb_watch_tick_ns(job->operator_timeout_ns, 100000000);
 
-	r->wt.stopped_ns = calloc(job->workers, sizeof(*r->wt.stopped_ns));
-	r->wt.told = calloc(job->workers, sizeof(*r->wt.told));
-	if (job->operator_timeout_ns && shmrun_cb_watch_init(&r->cw, job->workers))
+	r->wt.stopped_ns = calloc(r->plan->workers, sizeof(*r->wt.stopped_ns));
+	r->wt.told = calloc(r->plan->workers, sizeof(*r->wt.told));
+	if (job->operator_timeout_ns && shmrun_cb_watch_init(&r->cw, r->plan->workers))
 		shmrun_log(SHMRUN_LOG_WARN, "out of memory: operator_timeout is not watched");
 	while (r->running) {
 		struct timespec tick = {tick_ns / 1000000000, tick_ns % 1000000000};
@@ -730,7 +865,37 @@ static enum run_end supervise(struct run *r)
 			continue;
 		}
 		end = reap_exits(r);
+		if (end == RUN_DONE && r->gw && gateway_lost(r))
+			end = RUN_FAILED;
 	}
+	return end;
+}
+
+/*
+ * End phase, hosts > 1: every local worker has ended. After the final epoch
+ * (RUN_DONE) the gateway drains, exchanges end-of-stream with its peers and
+ * finalizes MPI; otherwise it tells the peers to abort (they stop and exit
+ * 75 as this host will), which also ends it. Return: @end, or RUN_FAILED if
+ * the gateway could not end cleanly.
+ */
+static enum run_end finish_gateway(struct run *r, enum run_end end)
+{
+	int err;
+
+	if (end != RUN_DONE) {
+		shmrun_gateway_abort(r->gw, r->cause[0] ? r->cause : "stopped");
+		r->gw = NULL;
+	} else if ((err = shmrun_gateway_finish(r->gw))) {
+		r->gw = NULL;
+		snprintf(r->cause, sizeof(r->cause),
+			 "this host's workers ended, but its gateway did not end cleanly: %s",
+			 strerror(-err));
+		shmrun_log(SHMRUN_LOG_ERROR, "%s", r->cause);
+		end = RUN_FAILED;
+	}
+	r->gw = NULL;
+	free(r->gw_rings);
+	r->gw_rings = NULL;
 	return end;
 }
 
@@ -740,6 +905,8 @@ static enum run_end supervise(struct run *r)
  */
 static enum run_end finish_start(struct run *r, enum run_end end)
 {
+	if (r->gw)
+		end = finish_gateway(r, end);
 	if (end == RUN_DONE && r->stopping) {
 		end = RUN_STOPPED;
 		r->epoch = atomic_load_explicit(&r->ctl->final_epoch, memory_order_acquire);
@@ -806,7 +973,7 @@ static bool incurable(const struct shmrun_job *job, const struct run *r)
 					       : "");
 		return true;
 	}
-	for (uint32_t w = 0; w < job->workers && !errno_is_incurable(err); w++) {
+	for (uint32_t w = 0; w < r->plan->workers && !errno_is_incurable(err); w++) {
 		int e = atomic_load_explicit(&stats[w].fail_errno, memory_order_relaxed);
 
 		if (errno_is_incurable(e))
@@ -905,8 +1072,16 @@ int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
  */
 static int open_jobsock(struct run *r)
 {
-	char why[PATH_MAX + 256];
-	int err = jobsock_open(&r->js, r->job->name, -1, why, sizeof(why));
+	char why[PATH_MAX + 256], name[JOBSOCK_NAME_MAX + 1];
+	int err;
+
+	/* hosts > 1: NAME.hH, so that two "hosts" on one machine do not refuse
+	 * each other; a second start of the job is still refused on each */
+	if (r->multi)
+		snprintf(name, sizeof(name), "%s.h%u", r->job->name, r->host);
+	else
+		snprintf(name, sizeof(name), "%s", r->job->name);
+	err = jobsock_open(&r->js, name, -1, why, sizeof(why));
 
 	if (err == -EEXIST && shmrun_lock_job_check(r->job))
 		return -1; /* the refusal names the holder of checkpoint_dir or an output */
@@ -1020,11 +1195,11 @@ static int start_result(struct run *r, enum run_end end, uint32_t attempt)
 	if (end == RUN_DONE) {
 		print_summary(r->plan, r->metrics, shmrun_control_stats(r->ctl),
 			      shmrun_now_ns() - r->start_ns);
-		print_stalls(job, shmrun_control_stats(r->ctl));
+		print_stalls(r->plan, shmrun_control_stats(r->ctl));
 		return 0;
 	}
 	if (end == RUN_STOPPED) {
-		print_stalls(job, shmrun_control_stats(r->ctl));
+		print_stalls(r->plan, shmrun_control_stats(r->ctl));
 		shmrun_log(SHMRUN_LOG_INFO, "stopped at epoch %" PRIu64
 					    "; run the same topology again to resume",
 			   r->epoch);
@@ -1078,6 +1253,18 @@ static int start_result(struct run *r, enum run_end end, uint32_t attempt)
 	}
 	if (incurable(job, r))
 		return 1;
+	if (r->multi && job->checkpoint_dir) {
+		/* no restart here: a restart forks, and no process may fork after
+		 * MPI_Init; every host exits 75, and the outer loop (shmrun
+		 * supervise -- mpirun ...) starts the job again, which restores
+		 * from the last complete checkpoint */
+		shmrun_log(SHMRUN_LOG_ERROR,
+			   "job %s failed on host %u: %s; exit status 75: a multi-host job "
+			   "restarts from outside (shmrun supervise -- mpirun ..., "
+			   "docs/multihost.md), from its last complete checkpoint",
+			   job->name, r->host, r->cause);
+		return 75;
+	}
 	if (!job->checkpoint_dir || attempt >= job->restart_attempts) {
 		shmrun_log(SHMRUN_LOG_ERROR, "job %s failed%s", job->name,
 			   job->checkpoint_dir ? ": no restart attempts left"
@@ -1215,9 +1402,23 @@ int shmrun_run(const struct shmrun_job *job)
 		shmrun_log(SHMRUN_LOG_WARN, "%s", job->warnings[i]);
 	if (shmrun_reset_checked() < 0)
 		return 2;
+	{
+		char why[1024];
+		uint32_t host;
+
+		if (shmrun_hosts_check(job, &host, why, sizeof(why))) {
+			shmrun_log(SHMRUN_LOG_ERROR, "%s; nothing was started", why);
+			return 2;
+		}
+		r.host = host;
+	}
 	if (shmrun_plan_build(job, &plan))
 		return 2;
 	r.plan = plan;
+	/* this host's workers: global g = host * workers + i (plan.h) */
+	r.multi = plan->hosts > 1;
+	r.lo = r.host * plan->workers_per_host;
+	r.nlocal = r.multi ? plan->workers_per_host : plan->workers;
 	if (prepare_and_lock(&r))
 		goto out;
 	if (!counters || strcmp(counters, "off") != 0) {
@@ -1237,7 +1438,7 @@ int shmrun_run(const struct shmrun_job *job)
 	block_signals(&r);
 	rc = restart_loop(&r);
 	if (r.metrics) {
-		for (uint32_t w = 0; w < job->workers; w++) /* every one reaped */
+		for (uint32_t w = 0; w < plan->workers; w++) /* every one reaped */
 			atomic_store_explicit(&shmrun_metrics_worker(r.metrics, w)->pid, 0,
 					      memory_order_relaxed);
 		atomic_store_explicit(&r.metrics->exit_status, rc, memory_order_relaxed);

@@ -29,6 +29,7 @@
 
 #include "control.h" /* SHMRUN_CONTROL_MAX_* */
 #include "metrics.h"
+#include "multihost.h"
 #include "plan.h"
 #include "util.h"
 
@@ -76,7 +77,7 @@ static void fill_tables(struct shmrun_metrics *m, const struct shmrun_plan *plan
 		t->stage = plan->tasks[i].stage;
 		t->instance = plan->tasks[i].instance;
 		t->worker = plan->tasks[i].worker;
-		t->cpu = job->cpus[plan->tasks[i].worker];
+		t->cpu = shmrun_plan_cpu_of(plan, plan->tasks[i].worker);
 		t->vnode_lo = plan->tasks[i].vnode_lo;
 		t->vnode_hi = plan->tasks[i].vnode_hi;
 		atomic_store_explicit(&t->watermark, INT64_MIN, memory_order_relaxed);
@@ -89,7 +90,7 @@ static void fill_tables(struct shmrun_metrics *m, const struct shmrun_plan *plan
 		ch->capacity = plan->rings[c].capacity;
 	}
 	for (uint32_t w = 0; w < m->workers; w++)
-		shmrun_metrics_worker(m, w)->cpu = job->cpus[w];
+		shmrun_metrics_worker(m, w)->cpu = shmrun_plan_cpu_of(plan, w);
 }
 
 struct shmrun_metrics *shmrun_metrics_create(const struct shmrun_plan *plan, int *fd)
@@ -144,6 +145,9 @@ struct shmrun_metrics *shmrun_metrics_create(const struct shmrun_plan *plan, int
 	m->launcher_pid = (int32_t)getpid();
 	m->started_wall_ns = shmrun_wall_ns();
 	m->checkpoint_interval_ns = job->checkpoint_dir ? job->checkpoint_interval_ns : 0;
+	m->hosts = plan->hosts;
+	m->host = shmrun_host_self();
+	m->workers_per_host = plan->workers_per_host;
 	put_name(m->job, sizeof(m->job), job->name);
 	put_name(m->conf_path, sizeof(m->conf_path), job->conf_path);
 	fill_tables(m, plan);

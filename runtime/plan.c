@@ -72,6 +72,16 @@ static uint32_t rings_crossing(const struct shmrun_plan *p)
 	return n;
 }
 
+/* How many of @p's rings connect workers on two different hosts. */
+static uint32_t rings_crossing_hosts(const struct shmrun_plan *p)
+{
+	uint32_t n = 0;
+
+	for (uint32_t c = 0; c < p->nchannels; c++)
+		n += shmrun_plan_channel_crosses_hosts(p, c);
+	return n;
+}
+
 int shmrun_plan_build(const struct shmrun_job *job, struct shmrun_plan **out)
 {
 	struct shmrun_plan *p = calloc(1, sizeof(*p));
@@ -82,7 +92,9 @@ int shmrun_plan_build(const struct shmrun_job *job, struct shmrun_plan **out)
 	if (!p)
 		return -ENOMEM;
 	p->job = job;
-	p->workers = job->workers;
+	p->hosts = job->hosts ? job->hosts : 1;
+	p->workers_per_host = job->workers;
+	p->workers = p->hosts * job->workers; /* conf_job.c: at most SHMRUN_CONTROL_MAX_WORKERS */
 	widths = calloc(job->nstages, sizeof(*widths));
 	p->stage_task0 = calloc(job->nstages, sizeof(*p->stage_task0));
 	p->edge_chan0 = calloc(job->nedges ? job->nedges : 1, sizeof(*p->edge_chan0));
@@ -101,7 +113,7 @@ int shmrun_plan_build(const struct shmrun_job *job, struct shmrun_plan **out)
 
 		if (!owner)
 			goto err_nomem;
-		shmrun_placement_assign(widths, job->nstages, job->workers, owner);
+		shmrun_placement_assign(widths, job->nstages, p->workers, owner);
 		for (uint32_t s = 0; s < job->nstages; s++)
 			for (uint32_t i = 0; i < widths[s]; i++) {
 				struct shmrun_plan_task *t = &p->tasks[p->stage_task0[s] + i];
@@ -195,16 +207,25 @@ int shmrun_plan_ring_node(const struct shmrun_plan *p, uint32_t channel, int (*n
 	if (channel >= p->nchannels)
 		return -1;
 	w = p->tasks[p->channels[channel].dst_task].worker;
-	return node_of_cpu(p->job->cpus[w]);
+	return node_of_cpu(shmrun_plan_cpu_of(p, w));
 }
 
+/*
+ * The text of `shmrun plan`. With hosts > 1 the header says how the workers
+ * are spread, each task row has a host column, and every channel whose ends
+ * are on two hosts says "crosses hosts" (the gateways carry it); with one
+ * host the text is what it always was.
+ */
 void shmrun_plan_print(const struct shmrun_plan *p, FILE *out)
 {
 	const struct shmrun_job *job = p->job;
-	uint32_t rings_cross = rings_crossing(p);
+	uint32_t rings_cross = rings_crossing(p), hosts_cross = rings_crossing_hosts(p);
+	bool multi = p->hosts > 1;
 
-	fprintf(out, "job %s: %u worker%s, %u stage%s, %u task%s, %u vnode%s, %u channel%s\n",
-		job->name, job->workers, job->workers == 1 ? "" : "s", job->nstages,
+	fprintf(out, "job %s: %u worker%s", job->name, p->workers, p->workers == 1 ? "" : "s");
+	if (multi)
+		fprintf(out, " on %u hosts (%u per host)", p->hosts, p->workers_per_host);
+	fprintf(out, ", %u stage%s, %u task%s, %u vnode%s, %u channel%s\n", job->nstages,
 		job->nstages == 1 ? "" : "s", p->ntasks, p->ntasks == 1 ? "" : "s", job->vnodes,
 		job->vnodes == 1 ? "" : "s", p->nchannels, p->nchannels == 1 ? "" : "s");
 	for (uint32_t s = 0, first = 1; s < job->nstages; s++) {
@@ -218,43 +239,67 @@ void shmrun_plan_print(const struct shmrun_plan *p, FILE *out)
 		fprintf(out, "  stage %s: %s, from plugin %s %s (%s)\n", job->stages[s].name,
 			job->stages[s].op->name, pi->name, pi->version, pi->path);
 	}
-	fprintf(out, "\n%-6s %-16s %-8s %-6s %-4s %s\n", "task", "stage", "instance", "worker",
-		"cpu", "vnodes");
+	if (multi)
+		fprintf(out, "\n%-6s %-16s %-8s %-6s %-4s %-4s %s\n", "task", "stage", "instance",
+			"worker", "host", "cpu", "vnodes");
+	else
+		fprintf(out, "\n%-6s %-16s %-8s %-6s %-4s %s\n", "task", "stage", "instance",
+			"worker", "cpu", "vnodes");
 	for (uint32_t t = 0; t < p->ntasks; t++) {
 		const struct shmrun_plan_task *pt = &p->tasks[t];
 
-		fprintf(out, "%-6u %-16s %-8u %-6u %-4d [%u, %u)\n", t, job->stages[pt->stage].name,
-			pt->instance, pt->worker, job->cpus[pt->worker], pt->vnode_lo, pt->vnode_hi);
+		fprintf(out, "%-6u %-16s %-8u %-6u ", t, job->stages[pt->stage].name, pt->instance,
+			pt->worker);
+		if (multi)
+			fprintf(out, "%-4u ", shmrun_plan_host_of(p, pt->worker));
+		fprintf(out, "%-4d [%u, %u)\n", shmrun_plan_cpu_of(p, pt->worker), pt->vnode_lo,
+			pt->vnode_hi);
 	}
 	fprintf(out, "\nedges\n");
 	for (uint32_t e = 0; e < job->nedges; e++) {
 		const struct shmrun_edge *ed = &job->edges[e];
 		const struct shmrun_stage *a = &job->stages[ed->from], *b = &job->stages[ed->to];
+		uint32_t across = 0;
 
 		if (ed->kind == SHMRUN_EDGE_FORWARD) {
 			fprintf(out, "  %s -> %s: forward, local (in-process call) x%u%s\n", a->name,
 				b->name, a->width, combined_note(ed, b));
 			continue;
 		}
-		fprintf(out, "  %s -> %s: %s, %u channel%s%s\n", a->name, b->name,
+		for (uint32_t c = 0; c < a->width * b->width; c++)
+			across += shmrun_plan_channel_crosses_hosts(p, p->edge_chan0[e] + c);
+		fprintf(out, "  %s -> %s: %s, %u channel%s", a->name, b->name,
 			edge_kind_name(ed->kind, false), a->width * b->width,
-			a->width * b->width == 1 ? "" : "s", combined_note(ed, b));
+			a->width * b->width == 1 ? "" : "s");
+		if (multi)
+			fprintf(out, " (%u cross%s hosts)", across, across == 1 ? "es" : "");
+		fprintf(out, "%s\n", combined_note(ed, b));
 		for (uint32_t i = 0; i < a->width; i++)
 			for (uint32_t j = 0; j < b->width; j++) {
 				uint32_t c = shmrun_plan_channel_of(p, e, i, j);
 				const struct shmrun_plan_channel *ch = &p->channels[c];
+				uint32_t wa = p->tasks[ch->src_task].worker;
+				uint32_t wb = p->tasks[ch->dst_task].worker;
 
-				fprintf(out, "    %s[%u] -> %s[%u]: ring %u, %s (worker %u -> %u)\n",
-					a->name, i, b->name, j, c,
-					ch->local ? "local" : "crosses workers",
-					p->tasks[ch->src_task].worker, p->tasks[ch->dst_task].worker);
+				const char *how = ch->local ? "local" : "crosses workers";
+
+				if (shmrun_plan_channel_crosses_hosts(p, c))
+					how = "crosses hosts";
+				fprintf(out, "    %s[%u] -> %s[%u]: ring %u, %s (worker %u -> %u",
+					a->name, i, b->name, j, c, how, wa, wb);
+				if (multi)
+					fprintf(out, ", host %u -> %u", shmrun_plan_host_of(p, wa),
+						shmrun_plan_host_of(p, wb));
+				fprintf(out, ")\n");
 			}
 	}
-	fprintf(out,
-		"\nsegment: %u ring%s of %" PRIu64 " bytes (%u cross%s workers), %" PRIu64
-		" bytes in all\n",
-		p->nchannels, p->nchannels == 1 ? "" : "s", job->ring_bytes, rings_cross,
-		rings_cross == 1 ? "es" : "", p->segment_bytes);
+	fprintf(out, "\nsegment: %u ring%s of %" PRIu64 " bytes (%u cross%s workers", p->nchannels,
+		p->nchannels == 1 ? "" : "s", job->ring_bytes, rings_cross,
+		rings_cross == 1 ? "es" : "");
+	if (multi)
+		fprintf(out, ", %u cross%s hosts", hosts_cross, hosts_cross == 1 ? "es" : "");
+	fprintf(out, "), %" PRIu64 " bytes in all%s\n", p->segment_bytes,
+		multi ? " on each host" : "");
 }
 
 /*
@@ -290,7 +335,8 @@ static bool task_json(const struct shmrun_plan *p, uint32_t t, json_t *o)
 	       put(o, "stage", json_string(p->job->stages[pt->stage].name)) &&
 	       put(o, "instance", json_integer(pt->instance)) &&
 	       put(o, "worker", json_integer(pt->worker)) &&
-	       put(o, "cpu", json_integer(p->job->cpus[pt->worker])) &&
+	       put(o, "cpu", json_integer(shmrun_plan_cpu_of(p, pt->worker))) &&
+	       put(o, "host", json_integer(shmrun_plan_host_of(p, pt->worker))) &&
 	       put(o, "vnode_lo", json_integer(pt->vnode_lo)) &&
 	       put(o, "vnode_hi", json_integer(pt->vnode_hi));
 }
@@ -320,7 +366,15 @@ static bool edge_json(const struct shmrun_plan *p, uint32_t e, json_t *o)
 			    !put(co, "to_instance", json_integer(j)) ||
 			    !put(co, "local", json_boolean(ch->local)) ||
 			    !put(co, "from_worker", json_integer(p->tasks[ch->src_task].worker)) ||
-			    !put(co, "to_worker", json_integer(p->tasks[ch->dst_task].worker)))
+			    !put(co, "to_worker", json_integer(p->tasks[ch->dst_task].worker)) ||
+			    !put(co, "from_host",
+				 json_integer(
+				     shmrun_plan_host_of(p, p->tasks[ch->src_task].worker))) ||
+			    !put(co, "to_host",
+				 json_integer(
+				     shmrun_plan_host_of(p, p->tasks[ch->dst_task].worker))) ||
+			    !put(co, "crosses_hosts",
+				 json_boolean(shmrun_plan_channel_crosses_hosts(p, c))))
 				return false;
 		}
 	return true;
@@ -333,7 +387,9 @@ int shmrun_plan_print_json(const struct shmrun_plan *p, FILE *out)
 	int rc = -ENOMEM;
 
 	if (!root || !put(root, "job", json_string(job->name)) ||
-	    !put(root, "workers", json_integer(job->workers)) ||
+	    !put(root, "workers", json_integer(p->workers)) ||
+	    !put(root, "hosts", json_integer(p->hosts)) ||
+	    !put(root, "workers_per_host", json_integer(p->workers_per_host)) ||
 	    !put(root, "vnodes", json_integer(job->vnodes)) ||
 	    !(stages = put_new(root, "stages", json_array())) ||
 	    !(tasks = put_new(root, "tasks", json_array())) ||
@@ -375,6 +431,7 @@ int shmrun_plan_print_json(const struct shmrun_plan *p, FILE *out)
 	if (!put(seg, "rings", json_integer(p->nchannels)) ||
 	    !put(seg, "ring_bytes", json_integer((json_int_t)job->ring_bytes)) ||
 	    !put(seg, "rings_crossing_workers", json_integer(rings_crossing(p))) ||
+	    !put(seg, "rings_crossing_hosts", json_integer(rings_crossing_hosts(p))) ||
 	    !put(seg, "bytes", json_integer((json_int_t)p->segment_bytes)))
 		goto out;
 	rc = json_dumpf(root, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) || fputc('\n', out) == EOF

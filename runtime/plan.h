@@ -34,7 +34,13 @@ struct shmrun_plan_channel {
 
 struct shmrun_plan {
 	const struct shmrun_job *job;
-	uint32_t workers;
+	/* The member set: hosts x workers_per_host global workers, worker
+	 * g = h * workers_per_host + i runs on host h as its local worker i
+	 * (docs/multihost.md); every host builds the same plan. One host:
+	 * workers = workers_per_host = job->workers. */
+	uint32_t workers;          /* M = hosts * workers_per_host */
+	uint32_t hosts;            /* job->hosts */
+	uint32_t workers_per_host; /* job->workers */
 	uint32_t ntasks;
 	struct shmrun_plan_task *tasks;
 	uint32_t *stage_task0;  /* per stage: task id of instance 0 */
@@ -52,6 +58,28 @@ static inline uint32_t shmrun_plan_channel_of(const struct shmrun_plan *p, uint3
 	const struct shmrun_job *job = p->job;
 
 	return p->edge_chan0[e] + i * job->stages[job->edges[e].to].width + j;
+}
+
+/* The host of global worker @w: w / workers_per_host. */
+static inline uint32_t shmrun_plan_host_of(const struct shmrun_plan *p, uint32_t w)
+{
+	return w / p->workers_per_host;
+}
+
+/* The CPU global worker @w is pinned to on its host: the local index's entry
+ * of job->cpus (every host reads the same cpus/workers keys). */
+static inline int32_t shmrun_plan_cpu_of(const struct shmrun_plan *p, uint32_t w)
+{
+	return p->job->cpus[w % p->workers_per_host];
+}
+
+/* Whether channel @c's producer and consumer run on different hosts. */
+static inline bool shmrun_plan_channel_crosses_hosts(const struct shmrun_plan *p, uint32_t c)
+{
+	const struct shmrun_plan_channel *ch = &p->channels[c];
+
+	return shmrun_plan_host_of(p, p->tasks[ch->src_task].worker) !=
+	       shmrun_plan_host_of(p, p->tasks[ch->dst_task].worker);
 }
 
 /*

@@ -676,6 +676,17 @@ static int load_topology(struct stress *s)
 		shmrun_job_errors_free(&errs);
 		return 2;
 	}
+	if (s->job.hosts > 1) {
+		/* its faults target one host's workers and its reruns fork them
+		 * again: a multi-host job restarts from outside (docs/multihost.md) */
+		fprintf(stderr,
+			"shmrun stress: %s: hosts = %u: stress runs and kills the job's workers "
+			"on this one machine, and a multi-host job is started by mpirun, one "
+			"launcher per host; stress it with hosts = 1 (--set job.hosts=1); "
+			"nothing was started\n",
+			s->conf, s->job.hosts);
+		refused = 1;
+	}
 	for (uint32_t i = 0; i < s->job.nstages; i++) {
 		const struct shmrun_stage *st = &s->job.stages[i];
 

@@ -652,6 +652,8 @@ static void print_text(FILE *out, const struct view *v, bool screen, double ever
 			const struct shmrun_metrics_task *tk = shmrun_metrics_task(m, i);
 			char wk[16], cpu[16];
 
+			if (!shmrun_metrics_here(m, tk->worker))
+				continue; /* another host's task: `shmrun top` there */
 			snprintf(label, sizeof(label), "  %s[%u]", name, k);
 			snprintf(wk, sizeof(wk), "%u", tk->worker);
 			snprintf(cpu, sizeof(cpu), "%d", (int)tk->cpu);
@@ -668,6 +670,8 @@ static void print_text(FILE *out, const struct view *v, bool screen, double ever
 		double sleep = v->a ? top_share(delta(v->a->sleep_ns[k], b->sleep_ns[k]), dt) : NAN;
 		char pid[16];
 
+		if (!shmrun_metrics_here(m, k))
+			continue; /* another host's worker */
 		if (b->pid[k])
 			snprintf(pid, sizeof(pid), "%d", (int)b->pid[k]);
 		else
@@ -837,8 +841,12 @@ static json_t *view_json(const struct view *v)
 
 	for (uint32_t k = 0; k < m->workers; k++) {
 		const struct shmrun_metrics_worker *wk = shmrun_metrics_worker(m, k);
-		json_t *wo = json_object(), *tasks = json_array();
+		json_t *wo, *tasks;
 
+		if (!shmrun_metrics_here(m, k))
+			continue; /* another host's worker */
+		wo = json_object();
+		tasks = json_array();
 		jset(wo, "worker", json_integer(k));
 		jset(wo, "cpu", json_integer(wk->cpu));
 		jset(wo, "pid", b->pid[k] ? json_integer(b->pid[k]) : json_null());

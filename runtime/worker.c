@@ -1552,7 +1552,7 @@ static int start_worker(struct shmrun_worker *w)
 	int err;
 
 	/* a control area of another layout: refuse it before touching it */
-	if (shmrun_control_check(w->ctl, w->plan->job->workers, w->plan->ntasks, why, sizeof(why))) {
+	if (shmrun_control_check(w->ctl, w->plan->workers, w->plan->ntasks, why, sizeof(why))) {
 		shmrun_log(SHMRUN_LOG_ERROR, "worker %u: %s", w->index, why);
 		return 1;
 	}

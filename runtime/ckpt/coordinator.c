@@ -60,20 +60,13 @@
 
 #include "coordinator.h"
 #include "fault.h"
+#include "hosts.h"
 #include "manifest.h"
 #include "metrics.h"
 #include "ops/ops.h" /* SHMRUN_OP_PW_IN_FLIGHT, SHMRUN_OP_PW_BOUNDED */
 #include "preflight.h"
 #include "shmrun/runtime.h"
 #include "util.h"
-
-/* shmrun_ckpt_remove() where only the result matters. */
-static int remove_ckpt(const char *dir, uint64_t epoch)
-{
-	char why[300];
-
-	return shmrun_ckpt_remove(dir, epoch, why, sizeof(why));
-}
 
 /*
  * The manifest child: write MANIFEST (temporary name, fsync, rename, fsync
@@ -85,9 +78,8 @@ static int write_manifest(const struct shmrun_plan *plan, struct shmrun_control 
 	const struct shmrun_job *job = plan->job;
 	struct shmrun_task_slot *slots = shmrun_control_slots(ctl);
 	struct shmrun_manifest_file *files = calloc(plan->ntasks + 1, sizeof(*files));
-	char path[PATH_MAX];
-	uint64_t *epochs = NULL;
-	int err, n;
+	struct shmrun_ckpt_scope scope;
+	int err;
 
 	if (!files)
 		return -ENOMEM;
@@ -107,28 +99,11 @@ static int write_manifest(const struct shmrun_plan *plan, struct shmrun_control 
 	if (err)
 		return err;
 	/*
-	 * Retention: after the new MANIFEST is durable, never before. Only
-	 * checkpoints that look restorable (shmrun_ckpt_looks_good(): MANIFEST parses,
-	 * files there with their sizes) count toward checkpoint_retain; every
-	 * directory older than the oldest one kept is retired (a damaged one
-	 * never takes a good one's place). What retention may not remove
-	 * (remove_ckpt(): a symlink, files the runtime did not make) is left and
-	 * was reported at the start (shmrun_ckpt_remove_incomplete()).
+	 * Retention: after the new MANIFEST is durable, never before; with
+	 * several hosts only this host's state files are looked at (ckpt/hosts.h).
 	 */
-	n = shmrun_ckpt_list(job->checkpoint_dir, &epochs);
-	{
-		uint64_t cutoff = 0;
-
-		for (int i = 0, kept = 0; i < n && !cutoff; i++)
-			if (epochs[i] <= e && shmrun_ckpt_looks_good(job->checkpoint_dir, epochs[i]) &&
-			    (uint32_t)++kept == job->checkpoint_retain)
-				cutoff = epochs[i];
-		for (int i = 0; i < n && cutoff; i++)
-			if (epochs[i] < cutoff)
-				remove_ckpt(job->checkpoint_dir, epochs[i]);
-	}
-	(void)path;
-	free(epochs);
+	shmrun_ckpt_scope_of(plan, 1, &scope);
+	shmrun_ckpt_retain(job, &scope, e);
 	/* release: pairs with the acquire loads of complete_epoch in every
 	 * worker; the MANIFEST is durable (and retention done, so a job that
 	 * ends with this epoch leaves exactly checkpoint_retain behind)
@@ -330,11 +305,18 @@ static void describe_timeout(const struct shmrun_coordinator *co, const struct s
 		 * the epoch: the others (no tasks, all reported) are not named */
 		if ((!stuck && !stopped) || !busy)
 			continue;
-		if (pid <= 0) {
-			PUT("; worker %u (CPU %d) has not started yet", w, job->cpus[w]);
+		if (shmrun_plan_host_of(plan, w) != 0) {
+			/* another host's worker: its liveness is that host's (its
+			 * launcher names it); its tasks' slots are mirrored here */
+			PUT("; worker %u (on host %u)", w, shmrun_plan_host_of(plan, w));
 			continue;
 		}
-		PUT("; worker %u (pid %d, CPU %d, tasks", w, pid, job->cpus[w]);
+		if (pid <= 0) {
+			PUT("; worker %u (CPU %d) has not started yet", w,
+			    shmrun_plan_cpu_of(plan, w));
+			continue;
+		}
+		PUT("; worker %u (pid %d, CPU %d, tasks", w, pid, shmrun_plan_cpu_of(plan, w));
 		for (uint32_t k = 0; k < plan->ntasks; k++)
 			if (plan->tasks[k].worker == w) {
 				PUT("%s %s[%u]", any ? "," : "",

@@ -41,6 +41,7 @@
 #include <xxhash.h>
 
 #include "ckpt_io.h"
+#include "hosts.h"
 #include "manifest.h"
 #include "shmrun/runtime.h"
 #include "text.h"
@@ -253,6 +254,12 @@ out:
  */
 bool shmrun_ckpt_looks_good(const char *dir, uint64_t epoch)
 {
+	return shmrun_ckpt_looks_good_scoped(dir, epoch, NULL);
+}
+
+bool shmrun_ckpt_looks_good_scoped(const char *dir, uint64_t epoch,
+				   const struct shmrun_ckpt_scope *s)
+{
 	struct shmrun_manifest m;
 	char path[PATH_MAX], why[300];
 	bool good, parsed;
@@ -266,6 +273,8 @@ bool shmrun_ckpt_looks_good(const char *dir, uint64_t epoch)
 	for (uint32_t i = 0; good && i < m.nfiles; i++) {
 		struct stat st;
 
+		if (!shmrun_ckpt_scope_has(s, m.files[i].stage, m.files[i].instance))
+			continue; /* another host's file: not looked at */
 		good = fstatat(fd, m.files[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 		       S_ISREG(st.st_mode) && (uint64_t)st.st_size == m.files[i].size;
 	}
@@ -497,6 +506,12 @@ int shmrun_ckpt_read_manifest(const char *dir, uint64_t epoch, struct shmrun_man
 int shmrun_ckpt_verify(const char *dir, uint64_t epoch, struct shmrun_manifest *out, char *why,
 		       size_t whylen)
 {
+	return shmrun_ckpt_verify_scoped(dir, epoch, NULL, out, why, whylen);
+}
+
+int shmrun_ckpt_verify_scoped(const char *dir, uint64_t epoch, const struct shmrun_ckpt_scope *s,
+			      struct shmrun_manifest *out, char *why, size_t whylen)
+{
 	struct shmrun_manifest m;
 	int dirfd = open_ckpt_dir(dir, epoch, why, whylen), err;
 
@@ -508,6 +523,8 @@ int shmrun_ckpt_verify(const char *dir, uint64_t epoch, struct shmrun_manifest *
 		size_t len;
 		char fwhy[200];
 
+		if (!shmrun_ckpt_scope_has(s, m.files[i].stage, m.files[i].instance))
+			continue; /* another host's file: that host verifies it */
 		err = shmrun_ckpt_read_file(dirfd, m.files[i].name, m.files[i].size,
 					    m.files[i].xxh64, &data, &len, fwhy, sizeof(fwhy));
 		free(data);
@@ -529,6 +546,12 @@ int shmrun_ckpt_verify(const char *dir, uint64_t epoch, struct shmrun_manifest *
 
 int64_t shmrun_ckpt_select(const char *dir, struct shmrun_manifest *m)
 {
+	return shmrun_ckpt_select_scoped(dir, NULL, m);
+}
+
+int64_t shmrun_ckpt_select_scoped(const char *dir, const struct shmrun_ckpt_scope *s,
+				  struct shmrun_manifest *m)
+{
 	uint64_t *epochs;
 	int n = shmrun_ckpt_list(dir, &epochs), committed = 0;
 	int64_t chosen = -EBADMSG;
@@ -544,7 +567,7 @@ int64_t shmrun_ckpt_select(const char *dir, struct shmrun_manifest *m)
 	}
 	for (int i = 0; i < n; i++) {
 		char why[300];
-		int err = shmrun_ckpt_verify(dir, epochs[i], m, why, sizeof(why));
+		int err = shmrun_ckpt_verify_scoped(dir, epochs[i], s, m, why, sizeof(why));
 
 		if (!err) {
 			chosen = (int64_t)epochs[i];
@@ -583,6 +606,11 @@ static bool has_manifest(const char *dir, uint64_t epoch)
 
 int shmrun_ckpt_remove_incomplete(const char *dir)
 {
+	return shmrun_ckpt_remove_incomplete_below(dir, UINT64_MAX);
+}
+
+int shmrun_ckpt_remove_incomplete_below(const char *dir, uint64_t bound)
+{
 	/* a launcher reports each directory it must leave alone once, not at
 	 * every restart */
 	static uint64_t *told;
@@ -602,7 +630,7 @@ int shmrun_ckpt_remove_incomplete(const char *dir)
 		bool seen = false;
 		int err;
 
-		if (has_manifest(dir, epochs[i]))
+		if (epochs[i] >= bound || has_manifest(dir, epochs[i]))
 			continue;
 		err = shmrun_ckpt_remove(dir, epochs[i], why, sizeof(why));
 		if (err == -EEXIST || err == -ELOOP) {

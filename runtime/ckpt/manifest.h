@@ -115,6 +115,29 @@ int64_t shmrun_ckpt_select(const char *dir, struct shmrun_manifest *m);
 int shmrun_ckpt_remove_incomplete(const char *dir);
 
 /*
+ * shmrun_ckpt_remove_incomplete_below() - shmrun_ckpt_remove_incomplete() for
+ * the epochs below @bound only (UINT64_MAX: all). With several hosts a newer
+ * incomplete epoch may still be completed by rank 0's MANIFEST, or be written
+ * by another host's workers in a shared directory (ckpt/hosts.h).
+ * Return: as shmrun_ckpt_remove_incomplete().
+ */
+int shmrun_ckpt_remove_incomplete_below(const char *dir, uint64_t bound);
+
+/*
+ * Scoped forms (ckpt/hosts.h): the same, checking only the state files that
+ * scope @s names (NULL: every file, as the forms above). A per_host
+ * checkpoint_dir holds only its host's state files; the MANIFEST is checked
+ * whole (checksum, epoch) in every case.
+ */
+struct shmrun_ckpt_scope;
+int shmrun_ckpt_verify_scoped(const char *dir, uint64_t epoch, const struct shmrun_ckpt_scope *s,
+			      struct shmrun_manifest *m, char *why, size_t whylen);
+bool shmrun_ckpt_looks_good_scoped(const char *dir, uint64_t epoch,
+				   const struct shmrun_ckpt_scope *s);
+int64_t shmrun_ckpt_select_scoped(const char *dir, const struct shmrun_ckpt_scope *s,
+				  struct shmrun_manifest *m);
+
+/*
  * shmrun_ckpt_check_topology() - whether @m was written by this topology: the
  * same fingerprint. Return: 0, or -ESTALE with every difference in @why.
  */

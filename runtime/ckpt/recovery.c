@@ -16,7 +16,9 @@
  * STREAM_RESET_STATE (a mistyped variable would destroy a job's state).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt_io.h"
+#include "ckpt/hosts.h"
 #include "ckpt/manifest.h"
 #include "ckpt/recovery.h"
 #include "internal.h"
@@ -123,6 +126,46 @@ int shmrun_ckpt_reset(const char *dir)
 int shmrun_ckpt_choose(const struct shmrun_job *job, struct shmrun_control *ctl, bool *reset_done,
 		       uint64_t *epoch)
 {
+	return shmrun_ckpt_choose_scoped(job, NULL, ctl, reset_done, epoch);
+}
+
+/*
+ * The restored checkpoint @e of @job, whose MANIFEST is @m, into @ctl:
+ * restored_epoch and restored_finished (a finished run's last checkpoint,
+ * told differently when a stage cannot be replayed).
+ */
+static void set_restored(const struct shmrun_job *job, struct shmrun_control *ctl, uint64_t e,
+			 const struct shmrun_manifest *m)
+{
+	ctl->restored_finished = 0;
+	if (m->finished && unreplayable_stage(job)) {
+		/* the input now waiting on standard input or a socket is another
+		 * input, not the rest of the finished one: reading nothing and
+		 * exiting 0 would drop it without a word */
+		shmrun_log(SHMRUN_LOG_WARN,
+			   "%s/ckpt-%" PRIu64 " is the last checkpoint of a finished run, so "
+			   "nothing is read: stage '%s' (op %s) cannot be replayed, and what "
+			   "it would read now is new input, which this run ignores; "
+			   "STREAM_RESET_STATE=1 starts the job over to read it",
+			   job->checkpoint_dir, e, unreplayable_stage(job)->name,
+			   unreplayable_stage(job)->op->name);
+		ctl->restored_finished = 1;
+	} else if (m->finished) {
+		shmrun_log(SHMRUN_LOG_INFO,
+			   "%s/ckpt-%" PRIu64 " is the last checkpoint of a finished run: every "
+			   "record was processed and all output committed; nothing to do "
+			   "(STREAM_RESET_STATE=1 runs the job again from the start)",
+			   job->checkpoint_dir, e);
+		/* the workers still restore it: a sink whose last commit was cut
+		 * short by a crash completes it, then every worker exits */
+		ctl->restored_finished = 1;
+	}
+	ctl->restored_epoch = e;
+}
+
+int shmrun_ckpt_choose_scoped(const struct shmrun_job *job, const struct shmrun_ckpt_scope *s,
+			      struct shmrun_control *ctl, bool *reset_done, uint64_t *epoch)
+{
 	struct shmrun_manifest m = {0};
 	uint64_t *epochs = NULL;
 	char why[300];
@@ -140,7 +183,7 @@ int shmrun_ckpt_choose(const struct shmrun_job *job, struct shmrun_control *ctl,
 			return err;
 		*reset_done = true;
 	}
-	e = shmrun_ckpt_select(job->checkpoint_dir, &m);
+	e = shmrun_ckpt_select_scoped(job->checkpoint_dir, s, &m);
 	if (e < 0)
 		return (int)e;
 	/* New epochs number past every directory there, damaged ones included,
@@ -149,52 +192,100 @@ int shmrun_ckpt_choose(const struct shmrun_job *job, struct shmrun_control *ctl,
 	if (n > 0)
 		ctl->epoch_floor = epochs[0];
 	free(epochs);
-	shmrun_ckpt_remove_incomplete(job->checkpoint_dir);
+	/* several hosts: a newer incomplete epoch may be completed by rank 0's
+	 * MANIFEST, or be in a shared directory another host writes (hosts.h) */
+	shmrun_ckpt_remove_incomplete_below(job->checkpoint_dir,
+					    s && s->plan ? (uint64_t)e : UINT64_MAX);
 	if (e == 0) {
 		shmrun_log(SHMRUN_LOG_INFO, "no checkpoint in %s: starting from empty state",
 			   job->checkpoint_dir);
 		return 0;
 	}
 	if (shmrun_ckpt_check_topology(&m, job, why, sizeof(why))) {
-		shmrun_log(SHMRUN_LOG_ERROR,
-			   "%s/ckpt-%" PRId64 " was written by a different topology: %s. "
-			   "Restoring it would corrupt state, so it is refused. Either start "
-			   "from empty state with STREAM_RESET_STATE=1 (the old checkpoints "
-			   "are moved aside, not deleted), or, if the change is a new width "
-			   "or worker count, re-assign the state with `shmrun --rescale %s` "
-			   "(see `shmrun plan --rescale-from %s %s` first)",
-			   job->checkpoint_dir, e, why, job->conf_path, job->checkpoint_dir,
-			   job->conf_path);
+		shmrun_log(
+		    SHMRUN_LOG_ERROR,
+		    "%s/ckpt-%" PRId64 " was written by a different topology: %s. "
+		    "Restoring it would corrupt state, so it is refused. Either start "
+		    "from empty state with STREAM_RESET_STATE=1 (the old checkpoints "
+		    "are moved aside, not deleted), or, if the change is a new width, "
+		    "worker count or host count, re-assign the state with `shmrun --rescale %s` "
+		    "(see `shmrun plan --rescale-from %s %s` first)",
+		    job->checkpoint_dir, e, why, job->conf_path, job->checkpoint_dir,
+		    job->conf_path);
 		shmrun_manifest_free(&m);
 		return -ESTALE;
 	}
-	if (m.finished && unreplayable_stage(job)) {
-		/* the input now waiting on standard input or a socket is another
-		 * input, not the rest of the finished one: reading nothing and
-		 * exiting 0 would drop it without a word */
-		shmrun_log(SHMRUN_LOG_WARN,
-			   "%s/ckpt-%" PRId64 " is the last checkpoint of a finished run, so "
-			   "nothing is read: stage '%s' (op %s) cannot be replayed, and what "
-			   "it would read now is new input, which this run ignores; "
-			   "STREAM_RESET_STATE=1 starts the job over to read it",
-			   job->checkpoint_dir, e, unreplayable_stage(job)->name,
-			   unreplayable_stage(job)->op->name);
-		ctl->restored_finished = 1;
-	} else if (m.finished) {
-		shmrun_log(SHMRUN_LOG_INFO,
-			   "%s/ckpt-%" PRId64 " is the last checkpoint of a finished run: every "
-			   "record was processed and all output committed; nothing to do "
-			   "(STREAM_RESET_STATE=1 runs the job again from the start)",
-			   job->checkpoint_dir, e);
-		/* the workers still restore it: a sink whose last commit was cut
-		 * short by a crash completes it, then every worker exits */
-		ctl->restored_finished = 1;
-	}
+	set_restored(job, ctl, (uint64_t)e, &m);
 	shmrun_manifest_free(&m);
-	ctl->restored_epoch = (uint64_t)e;
 	*epoch = (uint64_t)e;
 	shmrun_log(SHMRUN_LOG_INFO, "restoring epoch %" PRId64 " from %s/ckpt-%" PRId64, e,
 		   job->checkpoint_dir, e);
+	return 0;
+}
+
+/* Remove checkpoint_dir/ckpt-<e>/MANIFEST again (an installed one that did not verify). */
+static void uninstall_manifest(const char *dir, uint64_t e)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	shmrun_ckpt_path(dir, e, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (unlinkat(fd, "MANIFEST", 0) == 0)
+		shmrun_ckpt_fsync_dir(fd);
+	close(fd);
+}
+
+int shmrun_ckpt_restore_instead(const struct shmrun_job *job, const struct shmrun_ckpt_scope *s,
+				struct shmrun_control *ctl, uint64_t e, const void *manifest,
+				size_t len, char *why, size_t whylen)
+{
+	struct shmrun_manifest m = {0};
+	char reason[PATH_MAX + 300];
+	bool installed = false;
+	int err;
+
+	if (!job->checkpoint_dir || e == 0) {
+		ctl->restored_epoch = 0;
+		ctl->restored_finished = 0;
+		shmrun_log(SHMRUN_LOG_INFO, "the hosts agreed on a fresh start: no checkpoint is "
+					    "restored");
+		return 0;
+	}
+	err = shmrun_ckpt_read_manifest(job->checkpoint_dir, e, &m, reason, sizeof(reason));
+	if (err == 0)
+		shmrun_manifest_free(&m);
+	if (err == -ENOENT && manifest) {
+		/* rank 0 committed e, its COMMIT did not reach this host before
+		 * the crash: this host's state files of e are durable (it
+		 * reported them before rank 0 wrote the MANIFEST) */
+		err = shmrun_ckpt_install_manifest(job, e, manifest, len, reason, sizeof(reason));
+		installed = err == 0;
+	}
+	if (!err)
+		err = shmrun_ckpt_verify_scoped(job->checkpoint_dir, e, s, &m, reason,
+						sizeof(reason));
+	if (!err && shmrun_ckpt_check_topology(&m, job, reason, sizeof(reason)))
+		err = -ESTALE;
+	if (err) {
+		if (installed)
+			uninstall_manifest(job->checkpoint_dir, e);
+		shmrun_manifest_free(&m);
+		snprintf(why, whylen, "%s/ckpt-%" PRIu64 ", the epoch the hosts agreed on, cannot "
+			 "be restored on host %" PRIu32 ": %s",
+			 job->checkpoint_dir, e, s ? s->host : job->host, reason);
+		shmrun_log(SHMRUN_LOG_ERROR, "%s", why);
+		return err;
+	}
+	shmrun_log(SHMRUN_LOG_INFO,
+		   "restoring epoch %" PRIu64 " from %s/ckpt-%" PRIu64 "%s: the epoch the hosts "
+		   "agreed on (this host chose %" PRIu64 ")",
+		   e, job->checkpoint_dir, e, installed ? " with rank 0's MANIFEST" : "",
+		   ctl->restored_epoch);
+	set_restored(job, ctl, e, &m);
+	shmrun_manifest_free(&m);
 	return 0;
 }
 
@@ -281,8 +372,8 @@ int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char 
 		   "%s/ckpt-%" PRId64 " was written by a different topology: %s. "
 		   "Restoring it would corrupt state, so it is refused and nothing was started. "
 		   "Either start from empty state with STREAM_RESET_STATE=1 (the old checkpoints "
-		   "are moved aside, not deleted), or, if the change is a new width "
-		   "or worker count, re-assign the state with `shmrun --rescale %s` "
+		   "are moved aside, not deleted), or, if the change is a new width, "
+		   "worker count or host count, re-assign the state with `shmrun --rescale %s` "
 		   "(see `shmrun plan --rescale-from %s %s` first)",
 		   job->checkpoint_dir, e, why, job->conf_path, job->checkpoint_dir,
 		   job->conf_path);

@@ -31,27 +31,34 @@ def expect(what, got, want):
 def check_plan(text_path, json_path):
     text = open(text_path).read().splitlines()
     doc = json.load(open(json_path))
-    m = re.match(r"job (\S+): (\d+) workers?, (\d+) stages?, (\d+) tasks?, (\d+) vnodes?, "
-                 r"(\d+) channels?$", text[0])
+    m = re.match(r"job (\S+): (\d+) workers?(?: on (\d+) hosts \((\d+) per host\))?, "
+                 r"(\d+) stages?, (\d+) tasks?, (\d+) vnodes?, (\d+) channels?$", text[0])
     if not m:
         fail(f"plan text header not understood: {text[0]!r}")
     expect("job", doc["job"], m.group(1))
+    hosts = int(m.group(3)) if m.group(3) else 1
     expect("workers", doc["workers"], int(m.group(2)))
-    expect("stage count", len(doc["stages"]), int(m.group(3)))
-    expect("task count", len(doc["tasks"]), int(m.group(4)))
-    expect("vnodes", doc["vnodes"], int(m.group(5)))
-    expect("channel count", sum(len(e["channels"]) for e in doc["edges"]), int(m.group(6)))
-    expect("segment rings", doc["segment"]["rings"], int(m.group(6)))
-    rows = [re.match(r"(\d+) +(\S+) +(\d+) +(\d+) +(-?\d+) +\[(\d+), (\d+)\)$", l)
+    expect("hosts", doc["hosts"], hosts)
+    expect("workers per host", doc["workers_per_host"],
+           int(m.group(4)) if m.group(4) else int(m.group(2)))
+    expect("stage count", len(doc["stages"]), int(m.group(5)))
+    expect("task count", len(doc["tasks"]), int(m.group(6)))
+    expect("vnodes", doc["vnodes"], int(m.group(7)))
+    expect("channel count", sum(len(e["channels"]) for e in doc["edges"]), int(m.group(8)))
+    expect("segment rings", doc["segment"]["rings"], int(m.group(8)))
+    # with hosts > 1 a host column follows the worker's
+    host_col = r" +(\d+)" if hosts > 1 else r"()"
+    rows = [re.match(r"(\d+) +(\S+) +(\d+) +(\d+)" + host_col + r" +(-?\d+) +\[(\d+), (\d+)\)$", l)
             for l in text]
     rows = [r for r in rows if r]
     expect("task rows", len(rows), len(doc["tasks"]))
     for r, t in zip(rows, doc["tasks"]):
         expect(f"task {r.group(1)}",
-               (t["task"], t["stage"], t["instance"], t["worker"], t["cpu"],
-                t["vnode_lo"], t["vnode_hi"]),
+               (t["task"], t["stage"], t["instance"], t["worker"],
+                t["host"] if hosts > 1 else "", t["cpu"], t["vnode_lo"], t["vnode_hi"]),
                (int(r.group(1)), r.group(2), int(r.group(3)), int(r.group(4)),
-                int(r.group(5)), int(r.group(6)), int(r.group(7))))
+                int(r.group(5)) if hosts > 1 else "", int(r.group(6)), int(r.group(7)),
+                int(r.group(8))))
     kinds = {"forward": "forward", "shuffle by key": "shuffle", "rebalance": "rebalance",
              "broadcast": "broadcast"}
     edges = [re.match(r"  (\S+) -> (\S+): (forward|shuffle by key|rebalance|broadcast),"
@@ -63,24 +70,31 @@ def check_plan(text_path, json_path):
                (j["from"], j["to"], j["kind"], j["combined"]),
                (e.group(1), e.group(2), kinds[e.group(3)], e.group(4) is not None))
     chans = [re.match(r"    (\S+)\[(\d+)\] -> (\S+)\[(\d+)\]: ring (\d+), "
-                      r"(local|crosses workers) \(worker (\d+) -> (\d+)\)$", l) for l in text]
+                      r"(local|crosses workers|crosses hosts) \(worker (\d+) -> (\d+)"
+                      r"(?:, host (\d+) -> (\d+))?\)$", l) for l in text]
     chans = [c for c in chans if c]
     jchans = [(e["from"], c) for e in doc["edges"] for c in e["channels"]]
     expect("channel lines", len(chans), len(jchans))
     for c, (frm, j) in zip(chans, jchans):
         expect(f"ring {c.group(5)}",
                (frm, j["from_instance"], j["to_instance"], j["ring"], j["local"],
-                j["from_worker"], j["to_worker"]),
+                j["from_worker"], j["to_worker"], j["crosses_hosts"],
+                (j["from_host"], j["to_host"]) if hosts > 1 else None),
                (c.group(1), int(c.group(2)), int(c.group(4)), int(c.group(5)),
-                c.group(6) == "local", int(c.group(7)), int(c.group(8))))
-    seg = [re.match(r"segment: (\d+) rings? of (\d+) bytes \((\d+) cross(?:es)? workers\), "
-                    r"(\d+) bytes in all$", l) for l in text]
+                c.group(6) == "local", int(c.group(7)), int(c.group(8)),
+                c.group(6) == "crosses hosts",
+                (int(c.group(9)), int(c.group(10))) if hosts > 1 else None))
+    seg = [re.match(r"segment: (\d+) rings? of (\d+) bytes \((\d+) cross(?:es)? workers"
+                    r"(?:, (\d+) cross(?:es)? hosts)?\), (\d+) bytes in all(?: on each host)?$", l)
+           for l in text]
     seg = [s for s in seg if s]
     if len(seg) != 1:
         fail("plan text: no segment line")
     s = doc["segment"]
-    expect("segment", (s["rings"], s["ring_bytes"], s["rings_crossing_workers"], s["bytes"]),
-           tuple(int(g) for g in seg[0].groups()))
+    g = seg[0].groups()
+    expect("segment", (s["rings"], s["ring_bytes"], s["rings_crossing_workers"],
+                       s["rings_crossing_hosts"] if hosts > 1 else None, s["bytes"]),
+           (int(g[0]), int(g[1]), int(g[2]), int(g[3]) if hosts > 1 else None, int(g[4])))
     print(f"ok plan --json = text: {len(rows)} tasks, {len(edges)} edges, {len(chans)} rings")
 
 

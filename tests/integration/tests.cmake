@@ -65,10 +65,10 @@ if(TARGET shmrun)
 			     SKIP_RETURN_CODE 77)
 	add_test(NAME memlock COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/memlock.sh
 		 $<TARGET_FILE:shmrun> $<TARGET_FILE:no_uring>)
-	foreach(t few_cpus not_root no_tty)
+	foreach(t few_cpus not_root no_tty multihost_conf)
 		add_test(NAME ${t} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/${t}.sh $<TARGET_FILE:shmrun>)
 	endforeach()
-	set_tests_properties(memlock few_cpus not_root no_tty PROPERTIES TIMEOUT 300
+	set_tests_properties(memlock few_cpus not_root no_tty multihost_conf PROPERTIES TIMEOUT 300
 			     LABELS "runtime;integration" SKIP_RETURN_CODE 77)
 endif()
 

@@ -700,6 +700,75 @@ START_TEST(test_syntax_tolerated)
 }
 END_TEST
 
+/* [job] hosts: the default (1, or the MPI world size of the environment),
+ * a given value with its line, host_flush and host_timeout. */
+START_TEST(test_hosts)
+{
+	struct shmrun_job job;
+	struct shmrun_job_errors errs;
+	char path[PATH_MAX];
+	int r;
+
+	unsetenv("OMPI_COMM_WORLD_SIZE");
+	unsetenv("PMI_SIZE");
+	unsetenv("SLURM_NTASKS");
+	put_conf("hosts1.conf", MINIMAL, path);
+	load_ok(path, &job);
+	ck_assert_uint_eq(job.hosts, 1);
+	ck_assert_int_eq(job.hosts_line, 0);
+	ck_assert(!job.hosts_set);
+	ck_assert_ptr_null(job.hosts_env);
+	ck_assert_uint_eq(job.host_flush_ns, 1000000ull);
+	ck_assert_uint_eq(job.host_timeout_ns, 10000000000ull);
+	shmrun_job_free(&job);
+
+	/* under mpirun -np 3: the world size, and where it came from */
+	setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
+	setenv("OMPI_COMM_WORLD_RANK", "2", 1);
+	load_ok(path, &job);
+	ck_assert_uint_eq(job.hosts, 3);
+	ck_assert_str_eq(job.hosts_env, "OMPI_COMM_WORLD_SIZE");
+	ck_assert(!job.hosts_set);
+	shmrun_job_free(&job);
+
+	/* given: wins over the environment */
+	put_conf("hosts2.conf",
+		 "[job]\nworkers = 2\nhosts = 4\nhost_flush = 5ms\nhost_timeout = 30s\n" MINIMAL,
+		 path);
+	load_ok(path, &job);
+	ck_assert_uint_eq(job.hosts, 4);
+	ck_assert_uint_eq(job.workers, 2);
+	ck_assert_int_eq(job.hosts_line, 3);
+	ck_assert(job.hosts_set);
+	ck_assert_ptr_null(job.hosts_env);
+	ck_assert_uint_eq(job.host_flush_ns, 5000000ull);
+	ck_assert_uint_eq(job.host_timeout_ns, 30000000000ull);
+	shmrun_job_free(&job);
+
+	/* a malformed environment with hosts not given: an error naming the variable */
+	setenv("OMPI_COMM_WORLD_SIZE", "many", 1);
+	put_conf("hosts3.conf", MINIMAL, path);
+	r = shmrun_job_load(path, &job, &errs);
+	ck_assert_int_eq(r, -EINVAL);
+	ck_assert_uint_eq(errs.n, 1);
+	ck_assert_msg(strstr(errs.msgs[0], "OMPI_COMM_WORLD_SIZE = 'many' in the environment is "
+					   "not a process count 1..1024; set hosts = N in [job]"),
+		      "%s", dump(&errs));
+	shmrun_job_errors_free(&errs);
+	unsetenv("OMPI_COMM_WORLD_SIZE");
+	unsetenv("OMPI_COMM_WORLD_RANK");
+
+	/* hosts > 1 with a socket_source that connects: accepted */
+	put_conf("hosts4.conf",
+		 "[job]\nhosts = 2\n[s]\nop = socket_source\nconnect = 127.0.0.1:9\n[o]\n"
+		 "op = null_sink\ninput = s\n",
+		 path);
+	load_ok(path, &job);
+	ck_assert_uint_eq(job.hosts, 2);
+	shmrun_job_free(&job);
+}
+END_TEST
+
 /* ---- bad files ----------------------------------------------------------- */
 
 /* A valid graph appended after the lines under test. */
@@ -774,6 +843,19 @@ static const struct bad_case bad[] = {
 	 "[o]\nop = null_sink\ninput = s\n", 5, "or set allow_data_loss_on_crash = true in [job]"},
 	{"[s]\nop = stdin_source\nwidth = 3\n[o]\nop = null_sink\ninput = s\n", 3,
 	 "width = 3 of stage 's': stdin_source reads the job's one standard input"},
+	/* [job] hosts (docs/multihost.md) */
+	{"[job]\nhosts = 0\n" TAIL, 2, "hosts = '0' in [job] is out of range; expected 1 to 1024"},
+	{"[job]\nhosts = 1025\n" TAIL, 2, "hosts = '1025' in [job] is out of range; expected 1 to 1024"},
+	{"[job]\nhosts = 2x\n" TAIL, 2, "hosts = '2x' in [job] is not a valid count"},
+	{"[job]\nworkers = 100\nhosts = 1024\n" TAIL, 3,
+	 "hosts = 1024 x workers = 100 is 102400 workers in all, more than the 65536 a job may have"},
+	{"[job]\nhost_flush = 0ms\n" TAIL, 2, "host_flush = '0ms' in [job] is out of range"},
+	{"[job]\nhost_timeout = 500ms\n" TAIL, 2, "host_timeout = '500ms' in [job] is out of range"},
+	{"[job]\nhosts = 2\n[s]\nop = stdin_source\n[o]\nop = null_sink\ninput = s\n", 4,
+	 "stage 's': op = stdin_source cannot run with hosts = 2 (", },
+	{"[job]\nhosts = 2\n[s]\nop = socket_source\nlisten = 9000\n[o]\nop = null_sink\n"
+	 "input = s\n", 5,
+	 "stage 's': socket_source with listen = 9000 cannot run with hosts = 2 ("},
 	{"[a]\nop = stdin_source\n[b]\nop = stdin_source\n[o]\nop = null_sink\ninput = a, b\n", 4,
 	 "stage 'b' is a second stdin_source (stage 'a' at line 1 is the first)"},
 	{"[s]\nop = sequence\ncount = 1\nwidth = 0\n[o]\nop = null_sink\ninput = s\n", 4,
@@ -1549,6 +1631,12 @@ static uint64_t limit_value(const struct shmrun_job *job, const struct limit_key
 			return job->operator_timeout_ns;
 		if (!strcmp(key, "idle_timeout"))
 			return job->idle_timeout_ns;
+		if (!strcmp(key, "hosts"))
+			return job->hosts;
+		if (!strcmp(key, "host_flush"))
+			return job->host_flush_ns;
+		if (!strcmp(key, "host_timeout"))
+			return job->host_timeout_ns;
 		ck_abort_msg("[job] key %s: add it to limit_value()", key);
 	}
 	for (uint32_t s = 0; s < job->nstages; s++) {
@@ -1880,6 +1968,7 @@ static Suite *conf_suite(void)
 	tcase_add_test(tc, test_workers_round_robin);
 	tcase_add_test(tc, test_checkpoint_keys_without_dir_warn);
 	tcase_add_test(tc, test_syntax_tolerated);
+	tcase_add_test(tc, test_hosts);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("bad");

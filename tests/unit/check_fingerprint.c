@@ -209,6 +209,9 @@ static const struct {
 	{"the vnode count", "vnodes = 256\n", "vnodes = 128\n"},
 	{"the worker count", "workers = 2\n", "workers = 3\n"},
 	{"a solo run", "workers = 2\n", "workers = 1\n"},
+	{"the host count", "workers = 2\n", "workers = 2\nhosts = 2\n"},
+	/* the same 2 members as the base, on 2 hosts: still another member set */
+	{"the members spread over hosts", "workers = 2\n", "workers = 1\nhosts = 2\n"},
 };
 /* clang-format on */
 
@@ -363,6 +366,33 @@ START_TEST(test_solo_ignores_members)
 }
 END_TEST
 
+/*
+ * Multi-host: the members line holds every host's workers and " hosts=H";
+ * hosts = 1 written out, and the gateway's tuning keys, change nothing.
+ */
+START_TEST(test_hosts_in_members)
+{
+	char *text, *c;
+	uint64_t base = fp_of(BASE);
+
+	c = edit(BASE, "workers = 2\n", "workers = 2\nhosts = 2\n");
+	text = text_of(c, NULL);
+	assert_has(text, "\nmembers members=4:0,1,2,3 hosts=2\n");
+	free(text);
+	free(c);
+	c = edit(BASE, "workers = 2\n",
+		 "workers = 2\nhosts = 1\nhost_flush = 7ms\nhost_timeout = 60s\n");
+	ck_assert_uint_eq(fp_of(c), base);
+	text = text_of(c, NULL);
+	assert_has(text, "\nmembers members=2:0,1\n");
+	ck_assert_ptr_null(strstr(text, "hosts="));
+	free(text);
+	free(c);
+	/* one worker on each of two hosts is not a solo run */
+	ck_assert_uint_ne(fp_of("[job]\nhosts = 2\n" SOLO_STAGES), fp_of(SOLO_STAGES));
+}
+END_TEST
+
 START_TEST(test_written_differently)
 {
 	char other[4096], *a, *b;
@@ -507,6 +537,15 @@ START_TEST(test_diff_messages)
 
 	c = edit(BASE, "workers = 2\n", "workers = 1\n");
 	assert_diff(BASE, c, "members: 2 → 1 workers");
+	free(c);
+
+	c = edit(BASE, "workers = 2\n", "workers = 2\nhosts = 2\n");
+	assert_diff(BASE, c, "members: 2 → 4 workers; hosts: 1 → 2");
+	assert_diff(c, BASE, "members: 4 → 2 workers; hosts: 2 → 1");
+	free(c);
+
+	c = edit(BASE, "workers = 2\n", "workers = 1\nhosts = 2\n");
+	assert_diff(BASE, c, "hosts: 1 → 2");
 	free(c);
 
 	c = edit(BASE, "vnodes = 256\n", "vnodes = 128\n");
@@ -657,6 +696,7 @@ static Suite *fingerprint_suite(void)
 	tc = tcase_create("same");
 	tcase_add_unchecked_fixture(tc, suite_tmpdir_create, tmpdir_remove);
 	tcase_add_test(tc, test_solo_ignores_members);
+	tcase_add_test(tc, test_hosts_in_members);
 	tcase_add_test(tc, test_written_differently);
 	tcase_add_test(tc, test_speed_keys_ignored);
 	tcase_add_test(tc, test_tuning_key_ignored);

@@ -175,6 +175,88 @@ START_TEST(plan_prints_every_task_and_edge)
 }
 END_TEST
 
+/*
+ * hosts = 2, workers = 2: four members, global worker g = h * 2 + i on host
+ * g / 2 pinned to the local index's CPU; the text has a host column and
+ * marks each channel between hosts; the JSON says the same.
+ */
+START_TEST(plan_over_hosts)
+{
+	struct shmrun_job job;
+	struct shmrun_plan *plan;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out;
+	uint32_t cross = 0;
+
+	load("[job]\nworkers = 2\nhosts = 2\n"
+	     "[read]\nop = sequence\ncount = 10\nwidth = 2\n"
+	     "[count]\nop = count\ninput = read by key\nwidth = 4\n"
+	     "[out]\nop = null_sink\ninput = count\nwidth = 4\n",
+	     &job);
+	ck_assert_int_eq(shmrun_plan_build(&job, &plan), 0);
+	ck_assert_uint_eq(plan->hosts, 2);
+	ck_assert_uint_eq(plan->workers_per_host, 2);
+	ck_assert_uint_eq(plan->workers, 4);
+	/* read[1] -> worker floor(1*4/2) = 2 (host 1, local 0); count[3] -> worker 3 */
+	ck_assert_uint_eq(plan->tasks[1].worker, 2);
+	ck_assert_uint_eq(shmrun_plan_host_of(plan, plan->tasks[1].worker), 1);
+	ck_assert_uint_eq(plan->tasks[2 + 3].worker, 3);
+	ck_assert_uint_eq(shmrun_plan_host_of(plan, 3), 1);
+	ck_assert_int_eq(shmrun_plan_cpu_of(plan, 3), job.cpus[1]);
+	ck_assert_int_eq(shmrun_plan_cpu_of(plan, 2), job.cpus[0]);
+	/* read[i] (worker 2i) -> count[j] (worker j): crosses hosts iff i != j / 2 */
+	for (uint32_t i = 0; i < 2; i++)
+		for (uint32_t j = 0; j < 4; j++) {
+			uint32_t c = shmrun_plan_channel_of(plan, 0, i, j);
+
+			ck_assert_uint_eq(shmrun_plan_channel_crosses_hosts(plan, c), i != j / 2);
+			cross += shmrun_plan_channel_crosses_hosts(plan, c);
+		}
+	ck_assert_uint_eq(cross, 4);
+	out = open_memstream(&buf, &len);
+	shmrun_plan_print(plan, out);
+	fclose(out);
+	ck_assert_ptr_nonnull(
+	    strstr(buf, "job t: 4 workers on 2 hosts (2 per host), 3 stages, 10 tasks"));
+	ck_assert_ptr_nonnull(
+	    strstr(buf, "task   stage            instance worker host cpu  vnodes\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "\n1      read             1        2      1    "));
+	ck_assert_ptr_nonnull(
+	    strstr(buf, "read -> count: shuffle by key, 8 channels (4 cross hosts)"));
+	ck_assert_ptr_nonnull(strstr(
+	    buf, "read[0] -> count[3]: ring 3, crosses hosts (worker 0 -> 3, host 0 -> 1)\n"));
+	ck_assert_ptr_nonnull(strstr(
+	    buf, "read[0] -> count[1]: ring 1, crosses workers (worker 0 -> 1, host 0 -> 0)\n"));
+	ck_assert_ptr_nonnull(
+	    strstr(buf, "read[1] -> count[2]: ring 6, local (worker 2 -> 2, host 1 -> 1)\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "(6 cross workers, 4 cross hosts)"));
+	free(buf);
+	buf = NULL;
+	out = open_memstream(&buf, &len);
+	ck_assert_int_eq(shmrun_plan_print_json(plan, out), 0);
+	fclose(out);
+	ck_assert_ptr_nonnull(strstr(buf, "\"hosts\": 2,"));
+	ck_assert_ptr_nonnull(strstr(buf, "\"rings_crossing_hosts\": 4"));
+	free(buf);
+	shmrun_plan_free(plan);
+	shmrun_job_free(&job);
+
+	/* one host: the text is what it was, no host column, no host marks */
+	load(wordcount, &job);
+	ck_assert_int_eq(shmrun_plan_build(&job, &plan), 0);
+	ck_assert_uint_eq(plan->hosts, 1);
+	buf = NULL;
+	out = open_memstream(&buf, &len);
+	shmrun_plan_print(plan, out);
+	fclose(out);
+	ck_assert_ptr_null(strstr(buf, "host"));
+	free(buf);
+	shmrun_plan_free(plan);
+	shmrun_job_free(&job);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("plan");
@@ -186,6 +268,7 @@ int main(void)
 	tcase_add_test(tc, tasks_channels_and_rings);
 	tcase_add_test(tc, width_one_edges_are_forward);
 	tcase_add_test(tc, plan_prints_every_task_and_edge);
+	tcase_add_test(tc, plan_over_hosts);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	tmpdir_create("shmrun-check-plan");

@@ -39,6 +39,12 @@ shmrun_check_test(check_conf_internal
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)
+# [job] hosts (issue 16): the MPI launcher's environment, the refusals before a run.
+shmrun_check_test(check_multihost
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_multihost.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)
 shmrun_check_test(check_plan
 	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_plan.c
 	LIBS shmrun_rt
@@ -240,6 +246,16 @@ shmrun_check_test(check_jobsock
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 120)
+
+# Checkpoints across hosts (runtime/ckpt/hosts.h, issue 16) without MPI: two
+# "hosts" as two views of one per_host job — {host}, the MANIFEST bytes of a
+# COMMIT and their installation, retention by one host's files, the epoch the
+# hosts agree to restore.
+shmrun_check_test(check_ckpt_hosts
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_ckpt_hosts.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)
 # `shmrun supervise` (issue 16 §4): which ends of a COMMAND (and of mpirun,
 # as Open MPI 4.1 reports a rank's death) are rerun.
 shmrun_check_test(check_supervise

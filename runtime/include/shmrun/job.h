@@ -77,7 +77,7 @@ struct shmrun_job {
 	char *conf_path;           /**< as given */
 	char *conf_dir;            /**< directory relative paths resolve against */
 	char *name;                /**< [job] name (default: the file's basename without .conf) */
-	uint32_t workers;          /**< member count */
+	uint32_t workers;          /**< workers per host (the member count when hosts = 1) */
 	int32_t *cpus;             /**< CPU of each worker (workers entries) */
 	bool cpus_listed;          /**< `cpus =` given (else: workers = N, CPUs 0..N-1 round-robin) */
 	uint32_t vnodes;           /**< V, default 256 */
@@ -99,6 +99,13 @@ struct shmrun_job {
 	char **warnings;           /**< non-fatal notes, e.g. more workers than CPUs */
 	uint32_t nwarnings;
 	int checkpoint_dir_line;   /**< line of the checkpoint_dir key (0 if absent) */
+	bool checkpoint_per_host;  /**< [job] checkpoint_layout = per_host: each host its own
+				      checkpoint_dir; default shared (docs/checkpoints.md) */
+	uint32_t host;             /**< this process's host index, 0 .. hosts-1: 0 until the
+				      launcher sets it (runtime/ckpt/hosts.h) */
+	char *checkpoint_dir_template; /**< checkpoint_dir as written when it holds {host}
+					  (per_host only), else NULL; checkpoint_dir is it
+					  with {host} = `host` */
 	uint64_t idle_timeout_ns;  /**< an input silent this long stops holding back a task's
 				      watermark (docs/event-time.md), 0 = off (default) */
 	char *metrics;             /**< [job] metrics: the Prometheus endpoint's address as
@@ -108,6 +115,21 @@ struct shmrun_job {
 					  with a source that cannot be replayed
 					  (SHMRUN_OP_UNREPLAYABLE), at-most-once for it across a
 					  crash; default false: such a job is refused */
+	/* multi-host runs (docs/multihost.md) */
+	uint32_t hosts;            /**< [job] hosts H, 1..1024: the job runs as H launchers
+				      (one MPI process each), each with `workers` workers;
+				      default: the MPI world size of the environment
+				      (hosts_env), else 1 */
+	int hosts_line;            /**< line of the hosts key (0: not in the file) */
+	bool hosts_set;            /**< hosts given, in the file or by --set */
+	const char *hosts_env;     /**< the variable hosts was taken from
+				      (e.g. "OMPI_COMM_WORLD_SIZE"), a static string; NULL
+				      when given or 1 by default */
+	uint64_t host_flush_ns;    /**< [job] host_flush: a gateway's send buffer towards
+				      a host goes out at the latest this long after its
+				      first frame, ns, default 1ms */
+	uint64_t host_timeout_ns;  /**< [job] host_timeout: a host silent this long aborts
+				      the job, ns, default 10s */
 };
 
 /** Collected errors of a load; every message is "file:line: text". */

@@ -8,7 +8,9 @@
 #   "${mpirun2_cmd[@]}" ARGS...
 #                       the same as a command line, for a program that
 #                       executes it (shmrun supervise -- "${mpirun2_cmd[@]}" ...)
-#   need_mpirun         exit 77 (skipped) unless mpirun is on PATH
+#   mpi_run N ARGS...   the same with N processes
+#   need_mpirun         exit 77 (skipped) unless mpirun is on PATH (need_mpi:
+#                       the same)
 #   need_mpi_build SHMRUN
 #                       exit 77 unless SHMRUN has the MPI gateway
 #                       (`SHMRUN --version` says "mpi: on"; -DSHMRUN_MPI)
@@ -26,7 +28,11 @@
 #                           choice of transport (slow here, and not what
 #                           crosses real hosts)
 #   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-#                           mpirun refuses root without both
+#                           mpirun refuses root without both (exported too,
+#                           for a test's own mpirun line)
+#   TMPDIR=$tmp             Open MPI's session directory (ompi.HOST.UID/)
+#                           goes into the test's $tmp: a killed mpirun leaves
+#                           its own behind, which lib.sh's cleanup removes
 #
 # Cleanup: every process mpirun2 starts carries SHMRUN_MPI_TEST_TAG (unique
 # to this test) in its environment: mpirun, the ranks it forks (they inherit
@@ -37,15 +43,29 @@
 # never touches another test's, or a user's, processes.
 
 mpi_tag="shmrun-mpi-test-$$-$RANDOM"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-mpirun2_cmd=(env SHMRUN_MPI_TEST_TAG="$mpi_tag"
-	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-	mpirun -np 2 --oversubscribe --bind-to none
+mpi_env=(SHMRUN_MPI_TEST_TAG="$mpi_tag" TMPDIR="$tmp"
+	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
+mpi_flags=(--oversubscribe --bind-to none
 	--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo
 	-x SHMRUN_MPI_TEST_TAG)
+mpirun2_cmd=(env "${mpi_env[@]}" mpirun -np 2 "${mpi_flags[@]}")
 
 mpirun2() {
 	"${mpirun2_cmd[@]}" "$@"
+}
+
+# mpi_run N ARGS...: the same with N processes (mpirun2 is mpi_run 2)
+mpi_run() {
+	local n=$1
+	shift
+	env "${mpi_env[@]}" mpirun -np "$n" "${mpi_flags[@]}" "$@"
+}
+
+# need_mpi: need_mpirun, by the name tests/integration/multihost_*.sh use
+need_mpi() {
+	need_mpirun
 }
 
 need_mpirun() {

@@ -70,6 +70,7 @@
 #include <limits.h>
 #include <mpi.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -477,11 +478,14 @@ static void mpmd(const struct mh *m, char **argv, char *const rank[2][8])
 	argv[n] = NULL;
 }
 
+/* The line of the log in which a run refused hosts > 1 (mh_run_hosts()). */
+static char mh_refusal[400];
+
 /*
  * Run (c)'s @name under mpirun: rank h is `shmrun --set job.cpus=C_h
  * --log-level info conf` (MPMD). Its time in *@secs. Return: 0; -1 failed
  * (said why, with the log's end); 1 this shmrun cannot run hosts > 1 (the
- * log says the gateway is not supported).
+ * log says the gateway is not supported; that line in mh_refusal).
  */
 static int mh_run_hosts(const struct mh *m, const char *name, double *secs)
 {
@@ -506,18 +510,41 @@ static int mh_run_hosts(const struct mh *m, const char *name, double *secs)
 	mpmd(m, argv, rank);
 	if (bench_job_start(&job, m->mpirun, argv, log))
 		return -1;
-	rc = bench_job_wait(&job, MH_RUN_TIMEOUT_S, -1, NULL, NULL, log);
+	/* no log given: its end is printed below, unless it is a refusal */
+	rc = bench_job_wait(&job, MH_RUN_TIMEOUT_S, -1, NULL, NULL, NULL);
 	if (!rc) {
 		*secs = (double)(job.end_ns - job.start_ns) / 1e9;
 		return 0;
 	}
 	/* the words of the refusals a shmrun without a working gateway gives:
 	 * -ENOTSUP's, the stub gateway's, a launcher before multi-host runs */
-	if (!bench_read_text(log, &text, &len) &&
-	    (strstr(text, "not supported") || strstr(text, "without MPI") ||
-	     strstr(text, "gateway is not built") || strstr(text, "does not run multi-host"))) {
-		free(text);
-		return 1;
+	if (!bench_read_text(log, &text, &len)) {
+		static const char *const refusals[] = {"not supported", "without MPI",
+						       "gateway is not built",
+						       "does not run multi-host"};
+
+		for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++) {
+			char *hit = strstr(text, refusals[i]), *b, *e;
+
+			if (!hit)
+				continue;
+			for (b = hit; b > text && b[-1] != '\n'; b--)
+				;
+			e = strchr(hit, '\n');
+			snprintf(mh_refusal, sizeof(mh_refusal), "%.*s",
+				 (int)(e ? e - b : (ptrdiff_t)strlen(b)), b);
+			free(text);
+			return 1;
+		}
+	}
+	if (text) { /* the last 30 lines */
+		char *p = text + len;
+		int lines = 30;
+
+		while (p > text && lines)
+			if (*--p == '\n' && p + 1 < text + len)
+				lines--;
+		fprintf(stderr, "shmrun-bench: the end of %s:\n%s", log, p == text ? p : p + 1);
 	}
 	free(text);
 	return -1;
@@ -726,6 +753,12 @@ int bench_multihost_main(int argc, char **argv)
 		return BENCH_EXIT_FAIL;
 	if (bench_shmrun_copy(built, m.dir, m.shmrun, sizeof(m.shmrun)))
 		goto out;
+	/* Open MPI's session directories (TMPDIR/ompi.HOST.UID/): in the work
+	 * directory, removed with it; a killed mpirun leaves its own behind */
+	if (setenv("TMPDIR", m.dir, 1)) {
+		fprintf(stderr, "shmrun-bench: setenv TMPDIR: %s\n", strerror(errno));
+		goto out;
+	}
 	bench_print_loadavg("at start");
 	printf("# shmrun: %s (runs from a copy in %s); mpirun: %s; CPUs %d,%d\n", built, m.dir,
 	       m.mpirun, m.cpu[0], m.cpu[1]);
@@ -780,12 +813,10 @@ int bench_multihost_main(int argc, char **argv)
 				hr = mh_run(&m, "hosts", 2, n, &secs);
 			}
 			if (hr > 0) {
-				printf(
-				    "# hosts: skipped: the run says the gateway is not supported "
-				    "(see %s/fixed2.log)\n",
-				    m.dir);
+				snprintf(why, sizeof(why), "the run refuses hosts > 1: %s",
+					 mh_refusal);
+				printf("# hosts: skipped: %s\n", why);
 				run_hosts = false;
-				snprintf(why, sizeof(why), "the gateway is not supported");
 			} else if (hr < 0) {
 				fprintf(stderr,
 					"shmrun-bench: multihost: (c), the job with hosts = 2 "

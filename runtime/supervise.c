@@ -388,6 +388,26 @@ static int backoff(uint64_t ns, const sigset_t *set)
 	}
 }
 
+/*
+ * The name COMMAND goes by in messages: @cmd[0], or for `env [-opts]
+ * [NAME=VALUE]... PROGRAM ...` the PROGRAM env runs (supervise -- env
+ * OMPI_...=1 mpirun ... is "mpirun").
+ */
+static const char *display_name(char **cmd)
+{
+	const char *base = strrchr(cmd[0], '/');
+
+	if (strcmp(base ? base + 1 : cmd[0], "env") != 0)
+		return cmd[0];
+	for (char **a = cmd + 1; *a; a++) {
+		if ((strcmp(*a, "-u") == 0 || strcmp(*a, "-C") == 0) && a[1])
+			a++; /* -u NAME, -C DIR: a value of its own */
+		else if ((*a)[0] != '-' && !strchr(*a, '='))
+			return *a;
+	}
+	return cmd[0];
+}
+
 /* Exit as a run that ended with @status after supervise was asked to stop. */
 static int end_as(int status)
 {
@@ -447,6 +467,7 @@ int shmrun_supervise_main(int argc, char **argv)
 		return usage_err("missing COMMAND: shmrun supervise [options] -- mpirun ... shmrun "
 				 "topology.conf");
 	char **cmd = argv + optind;
+	const char *name = display_name(cmd);
 
 	/* every signal we wait for is blocked before the first fork: none is
 	 * lost between two waits; SIGCHLD not ignored (or children vanish) */
@@ -487,25 +508,25 @@ int shmrun_supervise_main(int argc, char **argv)
 		case SHMRUN_SV_DONE:
 			return 0;
 		case SHMRUN_SV_FINAL:
-			say("%s %s; not restarted", cmd[0], why);
+			say("%s %s; not restarted", name, why);
 			return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 		case SHMRUN_SV_RESTART:
 			break;
 		}
 		if (restarts == max_restarts) {
-			say("%s %s; giving up after %u restart%s (--restarts %u)", cmd[0], why,
+			say("%s %s; giving up after %u restart%s (--restarts %u)", name, why,
 			    restarts, restarts == 1 ? "" : "s", max_restarts);
 			return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 		}
 		v = backoff_ns(first_ns, restarts + 1);
-		say("%s %s; restart %u of %u in %s", cmd[0], why, restarts + 1, max_restarts,
+		say("%s %s; restart %u of %u in %s", name, why, restarts + 1, max_restarts,
 		    fmt_wait(v, wait_s, sizeof(wait_s)));
 		sig = backoff(v, &set);
 		if (sig) {
 			char nb[32];
 
 			say("%s before restart %u: %s is not run again",
-			    sig_name(sig, nb, sizeof(nb)), restarts + 1, cmd[0]);
+			    sig_name(sig, nb, sizeof(nb)), restarts + 1, name);
 			shmrun_die_by_signal(sig);
 		}
 	}

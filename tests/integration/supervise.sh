@@ -185,6 +185,10 @@ sv 127 -- "$tmp/no-such-command"
 grep -q "cannot run '$tmp/no-such-command': No such file or directory" "$tmp/log" ||
 	fail "not found: message"
 sv 126 -- "$tmp"
+# `env [-u NAME] [NAME=VALUE]... PROGRAM`: messages name PROGRAM
+sv 3 -- env -u NOPE A=1 "$tmp/fake.sh" exit 3
+grep -q "^shmrun supervise: $tmp/fake.sh exited with status 3; not restarted" "$tmp/log" ||
+	fail "env: not named by its program: $(cat "$tmp/log")"
 # COMMAND's own options are its own: supervise stops at COMMAND
 sv 0 --backoff 0s "$tmp/fake.sh" exit 0
 "$shmrun" supervise -- sh -c 'echo "$@"' sh --restarts 5 > "$tmp/out" 2> "$tmp/log"
@@ -219,8 +223,8 @@ for mode in kill9 exit75; do
 	[ "$rc" = 0 ] || fail "mpirun, rank 1 $mode: supervise exit $rc, expected 0"
 	[ "$(runs)" = 2 ] || fail "mpirun, rank 1 $mode: $(runs) runs, expected 2"
 	case $mode in
-	kill9) grep -q "exited with status 137: a process was killed by SIGKILL; restart 1" "$tmp/log" ;;
-	exit75) grep -q "exited with status 75 (restartable); restart 1" "$tmp/log" ;;
+	kill9) grep -q "^shmrun supervise: mpirun exited with status 137: a process was killed by SIGKILL; restart 1" "$tmp/log" ;;
+	exit75) grep -q "^shmrun supervise: mpirun exited with status 75 (restartable); restart 1" "$tmp/log" ;;
 	esac || fail "mpirun, rank 1 $mode: the restart line"
 done
 [ -z "$(mpi_leftovers)" ] || fail "mpirun: processes left: $(mpi_leftovers)"

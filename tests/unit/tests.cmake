@@ -256,3 +256,10 @@ shmrun_check_test(check_ckpt_hosts
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)
+# `shmrun supervise` (issue 16 §4): which ends of a COMMAND (and of mpirun,
+# as Open MPI 4.1 reports a rank's death) are rerun.
+shmrun_check_test(check_supervise
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_supervise.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)

@@ -421,14 +421,18 @@ START_TEST(test_many_members_whole)
 	ck_assert_int_eq(want.err, 0);
 	ck_assert_uint_gt(want.len, 19000); /* far past 1024 */
 	text = text_of("[job]\nworkers = 4096\n" SOLO_STAGES, NULL);
-	ck_assert_msg(strstr(text, want.p), "the members line of 4096 workers is not whole: %zu "
-		      "bytes of text", strlen(text));
+	ck_assert_msg(strstr(text, want.p),
+		      "the members line of 4096 workers is not whole: %zu "
+		      "bytes of text",
+		      strlen(text));
 	free(text);
 	/* on 2 hosts of 2048: the same 4096 ids, whole, then the host count */
 	text = text_of("[job]\nworkers = 2048\nhosts = 2\n" SOLO_STAGES, NULL);
 	want.p[want.len - 1] = 0;
-	ck_assert_msg(strstr(text, want.p), "the members line of 2 x 2048 workers is not whole: "
-		      "%zu bytes of text", strlen(text));
+	ck_assert_msg(strstr(text, want.p),
+		      "the members line of 2 x 2048 workers is not whole: "
+		      "%zu bytes of text",
+		      strlen(text));
 	ck_assert_ptr_nonnull(strstr(text, ",4094,4095 hosts=2\n"));
 	free(text);
 	free(want.p);

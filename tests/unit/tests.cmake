@@ -236,7 +236,7 @@ shmrun_check_test(check_prom
 # durations, bars, ring fill; tests/integration/top.sh runs the command.
 shmrun_check_test(check_top
 	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_top.c
-	LIBS shmrun_rt
+	LIBS shmrun_rt PkgConfig::JANSSON
 	LABELS runtime
 	TIMEOUT 60)
 # The job's socket (issue 13: shmrun ps, stop, top): the runtime directory's

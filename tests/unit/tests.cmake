@@ -45,6 +45,13 @@ shmrun_check_test(check_multihost
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)
+# A stage's rate across hosts (issue 16): each host paces its instances' share
+# (runtime/pace.c), the shares add up to the rate, tokens taken on a fake clock.
+shmrun_check_test(check_pace
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_pace.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 120)
 shmrun_check_test(check_plan
 	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_plan.c
 	LIBS shmrun_rt

@@ -184,6 +184,17 @@ int shmrun_parse_cpus(const char *s, int32_t **cpus, uint32_t *n);
  */
 int shmrun_fingerprint_text(const struct shmrun_job *job, char **text, size_t *len);
 
+/**
+ * shmrun_fingerprint_text_members() - shmrun_fingerprint_text() of @job placed
+ * on the member set @ids (@members ids, any order; duplicates count once)
+ * rather than on the job's own workers 0 … hosts·workers-1: what the
+ * fingerprint of another member set would be. The members line holds the
+ * whole set however many members it has.
+ * Return: 0; -ENOMEM (*@text untouched).
+ */
+int shmrun_fingerprint_text_members(const struct shmrun_job *job, const uint32_t *ids,
+				    uint32_t members, char **text, size_t *len);
+
 /** shmrun_fingerprint() - XXH64 of shmrun_fingerprint_text(); 0 on ENOMEM. */
 uint64_t shmrun_fingerprint(const struct shmrun_job *job);
 

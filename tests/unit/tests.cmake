@@ -45,6 +45,13 @@ shmrun_check_test(check_multihost
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)
+# A stage's rate across hosts (issue 16): each host paces its instances' share
+# (runtime/pace.c), the shares add up to the rate, tokens taken on a fake clock.
+shmrun_check_test(check_pace
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_pace.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 120)
 shmrun_check_test(check_plan
 	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_plan.c
 	LIBS shmrun_rt
@@ -236,7 +243,7 @@ shmrun_check_test(check_prom
 # durations, bars, ring fill; tests/integration/top.sh runs the command.
 shmrun_check_test(check_top
 	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_top.c
-	LIBS shmrun_rt
+	LIBS shmrun_rt PkgConfig::JANSSON
 	LABELS runtime
 	TIMEOUT 60)
 # The job's socket (issue 13: shmrun ps, stop, top): the runtime directory's

@@ -14,7 +14,7 @@
  *       shmrun_ckpt_set_host(job, rank)                   (any later caller
  *                                                          that knows better)
  *   launcher, before it forks its workers:
- *       shmrun_ckpt_scope_of(plan, &scope)
+ *       shmrun_ckpt_scope_of(plan, job->hosts, &scope)
  *       shmrun_ckpt_choose_scoped(job, &scope, ctl, ...)   this host's choice
  *   gateway, after MPI_Init (every host sends its choice and epoch_floor to
  *   rank 0, rank 0 answers with the agreed epoch):
@@ -80,10 +80,12 @@ int shmrun_ckpt_set_host(struct shmrun_job *job, uint32_t host);
 
 /*
  * shmrun_ckpt_scope_of() - the scope of this process: host job->host of
- * plan->hosts, plan->workers_per_host workers each. One host gives the
- * one-host scope (plan NULL: every file).
+ * @hosts (job->hosts), with plan->workers / @hosts workers each. @hosts <= 1,
+ * or a plan whose worker count @hosts does not divide, gives the one-host
+ * scope (plan NULL: every file).
  */
-void shmrun_ckpt_scope_of(const struct shmrun_plan *plan, struct shmrun_ckpt_scope *s);
+void shmrun_ckpt_scope_of(const struct shmrun_plan *plan, uint32_t hosts,
+			  struct shmrun_ckpt_scope *s);
 
 /*
  * shmrun_ckpt_scope_has() - whether @s checks the state file of instance

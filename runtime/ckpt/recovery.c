@@ -335,7 +335,7 @@ static int64_t select_for_host(const struct shmrun_job *job, struct shmrun_manif
 	int64_t e;
 
 	if (job->hosts > 1 && shmrun_plan_build(job, &plan) == 0)
-		shmrun_ckpt_scope_of(plan, &scope);
+		shmrun_ckpt_scope_of(plan, job->hosts, &scope);
 	e = shmrun_ckpt_select_scoped(job->checkpoint_dir, &scope, m);
 	shmrun_plan_free(plan);
 	return e;

@@ -94,7 +94,7 @@ static void load_hosts(struct hosts *h, const char *extra)
 		struct shmrun_plan p = *h->plan;
 
 		p.job = &h->job[k]; /* the same plan, as host k builds it */
-		shmrun_ckpt_scope_of(&p, &h->scope[k]);
+		shmrun_ckpt_scope_of(&p, 2, &h->scope[k]);
 		ck_assert_ptr_eq(h->scope[k].plan, &p);
 		h->scope[k].plan = h->plan; /* same tasks, outliving p */
 		ck_assert_uint_eq(h->scope[k].host, k);
@@ -381,14 +381,12 @@ START_TEST(scope_names_the_tasks_of_each_host)
 	ck_assert(shmrun_ckpt_scope_has(NULL, "out", 0));
 	{
 		struct shmrun_ckpt_scope one;
-		struct shmrun_plan p = *h.plan;
-
-		p.hosts = 1;
-		p.workers_per_host = 2;
-		shmrun_ckpt_scope_of(&p, &one);
+		shmrun_ckpt_scope_of(h.plan, 1, &one);
 		ck_assert_ptr_null(one.plan);
 		ck_assert(shmrun_ckpt_scope_has(&one, "out", 1));
-		shmrun_ckpt_scope_of(NULL, &one);
+		shmrun_ckpt_scope_of(h.plan, 3, &one); /* 3 does not divide 2 workers */
+		ck_assert_ptr_null(one.plan);
+		shmrun_ckpt_scope_of(NULL, 2, &one);
 		ck_assert_ptr_null(one.plan);
 	}
 	free_hosts(&h);

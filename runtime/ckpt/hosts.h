@@ -16,11 +16,16 @@
  *   launcher, before it forks its workers:
  *       shmrun_ckpt_scope_of(plan, job->hosts, &scope)
  *       shmrun_ckpt_choose_scoped(job, &scope, ctl, ...)   this host's choice
- *   gateway, after MPI_Init (every host sends its choice and epoch_floor to
- *   rank 0, rank 0 answers with the agreed epoch):
- *       shmrun_ckpt_agree(choices, H, ...)                  rank 0
- *       shmrun_ckpt_restore_instead(job, &scope, ctl, e, …) a host whose
- *                                                           choice differs
+ *   gateway, after MPI_Init, before any worker reads ctl->restored_epoch
+ *   (every host sends rank 0 its choice, ctl->restored_epoch, and its
+ *   ctl->epoch_floor; rank 0 answers with the agreed epoch E and, if E > 0,
+ *   its MANIFEST bytes of E; rank 0's coordinator numbers past the largest
+ *   floor, so no host's stale ckpt-N is written into):
+ *       shmrun_ckpt_agree(choices, H, ...)                  rank 0: E
+ *       shmrun_ckpt_manifest_bytes(dir, E, fingerprint, …)  rank 0
+ *       shmrun_ckpt_restore_instead(job, &scope, ctl, E, bytes, len, …)
+ *                                                           a host whose
+ *                                                           choice is not E
  *   rank 0, when its MANIFEST child has published complete_epoch = e:
  *       shmrun_ckpt_manifest_bytes(job->checkpoint_dir, e, fingerprint, …)
  *       → the COMMIT control entry to every host carries these bytes

@@ -174,7 +174,10 @@ int shmrun_ckpt_retain(const struct shmrun_job *job, const struct shmrun_ckpt_sc
  * only incomplete epochs older than the one chosen are removed: a newer one
  * may be completed by rank 0's MANIFEST (shmrun_ckpt_restore_instead()), and
  * in a shared directory another host's workers may be writing past it.
- * @s NULL: exactly shmrun_ckpt_choose(). Return: as shmrun_ckpt_choose().
+ * STREAM_RESET_STATE=1 with the shared layout: host 0 alone moves the
+ * checkpoints aside, every other host starts from empty state without
+ * reading the directory. @s NULL: exactly shmrun_ckpt_choose().
+ * Return: as shmrun_ckpt_choose().
  */
 int shmrun_ckpt_choose_scoped(const struct shmrun_job *job, const struct shmrun_ckpt_scope *s,
 			      struct shmrun_control *ctl, bool *reset_done, uint64_t *epoch);

@@ -369,46 +369,6 @@ static int load_cpus(struct loader *ld, const struct shmrun_param *p)
 }
 
 /*
- * checkpoint_layout, and {host} in checkpoint_dir (already in the job): only
- * per_host expands {host}, here for host 0 (the launcher re-expands it for
- * its host: shmrun_ckpt_set_host()), the template kept in the job.
- */
-static void load_ckpt_layout(struct loader *ld, const struct shmrun_param *p)
-{
-	struct shmrun_job *job = ld->job;
-	char *dir;
-
-	job->checkpoint_per_host = p[JK_CKPT_LAYOUT].value && p[JK_CKPT_LAYOUT].u64 == 1;
-	if (!strstr(job->checkpoint_dir, "{host}"))
-		return;
-	if (!job->checkpoint_per_host) {
-		errorf(ld, p[JK_CKPT_DIR].line,
-		       "checkpoint_dir = %s holds {host}, which only checkpoint_layout = per_host "
-		       "expands (to the host index); set checkpoint_layout = per_host in [job], "
-		       "or remove {host} for one directory every host shares",
-		       job->checkpoint_dir);
-		return;
-	}
-	/* the longest index must fit too: no host's path is ever cut short */
-	if (strlen(job->checkpoint_dir) + SHMRUN_CKPT_HOST_DIGITS > CKPT_DIR_MAX) {
-		errorf(ld, p[JK_CKPT_DIR].line,
-		       "checkpoint_dir is too long with {host} expanded (at most %d bytes with "
-		       "%d digits for the host index); use a shorter path: %s",
-		       CKPT_DIR_MAX, SHMRUN_CKPT_HOST_DIGITS, job->checkpoint_dir);
-		return;
-	}
-	dir = malloc(strlen(job->checkpoint_dir) + SHMRUN_CKPT_HOST_DIGITS + 1);
-	if (!dir || shmrun_ckpt_dir_expand(job->checkpoint_dir, 0, dir,
-					   strlen(job->checkpoint_dir) + SHMRUN_CKPT_HOST_DIGITS + 1)) {
-		free(dir);
-		ld->nomem = true;
-		return;
-	}
-	job->checkpoint_dir_template = job->checkpoint_dir;
-	job->checkpoint_dir = dir;
-}
-
-/*
  * [job] hosts (@p[JK_HOSTS]), host_flush and host_timeout: hosts defaults to
  * the MPI world size the environment gives (shmrun_mpi_env()), else 1. Runs
  * after load_cpus(): hosts x workers members must fit the control area.
@@ -450,6 +410,46 @@ static void load_hosts(struct loader *ld, const struct shmrun_param *p)
 		       job->hosts_env ? job->hosts_env : "", job->hosts_env ? ")" : "",
 		       job->workers, (unsigned long long)job->hosts * job->workers,
 		       SHMRUN_CONTROL_MAX_WORKERS);
+}
+
+/*
+ * checkpoint_layout, and {host} in checkpoint_dir (already in the job): only
+ * per_host expands {host}, here for host 0 (the launcher re-expands it for
+ * its host: shmrun_ckpt_set_host()), the template kept in the job.
+ */
+static void load_ckpt_layout(struct loader *ld, const struct shmrun_param *p)
+{
+	struct shmrun_job *job = ld->job;
+	char *dir;
+
+	job->checkpoint_per_host = p[JK_CKPT_LAYOUT].value && p[JK_CKPT_LAYOUT].u64 == 1;
+	if (!strstr(job->checkpoint_dir, "{host}"))
+		return;
+	if (!job->checkpoint_per_host) {
+		errorf(ld, p[JK_CKPT_DIR].line,
+		       "checkpoint_dir = %s holds {host}, which only checkpoint_layout = per_host "
+		       "expands (to the host index); set checkpoint_layout = per_host in [job], "
+		       "or remove {host} for one directory every host shares",
+		       job->checkpoint_dir);
+		return;
+	}
+	/* the longest index must fit too: no host's path is ever cut short */
+	if (strlen(job->checkpoint_dir) + SHMRUN_CKPT_HOST_DIGITS > CKPT_DIR_MAX) {
+		errorf(ld, p[JK_CKPT_DIR].line,
+		       "checkpoint_dir is too long with {host} expanded (at most %d bytes with "
+		       "%d digits for the host index); use a shorter path: %s",
+		       CKPT_DIR_MAX, SHMRUN_CKPT_HOST_DIGITS, job->checkpoint_dir);
+		return;
+	}
+	dir = malloc(strlen(job->checkpoint_dir) + SHMRUN_CKPT_HOST_DIGITS + 1);
+	if (!dir || shmrun_ckpt_dir_expand(job->checkpoint_dir, 0, dir,
+					   strlen(job->checkpoint_dir) + SHMRUN_CKPT_HOST_DIGITS + 1)) {
+		free(dir);
+		ld->nomem = true;
+		return;
+	}
+	job->checkpoint_dir_template = job->checkpoint_dir;
+	job->checkpoint_dir = dir;
 }
 
 /*

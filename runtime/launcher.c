@@ -137,7 +137,6 @@
 #include "multihost.h"
 #include "ckpt/ckpt_io.h"
 #include "ckpt/fault.h"
-#include "ckpt/hosts.h"
 #include "ckpt/manifest.h"
 #include "ckpt/recovery.h"
 #include "jobsock.h"
@@ -512,13 +511,7 @@ static enum run_end start_workers(struct run *r)
 		shmrun_log(SHMRUN_LOG_ERROR, "out of memory starting workers");
 		return RUN_NOSTART;
 	}
-	{
-		/* hosts > 1: by this host's own state files (ckpt/hosts.h) */
-		struct shmrun_ckpt_scope scope;
-
-		shmrun_ckpt_scope_of(plan, &scope);
-		err = shmrun_ckpt_choose_scoped(r->job, &scope, r->ctl, &r->reset_done, &r->epoch);
-	}
+	err = shmrun_ckpt_choose(r->job, r->ctl, &r->reset_done, &r->epoch);
 	if (err) {
 		r->refused = err == -ESTALE;
 		return RUN_NOSTART;

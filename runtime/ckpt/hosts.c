@@ -115,14 +115,15 @@ int shmrun_ckpt_set_host(struct shmrun_job *job, uint32_t host)
 	return 0;
 }
 
-void shmrun_ckpt_scope_of(const struct shmrun_plan *plan, struct shmrun_ckpt_scope *s)
+void shmrun_ckpt_scope_of(const struct shmrun_plan *plan, uint32_t hosts,
+			  struct shmrun_ckpt_scope *s)
 {
 	*s = (struct shmrun_ckpt_scope){0};
-	if (!plan || plan->hosts <= 1 || !plan->workers_per_host)
+	if (!plan || hosts <= 1 || plan->workers < hosts || plan->workers % hosts)
 		return;
 	s->plan = plan;
 	s->host = plan->job->host;
-	s->workers_per_host = plan->workers_per_host;
+	s->workers_per_host = plan->workers / hosts;
 }
 
 bool shmrun_ckpt_scope_has(const struct shmrun_ckpt_scope *s, const char *stage, uint32_t instance)

@@ -14,13 +14,18 @@
  *       shmrun_ckpt_set_host(job, rank)                   (any later caller
  *                                                          that knows better)
  *   launcher, before it forks its workers:
- *       shmrun_ckpt_scope_of(plan, &scope)
+ *       shmrun_ckpt_scope_of(plan, job->hosts, &scope)
  *       shmrun_ckpt_choose_scoped(job, &scope, ctl, ...)   this host's choice
- *   gateway, after MPI_Init (every host sends its choice and epoch_floor to
- *   rank 0, rank 0 answers with the agreed epoch):
- *       shmrun_ckpt_agree(choices, H, ...)                  rank 0
- *       shmrun_ckpt_restore_instead(job, &scope, ctl, e, …) a host whose
- *                                                           choice differs
+ *   gateway, after MPI_Init, before any worker reads ctl->restored_epoch
+ *   (every host sends rank 0 its choice, ctl->restored_epoch, and its
+ *   ctl->epoch_floor; rank 0 answers with the agreed epoch E and, if E > 0,
+ *   its MANIFEST bytes of E; rank 0's coordinator numbers past the largest
+ *   floor, so no host's stale ckpt-N is written into):
+ *       shmrun_ckpt_agree(choices, H, ...)                  rank 0: E
+ *       shmrun_ckpt_manifest_bytes(dir, E, fingerprint, …)  rank 0
+ *       shmrun_ckpt_restore_instead(job, &scope, ctl, E, bytes, len, …)
+ *                                                           a host whose
+ *                                                           choice is not E
  *   rank 0, when its MANIFEST child has published complete_epoch = e:
  *       shmrun_ckpt_manifest_bytes(job->checkpoint_dir, e, fingerprint, …)
  *       → the COMMIT control entry to every host carries these bytes
@@ -80,10 +85,12 @@ int shmrun_ckpt_set_host(struct shmrun_job *job, uint32_t host);
 
 /*
  * shmrun_ckpt_scope_of() - the scope of this process: host job->host of
- * plan->hosts, plan->workers_per_host workers each. One host gives the
- * one-host scope (plan NULL: every file).
+ * @hosts (job->hosts), with plan->workers / @hosts workers each. @hosts <= 1,
+ * or a plan whose worker count @hosts does not divide, gives the one-host
+ * scope (plan NULL: every file).
  */
-void shmrun_ckpt_scope_of(const struct shmrun_plan *plan, struct shmrun_ckpt_scope *s);
+void shmrun_ckpt_scope_of(const struct shmrun_plan *plan, uint32_t hosts,
+			  struct shmrun_ckpt_scope *s);
 
 /*
  * shmrun_ckpt_scope_has() - whether @s checks the state file of instance
@@ -167,7 +174,10 @@ int shmrun_ckpt_retain(const struct shmrun_job *job, const struct shmrun_ckpt_sc
  * only incomplete epochs older than the one chosen are removed: a newer one
  * may be completed by rank 0's MANIFEST (shmrun_ckpt_restore_instead()), and
  * in a shared directory another host's workers may be writing past it.
- * @s NULL: exactly shmrun_ckpt_choose(). Return: as shmrun_ckpt_choose().
+ * STREAM_RESET_STATE=1 with the shared layout: host 0 alone moves the
+ * checkpoints aside, every other host starts from empty state without
+ * reading the directory. @s NULL: exactly shmrun_ckpt_choose().
+ * Return: as shmrun_ckpt_choose().
  */
 int shmrun_ckpt_choose_scoped(const struct shmrun_job *job, const struct shmrun_ckpt_scope *s,
 			      struct shmrun_control *ctl, bool *reset_done, uint64_t *epoch);

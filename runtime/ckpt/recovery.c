@@ -178,8 +178,20 @@ int shmrun_ckpt_choose_scoped(const struct shmrun_job *job, const struct shmrun_
 	if (shmrun_reset_requested() > 0 && !*reset_done) {
 		/* once per invocation: a restart after a crash restores what this
 		 * run checkpointed, it does not reset again */
-		int err = shmrun_ckpt_reset(job->checkpoint_dir);
+		int err;
 
+		if (s && s->plan && s->host != 0 && !job->checkpoint_per_host) {
+			/* one directory for every host: host 0 moves it aside (two
+			 * hosts renaming the same ckpt-N race, and a host reading
+			 * it meanwhile would restore what is being moved away) */
+			shmrun_log(SHMRUN_LOG_INFO,
+				   "STREAM_RESET_STATE=1: host 0 moves the checkpoints of the shared "
+				   "%s aside; host %u starts from empty state",
+				   job->checkpoint_dir, s->host);
+			*reset_done = true;
+			return 0;
+		}
+		err = shmrun_ckpt_reset(job->checkpoint_dir);
 		if (err)
 			return err;
 		*reset_done = true;
@@ -336,7 +348,7 @@ static int64_t select_for_host(const struct shmrun_job *job, struct shmrun_manif
 	int64_t e;
 
 	if (job->hosts > 1 && shmrun_plan_build(job, &plan) == 0)
-		shmrun_ckpt_scope_of(plan, &scope);
+		shmrun_ckpt_scope_of(plan, job->hosts, &scope);
 	e = shmrun_ckpt_select_scoped(job->checkpoint_dir, &scope, m);
 	shmrun_plan_free(plan);
 	return e;

@@ -94,7 +94,7 @@ static void load_hosts(struct hosts *h, const char *extra)
 		struct shmrun_plan p = *h->plan;
 
 		p.job = &h->job[k]; /* the same plan, as host k builds it */
-		shmrun_ckpt_scope_of(&p, &h->scope[k]);
+		shmrun_ckpt_scope_of(&p, 2, &h->scope[k]);
 		ck_assert_ptr_eq(h->scope[k].plan, &p);
 		h->scope[k].plan = h->plan; /* same tasks, outliving p */
 		ck_assert_uint_eq(h->scope[k].host, k);
@@ -381,14 +381,12 @@ START_TEST(scope_names_the_tasks_of_each_host)
 	ck_assert(shmrun_ckpt_scope_has(NULL, "out", 0));
 	{
 		struct shmrun_ckpt_scope one;
-		struct shmrun_plan p = *h.plan;
-
-		p.hosts = 1;
-		p.workers_per_host = 2;
-		shmrun_ckpt_scope_of(&p, &one);
+		shmrun_ckpt_scope_of(h.plan, 1, &one);
 		ck_assert_ptr_null(one.plan);
 		ck_assert(shmrun_ckpt_scope_has(&one, "out", 1));
-		shmrun_ckpt_scope_of(NULL, &one);
+		shmrun_ckpt_scope_of(h.plan, 3, &one); /* 3 does not divide 2 workers */
+		ck_assert_ptr_null(one.plan);
+		shmrun_ckpt_scope_of(NULL, 2, &one);
 		ck_assert_ptr_null(one.plan);
 	}
 	free_hosts(&h);
@@ -814,6 +812,42 @@ START_TEST(each_host_chooses_by_its_own_files)
 }
 END_TEST
 
+/* STREAM_RESET_STATE=1 with one shared directory: host 0 alone moves it aside. */
+START_TEST(reset_of_a_shared_directory_is_host_0s)
+{
+	struct hosts h;
+	struct shmrun_control *ctl;
+	char path[PATH_MAX + 40];
+	bool reset_done = false;
+	uint64_t e = 0, *epochs;
+
+	load_hosts(&h, NULL);
+	epoch(&h, 1, true);
+	epoch(&h, 2, true);
+	for (uint32_t k = 0; k < 2; k++) { /* both hosts' views of one shared directory */
+		h.job[k].checkpoint_per_host = false;
+		free(h.job[k].checkpoint_dir);
+		h.job[k].checkpoint_dir = strdup(h.dir[0]);
+	}
+	setenv("STREAM_RESET_STATE", "1", 1);
+	ctl = shmrun_control_create(2, h.plan->ntasks);
+	ck_assert_ptr_nonnull(ctl);
+	ck_assert_int_eq(shmrun_ckpt_choose_scoped(&h.job[1], &h.scope[1], ctl, &reset_done, &e), 0);
+	ck_assert(reset_done);
+	ck_assert_uint_eq(ctl->restored_epoch, 0);
+	ck_assert(exists(in_ckpt(h.dir[0], 2, "MANIFEST", path, sizeof(path)))); /* untouched */
+	reset_done = false;
+	ck_assert_int_eq(shmrun_ckpt_choose_scoped(&h.job[0], &h.scope[0], ctl, &reset_done, &e), 0);
+	ck_assert(reset_done);
+	ck_assert_uint_eq(ctl->restored_epoch, 0);
+	ck_assert_int_eq(shmrun_ckpt_list(h.dir[0], &epochs), 0); /* moved aside */
+	free(epochs);
+	unsetenv("STREAM_RESET_STATE");
+	shmrun_control_destroy(ctl);
+	free_hosts(&h);
+}
+END_TEST
+
 START_TEST(agreement_is_rank_0s_epoch)
 {
 	char why[400];
@@ -927,6 +961,7 @@ int main(void)
 	tcase_add_test(man, rescale_of_a_per_host_directory_is_refused);
 	tcase_add_test(ret, retention_counts_only_this_hosts_files_and_keeps_two);
 	tcase_add_test(rec, each_host_chooses_by_its_own_files);
+	tcase_add_test(rec, reset_of_a_shared_directory_is_host_0s);
 	tcase_add_test(rec, agreement_is_rank_0s_epoch);
 	tcase_add_test(rec, restore_instead_completes_or_steps_back);
 	sr = srunner_create(s);

@@ -1171,7 +1171,7 @@ START_TEST(hosts_1_to_2_and_back_shared)
 
 				CHECK(shmrun_ckpt_set_host(&job, h) == 0, "host %u", h);
 				p.job = &job;
-				shmrun_ckpt_scope_of(&p, &scope);
+				shmrun_ckpt_scope_of(&p, job.hosts, &scope);
 				for (uint32_t i = 0; i < widths[s]; i++)
 					own += shmrun_ckpt_scope_has(&scope, "cnt", i);
 				CHECK(own == widths[s] / 2, "host %u holds %u of %u cnt instances", h,

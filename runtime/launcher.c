@@ -907,7 +907,11 @@ static enum run_end finish_start(struct run *r, enum run_end end)
 {
 	if (r->gw)
 		end = finish_gateway(r, end);
-	if (end == RUN_DONE && r->stopping) {
+	/* r->stopping: the stop came to this host; final_is_stop: with hosts
+	 * > 1, it came to another one and host 0's coordinator made the final
+	 * epoch a stop (mirrored here): stopped too, not done */
+	if (end == RUN_DONE &&
+	    (r->stopping || atomic_load_explicit(&r->ctl->final_is_stop, memory_order_acquire))) {
 		end = RUN_STOPPED;
 		r->epoch = atomic_load_explicit(&r->ctl->final_epoch, memory_order_acquire);
 	}

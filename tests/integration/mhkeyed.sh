@@ -23,6 +23,13 @@
 #       memory would show here), a temp file in a checkpoint_dir
 #       (MANIFEST.tmp, *.tmp). MPI ranks end a few seconds after a lost peer:
 #       waits up to 20 s for processes to go.
+#   stop_midway CKPT JOB HOSTS WHAT
+#       once the run in $launcher (stderr in $tmp/log) has a complete
+#       checkpoint in CKPT, `shmrun stop JOB`; the run must exit 0, before the
+#       end of input, with "stopped at epoch" from each of its HOSTS hosts;
+#       then no_leftovers
+#   in_dir DIR CMD...
+#       CMD in DIR, its output in $tmp/log
 
 keyed_count=120000
 keyed_keys=300
@@ -98,4 +105,22 @@ no_leftovers() {
 	local t
 	t=$(find "$tmp" -path "$tmp/ref" -prune -o \( -name '*.tmp' -o -name 'MANIFEST.tmp*' \) -print | head -3)
 	[ -z "$t" ] || fail "$1: temp files left: $t"
+}
+
+stop_midway() {
+	wait_manifest "$1" || fail "$4: no checkpoint completed"
+	sleep 0.3
+	"$shmrun" stop "$2" > "$tmp/stop.out" 2>&1 || fail "$4: shmrun stop $2: $(cat "$tmp/stop.out")"
+	local rc=0
+	wait "$launcher" || rc=$?
+	launcher=
+	[ "$rc" = 0 ] || fail "$4: the run exited $rc after shmrun stop $2"
+	[ "$(grep -c "launcher: stopped at epoch" "$tmp/log")" = "$3" ] ||
+		fail "$4: not all $3 hosts said they stopped at a final checkpoint"
+	qgrep "launcher: job $name done" "$tmp/log" && fail "$4: the job ended before the stop; slow it down"
+	no_leftovers "$4"
+}
+
+in_dir() {
+	(cd "$1" && shift && exec "$@") > "$tmp/log" 2>&1
 }

@@ -104,6 +104,23 @@ if(TARGET shmrun AND MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
 		 ${CMAKE_CURRENT_LIST_DIR}/multihost_faults.sh $<TARGET_FILE:shmrun>)
 	set_tests_properties(multihost_faults PROPERTIES TIMEOUT 300
 			     LABELS "runtime;integration;mpi" SKIP_RETURN_CODE 77)
+	# The same job moved between host counts at `shmrun stop`s: 1 host ->
+	# 2 hosts -> 1 host with --rescale, a shared checkpoint_dir: exact.
+	add_test(NAME multihost_rescale COMMAND bash
+		 ${CMAKE_CURRENT_LIST_DIR}/multihost_rescale.sh $<TARGET_FILE:shmrun>)
+	set_tests_properties(multihost_rescale PROPERTIES TIMEOUT 300
+			     LABELS "runtime;integration;mpi" SKIP_RETURN_CODE 77)
+	# checkpoint_layout = per_host (ck{host}): stopped and resumed on 2
+	# hosts, exact. DISABLED until the gateway carries the MANIFEST bytes
+	# in its COMMIT (runtime/ckpt/hosts.h: shmrun_ckpt_manifest_bytes(),
+	# shmrun_ckpt_commit_received(), shmrun_ckpt_agree() have no caller):
+	# host 1's directory never gets a MANIFEST, and a resume starts host 1
+	# from empty state while host 0 restores. `ctest -R multihost_per_host`
+	# says "Disabled"; run the script by hand to see it fail.
+	add_test(NAME multihost_per_host COMMAND bash
+		 ${CMAKE_CURRENT_LIST_DIR}/multihost_per_host.sh $<TARGET_FILE:shmrun>)
+	set_tests_properties(multihost_per_host PROPERTIES TIMEOUT 300 DISABLED TRUE
+			     LABELS "runtime;integration;mpi" SKIP_RETURN_CODE 77)
 endif()
 
 # `shmrun supervise` (issue 16 §4): the outer restart loop of multi-host jobs,

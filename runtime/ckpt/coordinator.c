@@ -102,7 +102,7 @@ static int write_manifest(const struct shmrun_plan *plan, struct shmrun_control 
 	 * Retention: after the new MANIFEST is durable, never before; with
 	 * several hosts only this host's state files are looked at (ckpt/hosts.h).
 	 */
-	shmrun_ckpt_scope_of(plan, 1, &scope);
+	shmrun_ckpt_scope_of(plan, plan->hosts, &scope);
 	shmrun_ckpt_retain(job, &scope, e);
 	/* release: pairs with the acquire loads of complete_epoch in every
 	 * worker; the MANIFEST is durable (and retention done, so a job that

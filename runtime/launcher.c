@@ -856,7 +856,12 @@ static enum run_end supervise(struct run *r)
  */
 static enum run_end finish_start(struct run *r, enum run_end end)
 {
-	if (end == RUN_DONE && r->stopping) {
+	/* several hosts: a stop asked on another host ends here too, by its
+	 * final epoch (final_is_stop, mirrored by the gateway) */
+	if (end == RUN_DONE &&
+	    (r->stopping ||
+	     (r->job->hosts > 1 && r->job->checkpoint_dir &&
+	      atomic_load_explicit(&r->ctl->final_is_stop, memory_order_acquire)))) {
 		end = RUN_STOPPED;
 		r->epoch = atomic_load_explicit(&r->ctl->final_epoch, memory_order_acquire);
 	}

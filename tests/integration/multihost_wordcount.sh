@@ -7,7 +7,8 @@
 # task's state file, one MANIFEST, `shmrun ckpt verify`), each host locks its
 # own checkpoint_dir lock; kill -9 of a worker on host 1 ends the run with
 # 75 on both hosts and a rerun restores and gives the exact output again;
-# checkpoint_layout = per_host with {host}: the same output, rank 0's MANIFEST
+# a stop asked on host 1 stops both hosts at one final epoch and the resume
+# is exact; checkpoint_layout = per_host with {host}: the same output, rank 0's MANIFEST
 # installed on host 1, retention on both; nothing is left running.
 # Registered only when MPI is found
 # (tests/integration/tests.cmake).
@@ -129,6 +130,28 @@ mpi_run 2 "$shmrun" "$tmp/two.conf" > "$tmp/log" 2>&1 || st=$?
 sort "$tmp"/out/two.tsv.* > "$tmp/two.sorted"
 cmp -s "$tmp/one.sorted" "$tmp/two.sorted" ||
 	fail "output after kill -9 and rerun differs: $(diff "$tmp/one.sorted" "$tmp/two.sorted" | head -5)"
+
+# a stop asked on host 1 (`shmrun stop NAME.h1`, each host's job socket has
+# its own name) stops the whole job with a final checkpoint: both hosts say
+# "stopped at epoch E" with the same E, exit 0; a rerun resumes and the output
+# is exact
+rm -rf "$tmp/ck2" "$tmp"/out/two.tsv.*
+mpi_run 2 "$shmrun" "$tmp/two.conf" > "$tmp/log" 2>&1 &
+launcher=$!
+wait_manifest "$tmp/ck2" || fail "no checkpoint before the stop"
+"$shmrun" stop "$name.h1" > /dev/null 2>&1 || fail "shmrun stop $name.h1 failed"
+st=0
+wait "$launcher" || st=$?
+launcher=
+[ "$st" = 0 ] || fail "stop on host 1: mpirun exited $st"
+[ "$(grep -c '^stopped at epoch' "$tmp/log")" = 2 ] || fail "not both hosts stopped"
+[ "$(grep '^stopped at epoch' "$tmp/log" | sort -u | wc -l)" = 1 ] ||
+	fail "the hosts stopped at different epochs: $(grep '^stopped at epoch' "$tmp/log")"
+st=0
+mpi_run 2 "$shmrun" "$tmp/two.conf" > "$tmp/log" 2>&1 || st=$?
+[ "$st" = 0 ] || fail "resume after the stop: mpirun exited $st"
+sort "$tmp"/out/two.tsv.* > "$tmp/two.sorted"
+cmp -s "$tmp/one.sorted" "$tmp/two.sorted" || fail "output after stop and resume differs"
 
 # checkpoint_layout = per_host, checkpoint_dir with {host}: each host writes
 # its own tasks' state files into its own directory, rank 0's MANIFEST

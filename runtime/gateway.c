@@ -1205,8 +1205,8 @@ static int progress(struct shmrun_gateway *g, int64_t now)
 	for (uint32_t h = 0; h < g->conf.hosts; h++) {
 		struct gw_peer *p = &g->peers[h];
 
-		if (h == g->conf.host)
-			continue;
+		if (h == g->conf.host || p->silent)
+			continue; /* a peer given up is not read any more */
 		while (p->rdone[p->rnext]) {
 			unsigned char *buf = p->rbuf + (size_t)p->rnext * p->msg_max;
 			char why[256];

@@ -40,6 +40,7 @@
 #include "shmrun/job.h"
 #include "shmrun/runtime.h"
 #include "summary.h"
+#include "supervise.h"
 #include "top.h"
 
 #define SHMRUN_MAX_SETS 256 /* --set options of one command */
@@ -59,6 +60,7 @@ static void usage(FILE *out)
 		"       shmrun top [--json] [--interval SECONDS] [JOB]\n"
 		"       shmrun ps [--json] | shmrun stop [--timeout SECONDS] JOB\n"
 		"       shmrun stress [options] topology.conf   (shmrun stress --help)\n"
+		"       shmrun supervise [--restarts N] [--backoff DUR] -- COMMAND [ARG]...\n"
 		"\n"
 		"Runs a stream-processing job on this host: worker processes ([job] workers,\n"
 		"default 1; or one per CPU listed in cpus), each pinned to a CPU, connected\n"
@@ -86,6 +88,10 @@ static void usage(FILE *out)
 		"  stress           run the job with injected faults (kill, stop, term,\n"
 		"                   rescale) and check every output against a fault-free\n"
 		"                   run; exit 0 if all matched (docs/stress.md)\n"
+		"  supervise -- COMMAND\n"
+		"                   run COMMAND (mpirun ... shmrun topology.conf: a\n"
+		"                   multi-host job) again while it ends with status 75\n"
+		"                   or a crash, up to --restarts times (docs/multihost.md)\n"
 		"\n"
 		"options:\n"
 		"  --log-level LEVEL  error, warn, info (default) or debug\n"
@@ -125,8 +131,8 @@ static void usage(FILE *out)
 		"See docs/topology.md for the topology.conf reference.\n");
 }
 
-static const char *const commands[] = {"run",	 "plan", "check", "ckpt", "ops",
-				       "top", "ps",	  "stop",  "stress"};
+static const char *const commands[] = {"run", "plan", "check", "ckpt",	 "ops",
+				       "top", "ps",   "stop",  "stress", "supervise"};
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 /*
@@ -347,6 +353,10 @@ int shmrun_main(int argc, char **argv)
 		argv[1] = (char *)"shmrun stress"; /* getopt_long's messages */
 		return shmrun_stress_main(argc - 1, argv + 1); /* sets its own signals */
 	}
+	if (argc > 1 && strcmp(argv[1], "supervise") == 0) {
+		argv[1] = (char *)"shmrun supervise"; /* getopt_long's messages */
+		return shmrun_supervise_main(argc - 1, argv + 1); /* sets its own signals */
+	}
 	if (argc > 1 && strcmp(argv[1], "top") == 0) {
 		stop_signals(SIG_UNBLOCK); /* top sets its own handlers */
 		return shmrun_top_main(argc - 1, argv + 1);
@@ -561,8 +571,8 @@ int shmrun_main(int argc, char **argv)
 		if (!rc && shmrun_check_restore(&job, rescale, drop, ndrop))
 			rc = 2;
 		if (!rc && job.hosts > 1)
-			printf("%s: ok (%u stage%s, %u worker%s on each of %u hosts)\n", job.conf_path,
-			       job.nstages, job.nstages == 1 ? "" : "s", job.workers,
+			printf("%s: ok (%u stage%s, %u worker%s on each of %u hosts)\n",
+			       job.conf_path, job.nstages, job.nstages == 1 ? "" : "s", job.workers,
 			       job.workers == 1 ? "" : "s", job.hosts);
 		else if (!rc)
 			printf("%s: ok (%u stage%s, %u worker%s)\n", job.conf_path, job.nstages,

@@ -452,6 +452,37 @@ static void load_ckpt_layout(struct loader *ld, const struct shmrun_param *p)
 	job->checkpoint_dir = dir;
 }
 
+/*
+ * After load_hosts(): with hosts > 1, this process's host index from the MPI
+ * environment (0 without one: the launcher refuses that run anyway) into
+ * job->host, and checkpoint_dir expanded for it, so that every command (a run,
+ * check, plan, --rescale) under mpirun sees its own host's directory; with one
+ * host, per_host has no effect: a warning. Return: 0 or -ENOMEM.
+ */
+static int load_host_index(struct loader *ld, const struct shmrun_param *p)
+{
+	struct shmrun_job *job = ld->job;
+	struct shmrun_mpi_env e;
+	char why[256];
+	int r;
+
+	if (job->hosts <= 1) {
+		if (job->checkpoint_dir && job->checkpoint_per_host && p[JK_CKPT_LAYOUT].line)
+			warnf(ld, p[JK_CKPT_LAYOUT].line,
+			      "checkpoint_layout = per_host has no effect with one host (hosts = "
+			      "1): the one host's checkpoint_dir is the job's");
+		return 0;
+	}
+	if (shmrun_mpi_env(&e, why, sizeof(why)) != 1 || e.rank >= job->hosts)
+		return 0;
+	r = shmrun_ckpt_set_host(job, e.rank);
+	if (r == -ENAMETOOLONG)
+		errorf(ld, p[JK_CKPT_DIR].line,
+		       "checkpoint_dir is too long with {host} = %u: use a shorter path: %s",
+		       e.rank, job->checkpoint_dir_template);
+	return r == -ENOMEM ? r : 0;
+}
+
 /* checkpoint_dir (taken from @p into the job) or, without it, a warning for
  * each checkpoint key given, which has no effect. */
 static void load_ckpt_dir(struct loader *ld, struct shmrun_param *p)
@@ -638,6 +669,8 @@ int load_job(struct loader *ld)
 	r = load_cpus(ld, p);
 	if (!r)
 		load_hosts(ld, p);
+	if (!r)
+		r = load_host_index(ld, p);
 
 out:
 	for (uint32_t i = 0; i < JK_COUNT; i++)

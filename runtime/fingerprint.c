@@ -27,7 +27,10 @@
  * run's fingerprint never depends on member-related settings. A multi-host
  * job's member set is every host's workers (global worker g = h·w + i) and the
  * line adds " hosts=H": restoring onto another host count is a rescale, as any
- * change of the member set is (docs/multihost.md).
+ * change of the member set is (docs/multihost.md). The line is written whole
+ * however long it is (4096 workers: about 19 KB; it once went through a
+ * 1024-byte buffer, which cut every member set past ~280 workers at the same
+ * place, so two sets that differed after it shared a fingerprint).
  *
  * The MANIFEST carries the same lines (prefixed "topo "), which is what lets a
  * refusal say what differs, in the field's terms.
@@ -77,6 +80,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,26 +151,72 @@ static void put_value(struct shmrun_text *o, const struct shmrun_job *job, const
 	}
 }
 
+/*
+ * The members line of member set @ids (@n ids) on @hosts hosts into @o: the
+ * clause written whole, however long (4096 workers: about 19 KB), so two
+ * member sets that differ anywhere give two lines. Nothing for a solo run.
+ */
+static void members_line(struct shmrun_text *o, const uint32_t *ids, uint32_t n, uint32_t hosts)
+{
+	struct shmrun_members m;
+	char *clause;
+	int need;
+
+	if (!n) /* no workers given (a job not validated): as solo */
+		return;
+	if (shmrun_members_init(&m, ids, n, UINT32_MAX)) {
+		o->err = o->err ? o->err : -ENOMEM;
+		return;
+	}
+	need = shmrun_members_fingerprint_clause(&m, NULL, 0);
+	if (need <= 0) { /* solo, or -EINVAL: nothing to write */
+		if (need < 0 && !o->err)
+			o->err = need;
+		shmrun_members_free(&m);
+		return;
+	}
+	clause = malloc((size_t)need + 1);
+	if (!clause) {
+		o->err = o->err ? o->err : -ENOMEM;
+		shmrun_members_free(&m);
+		return;
+	}
+	shmrun_members_fingerprint_clause(&m, clause, (uint32_t)need + 1);
+	/* hosts only when > 1: a one-host job's fingerprint is what it was */
+	if (hosts > 1)
+		shmrun_text_printf(o, "members %s hosts=%u\n", clause, hosts);
+	else
+		shmrun_text_printf(o, "members %s\n", clause);
+	free(clause);
+	shmrun_members_free(&m);
+}
+
 int shmrun_fingerprint_text(const struct shmrun_job *job, char **text, size_t *len)
 {
-	struct shmrun_text o = {0};
-	struct shmrun_members m;
 	/* the member set: every host's workers, global worker g = h * workers + i */
 	uint32_t hosts = job->hosts ? job->hosts : 1, members = hosts * job->workers;
 	uint32_t *ids = calloc(members ? members : 1, sizeof(*ids));
-	char clause[1024];
+	int err;
 
 	if (!ids)
 		return -ENOMEM;
 	for (uint32_t w = 0; w < members; w++)
 		ids[w] = w;
+	err = shmrun_fingerprint_text_members(job, ids, members, text, len);
+	free(ids);
+	return err;
+}
+
+int shmrun_fingerprint_text_members(const struct shmrun_job *job, const uint32_t *ids,
+				    uint32_t members, char **text, size_t *len)
+{
+	struct shmrun_text o = {0};
+	uint32_t hosts = job->hosts ? job->hosts : 1;
 	uint32_t *order = calloc(job->nstages + job->nedges + 1, sizeof(*order));
 	uint32_t *eorder = order ? order + job->nstages : NULL;
 
-	if (!order) {
-		free(ids);
+	if (!order)
 		return -ENOMEM;
-	}
 	/* Stages by name and edges by (from, to) name: the order of sections in
 	 * the file does not matter (state files are named by stage and instance). */
 	for (uint32_t s = 0; s < job->nstages; s++) {
@@ -224,15 +274,7 @@ int shmrun_fingerprint_text(const struct shmrun_job *job, char **text, size_t *l
 		    edge_word(ed->kind));
 	}
 	free(order);
-	if (shmrun_members_init(&m, ids, members ? members : 1, UINT32_MAX) == 0) {
-		/* hosts only when > 1: a one-host job's fingerprint is what it was */
-		if (shmrun_members_fingerprint_clause(&m, clause, sizeof(clause)) > 0 && hosts > 1)
-			shmrun_text_printf(&o, "members %s hosts=%u\n", clause, hosts);
-		else if (clause[0])
-			shmrun_text_printf(&o, "members %s\n", clause);
-		shmrun_members_free(&m);
-	}
-	free(ids);
+	members_line(&o, ids, members, hosts);
 	if (o.err) {
 		free(o.p);
 		return o.err;
@@ -351,6 +393,17 @@ static uint32_t hosts_of(const struct topo *t)
 	if (h && sscanf(h, " hosts=%u", &n) != 1)
 		n = 1;
 	return n;
+}
+
+/* Whether two members lines list the same members (their host counts aside). */
+static bool same_member_set(const struct topo *a, const struct topo *b)
+{
+	const char *ma = find(a, "members"), *mb = find(b, "members");
+	const char *ha = ma ? strstr(ma, " hosts=") : NULL, *hb = mb ? strstr(mb, " hosts=") : NULL;
+	size_t la = ma ? (ha ? (size_t)(ha - ma) : strlen(ma)) : 0;
+	size_t lb = mb ? (hb ? (size_t)(hb - mb) : strlen(mb)) : 0;
+
+	return la == lb && (!la || memcmp(ma, mb, la) == 0);
 }
 
 static void add(struct shmrun_text *o, const char *what)
@@ -489,6 +542,12 @@ int shmrun_fingerprint_diff(const char *old_text, const char *new_text, char **m
 	if (members_of(&a) != members_of(&b)) {
 		snprintf(buf, sizeof(buf), "members: %u → %u workers", members_of(&a),
 			 members_of(&b));
+		add(&o, buf);
+	}
+	if (members_of(&a) == members_of(&b) && !same_member_set(&a, &b)) {
+		/* as many members, not the same ones; or a checkpoint of a shmrun
+		 * that cut the line at 1023 bytes (281 workers or more) */
+		snprintf(buf, sizeof(buf), "members: another set of %u workers", members_of(&a));
 		add(&o, buf);
 	}
 	if (hosts_of(&a) != hosts_of(&b)) {

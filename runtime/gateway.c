@@ -311,6 +311,7 @@ struct shmrun_gateway {
 	bool mpi_fin_ok;
 	bool broken;	 /* an MPI call failed: MPI is not called again */
 	int64_t mute_at; /* TEST-ONLY: send nothing from then on (0: never) */
+	int64_t mute_ms; /* TEST-ONLY: mute_at is that long after the start barrier */
 
 	pthread_mutex_t lock; /* guards what follows and the request flags */
 	pthread_cond_t cond;
@@ -1147,10 +1148,12 @@ static int read_message(struct shmrun_gateway *g, struct gw_peer *p, const unsig
 			}
 			memcpy(&ep, pl, 8);
 			/* this host's checkpoint_dir gets rank 0's MANIFEST (temp
-			 * file, fsync, rename, directory fsync) before the epoch is
-			 * published here: the sinks of this host commit on it */
-			err = shmrun_ckpt_install_manifest(job, ep, pl + 8, e.len - 8, text,
-							   sizeof(text));
+			 * file, fsync, rename, directory fsync) and retention before
+			 * the epoch is published here: the sinks of this host commit
+			 * on it (ckpt/hosts.h) */
+			shmrun_ckpt_scope_of(g->conf.plan, g->conf.hosts, &scope);
+			err = shmrun_ckpt_commit_received(job, &scope, ep, pl + 8, e.len - 8, text,
+							  sizeof(text));
 			if (err) {
 				fail(g, -EIO, "host %u: installing epoch %" PRIu64 "'s MANIFEST: %s",
 				     g->conf.host, ep, text);
@@ -1158,8 +1161,6 @@ static int read_message(struct shmrun_gateway *g, struct gw_peer *p, const unsig
 			}
 			if (ep > g->installed)
 				g->installed = ep;
-			shmrun_ckpt_scope_of(g->conf.plan, g->conf.hosts, &scope);
-			shmrun_ckpt_retain(job, &scope, ep);
 			break;
 		}
 		default:
@@ -1388,6 +1389,8 @@ static void *gateway_main(void *arg)
 		return NULL;
 	}
 	now = shmrun_now_ns();
+	if (g->mute_ms > 0)
+		g->mute_at = now + g->mute_ms * 1000000;
 	for (uint32_t h = 0; h < g->conf.hosts; h++) {
 		g->peers[h].last_recv = now;
 		g->peers[h].last_send = 0;
@@ -1671,7 +1674,7 @@ int shmrun_gateway_start(struct shmrun_gateway **out, const struct shmrun_gatewa
 		const char *m = getenv("SHMRUN_TEST_GATEWAY_MUTE");
 
 		if (m && *m)
-			g->mute_at = shmrun_now_ns() + strtoll(m, NULL, 10) * 1000000;
+			g->mute_ms = strtoll(m, NULL, 10);
 	}
 #endif
 	pthread_mutex_init(&g->lock, NULL);

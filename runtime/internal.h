@@ -184,6 +184,17 @@ int shmrun_parse_cpus(const char *s, int32_t **cpus, uint32_t *n);
  */
 int shmrun_fingerprint_text(const struct shmrun_job *job, char **text, size_t *len);
 
+/**
+ * shmrun_fingerprint_text_members() - shmrun_fingerprint_text() of @job placed
+ * on the member set @ids (@members ids, any order; duplicates count once)
+ * rather than on the job's own workers 0 … hosts·workers-1: what the
+ * fingerprint of another member set would be. The members line holds the
+ * whole set however many members it has.
+ * Return: 0; -ENOMEM (*@text untouched).
+ */
+int shmrun_fingerprint_text_members(const struct shmrun_job *job, const uint32_t *ids,
+				    uint32_t members, char **text, size_t *len);
+
 /** shmrun_fingerprint() - XXH64 of shmrun_fingerprint_text(); 0 on ENOMEM. */
 uint64_t shmrun_fingerprint(const struct shmrun_job *job);
 
@@ -241,7 +252,10 @@ const char *shmrun_pw_rule_name(enum shmrun_pw_rule rule);
  * Return: 0; -EPERM (refused: vnodes changed, a removed stage not dropped, an
  * operator changed, per-worker state without a rule whose width changed);
  * -EFBIG (a union pool over union_state_limit); -ENOENT (no checkpoint);
- * -EBADMSG (none verifies); -errno. Every refusal is logged with its reason.
+ * -EBADMSG (none verifies); -ETIMEDOUT (a host other than 0 sharing
+ * checkpoint_dir, which leaves the writing to host 0 and waits for its
+ * result up to checkpoint_timeout: it did not appear); -errno. Every refusal
+ * is logged with its reason.
  */
 int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *const *drop,
 		   uint32_t ndrop, FILE *plan_out, uint64_t *new_epoch);

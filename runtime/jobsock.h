@@ -52,8 +52,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Longest job name ([job] name: MAX_NAME_LEN in conf_internal.h). */
-#define JOBSOCK_NAME_MAX 64
+/* Longest job name: [job] name (MAX_NAME_LEN in conf_internal.h, 64) and,
+ * with hosts > 1, the launcher's ".hH" suffix (at most ".h1023"). */
+#define JOBSOCK_NAME_MAX 72
 /* Clients served at once; a further one is told "error: busy". */
 #define JOBSOCK_CLIENTS 8
 /* A client that has not sent its request line within this is dropped, ms. */

@@ -64,6 +64,19 @@
  *   - A worker stopped by SIGSTOP or a debugger for WATCH_STOPPED_NS is named
  *     in a warning (watch_workers(), report.c): nothing else would name worker 0, or a
  *     worker of a job without checkpoints.
+ *   - Multi-host ([job] hosts = H > 1, docs/multihost.md): one launcher per
+ *     host, started by mpirun, builds the same plan over H·w global workers
+ *     and forks only its own, g in [h·w, (h+1)·w), pinned by local index;
+ *     then (signals blocked) it starts the gateway thread, the only caller of
+ *     MPI, for the rings with one end here (start_gateway()), polls it every
+ *     tick, and finishes it after the final epoch. No restart here: no
+ *     process may fork after MPI_Init, so a local worker's death (or a
+ *     peer's abort, silence or an MPI error) stops this host's workers, has
+ *     the gateway tell the peers, and exits 75 for the outer loop (`shmrun
+ *     supervise -- mpirun ...`) to rerun the job from the last checkpoint.
+ *     Arrays indexed by worker (pids, the control area, the watchdogs) span
+ *     all H·w workers; those of other hosts stay empty. The job's socket is
+ *     NAME.hH and the locks are this host's (preflight.c).
  *
  * Signals are blocked in the launcher and taken synchronously with
  * sigtimedwait(), so there is no handler and no race with waitpid().
@@ -120,13 +133,13 @@
 #include "callback.h"
 #include "control.h"
 #include "gateway.h"
-#include "ckpt/hosts.h"
 #include "metrics.h"
 #include "multihost.h"
 #include "ckpt/ckpt_io.h"
 #include "ckpt/fault.h"
 #include "ckpt/manifest.h"
 #include "ckpt/recovery.h"
+#include "ckpt/hosts.h"
 #include "jobsock.h"
 #include "plan.h"
 #include "preflight.h"
@@ -257,6 +270,8 @@ static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segm
 	sigaction(SIGUSR2, &sa, NULL);
 	sigprocmask(SIG_SETMASK, oldmask, NULL);
 
+	/* global worker @index is local worker index % workers of its host:
+	 * pinned to that local index's CPU (shmrun_plan_cpu_of()) */
 	CPU_ZERO(&set);
 	CPU_SET(shmrun_plan_cpu_of(plan, index), &set);
 	if (sched_setaffinity(0, sizeof(set), &set) < 0)
@@ -303,12 +318,13 @@ static void reap_all(const struct shmrun_plan *plan, pid_t *pids, uint32_t n, in
 				if (pids[w] <= 0)
 					continue;
 				describe_tasks(plan, w, tasks, sizeof(tasks));
-				shmrun_log(SHMRUN_LOG_WARN,
-					   "worker %u (pid %d, CPU %d, tasks %s) did not stop within "
-					   "%.0f s of SIGTERM: killed with SIGKILL; output it held "
-					   "unwritten is lost",
-					   w, (int)pids[w], shmrun_plan_cpu_of(plan, w),
-					   tasks, (double)STOP_GRACE_NS / 1e9);
+				shmrun_log(
+				    SHMRUN_LOG_WARN,
+				    "worker %u (pid %d, CPU %d, tasks %s) did not stop within "
+				    "%.0f s of SIGTERM: killed with SIGKILL; output it held "
+				    "unwritten is lost",
+				    w, (int)pids[w], shmrun_plan_cpu_of(plan, w), tasks,
+				    (double)STOP_GRACE_NS / 1e9);
 			}
 			kill_all(pids, n, SIGKILL);
 			deadline = INT64_MAX;
@@ -384,82 +400,99 @@ struct run {
 	int metrics_fd;    /* its memfd (jobsock.c hands out read-only copies) */
 	struct shmrun_prom *prom; /* [job] metrics: the Prometheus endpoint, or NULL */
 	enum run_end end;  /* how the last start ended (the summary file) */
-	/* several hosts (job->hosts > 1, docs/multihost.md): this host's
-	 * workers are [lo, hi) of the plan's, and the gateway carries the
-	 * rings that cross hosts; there are no restarts in the process */
-	uint32_t host, lo, hi;
-	struct shmrun_gateway *gw;
-	struct shmrun_gateway_ring *gw_rings;
-	int gw_err;        /* the gateway's poll or finish, 0 if none */
 	struct jobsock js; /* the job's socket: `shmrun ps`, `stop`, `top` */
 	bool stop_asked;   /* a client asked a stop that supervise() has not served yet */
+	/*
+	 * Multi-host ([job] hosts > 1, docs/multihost.md): this launcher is host
+	 * `host` and runs the plan's global workers [lo, lo + nlocal); the
+	 * arrays indexed by worker (pids, the control area's blocks, the
+	 * watchdogs') span all plan->workers, those of other hosts staying 0.
+	 * One host: host 0, lo 0, nlocal = plan->workers, no gateway.
+	 */
+	bool multi; /* hosts > 1 */
+	uint32_t host, lo, nlocal;
+	struct shmrun_gateway *gw;	      /* started after the fork, or NULL */
+	struct shmrun_gateway_ring *gw_rings; /* its rings (kept until it ended) */
 };
 
 /*
- * Start phase of a multi-host run, after this host's workers are forked
- * (forking after MPI_Init is not allowed) and with the signals blocked (the
- * gateway thread inherits the mask): the gateway, which carries every ring
- * with one end here and the other on another host (gateway.h). Return: 0, or
- * -1 with r->cause set (the start failed: exit 75, restartable).
+ * Start phase, hosts > 1: the gateway, once this host's workers are forked
+ * (no fork may follow MPI_Init, which its thread calls) and with the stop
+ * signals blocked (block_signals(): the thread inherits the mask). Its rings
+ * are those with exactly one end on this host: outbound when the producer
+ * is here (the gateway consumes it, so the producer's peer-liveness check
+ * watches this launcher), inbound when the consumer is (the gateway
+ * produces into it). The workers attach to every ring as with one host.
+ * Return: RUN_DONE, or RUN_NOSTART (the workers killed) if it cannot start.
  */
-static int start_gateway(struct run *r)
+static enum run_end start_gateway(struct run *r)
 {
 	const struct shmrun_plan *plan = r->plan;
 	struct shmrun_worker_stats *stats = shmrun_control_stats(r->ctl);
-	struct shmrun_gateway_conf c = {
-		.host = r->host,
-		.hosts = r->job->hosts,
-		.plan = plan,
-		.workers_per_host = plan->workers_per_host,
-		.ctl = r->ctl,
-		.flush_ns = (int64_t)r->job->host_flush_ns,
-		.timeout_ns = (int64_t)r->job->host_timeout_ns,
+	struct shmrun_gateway_conf gc = {
+	    .host = r->host,
+	    .hosts = plan->hosts,
+	    .plan = plan,
+	    .workers_per_host = plan->workers_per_host,
+	    .ctl = r->ctl,
+	    .flush_ns = (int64_t)r->job->host_flush_ns,
+	    .timeout_ns = (int64_t)r->job->host_timeout_ns,
 	};
 	uint32_t n = 0;
 	int err;
 
-	free(r->gw_rings);
-	r->gw_rings = calloc(plan->nchannels + 1, sizeof(*r->gw_rings));
+	r->gw_rings = calloc(plan->nchannels ? plan->nchannels : 1, sizeof(*r->gw_rings));
 	if (!r->gw_rings) {
-		snprintf(r->cause, sizeof(r->cause), "out of memory starting the gateway");
-		return -1;
+		err = -ENOMEM;
+		goto err_kill;
 	}
-	for (uint32_t ch = 0; ch < plan->nchannels; ch++) {
-		uint32_t src = plan->tasks[plan->channels[ch].src_task].worker;
-		uint32_t dst = plan->tasks[plan->channels[ch].dst_task].worker;
+	for (uint32_t c = 0; c < plan->nchannels; c++) {
+		uint32_t src = plan->tasks[plan->channels[c].src_task].worker;
+		uint32_t dst = plan->tasks[plan->channels[c].dst_task].worker;
 		uint32_t hs = shmrun_plan_host_of(plan, src), hd = shmrun_plan_host_of(plan, dst);
 		struct shmrun_gateway_ring *g = &r->gw_rings[n];
 
 		if (hs == hd || (hs != r->host && hd != r->host))
-			continue;
-		g->channel = ch;
+			continue; /* within a host (this one or another): no gateway */
+		g->channel = c;
 		g->outbound = hs == r->host;
 		g->peer_host = g->outbound ? hd : hs;
-		g->mem = shmrun_segment_ring(&r->seg, ch, &g->len);
-		/* the local worker's bell: it sleeps there with a backlog
-		 * (outbound) or waiting for input (inbound) */
+		g->mem = shmrun_segment_ring(&r->seg, c, &g->len);
+		/* the local end's bell: the gateway rings it when it freed room
+		 * (outbound) or published frames (inbound) */
 		g->bell = &stats[g->outbound ? src : dst].bell;
 		n++;
 	}
-	c.rings = r->gw_rings;
-	c.nrings = n;
-	err = shmrun_gateway_start(&r->gw, &c);
+	gc.rings = r->gw_rings;
+	gc.nrings = n;
+	err = shmrun_gateway_start(&r->gw, &gc);
 	if (err) {
-		char why[512] = "";
-
-		snprintf(r->cause, sizeof(r->cause),
-			 "host %u: the gateway to the other hosts did not start: %s%s%s", r->host,
-			 strerror(-err), why[0] ? ": " : "", why);
-		return -1;
+		r->gw = NULL;
+		goto err_kill;
 	}
-	shmrun_log(SHMRUN_LOG_INFO, "host %u of %u: workers %u-%u here, %u ring%s to other hosts",
-		   r->host, r->job->hosts, r->lo, r->hi - 1, n, n == 1 ? "" : "s");
-	return 0;
+	shmrun_log(SHMRUN_LOG_INFO, "gateway of host %u: %u ring%s to or from other hosts",
+		   r->host, n, n == 1 ? "" : "s");
+	return RUN_DONE;
+
+err_kill:
+	shmrun_log(SHMRUN_LOG_ERROR,
+		   "job %s: cannot start the gateway to the other hosts: %s%s; stopping",
+		   r->job->name, strerror(-err),
+		   err == -ENOTSUP ? " (this build has no multi-host gateway)" : "");
+	snprintf(r->cause, sizeof(r->cause), "the gateway to the other hosts did not start: %s",
+		 strerror(-err));
+	kill_all(r->pids, plan->workers, SIGKILL);
+	reap_all(NULL, r->pids, plan->workers, 0);
+	r->running = 0;
+	free(r->gw_rings);
+	r->gw_rings = NULL;
+	return RUN_NOSTART;
 }
 
 /*
  * Start phase: the control area, the restore selection, the segment, then
- * one forked worker per member, pinned (worker_main()). Return: RUN_DONE
+ * one forked worker per member of this host, pinned (worker_main()), and
+ * with hosts > 1 the gateway (start_gateway()). Return: RUN_DONE
  * once every worker runs, else RUN_NOSTART, or RUN_FAILED (a fork failed).
  */
 static enum run_end start_workers(struct run *r)
@@ -479,10 +512,12 @@ static enum run_end start_workers(struct run *r)
 		shmrun_log(SHMRUN_LOG_ERROR, "out of memory starting workers");
 		return RUN_NOSTART;
 	}
-	if (job->hosts > 1) {
+	if (r->multi) {
+		/* this host's tasks' state files decide (a per_host directory
+		 * holds no other): ckpt/hosts.h */
 		struct shmrun_ckpt_scope scope;
 
-		shmrun_ckpt_scope_of(plan, job->hosts, &scope);
+		shmrun_ckpt_scope_of(plan, plan->hosts, &scope);
 		err = shmrun_ckpt_choose_scoped(r->job, &scope, r->ctl, &r->reset_done, &r->epoch);
 	} else {
 		err = shmrun_ckpt_choose(r->job, r->ctl, &r->reset_done, &r->epoch);
@@ -504,7 +539,7 @@ static enum run_end start_workers(struct run *r)
 		shmrun_metrics_new_start(r->metrics, r->epoch, r->starts > 0);
 	r->starts++;
 	fflush(NULL);
-	for (uint32_t w = r->lo; w < r->hi; w++) {
+	for (uint32_t w = r->lo; w < r->lo + r->nlocal; w++) { /* this host's workers */
 		pid_t pid = fork();
 
 		if (pid == 0)
@@ -512,8 +547,8 @@ static enum run_end start_workers(struct run *r)
 		if (pid < 0) {
 			shmrun_log(SHMRUN_LOG_ERROR, "fork of worker %u failed: %s", w,
 				   strerror(errno));
-			kill_all(r->pids, r->plan->workers, SIGKILL);
-			reap_all(NULL, r->pids, r->plan->workers, 0);
+			kill_all(r->pids, plan->workers, SIGKILL);
+			reap_all(NULL, r->pids, plan->workers, 0);
 			snprintf(r->cause, sizeof(r->cause), "fork failed");
 			return RUN_FAILED;
 		}
@@ -523,15 +558,19 @@ static enum run_end start_workers(struct run *r)
 			atomic_store_explicit(&shmrun_metrics_worker(r->metrics, w)->pid, pid,
 					      memory_order_relaxed);
 	}
+	if (r->multi) {
+		shmrun_log(SHMRUN_LOG_INFO,
+			   "job %s: %u worker%s on host %u of %u (workers %u to %u of %u), %u "
+			   "task%s, %u ring%s",
+			   job->name, r->nlocal, r->nlocal == 1 ? "" : "s", r->host, plan->hosts,
+			   r->lo, r->lo + r->nlocal - 1, plan->workers, plan->ntasks,
+			   plan->ntasks == 1 ? "" : "s", plan->nchannels,
+			   plan->nchannels == 1 ? "" : "s");
+		return start_gateway(r);
+	}
 	shmrun_log(SHMRUN_LOG_INFO, "job %s: %u worker%s, %u task%s, %u ring%s", job->name,
 		   job->workers, job->workers == 1 ? "" : "s", plan->ntasks,
 		   plan->ntasks == 1 ? "" : "s", plan->nchannels, plan->nchannels == 1 ? "" : "s");
-	if (job->hosts > 1 && start_gateway(r)) {
-		kill_all(r->pids, plan->workers, SIGKILL);
-		reap_all(NULL, r->pids, plan->workers, 0);
-		r->running = 0;
-		return RUN_FAILED;
-	}
 	return RUN_DONE;
 }
 
@@ -643,8 +682,8 @@ static void note_exit_cause(struct run *r, uint32_t w, int status, const char *t
 				 "worker %u (CPU %d, tasks %s) was killed by SIGXFSZ: a "
 				 "file it wrote%s%.400s%s reached the file size limit "
 				 "(RLIMIT_FSIZE, `ulimit -f`); raise or remove the limit",
-				 w, shmrun_plan_cpu_of(r->plan, w), tasks, outs[0] ? " (" : "", outs,
-				 outs[0] ? ")" : "");
+				 w, shmrun_plan_cpu_of(r->plan, w), tasks, outs[0] ? " (" : "",
+				 outs, outs[0] ? ")" : "");
 		else
 			snprintf(r->cause, sizeof(r->cause),
 				 "worker %u (CPU %d, tasks %s) was killed by SIGXCPU: it "
@@ -659,8 +698,9 @@ static void note_exit_cause(struct run *r, uint32_t w, int status, const char *t
 		shmrun_cb_describe(r->plan, where, in, sizeof(in));
 		snprintf(r->cause, sizeof(r->cause),
 			 "worker %u (CPU %d, tasks %s) was killed by signal %d (%s, %s)%s%.600s", w,
-			 shmrun_plan_cpu_of(r->plan, w), tasks, WTERMSIG(status), shmrun_signal_name(WTERMSIG(status)),
-			 strsignal(WTERMSIG(status)), in[0] ? " while in " : "", in);
+			 shmrun_plan_cpu_of(r->plan, w), tasks, WTERMSIG(status),
+			 shmrun_signal_name(WTERMSIG(status)), strsignal(WTERMSIG(status)),
+			 in[0] ? " while in " : "", in);
 	}
 	else if (WEXITSTATUS(status) == 3)
 		snprintf(r->cause, sizeof(r->cause),
@@ -708,7 +748,6 @@ static bool exited_well(struct run *r, uint32_t w, int status)
  */
 static enum run_end reap_exits(struct run *r)
 {
-
 	for (uint32_t w = 0; w < r->plan->workers; w++) {
 		int status;
 		char tasks[256];
@@ -763,22 +802,22 @@ static bool serve_outside(struct run *r)
 }
 
 /*
- * Supervise phase of a multi-host run: the gateway's state. A peer that
- * aborted, went silent or broke the protocol, or an MPI error, stops this
- * host's workers (the gateway has told the other hosts). Return: true if it
- * did (the start ends RUN_FAILED, r->cause says why).
+ * Supervise phase, hosts > 1: the gateway's report, once per tick. A peer
+ * that aborted, vanished or went silent for host_timeout, or an MPI error,
+ * ends this start: this host's workers are killed (the job cannot go on
+ * without the other host's tasks) and the cause kept. Return: true if so.
  */
-static bool poll_gateway(struct run *r)
+static bool gateway_lost(struct run *r)
 {
-	char why[512];
-	int st = shmrun_gateway_poll(r->gw, why, sizeof(why));
+	char why[768];
+	int err = shmrun_gateway_poll(r->gw, why, sizeof(why));
 
-	if (!st)
+	if (!err)
 		return false;
-	r->gw_err = st;
-	snprintf(r->cause, sizeof(r->cause), "%s", why);
-	shmrun_log(SHMRUN_LOG_ERROR, "host %u: %s: stopping this host's %u worker%s", r->host, why,
-		   r->running, r->running == 1 ? "" : "s");
+	snprintf(r->cause, sizeof(r->cause), "%s%s",
+		 err == -EIO ? "MPI failed in the gateway: " : "", why);
+	shmrun_log(SHMRUN_LOG_ERROR, "%s; stopping this host's %u worker%s", r->cause, r->running,
+		   r->running == 1 ? "" : "s");
 	kill_all(r->pids, r->plan->workers, SIGKILL);
 	reap_all(NULL, r->pids, r->plan->workers, 0);
 	r->running = 0;
@@ -835,18 +874,38 @@ static enum run_end supervise(struct run *r)
 			}
 			continue;
 		}
-		if (r->gw && poll_gateway(r)) {
-			end = RUN_FAILED;
-			break;
-		}
 		end = reap_exits(r);
-		if (end == RUN_FAILED && r->gw)
-			/* a local worker died: every host stops, and the whole
-			 * job restarts from its last checkpoint (exit 75) */
-			shmrun_gateway_abort(r->gw, r->cause);
+		if (end == RUN_DONE && r->gw && gateway_lost(r))
+			end = RUN_FAILED;
 	}
-	if (end == RUN_SIGNALED && r->gw)
-		shmrun_gateway_abort(r->gw, "stopped by a signal without a final checkpoint");
+	return end;
+}
+
+/*
+ * End phase, hosts > 1: every local worker has ended. After the final epoch
+ * (RUN_DONE) the gateway drains, exchanges end-of-stream with its peers and
+ * finalizes MPI; otherwise it tells the peers to abort (they stop and exit
+ * 75 as this host will), which also ends it. Return: @end, or RUN_FAILED if
+ * the gateway could not end cleanly.
+ */
+static enum run_end finish_gateway(struct run *r, enum run_end end)
+{
+	int err;
+
+	if (end != RUN_DONE) {
+		shmrun_gateway_abort(r->gw, r->cause[0] ? r->cause : "stopped");
+		(void)shmrun_gateway_finish(r->gw); /* joins and frees it; the peers know */
+	} else if ((err = shmrun_gateway_finish(r->gw))) {
+		r->gw = NULL;
+		snprintf(r->cause, sizeof(r->cause),
+			 "this host's workers ended, but its gateway did not end cleanly: %s",
+			 strerror(-err));
+		shmrun_log(SHMRUN_LOG_ERROR, "%s", r->cause);
+		end = RUN_FAILED;
+	}
+	r->gw = NULL;
+	free(r->gw_rings);
+	r->gw_rings = NULL;
 	return end;
 }
 
@@ -856,11 +915,13 @@ static enum run_end supervise(struct run *r)
  */
 static enum run_end finish_start(struct run *r, enum run_end end)
 {
-	/* several hosts: a stop asked on another host ends here too, by its
-	 * final epoch (final_is_stop, mirrored by the gateway) */
+	if (r->gw)
+		end = finish_gateway(r, end);
+	/* several hosts: a stop asked on another host ends this one too, by its
+	 * final epoch (final_is_stop, mirrored from host 0 by the gateway) */
 	if (end == RUN_DONE &&
 	    (r->stopping ||
-	     (r->job->hosts > 1 && r->job->checkpoint_dir &&
+	     (r->multi && r->job->checkpoint_dir &&
 	      atomic_load_explicit(&r->ctl->final_is_stop, memory_order_acquire)))) {
 		end = RUN_STOPPED;
 		r->epoch = atomic_load_explicit(&r->ctl->final_epoch, memory_order_acquire);
@@ -870,20 +931,6 @@ static enum run_end finish_start(struct run *r, enum run_end end)
 	free(r->wt.told);
 	shmrun_cb_watch_free(&r->cw);
 	free(r->pids);
-	if (r->gw) {
-		/* the workers are gone: the last frames, end of stream, MPI_Finalize
-		 * (before the segment the gateway's rings live in is unmapped) */
-		int err = shmrun_gateway_finish(r->gw);
-
-		r->gw = NULL;
-		if (err && !r->gw_err) {
-			r->gw_err = err;
-			if (!r->cause[0])
-				snprintf(r->cause, sizeof(r->cause),
-					 "host %u: the other hosts did not end their streams: %s",
-					 r->host, strerror(-err));
-		}
-	}
 	shmrun_segment_close(&r->seg);
 	return end;
 }
@@ -1040,12 +1087,12 @@ int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
  */
 static int open_jobsock(struct run *r)
 {
-	char why[PATH_MAX + 256], name[300];
+	char why[PATH_MAX + 256], name[JOBSOCK_NAME_MAX + 1];
 	int err;
 
-	/* several hosts: each launcher its own name, JOB.h<host> (two "hosts"
-	 * may share a machine) */
-	if (r->job->hosts > 1)
+	/* hosts > 1: NAME.hH, so that two "hosts" on one machine do not refuse
+	 * each other; a second start of the job is still refused on each */
+	if (r->multi)
 		snprintf(name, sizeof(name), "%s.h%u", r->job->name, r->host);
 	else
 		snprintf(name, sizeof(name), "%s", r->job->name);
@@ -1160,24 +1207,14 @@ static int start_result(struct run *r, enum run_end end, uint32_t attempt)
 {
 	const struct shmrun_job *job = r->job;
 
-	if (job->hosts > 1 && (end == RUN_FAILED || (end != RUN_NOSTART && r->gw_err))) {
-		/* MPI allows no second start in this process: the whole job
-		 * restarts from outside (`shmrun supervise`, docs/multihost.md) */
-		shmrun_log(SHMRUN_LOG_ERROR,
-			   "host %u: %s; exit 75 (restartable): run the whole job again (shmrun "
-			   "supervise does) and it resumes from the last complete checkpoint",
-			   r->host, r->cause[0] ? r->cause : "the gateway failed");
-		return 75;
-	}
-
 	if (end == RUN_DONE) {
 		print_summary(r->plan, r->metrics, shmrun_control_stats(r->ctl),
 			      shmrun_now_ns() - r->start_ns);
-		print_stalls(job, shmrun_control_stats(r->ctl));
+		print_stalls(r->plan, shmrun_control_stats(r->ctl));
 		return 0;
 	}
 	if (end == RUN_STOPPED) {
-		print_stalls(job, shmrun_control_stats(r->ctl));
+		print_stalls(r->plan, shmrun_control_stats(r->ctl));
 		shmrun_log(SHMRUN_LOG_INFO, "stopped at epoch %" PRIu64
 					    "; run the same topology again to resume",
 			   r->epoch);
@@ -1231,6 +1268,18 @@ static int start_result(struct run *r, enum run_end end, uint32_t attempt)
 	}
 	if (incurable(job, r))
 		return 1;
+	if (r->multi && job->checkpoint_dir) {
+		/* no restart here: a restart forks, and no process may fork after
+		 * MPI_Init; every host exits 75, and the outer loop (shmrun
+		 * supervise -- mpirun ...) starts the job again, which restores
+		 * from the last complete checkpoint */
+		shmrun_log(SHMRUN_LOG_ERROR,
+			   "job %s failed on host %u: %s; exit status 75: a multi-host job "
+			   "restarts from outside (shmrun supervise -- mpirun ..., "
+			   "docs/multihost.md), from its last complete checkpoint",
+			   job->name, r->host, r->cause);
+		return 75;
+	}
 	if (!job->checkpoint_dir || attempt >= job->restart_attempts) {
 		shmrun_log(SHMRUN_LOG_ERROR, "job %s failed%s", job->name,
 			   job->checkpoint_dir ? ": no restart attempts left"
@@ -1376,28 +1425,15 @@ int shmrun_run(const struct shmrun_job *job)
 			shmrun_log(SHMRUN_LOG_ERROR, "%s; nothing was started", why);
 			return 2;
 		}
-		/* this host's view: {host} in checkpoint_dir, the locks and the
-		 * job's socket name (ckpt/hosts.h, preflight.c, jobsock.c) */
-		if (job->hosts > 1 && shmrun_ckpt_set_host((struct shmrun_job *)job, host)) {
-			shmrun_log(SHMRUN_LOG_ERROR,
-				   "%s: checkpoint_dir with {host} = %u is too long; nothing was "
-				   "started",
-				   job->conf_path, host);
-			return 2;
-		}
 		r.host = host;
 	}
 	if (shmrun_plan_build(job, &plan))
 		return 2;
 	r.plan = plan;
-	/* this host's workers: g = host * workers_per_host + i */
+	/* this host's workers: global g = host * workers + i (plan.h) */
+	r.multi = plan->hosts > 1;
 	r.lo = r.host * plan->workers_per_host;
-	r.hi = r.lo + plan->workers_per_host;
-	if (job->hosts <= 1) {
-		r.lo = 0;
-		r.hi = plan->workers;
-	}
-	shmrun_lock_job_plan(plan);
+	r.nlocal = r.multi ? plan->workers_per_host : plan->workers;
 	if (prepare_and_lock(&r))
 		goto out;
 	if (!counters || strcmp(counters, "off") != 0) {
@@ -1434,8 +1470,6 @@ out:
 	shmrun_run_metrics = NULL;
 	shmrun_metrics_destroy(r.metrics, r.metrics_fd);
 	shmrun_control_destroy(r.ctl);
-	shmrun_lock_job_plan(NULL);
-	free(r.gw_rings);
 	shmrun_plan_free(plan);
 	return rc;
 }

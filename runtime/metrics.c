@@ -29,6 +29,7 @@
 
 #include "control.h" /* SHMRUN_CONTROL_MAX_* */
 #include "metrics.h"
+#include "multihost.h"
 #include "plan.h"
 #include "util.h"
 
@@ -144,6 +145,9 @@ struct shmrun_metrics *shmrun_metrics_create(const struct shmrun_plan *plan, int
 	m->launcher_pid = (int32_t)getpid();
 	m->started_wall_ns = shmrun_wall_ns();
 	m->checkpoint_interval_ns = job->checkpoint_dir ? job->checkpoint_interval_ns : 0;
+	m->hosts = plan->hosts;
+	m->host = shmrun_host_self();
+	m->workers_per_host = plan->workers_per_host;
 	put_name(m->job, sizeof(m->job), job->name);
 	put_name(m->conf_path, sizeof(m->conf_path), job->conf_path);
 	fill_tables(m, plan);

@@ -180,7 +180,13 @@ struct shmrun_metrics {
 	_Atomic uint64_t restored_epoch;   /* the checkpoint the current start restored, 0 none */
 	_Atomic int64_t start_wall_ns;     /* CLOCK_REALTIME of the current start */
 	_Atomic uint64_t input_bytes;      /* bytes of every file source's input, 0 unknown */
-	uint64_t reserved_job[3];
+	/* multi-host ([job] hosts > 1): static, set before the first fork. The
+	 * block counts this host's workers only: worker w (global numbering) is
+	 * this host's iff w / workers_per_host == host (shmrun_metrics_here()).
+	 * Once reserved words: 0 in both reads as one host. */
+	uint32_t hosts, host;              /* 0 or 1: one host */
+	uint32_t workers_per_host, reserved_u32;
+	uint64_t reserved_job;
 
 	/* the checkpoint line: written by worker 0 (the coordinator) */
 	alignas(SHMRUN_CACHELINE) _Atomic uint64_t ckpt_epoch; /* newest complete epoch, 0 none */
@@ -192,6 +198,12 @@ struct shmrun_metrics {
 	_Atomic uint64_t ckpt_in_flight;   /* epoch being taken now, 0 none */
 	uint64_t reserved_ckpt;
 } __attribute__((aligned(64)));
+
+/* Whether worker @w (global) runs on the host whose block @m is: always with one host. */
+static inline bool shmrun_metrics_here(const struct shmrun_metrics *m, uint32_t w)
+{
+	return m->hosts <= 1 || !m->workers_per_host || w / m->workers_per_host == m->host;
+}
 
 static_assert(sizeof(struct shmrun_metrics_stage) == 128, "metrics stage layout");
 static_assert(sizeof(struct shmrun_metrics_task) == 192, "metrics task layout");

@@ -32,9 +32,9 @@
 static const struct {
 	const char *size, *rank, *rank2;
 } env_pairs[] = {
-	{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", NULL},
-	{"PMI_SIZE", "PMIX_RANK", "PMI_RANK"},
-	{"SLURM_NTASKS", "SLURM_PROCID", NULL},
+    {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", NULL},
+    {"PMI_SIZE", "PMIX_RANK", "PMI_RANK"},
+    {"SLURM_NTASKS", "SLURM_PROCID", NULL},
 };
 
 /* @s as a decimal count (digits only, no sign or blank) into @out; false if not one. */
@@ -89,6 +89,14 @@ int shmrun_mpi_env(struct shmrun_mpi_env *e, char *why, size_t len)
 	return 0;
 }
 
+/* This process's host, set by shmrun_hosts_check() (one launcher per process). */
+static uint32_t self_host;
+
+uint32_t shmrun_host_self(void)
+{
+	return self_host;
+}
+
 const char *shmrun_hosts_where(const struct shmrun_job *job, char *buf, size_t len)
 {
 	if (job->hosts_line > 0)
@@ -109,6 +117,7 @@ int shmrun_hosts_check(const struct shmrun_job *job, uint32_t *host, char *why, 
 	int r;
 
 	*host = 0;
+	self_host = 0;
 	shmrun_hosts_where(job, where, sizeof(where));
 #ifndef SHMRUN_HAVE_MPI
 	if (job->hosts > 1) {
@@ -149,5 +158,6 @@ int shmrun_hosts_check(const struct shmrun_job *job, uint32_t *host, char *why, 
 		return -EINVAL;
 	}
 	*host = e.rank;
+	self_host = e.rank;
 	return 0;
 }

@@ -23,9 +23,9 @@
 
 /** The MPI world as the environment describes it. */
 struct shmrun_mpi_env {
-	uint32_t size;         /**< processes in the MPI job, >= 1 */
-	uint32_t rank;         /**< this process's index, < size */
-	const char *size_var;  /**< the variables they came from (static strings) */
+	uint32_t size;	      /**< processes in the MPI job, >= 1 */
+	uint32_t rank;	      /**< this process's index, < size */
+	const char *size_var; /**< the variables they came from (static strings) */
 	const char *rank_var;
 };
 
@@ -49,7 +49,7 @@ int shmrun_mpi_env(struct shmrun_mpi_env *e, char *why, size_t len);
  * created.
  * @job:  a loaded job.
  * @host: receives this process's host index, 0..job->hosts-1 (0 when
- *        job->hosts is 1).
+ *        job->hosts is 1); also kept for shmrun_host_self().
  * @why, @len: on refusal, the message (what is wrong and what to run instead).
  * Return: 0; -ENOTSUP hosts > 1 in a build without MPI (SHMRUN_MPI=OFF or no
  * MPI found); -EINVAL hosts > 1 not started as that many MPI processes, hosts
@@ -57,6 +57,13 @@ int shmrun_mpi_env(struct shmrun_mpi_env *e, char *why, size_t len);
  * variables are malformed.
  */
 int shmrun_hosts_check(const struct shmrun_job *job, uint32_t *host, char *why, size_t len);
+
+/**
+ * shmrun_host_self() - this process's host index as the last successful
+ * shmrun_hosts_check() found it (0 before any, and with hosts = 1): what the
+ * launcher's locks, names and reports use. Inherited by forked workers.
+ */
+uint32_t shmrun_host_self(void);
 
 /**
  * shmrun_hosts_where() - where @job's hosts value came from, for messages:

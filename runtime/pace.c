@@ -9,14 +9,27 @@
  * sleeps no longer than rate_wait_ns() when nothing else is to be done.
  *
  * How. The rate is for the whole stage, whatever its width and however its
- * pieces fell: every instance, on any worker, takes tokens from one counter
- * in the slot of the stage's instance 0 in the shared control area. Since the
- * stage's first token (rate_start_ns), (now - start) * rate + 1 tokens are
- * due; an instance takes up to PRODUCE_BUDGET of those not yet taken, and
+ * pieces fell: every instance, on any worker of a host, takes tokens from one
+ * counter in the slot of the stage's instance 0 in that host's control area.
+ * Since the host's first token of the stage (rate_start_ns), (now - start) *
+ * rate_host + 1 tokens are due, rate_host being the host's share of the rate
+ * (below); an instance takes up to PRODUCE_BUDGET of those not yet taken, and
  * gives back what produce() did not use, so an instance that has finished (or
  * is parked) leaves the whole rate to the others, and a stage behind (parked,
  * or starting) catches up in PRODUCE_BUDGET steps. The counter lives as long
  * as the run's control area: a restart starts the pace again.
+ *
+ * Multi-host ([job] hosts > 1). Each host has its own control area, so its
+ * own counter: paced at the stage's rate each, H hosts would run the stage at
+ * up to H times it. So each host paces its share, rate_host = rate x (its
+ * instances of the stage) / width (pace_host_rate()): the shares add up to
+ * the rate exactly (as real numbers; a share is not rounded to whole records,
+ * so a host with 1 of 3 instances of a stage at 1 record/s makes one every
+ * 3 s rather than none or one a second). One host: rate_host = rate. The
+ * split follows placement (instances of a stage are contiguous per host),
+ * not what each host's instances have left to do: a host whose instances
+ * finished leaves its share unused (the hosts share no counter; a shared one
+ * would cost a gateway round trip per PRODUCE_BUDGET tokens).
  *
  * Invariants: an instance takes only tokens already due (rate_taken <= due
  * at every take, by compare-and-swap); every access is relaxed (the counter orders nothing
@@ -45,12 +58,24 @@
 
 #include "control.h"
 #include "pace.h"
+#include "plan.h"
 #include "task.h"
 
-/* Tokens due for @t's stage at @now since its first one (at least 1). */
+double pace_host_rate(const struct shmrun_plan *p, uint32_t stage, uint32_t host, uint64_t rate)
+{
+	uint32_t width = p->job->stages[stage].width, mine = 0;
+
+	for (uint32_t i = 0; i < width; i++)
+		mine += shmrun_plan_host_of(p, p->tasks[p->stage_task0[stage] + i].worker) == host;
+	if (mine == width) /* one host, or every instance here: the rate itself, unrounded */
+		return (double)rate;
+	return (double)rate * ((double)mine / (double)width);
+}
+
+/* Tokens due for @t's stage on this host at @now since its first one (at least 1). */
 static uint64_t rate_due(const struct shmrun_task *t, int64_t start, int64_t now)
 {
-	double due = (double)(now - start) * (double)t->rate / 1e9 + 1;
+	double due = (double)(now - start) * t->rate_host / 1e9 + 1;
 
 	return due < 1e18 ? (uint64_t)due : (uint64_t)1e18;
 }
@@ -104,8 +129,8 @@ int64_t rate_wait_ns(const struct shmrun_task *t, int64_t now)
 
 	if (!start)
 		return 0;
-	/* token taken + 1 is due once (now - start) * rate / 1e9 + 1 >= taken + 1 */
-	at = (double)start + (double)taken * 1e9 / (double)t->rate - (double)now;
+	/* token taken + 1 is due once (now - start) * rate_host / 1e9 + 1 >= taken + 1 */
+	at = (double)start + (double)taken * 1e9 / t->rate_host - (double)now;
 	if (at <= 0)
 		return 0;
 	return at < 1e10 ? (int64_t)at + 1 : (int64_t)10000000000; /* at most 10 s */

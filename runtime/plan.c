@@ -285,8 +285,8 @@ void shmrun_plan_print(const struct shmrun_plan *p, FILE *out)
 
 				if (shmrun_plan_channel_crosses_hosts(p, c))
 					how = "crosses hosts";
-				fprintf(out, "    %s[%u] -> %s[%u]: ring %u, %s (worker %u -> %u", a->name,
-					i, b->name, j, c, how, wa, wb);
+				fprintf(out, "    %s[%u] -> %s[%u]: ring %u, %s (worker %u -> %u",
+					a->name, i, b->name, j, c, how, wa, wb);
 				if (multi)
 					fprintf(out, ", host %u -> %u", shmrun_plan_host_of(p, wa),
 						shmrun_plan_host_of(p, wb));
@@ -368,9 +368,11 @@ static bool edge_json(const struct shmrun_plan *p, uint32_t e, json_t *o)
 			    !put(co, "from_worker", json_integer(p->tasks[ch->src_task].worker)) ||
 			    !put(co, "to_worker", json_integer(p->tasks[ch->dst_task].worker)) ||
 			    !put(co, "from_host",
-				 json_integer(shmrun_plan_host_of(p, p->tasks[ch->src_task].worker))) ||
+				 json_integer(
+				     shmrun_plan_host_of(p, p->tasks[ch->src_task].worker))) ||
 			    !put(co, "to_host",
-				 json_integer(shmrun_plan_host_of(p, p->tasks[ch->dst_task].worker))) ||
+				 json_integer(
+				     shmrun_plan_host_of(p, p->tasks[ch->dst_task].worker))) ||
 			    !put(co, "crosses_hosts",
 				 json_boolean(shmrun_plan_channel_crosses_hosts(p, c))))
 				return false;

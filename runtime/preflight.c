@@ -40,9 +40,12 @@
  *     STREAM_RESET_STATE=1 would move the other's checkpoints away). Each run
  *     holds an exclusive flock(2) for its whole life, restarts included, on
  *
- *         checkpoint_dir/.lock          (the checkpoint_dir)
+ *         checkpoint_dir/.lock          (the checkpoint_dir; with hosts > 1
+ *                                        .lock.hH on host H, and host 0 .lock too)
  *         <dir>/.<name>.lock            (each output <dir>/<name>, whatever its width,
- *         <dir>/.<name>.<i>.lock         and, for width k, each file <name>.<i> it writes)
+ *         <dir>/.<name>.<i>.lock         and, for width k, each file <name>.<i> it writes;
+ *                                        with hosts > 1 only the instances on this
+ *                                        host, .<name>.lock with instance 0)
  *
  *     each holding the holder's pid, and on each output file itself (its
  *     device and inode: the same file through a hard link is excluded too;
@@ -84,8 +87,9 @@
 #include "ckpt/ckpt_io.h"
 #include "ops/input_check.h"
 #include "internal.h"
-#include "plan.h"
+#include "multihost.h"
 #include "preflight.h"
+#include "shmrun/placement.h"
 #include "shmrun/operator.h"
 #include "shmrun/runtime.h"
 #include "util.h"
@@ -678,22 +682,6 @@ struct lock {
 
 static struct lock *locks;
 static uint32_t nlocks;
-static const struct shmrun_plan *lock_plan; /* shmrun_lock_job_plan() */
-
-void shmrun_lock_job_plan(const struct shmrun_plan *plan)
-{
-	lock_plan = plan;
-}
-
-/* Whether this host writes instance @k of stage @s (always with one host). */
-static bool lock_local(const struct shmrun_job *job, uint32_t s, uint32_t k)
-{
-	const struct shmrun_plan *p = lock_plan;
-
-	if (!p || p->hosts <= 1 || p->job != job)
-		return true;
-	return shmrun_plan_host_of(p, p->tasks[p->stage_task0[s] + k].worker) == job->host;
-}
 
 /* mkdir -p @path, each directory made 0700 (@ckpt, shmrun_ckpt_mkdir()) or 0777. */
 static int make_dirs(const char *path, bool ckpt)
@@ -840,6 +828,14 @@ static int lock_one(const struct shmrun_job *job, int line, const char *what, co
 	return err;
 }
 
+/* Whether instance @k of a @width-wide stage runs on @host: placement over
+ * @members global workers, @per_host of them on each host (plan.h). */
+static bool local_instance(uint32_t k, uint32_t width, uint32_t members, uint32_t per_host,
+			   uint32_t host)
+{
+	return shmrun_placement_owner_of(k, width, members) / per_host == host;
+}
+
 /*
  * One pass over everything the run locks. !@create: lock what exists
  * already, create nothing (a conflict refuses the run before it touches
@@ -849,6 +845,9 @@ static int lock_one(const struct shmrun_job *job, int line, const char *what, co
 static int lock_pass(const struct shmrun_job *job, bool create)
 {
 	char path[PATH_MAX], b[BRIEF_MAX];
+	/* hosts > 1: this host locks what it writes (docs/multihost.md) */
+	bool multi = job->hosts > 1;
+	uint32_t host = shmrun_host_self(), members = job->hosts * job->workers;
 	int err;
 
 	if (job->checkpoint_dir) {
@@ -861,17 +860,28 @@ static int lock_pass(const struct shmrun_job *job, bool create)
 				   brief(job->checkpoint_dir, b));
 			return err;
 		}
-		/* several hosts: each its own lock (they share a directory) */
-		if ((lock_plan && lock_plan->hosts > 1 && lock_plan->job == job
-			     ? snprintf(path, sizeof(path), "%s/.lock.h%u", job->checkpoint_dir,
-					job->host)
-			     : snprintf(path, sizeof(path), "%s/.lock", job->checkpoint_dir)) >=
-		    (int)sizeof(path))
-			return -ENAMETOOLONG; /* refused by shmrun_preflight() */
-		err = lock_one(job, job->checkpoint_dir_line, "checkpoint_dir", job->checkpoint_dir,
-			       path, false, create);
-		if (err)
-			return err;
+		/* one host: .lock; host h of several: .lock.hH (two "hosts" on
+		 * one machine, or a shared file system), and host 0 also .lock,
+		 * so a one-host run of the same directory is refused */
+		if (multi) {
+			/* checkpoint_dir is at most SHMRUN_CKPT_DIR_MAX: room for it */
+			if (snprintf(path, sizeof(path), "%s/.lock.h%u", job->checkpoint_dir,
+				     host) >= (int)sizeof(path))
+				return -ENAMETOOLONG;
+			err = lock_one(job, job->checkpoint_dir_line, "checkpoint_dir",
+				       job->checkpoint_dir, path, false, create);
+			if (err)
+				return err;
+		}
+		if (!multi || host == 0) {
+			if (snprintf(path, sizeof(path), "%s/.lock", job->checkpoint_dir) >=
+			    (int)sizeof(path))
+				return -ENAMETOOLONG; /* refused by shmrun_preflight() */
+			err = lock_one(job, job->checkpoint_dir_line, "checkpoint_dir",
+				       job->checkpoint_dir, path, false, create);
+			if (err)
+				return err;
+		}
 	}
 	for (uint32_t s = 0; s < job->nstages; s++) {
 		const struct shmrun_stage *st = &job->stages[s];
@@ -901,14 +911,19 @@ static int lock_pass(const struct shmrun_job *job, bool create)
 				return err;
 			}
 			/* .<name>.lock; width k also writes path.<i>, which a job of
-			 * width 1 may name: .<name>.<i>.lock; and each file written
-			 * (with several hosts: by an instance on this host) */
-			err = lock_local(job, s, 0) ? lock_path(p->value, -1, path, sizeof(path)) : 0;
-			if (!err && lock_local(job, s, 0))
-				err = lock_one(job, conf_line(job, st, p), what, p->value, path,
-					       false, create);
+			 * width 1 may name: .<name>.<i>.lock; and each file written.
+			 * With hosts > 1 only the instances placed on this host
+			 * (.<name>.lock with instance 0), so that two "hosts" on one
+			 * machine do not refuse each other */
+			err = 0;
+			if (!multi || local_instance(0, width, members, job->workers, host)) {
+				err = lock_path(p->value, -1, path, sizeof(path));
+				if (!err)
+					err = lock_one(job, conf_line(job, st, p), what, p->value,
+						       path, false, create);
+			}
 			for (uint32_t k = 0; !err && st->width > 1 && k < width; k++) {
-				if (!lock_local(job, s, k))
+				if (multi && !local_instance(k, width, members, job->workers, host))
 					continue;
 				err = lock_path(p->value, k, path, sizeof(path));
 				if (!err)
@@ -916,7 +931,7 @@ static int lock_pass(const struct shmrun_job *job, bool create)
 						       path, false, create);
 			}
 			for (uint32_t k = 0; !err && k < width; k++) {
-				if (!lock_local(job, s, k))
+				if (multi && !local_instance(k, width, members, job->workers, host))
 					continue;
 				snprintf(file, sizeof(file), st->width > 1 ? "%s.%u" : "%s", p->value,
 					 k);

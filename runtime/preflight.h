@@ -51,18 +51,4 @@ void shmrun_lock_job_undo(void);
  */
 void shmrun_locks_forget(void);
 
-struct shmrun_plan;
-
-/*
- * shmrun_lock_job_plan() - the plan of the run that is about to lock (NULL:
- * forget it). With several hosts (plan->hosts > 1, docs/multihost.md) each
- * host's launcher locks only what it writes, so that two "hosts" on one
- * machine do not refuse each other, and a second start of the same host
- * still fails: checkpoint_dir/.lock.h<host> instead of checkpoint_dir/.lock,
- * and of each output only the files of the sink instances placed on this
- * host (the path's own .<name>.lock with instance 0). @plan must outlive the
- * locks. Not thread-safe.
- */
-void shmrun_lock_job_plan(const struct shmrun_plan *plan);
-
 #endif /* SHMRUN_RT_PREFLIGHT_H */

@@ -297,6 +297,9 @@ static void render_tasks(const struct shmrun_metrics *m, const char *job, FILE *
 			    (const _Atomic uint64_t *)((const char *)t + tm->off);
 			uint64_t v = atomic_load_explicit(f, memory_order_relaxed);
 
+			if (!shmrun_metrics_here(m, t->worker))
+				continue; /* another host's: its own endpoint serves it */
+
 			sample_start(out, tm->name, job);
 			task_labels(out, m, t);
 			fputc(' ', out);
@@ -314,7 +317,7 @@ static void render_tasks(const struct shmrun_metrics *m, const char *job, FILE *
 		const struct shmrun_metrics_task *t = shmrun_metrics_task(m, i);
 		int64_t wm = SHMRUN_METRIC(t->watermark);
 
-		if (wm == INT64_MIN)
+		if (wm == INT64_MIN || !shmrun_metrics_here(m, t->worker))
 			continue;
 		sample_start(out, "shmrun_watermark_seconds", job);
 		task_labels(out, m, t);
@@ -340,6 +343,13 @@ static void chan_labels(FILE *out, const struct shmrun_metrics *m,
 	fprintf(out, "\",to_instance=\"%" PRIu32 "\"}", dst->instance);
 }
 
+/* Whether channel @c has an end on this host (shmrun_metrics_here()). */
+static bool chan_here(const struct shmrun_metrics *m, const struct shmrun_metrics_chan *c)
+{
+	return shmrun_metrics_here(m, shmrun_metrics_task(m, c->src_task)->worker) ||
+	       shmrun_metrics_here(m, shmrun_metrics_task(m, c->dst_task)->worker);
+}
+
 static void render_chans(const struct shmrun_metrics *m, const char *job, FILE *out)
 {
 	family(out, "shmrun_ring_fill_bytes", "gauge",
@@ -351,6 +361,8 @@ static void render_chans(const struct shmrun_metrics *m, const char *job, FILE *
 		uint64_t head = SHMRUN_METRIC(c->head), tail = SHMRUN_METRIC(c->tail);
 		uint64_t fill = tail > head ? tail - head : 0;
 
+		if (!chan_here(m, c))
+			continue;
 		sample_start(out, "shmrun_ring_fill_bytes", job);
 		chan_labels(out, m, c);
 		fprintf(out, " %" PRIu64 "\n", fill > c->capacity ? c->capacity : fill);
@@ -359,6 +371,8 @@ static void render_chans(const struct shmrun_metrics *m, const char *job, FILE *
 	for (uint32_t i = 0; i < m->chans; i++) {
 		const struct shmrun_metrics_chan *c = shmrun_metrics_chan(m, i);
 
+		if (!chan_here(m, c))
+			continue;
 		sample_start(out, "shmrun_ring_capacity_bytes", job);
 		chan_labels(out, m, c);
 		fprintf(out, " %" PRIu64 "\n", c->capacity);
@@ -372,6 +386,8 @@ static void render_workers(const struct shmrun_metrics *m, const char *job, FILE
 	for (uint32_t i = 0; i < m->workers; i++) {
 		const struct shmrun_metrics_worker *w = shmrun_metrics_worker(m, i);
 
+		if (!shmrun_metrics_here(m, i))
+			continue;
 		sample_start(out, "shmrun_worker_sleep_seconds_total", job);
 		fprintf(out, ",worker=\"%" PRIu32 "\",cpu=\"%" PRId32 "\"} ", i, w->cpu);
 		put_seconds(out, (int64_t)SHMRUN_METRIC(w->sleep_ns));

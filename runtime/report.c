@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "ckpt/coordinator.h"
+#include "multihost.h"
 #include "report.h"
 #include "shmrun/runtime.h"
 
@@ -102,6 +103,8 @@ void print_summary(const struct shmrun_plan *plan, const struct shmrun_metrics *
 		 ovf = 0, peak = 0;
 	double secs = (double)elapsed_ns / 1e9;
 
+	/* every worker of the plan: with hosts > 1, those of other hosts have
+	 * zeros in this host's control area, so these are this host's sums */
 	for (uint32_t w = 0; w < plan->workers; w++) {
 		in += atomic_load_explicit(&stats[w].records_in, memory_order_relaxed);
 		out += atomic_load_explicit(&stats[w].records_out, memory_order_relaxed);
@@ -136,6 +139,12 @@ void print_summary(const struct shmrun_plan *plan, const struct shmrun_metrics *
 		shmrun_log_plain("late records:  %" PRIu64 " (dropped: behind the watermark past "
 				"allowed_lateness)\n",
 			late);
+	if (plan->hosts > 1)
+		shmrun_log_plain("host:          %u of %u: the counts above are this host's "
+				 "workers' (%u to %u)\n",
+				 shmrun_host_self(), plan->hosts,
+				 shmrun_host_self() * plan->workers_per_host,
+				 (shmrun_host_self() + 1) * plan->workers_per_host - 1);
 	for (uint32_t s = 0; s < job->nstages; s++) {
 		const struct shmrun_stage *st = &job->stages[s];
 
@@ -169,7 +178,7 @@ void watch_workers(struct watch *wt, const struct shmrun_plan *plan, const pid_t
 	if (now < wt->next_ns || !wt->stopped_ns || !wt->told)
 		return;
 	wt->next_ns = now + 1000000000ll;
-	for (uint32_t w = 0; w < plan->workers; w++) {
+	for (uint32_t w = 0; w < plan->workers; w++) { /* another host's: pid 0 */
 		char state = pids[w] > 0 ? shmrun_process_state(pids[w]) : 0;
 		char tasks[256];
 
@@ -196,11 +205,11 @@ void watch_workers(struct watch *wt, const struct shmrun_plan *plan, const pid_t
 	}
 }
 
-void print_stalls(const struct shmrun_job *job, struct shmrun_worker_stats *stats)
+void print_stalls(const struct shmrun_plan *plan, struct shmrun_worker_stats *stats)
 {
 	uint64_t snaps = 0, p50 = 0, p99 = 0, max = 0;
 
-	for (uint32_t w = 0; w < job->workers * (job->hosts > 1 ? job->hosts : 1); w++) {
+	for (uint32_t w = 0; w < plan->workers; w++) {
 		snaps += stats[w].snapshots;
 		if (stats[w].stall_p50_ns > p50)
 			p50 = stats[w].stall_p50_ns;

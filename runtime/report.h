@@ -46,7 +46,7 @@ void print_summary(const struct shmrun_plan *plan, const struct shmrun_metrics *
  * snapshots taken and the worst worker's p50, p99 and max stall (ms); nothing
  * when no snapshot was taken.
  */
-void print_stalls(const struct shmrun_job *job, struct shmrun_worker_stats *stats);
+void print_stalls(const struct shmrun_plan *plan, struct shmrun_worker_stats *stats);
 
 /* The watchdog's memory of stopped workers (watch_workers()). */
 struct watch {

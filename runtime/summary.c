@@ -43,6 +43,7 @@
 #include "plan.h"
 #include "shmrun/job.h"
 #include "shmrun/runtime.h"
+#include "multihost.h"
 #include "summary.h"
 
 static const char *summary_file;
@@ -378,6 +379,10 @@ static json_t *summary_json(const struct shmrun_metrics *m, const struct shmrun_
 	if (end->signal)
 		json_object_set_new(doc, "signal", json_integer(end->signal));
 	json_object_set_new(doc, "workers", json_integer(job->workers));
+	if (plan->hosts > 1) { /* the counts below are this host's workers' */
+		json_object_set_new(doc, "hosts", json_integer(plan->hosts));
+		json_object_set_new(doc, "host", json_integer(shmrun_host_self()));
+	}
 	json_object_set_new(doc, "wall_seconds", seconds((uint64_t)wall_ns));
 	json_object_set_new(doc, "cpu_seconds", cpu_json());
 	json_object_set_new(doc, "counters", json_boolean(m != NULL));

@@ -92,6 +92,8 @@ struct shmrun_task {
 	int64_t flush_every_ns;  /* op->flush: the stage's flush_interval */
 	int64_t flush_due_ns;    /* op->flush: next flush by the clock */
 	struct shmrun_task_slot *rate_slot; /* paced sources: the stage's shared tokens */
+	double rate_host;	 /* paced: records/s this host's instances of the stage share,
+				    rate x (its instances) / width (pace_host_rate()) */
 	uint64_t rate_used;	 /* paced sources: tokens this instance has used (pace.c) */
 	/* event time (ABI 1.1). wm: this task's watermark (SHMRUN_WATERMARK_MIN
 	 * until one is known), owned by watermark.c; a snapshot saves it and a

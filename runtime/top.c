@@ -591,7 +591,10 @@ static void print_text(FILE *out, const struct view *v, bool screen, double ever
 	char t[8][32], line[512];
 
 	/* the job line */
-	fprintf(out, "job %s  pid %d  %s", v->job, (int)m->launcher_pid, state_name(b));
+	fprintf(out, "job %s  pid %d", v->job, (int)m->launcher_pid);
+	if (m->hosts > 1)
+		fprintf(out, "  host %u of %u (its tasks only)", m->host, m->hosts);
+	fprintf(out, "  %s", state_name(b));
 	if (b->state == SHMRUN_JOB_DONE || b->state == SHMRUN_JOB_FAILED)
 		fprintf(out, " (exit status %d)", (int)b->exit_status);
 	fprintf(out, "  up %s  restarts %" PRIu64,
@@ -652,6 +655,8 @@ static void print_text(FILE *out, const struct view *v, bool screen, double ever
 			const struct shmrun_metrics_task *tk = shmrun_metrics_task(m, i);
 			char wk[16], cpu[16];
 
+			if (!shmrun_metrics_here(m, tk->worker))
+				continue; /* another host's task: `shmrun top` there */
 			snprintf(label, sizeof(label), "  %s[%u]", name, k);
 			snprintf(wk, sizeof(wk), "%u", tk->worker);
 			snprintf(cpu, sizeof(cpu), "%d", (int)tk->cpu);
@@ -668,6 +673,8 @@ static void print_text(FILE *out, const struct view *v, bool screen, double ever
 		double sleep = v->a ? top_share(delta(v->a->sleep_ns[k], b->sleep_ns[k]), dt) : NAN;
 		char pid[16];
 
+		if (!shmrun_metrics_here(m, k))
+			continue; /* another host's worker */
 		if (b->pid[k])
 			snprintf(pid, sizeof(pid), "%d", (int)b->pid[k]);
 		else
@@ -760,6 +767,9 @@ static json_t *view_json(const struct view *v)
 	jset(root, "job", json_string(v->job));
 	jset(root, "conf", json_string(path));
 	jset(root, "pid", json_integer(m->launcher_pid));
+	/* the host this block is of: its tasks and workers are those listed */
+	jset(root, "host", json_integer(m->hosts > 1 ? m->host : 0));
+	jset(root, "hosts", json_integer(m->hosts > 1 ? m->hosts : 1));
 	jset(root, "state", json_string(state_name(b)));
 	jset(root, "exit_status",
 	     b->state == SHMRUN_JOB_DONE || b->state == SHMRUN_JOB_FAILED
@@ -800,8 +810,12 @@ static json_t *view_json(const struct view *v)
 		for (uint32_t k = 0; k < st->width; k++) {
 			uint32_t i = st->task0 + k;
 			const struct shmrun_metrics_task *tk = shmrun_metrics_task(m, i);
-			json_t *to = json_object(), *outs = json_array();
+			json_t *to, *outs;
 
+			if (!shmrun_metrics_here(m, tk->worker))
+				continue; /* another host's task: `shmrun top` there */
+			to = json_object();
+			outs = json_array();
 			jset(to, "task", json_integer(i));
 			jset(to, "instance", json_integer(tk->instance));
 			jset(to, "worker", json_integer(tk->worker));
@@ -837,8 +851,12 @@ static json_t *view_json(const struct view *v)
 
 	for (uint32_t k = 0; k < m->workers; k++) {
 		const struct shmrun_metrics_worker *wk = shmrun_metrics_worker(m, k);
-		json_t *wo = json_object(), *tasks = json_array();
+		json_t *wo, *tasks;
 
+		if (!shmrun_metrics_here(m, k))
+			continue; /* another host's worker */
+		wo = json_object();
+		tasks = json_array();
 		jset(wo, "worker", json_integer(k));
 		jset(wo, "cpu", json_integer(wk->cpu));
 		jset(wo, "pid", b->pid[k] ? json_integer(b->pid[k]) : json_null());

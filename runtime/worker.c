@@ -1061,6 +1061,11 @@ static int place_tasks(struct shmrun_worker *w, uint32_t *task_slot)
 					  ? shmrun_task_param_u64(t, t->op->pacing_param, 0)
 					  : 0;
 			t->rate_slot = &w->slots[p->stage_task0[s]];
+			/* this host's share: each host has its own counter */
+			t->rate_host =
+			    t->rate
+				? pace_host_rate(p, s, shmrun_plan_host_of(p, w->index), t->rate)
+				: 0;
 			if (shmrun_fault_state_enomem() || shmrun_kv_init(&t->kv, job->vnodes))
 				return -ENOMEM;
 		}

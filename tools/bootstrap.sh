@@ -39,6 +39,8 @@ packages=(
 	man-db groff-base  # man -l: tests/integration/install.sh renders each page
 	libseccomp-dev     # tests/integration/no_uring.c: io_uring blocked as Docker blocks it
 	util-linux         # setpriv, unshare, prlimit, taskset: tests/integration/ci_machines.sh
+	libopenmpi-dev openmpi-bin  # [job] hosts > 1: the MPI gateway (SHMRUN_MPI), mpirun
+	                            # for the two-"host" tests (docs/multihost.md)
 )
 if [ "${SHMRUN_WITH_CLANG:-0}" = 1 ]; then
 	packages+=(clang)

@@ -305,8 +305,15 @@ static void describe_timeout(const struct shmrun_coordinator *co, const struct s
 		 * the epoch: the others (no tasks, all reported) are not named */
 		if ((!stuck && !stopped) || !busy)
 			continue;
+		if (shmrun_plan_host_of(plan, w) != 0) {
+			/* another host's worker: its liveness is that host's (its
+			 * launcher names it); its tasks' slots are mirrored here */
+			PUT("; worker %u (on host %u)", w, shmrun_plan_host_of(plan, w));
+			continue;
+		}
 		if (pid <= 0) {
-			PUT("; worker %u (CPU %d) has not started yet", w, shmrun_plan_cpu_of(plan, w));
+			PUT("; worker %u (CPU %d) has not started yet", w,
+			    shmrun_plan_cpu_of(plan, w));
 			continue;
 		}
 		PUT("; worker %u (pid %d, CPU %d, tasks", w, pid, shmrun_plan_cpu_of(plan, w));

@@ -119,7 +119,7 @@ void shmrun_ckpt_scope_of(const struct shmrun_plan *plan, uint32_t hosts,
 			  struct shmrun_ckpt_scope *s)
 {
 	*s = (struct shmrun_ckpt_scope){0};
-	if (!plan || hosts <= 1 || plan->workers % hosts || plan->workers < hosts)
+	if (!plan || hosts <= 1 || plan->workers < hosts || plan->workers % hosts)
 		return;
 	s->plan = plan;
 	s->host = plan->job->host;
@@ -341,6 +341,20 @@ int shmrun_ckpt_install_manifest(const struct shmrun_job *job, uint64_t e, const
 out:
 	close(dirfd);
 	return err;
+}
+
+int shmrun_ckpt_commit_received(const struct shmrun_job *job, const struct shmrun_ckpt_scope *s,
+				uint64_t e, const void *bytes, size_t len, char *why, size_t whylen)
+{
+	int err;
+
+	if (!job->checkpoint_dir || !job->checkpoint_per_host)
+		return 0; /* shared: rank 0 wrote it, and retires old ones, in the one directory */
+	err = shmrun_ckpt_install_manifest(job, e, bytes, len, why, whylen);
+	if (err)
+		return err;
+	shmrun_ckpt_retain(job, s, e);
+	return 0;
 }
 
 /* ---- retention ----------------------------------------------------------------------- */

@@ -9,24 +9,30 @@
  * Who calls what, and when (H = hosts > 1; with H = 1 nothing here is called
  * but through the one-host paths, which behave as before):
  *
- *   launcher, after conf load, once it knows its rank h (before it touches
- *   checkpoint_dir: preflight, locks, mkdir):
- *       shmrun_ckpt_set_host(job, h)                      {host} expanded
+ *   the topology loader (conf_job.c), with hosts > 1 under mpirun: job->host
+ *   = the rank the MPI environment gives, {host} expanded for it
+ *       shmrun_ckpt_set_host(job, rank)                   (any later caller
+ *                                                          that knows better)
  *   launcher, before it forks its workers:
- *       shmrun_ckpt_scope_of(plan, &scope)
+ *       shmrun_ckpt_scope_of(plan, job->hosts, &scope)
  *       shmrun_ckpt_choose_scoped(job, &scope, ctl, ...)   this host's choice
- *   gateway, after MPI_Init (every host sends its choice and epoch_floor to
- *   rank 0, rank 0 answers with the agreed epoch):
- *       shmrun_ckpt_agree(choices, H, ...)                  rank 0
- *       shmrun_ckpt_restore_instead(job, &scope, ctl, e, …) a host whose
- *                                                           choice differs
+ *   gateway, after MPI_Init, before any worker reads ctl->restored_epoch
+ *   (every host sends rank 0 its choice, ctl->restored_epoch, and its
+ *   ctl->epoch_floor; rank 0 answers with the agreed epoch E and, if E > 0,
+ *   its MANIFEST bytes of E; rank 0's coordinator numbers past the largest
+ *   floor, so no host's stale ckpt-N is written into):
+ *       shmrun_ckpt_agree(choices, H, ...)                  rank 0: E
+ *       shmrun_ckpt_manifest_bytes(dir, E, fingerprint, …)  rank 0
+ *       shmrun_ckpt_restore_instead(job, &scope, ctl, E, bytes, len, …)
+ *                                                           a host whose
+ *                                                           choice is not E
  *   rank 0, when its MANIFEST child has published complete_epoch = e:
  *       shmrun_ckpt_manifest_bytes(job->checkpoint_dir, e, fingerprint, …)
  *       → the COMMIT control entry to every host carries these bytes
  *   host h != 0, on COMMIT(e, bytes), before it publishes complete_epoch = e
- *   in its own control area (per_host only; shared: nothing to install):
- *       shmrun_ckpt_install_manifest(job, e, bytes, len, …)
- *       shmrun_ckpt_retain(job, &scope, e)
+ *   in its own control area:
+ *       shmrun_ckpt_commit_received(job, &scope, e, bytes, len, …)
+ *       (per_host: install the bytes, then retention; shared: nothing)
  *
  * Nothing here calls MPI: the gateway moves the bytes. Every function is
  * tested without it (tests/unit/check_ckpt_hosts.c).
@@ -69,8 +75,9 @@ int shmrun_ckpt_dir_expand(const char *tmpl, uint32_t host, char *out, size_t le
  * shmrun_ckpt_set_host() - make @job this process's view as host @host:
  * job->host = @host and, when checkpoint_dir was written with {host}
  * (job->checkpoint_dir_template, per_host layout only), job->checkpoint_dir
- * re-expanded for @host (the loader expands it for host 0). Call once the
- * rank is known and before anything uses checkpoint_dir.
+ * re-expanded for @host. The loader already does this for the rank of the
+ * MPI environment (host 0 without one); call it before anything uses
+ * checkpoint_dir.
  * Return: 0; -ENOMEM (job unchanged); -ENAMETOOLONG (the expansion would be
  * longer than SHMRUN_CKPT_DIR_MAX; job unchanged).
  */
@@ -78,9 +85,9 @@ int shmrun_ckpt_set_host(struct shmrun_job *job, uint32_t host);
 
 /*
  * shmrun_ckpt_scope_of() - the scope of this process: host job->host of
- * @hosts, with @hosts hosts of plan->workers / @hosts workers each. @hosts
- * <= 1, or a plan whose worker count @hosts does not divide, gives the
- * one-host scope (plan NULL: every file).
+ * @hosts (job->hosts), with plan->workers / @hosts workers each. @hosts <= 1,
+ * or a plan whose worker count @hosts does not divide, gives the one-host
+ * scope (plan NULL: every file).
  */
 void shmrun_ckpt_scope_of(const struct shmrun_plan *plan, uint32_t hosts,
 			  struct shmrun_ckpt_scope *s);
@@ -133,6 +140,20 @@ int shmrun_ckpt_install_manifest(const struct shmrun_job *job, uint64_t e, const
 				 size_t len, char *why, size_t whylen);
 
 /*
+ * shmrun_ckpt_commit_received() - what host s->host (not rank 0) does with a
+ * COMMIT of epoch @e before it publishes complete_epoch = @e locally: with
+ * checkpoint_layout = per_host, shmrun_ckpt_install_manifest() of @bytes
+ * (@len bytes) and then shmrun_ckpt_retain() for scope @s; with the shared
+ * layout (or no checkpoint_dir) nothing — rank 0's MANIFEST is already in the
+ * one directory, and rank 0 retires old checkpoints there — and @bytes may
+ * be NULL. Return: 0; the errors of shmrun_ckpt_install_manifest() (@why
+ * names the path); complete_epoch must then not be published.
+ */
+int shmrun_ckpt_commit_received(const struct shmrun_job *job, const struct shmrun_ckpt_scope *s,
+				uint64_t e, const void *bytes, size_t len, char *why,
+				size_t whylen);
+
+/*
  * shmrun_ckpt_retain() - retention after epoch @e's MANIFEST is durable: keep
  * the newest job->checkpoint_retain checkpoints <= @e that look restorable
  * for scope @s (MANIFEST parses, this host's state files there with their
@@ -153,7 +174,10 @@ int shmrun_ckpt_retain(const struct shmrun_job *job, const struct shmrun_ckpt_sc
  * only incomplete epochs older than the one chosen are removed: a newer one
  * may be completed by rank 0's MANIFEST (shmrun_ckpt_restore_instead()), and
  * in a shared directory another host's workers may be writing past it.
- * @s NULL: exactly shmrun_ckpt_choose(). Return: as shmrun_ckpt_choose().
+ * STREAM_RESET_STATE=1 with the shared layout: host 0 alone moves the
+ * checkpoints aside, every other host starts from empty state without
+ * reading the directory. @s NULL: exactly shmrun_ckpt_choose().
+ * Return: as shmrun_ckpt_choose().
  */
 int shmrun_ckpt_choose_scoped(const struct shmrun_job *job, const struct shmrun_ckpt_scope *s,
 			      struct shmrun_control *ctl, bool *reset_done, uint64_t *epoch);

@@ -31,6 +31,7 @@
 #include "ckpt/manifest.h"
 #include "ckpt/recovery.h"
 #include "internal.h"
+#include "plan.h"
 
 /* STREAM_RESET_STATE: 1/true/yes -> 1; unset, empty, 0/false/no -> 0; else -1. */
 int shmrun_reset_requested(void)
@@ -177,8 +178,20 @@ int shmrun_ckpt_choose_scoped(const struct shmrun_job *job, const struct shmrun_
 	if (shmrun_reset_requested() > 0 && !*reset_done) {
 		/* once per invocation: a restart after a crash restores what this
 		 * run checkpointed, it does not reset again */
-		int err = shmrun_ckpt_reset(job->checkpoint_dir);
+		int err;
 
+		if (s && s->plan && s->host != 0 && !job->checkpoint_per_host) {
+			/* one directory for every host: host 0 moves it aside (two
+			 * hosts renaming the same ckpt-N race, and a host reading
+			 * it meanwhile would restore what is being moved away) */
+			shmrun_log(SHMRUN_LOG_INFO,
+				   "STREAM_RESET_STATE=1: host 0 moves the checkpoints of the shared "
+				   "%s aside; host %u starts from empty state",
+				   job->checkpoint_dir, s->host);
+			*reset_done = true;
+			return 0;
+		}
+		err = shmrun_ckpt_reset(job->checkpoint_dir);
 		if (err)
 			return err;
 		*reset_done = true;
@@ -202,15 +215,16 @@ int shmrun_ckpt_choose_scoped(const struct shmrun_job *job, const struct shmrun_
 		return 0;
 	}
 	if (shmrun_ckpt_check_topology(&m, job, why, sizeof(why))) {
-		shmrun_log(SHMRUN_LOG_ERROR,
-			   "%s/ckpt-%" PRId64 " was written by a different topology: %s. "
-			   "Restoring it would corrupt state, so it is refused. Either start "
-			   "from empty state with STREAM_RESET_STATE=1 (the old checkpoints "
-			   "are moved aside, not deleted), or, if the change is a new width, "
-			   "worker count or host count, re-assign the state with `shmrun --rescale %s` "
-			   "(see `shmrun plan --rescale-from %s %s` first)",
-			   job->checkpoint_dir, e, why, job->conf_path, job->checkpoint_dir,
-			   job->conf_path);
+		shmrun_log(
+		    SHMRUN_LOG_ERROR,
+		    "%s/ckpt-%" PRId64 " was written by a different topology: %s. "
+		    "Restoring it would corrupt state, so it is refused. Either start "
+		    "from empty state with STREAM_RESET_STATE=1 (the old checkpoints "
+		    "are moved aside, not deleted), or, if the change is a new width, "
+		    "worker count or host count, re-assign the state with `shmrun --rescale %s` "
+		    "(see `shmrun plan --rescale-from %s %s` first)",
+		    job->checkpoint_dir, e, why, job->conf_path, job->checkpoint_dir,
+		    job->conf_path);
 		shmrun_manifest_free(&m);
 		return -ESTALE;
 	}
@@ -323,6 +337,23 @@ int shmrun_rescale_dry_run(const struct shmrun_job *job, const char *const *drop
 	return err;
 }
 
+/*
+ * shmrun_ckpt_select() as this host's run would select: with hosts > 1 by its
+ * own tasks' state files only (a per_host directory holds no other).
+ */
+static int64_t select_for_host(const struct shmrun_job *job, struct shmrun_manifest *m)
+{
+	struct shmrun_ckpt_scope scope = {0};
+	struct shmrun_plan *plan = NULL;
+	int64_t e;
+
+	if (job->hosts > 1 && shmrun_plan_build(job, &plan) == 0)
+		shmrun_ckpt_scope_of(plan, job->hosts, &scope);
+	e = shmrun_ckpt_select_scoped(job->checkpoint_dir, &scope, m);
+	shmrun_plan_free(plan);
+	return e;
+}
+
 int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char *const *drop,
 			 uint32_t ndrop)
 {
@@ -344,7 +375,7 @@ int shmrun_check_restore(const struct shmrun_job *job, bool rescale, const char 
 	}
 	if (!rescale && access(job->checkpoint_dir, F_OK) != 0)
 		return 0; /* a run creates it: nothing to restore */
-	e = shmrun_ckpt_select(job->checkpoint_dir, &m);
+	e = select_for_host(job, &m);
 	if (e <= 0 && rescale) /* nothing to rescale: refused as the run refuses it */
 		return shmrun_rescale_dry_run(job, drop, ndrop);
 	if (e <= 0)

@@ -60,6 +60,7 @@
 #include "manifest.h"
 #include "state_file.h"
 #include "shmrun/placement.h"
+#include "recovery.h"
 #include "util.h"
 
 /* One old state file, loaded and indexed. */
@@ -477,6 +478,53 @@ static int check_union(struct rescale *rs, FILE *out)
 	return 0;
 }
 
+/*
+ * Several hosts sharing checkpoint_dir (checkpoint_layout = shared): rank 0
+ * alone writes the rescaled checkpoint — two writers would race for the same
+ * new epoch — and host job->host waits, up to checkpoint_timeout, until the
+ * newest complete checkpoint of @dir carries this topology's fingerprint
+ * (rank 0's result, or one that fitted already). Return: 0 (*@new_epoch: that
+ * epoch); -ETIMEDOUT (logged).
+ */
+static int wait_for_rank0(const struct shmrun_job *job, const char *dir, uint64_t *new_epoch)
+{
+	int64_t deadline = shmrun_now_ns() + (int64_t)job->checkpoint_timeout_ns;
+	uint64_t want = shmrun_fingerprint(job);
+	bool told = false;
+
+	for (;;) {
+		struct shmrun_manifest m = {0};
+		uint64_t e = shmrun_ckpt_newest_complete(dir, &m);
+		bool fits = e && m.fingerprint == want;
+
+		if (e)
+			shmrun_manifest_free(&m);
+		if (fits) {
+			shmrun_log(SHMRUN_LOG_INFO,
+				   "rescale: host %u restores %s/ckpt-%" PRIu64 ", rescaled by host 0",
+				   job->host, dir, e);
+			if (new_epoch)
+				*new_epoch = e;
+			return 0;
+		}
+		if (shmrun_now_ns() > deadline)
+			break;
+		if (!told)
+			shmrun_log(SHMRUN_LOG_INFO,
+				   "rescale: host %u leaves the rescale of the shared checkpoint_dir "
+				   "%s to host 0 and waits for it (up to checkpoint_timeout)",
+				   job->host, dir);
+		told = true;
+		usleep(100 * 1000);
+	}
+	shmrun_log(SHMRUN_LOG_ERROR,
+		   "rescale: host %u waited %.1f s (checkpoint_timeout) for host 0 to write the "
+		   "rescaled checkpoint into the shared checkpoint_dir %s, and it did not appear: "
+		   "see host 0's log; nothing was started",
+		   job->host, (double)job->checkpoint_timeout_ns / 1e9, dir);
+	return -ETIMEDOUT;
+}
+
 int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *const *drop,
 		   uint32_t ndrop, FILE *plan_out, uint64_t *new_epoch)
 {
@@ -489,6 +537,20 @@ int shmrun_rescale(const struct shmrun_job *job, const char *dir, const char *co
 	int err, dirfd = -1, n;
 	bool writing = plan_out == NULL;
 
+	if (job->hosts > 1 && job->checkpoint_per_host && strcmp(dir, job->checkpoint_dir) == 0) {
+		/* no host's directory holds the other hosts' state files */
+		snprintf(rs.why, sizeof(rs.why),
+			 "%s: checkpoint_layout = per_host: %s holds only host %u's state files, "
+			 "and a rescale reads every task's; gather the newest ckpt-<epoch> of every "
+			 "host into one directory and rescale there with checkpoint_layout = shared "
+			 "(docs/checkpoints.md, \"Rescaling across hosts\")",
+			 job->conf_path, dir, job->host);
+		err = -EPERM;
+		goto out;
+	}
+	if (writing && job->host != 0 && !job->checkpoint_per_host &&
+	    strcmp(dir, job->checkpoint_dir) == 0)
+		return wait_for_rank0(job, dir, new_epoch);
 	err = load(&rs);
 	if (err)
 		goto out;

@@ -253,8 +253,9 @@ usage_error "^shmrun: unknown command 'paln'; did you mean 'plan'\?$" paln "$tmp
 # a swap of two neighbours is one edit: 'tpo' is 'top', not 'ops'
 usage_error "^shmrun: unknown command 'tpo'; did you mean 'top'\?$" tpo
 usage_error "^shmrun: unknown command 'sp'; did you mean 'ps'\?$" sp
-usage_error "^shmrun: unknown command 'frobnicate' \(commands: run, plan, check, ckpt, ops, top, ps, stop, stress\)$" frobnicate "$tmp/good.conf"
+usage_error "^shmrun: unknown command 'frobnicate' \(commands: run, plan, check, ckpt, ops, top, ps, stop, stress, supervise\)$" frobnicate "$tmp/good.conf"
 usage_error "^shmrun: unknown command 'stres'; did you mean 'stress'\?$" stres "$tmp/good.conf"
+usage_error "^shmrun: unknown command 'supervize'; did you mean 'supervise'\?$" supervize -- true
 usage_error "^shmrun: unknown ckpt command 'lsit'; did you mean 'list'\?$" ckpt lsit "$tmp"
 # a command after options that only works first: named, never "did you mean" itself
 usage_error "^shmrun: 'ckpt' must be the first argument: shmrun ckpt \.\.\.$" --log-level debug ckpt list "$tmp"

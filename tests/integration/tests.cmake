@@ -97,3 +97,14 @@ if(TARGET shmrun AND MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
 	set_tests_properties(multihost_wordcount PROPERTIES TIMEOUT 300
 			     LABELS "runtime;integration;mpi" SKIP_RETURN_CODE 77)
 endif()
+
+# `shmrun supervise` (issue 16 §4): the outer restart loop of multi-host jobs,
+# with a fake COMMAND (exit 75, exit 3, kill -9, signals to supervise, leftover
+# processes, --restarts exhausted, usage), then under real mpirun (a rank
+# kill -9'd, a rank exiting 75, SIGTERM) through tests/integration/mpi.sh.
+if(TARGET shmrun)
+	add_test(NAME supervise COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/supervise.sh
+		 $<TARGET_FILE:shmrun>)
+	set_tests_properties(supervise PROPERTIES TIMEOUT 300 LABELS "runtime;integration"
+			     SKIP_RETURN_CODE 77)
+endif()

@@ -2,10 +2,9 @@
  * tests/unit/check_ckpt_hosts.c: checkpoints across hosts through
  * runtime/ckpt/hosts.h, without MPI: two "hosts" are two jobs loaded from
  * one topology with checkpoint_layout = per_host and checkpoint_dir =
- * ck/{host}, one set to host 0 and one to host 1 (shmrun_ckpt_set_host()),
- * and a plan of 2 workers read as 2 hosts of 1 worker each
- * (shmrun_ckpt_scope_of(plan, 2)): gen[0] and out[0] on host 0, out[1] on
- * host 1.
+ * ck/{host} and hosts = 2 of 1 worker each, one set to host 0 and one to
+ * host 1 (shmrun_ckpt_set_host()), and their plan (the same on every host):
+ * gen[0] and out[0] on host 0, out[1] on host 1.
  *
  * Behaviours: {host} expansion and the conf errors around
  * checkpoint_layout; which state files a host checks; the MANIFEST bytes
@@ -33,6 +32,7 @@
 #include "ckpt/recovery.h"
 #include "common/tmpdir.h"
 #include "control.h"
+#include "internal.h"
 #include "plan.h"
 #include "shmrun/job.h"
 #include "shmrun/runtime.h"
@@ -73,8 +73,8 @@ static void load_hosts(struct hosts *h, const char *extra)
 	struct shmrun_job_errors errs = {0};
 
 	snprintf(conf, sizeof(conf),
-		 "[job]\nworkers = 2\ncheckpoint_dir = ck/{host}\ncheckpoint_layout = per_host\n"
-		 "%s%s",
+		 "[job]\nhosts = 2\nworkers = 1\ncheckpoint_dir = ck/{host}\n"
+		 "checkpoint_layout = per_host\n%s%s",
 		 extra ? extra : "", topo_tail);
 	write_conf(conf, path, sizeof(path));
 	snprintf(path + strlen(trial), sizeof(path) - strlen(trial), "/ck");
@@ -89,12 +89,14 @@ static void load_hosts(struct hosts *h, const char *extra)
 	}
 	ck_assert_int_eq(shmrun_plan_build(&h->job[0], &h->plan), 0);
 	ck_assert_uint_eq(h->plan->workers, 2);
+	ck_assert_uint_eq(h->plan->hosts, 2);
 	for (uint32_t k = 0; k < 2; k++) {
 		struct shmrun_plan p = *h->plan;
 
-		p.job = &h->job[k];
+		p.job = &h->job[k]; /* the same plan, as host k builds it */
 		shmrun_ckpt_scope_of(&p, 2, &h->scope[k]);
-		h->scope[k].plan = h->plan; /* same tasks; host from job[k] */
+		ck_assert_ptr_eq(h->scope[k].plan, &p);
+		h->scope[k].plan = h->plan; /* same tasks, outliving p */
 		ck_assert_uint_eq(h->scope[k].host, k);
 		ck_assert_uint_eq(h->scope[k].workers_per_host, 1);
 	}
@@ -317,6 +319,51 @@ START_TEST(layout_without_checkpoint_dir_warns)
 }
 END_TEST
 
+START_TEST(host_index_comes_from_the_mpi_environment)
+{
+	struct shmrun_job job;
+	struct shmrun_job_errors errs = {0};
+	char path[PATH_MAX + 16], want[PATH_MAX + 32], conf[512];
+	bool warned = false;
+
+	/* mpirun -np 2: rank 1 sees its own directory from the load on */
+	setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+	setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+	snprintf(conf, sizeof(conf),
+		 "[job]\nworkers = 1\ncheckpoint_dir = ck/{host}\ncheckpoint_layout = per_host\n%s",
+		 topo_tail);
+	ck_assert_int_eq(shmrun_job_load(write_conf(conf, path, sizeof(path)), &job, &errs), 0);
+	ck_assert_uint_eq(job.hosts, 2);
+	ck_assert_uint_eq(job.host, 1);
+	snprintf(want, sizeof(want), "%s/ck/1", trial);
+	ck_assert_str_eq(job.checkpoint_dir, want);
+	shmrun_job_free(&job);
+	/* shared: the same directory, but the host index is known (rescale, locks) */
+	snprintf(conf, sizeof(conf), "[job]\nworkers = 1\ncheckpoint_dir = ck\n%s", topo_tail);
+	ck_assert_int_eq(shmrun_job_load(write_conf(conf, path, sizeof(path)), &job, &errs), 0);
+	ck_assert_uint_eq(job.host, 1);
+	snprintf(want, sizeof(want), "%s/ck", trial);
+	ck_assert_str_eq(job.checkpoint_dir, want);
+	shmrun_job_free(&job);
+	unsetenv("OMPI_COMM_WORLD_SIZE");
+	unsetenv("OMPI_COMM_WORLD_RANK");
+
+	/* one host: per_host has no effect, and says so */
+	snprintf(conf, sizeof(conf),
+		 "[job]\nhosts = 1\ncheckpoint_dir = ck/{host}\ncheckpoint_layout = per_host\n%s",
+		 topo_tail);
+	ck_assert_int_eq(shmrun_job_load(write_conf(conf, path, sizeof(path)), &job, &errs), 0);
+	ck_assert_uint_eq(job.host, 0);
+	snprintf(want, sizeof(want), "%s/ck/0", trial);
+	ck_assert_str_eq(job.checkpoint_dir, want);
+	for (uint32_t i = 0; i < job.nwarnings; i++)
+		warned |= strstr(job.warnings[i], ":4: checkpoint_layout = per_host has no effect "
+						  "with one host") != NULL;
+	ck_assert(warned);
+	shmrun_job_free(&job);
+}
+END_TEST
+
 START_TEST(scope_names_the_tasks_of_each_host)
 {
 	struct hosts h;
@@ -334,11 +381,12 @@ START_TEST(scope_names_the_tasks_of_each_host)
 	ck_assert(shmrun_ckpt_scope_has(NULL, "out", 0));
 	{
 		struct shmrun_ckpt_scope one;
-
 		shmrun_ckpt_scope_of(h.plan, 1, &one);
 		ck_assert_ptr_null(one.plan);
 		ck_assert(shmrun_ckpt_scope_has(&one, "out", 1));
 		shmrun_ckpt_scope_of(h.plan, 3, &one); /* 3 does not divide 2 workers */
+		ck_assert_ptr_null(one.plan);
+		shmrun_ckpt_scope_of(NULL, 2, &one);
 		ck_assert_ptr_null(one.plan);
 	}
 	free_hosts(&h);
@@ -512,7 +560,7 @@ START_TEST(install_refuses_bad_bytes_and_writes_nothing)
 		struct shmrun_manifest_file files[1] = {{.name = "gen.0.state"}};
 
 		snprintf(conf, sizeof(conf),
-			 "[job]\nworkers = 2\ncheckpoint_dir = ck/{host}\n"
+			 "[job]\nhosts = 2\nworkers = 1\ncheckpoint_dir = ck/{host}\n"
 			 "checkpoint_layout = per_host\nvnodes = 64\n[gen]\nop = sequence\n"
 			 "count = 10\n[out]\nop = null_sink\ninput = gen\nwidth = 3\n");
 		write_conf(conf, path, sizeof(path));
@@ -609,6 +657,76 @@ START_TEST(install_is_refused_with_the_shared_layout)
 }
 END_TEST
 
+START_TEST(commit_received_installs_per_host_and_nothing_shared)
+{
+	struct hosts h;
+	char path[PATH_MAX + 40], why[PATH_MAX + 300], *bytes;
+	size_t len;
+
+	load_hosts(&h, NULL);
+	for (uint64_t e = 1; e <= 3; e++) {
+		epoch(&h, e, false);
+		ck_assert_int_eq(shmrun_ckpt_manifest_bytes(h.dir[0], e,
+							    shmrun_fingerprint(&h.job[0]), &bytes,
+							    &len, why, sizeof(why)),
+				 0);
+		ck_assert_int_eq(shmrun_ckpt_commit_received(&h.job[1], &h.scope[1], e, bytes, len,
+							     why, sizeof(why)),
+				 0);
+		free(bytes);
+		ck_assert(exists(in_ckpt(h.dir[1], e, "MANIFEST", path, sizeof(path))));
+	}
+	/* retention ran: two kept */
+	snprintf(path, sizeof(path), "%s/ckpt-1", h.dir[1]);
+	ck_assert(!exists(path));
+	ck_assert(exists(in_ckpt(h.dir[1], 2, "MANIFEST", path, sizeof(path))));
+	/* a refused COMMIT is reported, nothing written */
+	epoch(&h, 4, false);
+	ck_assert_int_eq(shmrun_ckpt_manifest_bytes(h.dir[0], 4, shmrun_fingerprint(&h.job[0]),
+						    &bytes, &len, why, sizeof(why)),
+			 0);
+	ck_assert_int_eq(shmrun_ckpt_commit_received(&h.job[1], &h.scope[1], 4, bytes, len / 2, why,
+						     sizeof(why)),
+			 -EBADMSG);
+	ck_assert(!exists(in_ckpt(h.dir[1], 4, "MANIFEST", path, sizeof(path))));
+	ck_assert(exists(in_ckpt(h.dir[1], 2, "MANIFEST", path, sizeof(path))));
+	/* shared: nothing to write, not even with the bytes */
+	h.job[1].checkpoint_per_host = false;
+	ck_assert_int_eq(
+	    shmrun_ckpt_commit_received(&h.job[1], &h.scope[1], 4, bytes, len, why, sizeof(why)),
+	    0);
+	ck_assert_int_eq(
+	    shmrun_ckpt_commit_received(&h.job[1], &h.scope[1], 4, NULL, 0, why, sizeof(why)), 0);
+	ck_assert(!exists(in_ckpt(h.dir[1], 4, "MANIFEST", path, sizeof(path))));
+	free(bytes);
+	free_hosts(&h);
+}
+END_TEST
+
+START_TEST(rescale_of_a_per_host_directory_is_refused)
+{
+	struct hosts h;
+	uint64_t e = 99;
+
+	load_hosts(&h, NULL);
+	epoch(&h, 1, true);
+	for (uint32_t k = 0; k < 2; k++) {
+		ck_assert_int_eq(shmrun_rescale(&h.job[k], h.job[k].checkpoint_dir, NULL, 0, NULL,
+						&e),
+				 -EPERM);
+		ck_assert_int_eq(shmrun_rescale_dry_run(&h.job[k], NULL, 0), -EPERM);
+	}
+	ck_assert_uint_eq(e, 99);
+	{
+		uint64_t *epochs;
+
+		ck_assert_int_eq(shmrun_ckpt_list(h.dir[0], &epochs), 1); /* nothing written */
+		free(epochs);
+	}
+	free_hosts(&h);
+}
+END_TEST
+
 /* ---- retention ----------------------------------------------------------------------- */
 
 START_TEST(retention_counts_only_this_hosts_files_and_keeps_two)
@@ -675,6 +793,9 @@ START_TEST(each_host_chooses_by_its_own_files)
 	flip_byte(in_ckpt(h.dir[0], 3, "gen.0.state", path, sizeof(path)), 20);
 	ck_assert_int_eq(shmrun_ckpt_host_epoch(h.dir[1], &h.scope[1]), 3);
 
+	/* `shmrun check` judges a host's directory as its run would */
+	ck_assert_int_eq(shmrun_check_restore(&h.job[1], false, NULL, 0), 0);
+	ck_assert_int_eq(shmrun_check_restore(&h.job[0], false, NULL, 0), 0);
 	/* the launcher's choice: removes incomplete epochs below it only */
 	ctl = shmrun_control_create(2, h.plan->ntasks);
 	ck_assert_ptr_nonnull(ctl);
@@ -686,6 +807,42 @@ START_TEST(each_host_chooses_by_its_own_files)
 	snprintf(path, sizeof(path), "%s/ckpt-1", h.dir[1]);
 	ck_assert(!exists(path));
 	ck_assert(exists(in_ckpt(h.dir[1], 4, "out.1.state", path, sizeof(path))));
+	shmrun_control_destroy(ctl);
+	free_hosts(&h);
+}
+END_TEST
+
+/* STREAM_RESET_STATE=1 with one shared directory: host 0 alone moves it aside. */
+START_TEST(reset_of_a_shared_directory_is_host_0s)
+{
+	struct hosts h;
+	struct shmrun_control *ctl;
+	char path[PATH_MAX + 40];
+	bool reset_done = false;
+	uint64_t e = 0, *epochs;
+
+	load_hosts(&h, NULL);
+	epoch(&h, 1, true);
+	epoch(&h, 2, true);
+	for (uint32_t k = 0; k < 2; k++) { /* both hosts' views of one shared directory */
+		h.job[k].checkpoint_per_host = false;
+		free(h.job[k].checkpoint_dir);
+		h.job[k].checkpoint_dir = strdup(h.dir[0]);
+	}
+	setenv("STREAM_RESET_STATE", "1", 1);
+	ctl = shmrun_control_create(2, h.plan->ntasks);
+	ck_assert_ptr_nonnull(ctl);
+	ck_assert_int_eq(shmrun_ckpt_choose_scoped(&h.job[1], &h.scope[1], ctl, &reset_done, &e), 0);
+	ck_assert(reset_done);
+	ck_assert_uint_eq(ctl->restored_epoch, 0);
+	ck_assert(exists(in_ckpt(h.dir[0], 2, "MANIFEST", path, sizeof(path)))); /* untouched */
+	reset_done = false;
+	ck_assert_int_eq(shmrun_ckpt_choose_scoped(&h.job[0], &h.scope[0], ctl, &reset_done, &e), 0);
+	ck_assert(reset_done);
+	ck_assert_uint_eq(ctl->restored_epoch, 0);
+	ck_assert_int_eq(shmrun_ckpt_list(h.dir[0], &epochs), 0); /* moved aside */
+	free(epochs);
+	unsetenv("STREAM_RESET_STATE");
 	shmrun_control_destroy(ctl);
 	free_hosts(&h);
 }
@@ -792,6 +949,7 @@ int main(void)
 	tcase_add_test(lay, layout_keys_load_and_host_sets_the_directory);
 	tcase_add_test(lay, layout_errors_name_the_line);
 	tcase_add_test(lay, layout_without_checkpoint_dir_warns);
+	tcase_add_test(lay, host_index_comes_from_the_mpi_environment);
 	tcase_add_test(lay, scope_names_the_tasks_of_each_host);
 	tcase_add_test(man, manifest_bytes_are_rank_0s_file_checked);
 	tcase_add_test(man, install_writes_the_same_bytes_atomically);
@@ -799,8 +957,11 @@ int main(void)
 	tcase_add_test(man, install_refuses_bad_bytes_and_writes_nothing);
 	tcase_add_test(man, install_into_an_unwritable_directory_names_the_path);
 	tcase_add_test(man, install_is_refused_with_the_shared_layout);
+	tcase_add_test(man, commit_received_installs_per_host_and_nothing_shared);
+	tcase_add_test(man, rescale_of_a_per_host_directory_is_refused);
 	tcase_add_test(ret, retention_counts_only_this_hosts_files_and_keeps_two);
 	tcase_add_test(rec, each_host_chooses_by_its_own_files);
+	tcase_add_test(rec, reset_of_a_shared_directory_is_host_0s);
 	tcase_add_test(rec, agreement_is_rank_0s_epoch);
 	tcase_add_test(rec, restore_instead_completes_or_steps_back);
 	sr = srunner_create(s);

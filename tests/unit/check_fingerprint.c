@@ -19,7 +19,9 @@
  *              absolute one, an implicit vs explicit forward edge); a tuning
  *              key (rate); with two workers, the keys that change speed, not
  *              state (cpus, idle, ring_bytes, checkpoint settings); the job
- *              directory moved elsewhere.
+ *              directory moved elsewhere. 4096 workers: the members line
+ *              whole, and two member sets differing in their last member
+ *              give two fingerprints (it was cut at 1023 bytes).
  *   diff       shmrun_fingerprint_diff()'s messages, compared whole: width,
  *              members, vnodes, new and removed stages, operator, key, edge,
  *              several differences at once, in its order.
@@ -40,8 +42,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include "internal.h"
 #include "shmrun/job.h"
+#include "text.h"
 
 #include "common/tmpdir.h"
 
@@ -380,7 +385,8 @@ START_TEST(test_hosts_in_members)
 	assert_has(text, "\nmembers members=4:0,1,2,3 hosts=2\n");
 	free(text);
 	free(c);
-	c = edit(BASE, "workers = 2\n", "workers = 2\nhosts = 1\nhost_flush = 7ms\nhost_timeout = 60s\n");
+	c = edit(BASE, "workers = 2\n",
+		 "workers = 2\nhosts = 1\nhost_flush = 7ms\nhost_timeout = 60s\n");
 	ck_assert_uint_eq(fp_of(c), base);
 	text = text_of(c, NULL);
 	assert_has(text, "\nmembers members=2:0,1\n");
@@ -389,6 +395,68 @@ START_TEST(test_hosts_in_members)
 	free(c);
 	/* one worker on each of two hosts is not a solo run */
 	ck_assert_uint_ne(fp_of("[job]\nhosts = 2\n" SOLO_STAGES), fp_of(SOLO_STAGES));
+}
+END_TEST
+
+/*
+ * Regression: the members clause went through a 1024-byte buffer, so every
+ * member set past ~280 workers was cut at the same byte and two sets that
+ * differed after it shared a fingerprint. 4096 workers: the line is whole,
+ * and two sets of 4096 that differ in their last member differ.
+ */
+START_TEST(test_many_members_whole)
+{
+	struct shmrun_text want = {0};
+	struct shmrun_job job;
+	uint32_t *a = malloc(4096 * sizeof(*a)), *b = malloc(4096 * sizeof(*b));
+	char *text, *ta, *tb, *msg;
+	size_t la, lb;
+
+	ck_assert_ptr_nonnull(a);
+	ck_assert_ptr_nonnull(b);
+	shmrun_text_printf(&want, "\nmembers members=4096:");
+	for (uint32_t w = 0; w < 4096; w++)
+		shmrun_text_printf(&want, w ? ",%u" : "%u", w);
+	shmrun_text_printf(&want, "\n");
+	ck_assert_int_eq(want.err, 0);
+	ck_assert_uint_gt(want.len, 19000); /* far past 1024 */
+	text = text_of("[job]\nworkers = 4096\n" SOLO_STAGES, NULL);
+	ck_assert_msg(strstr(text, want.p),
+		      "the members line of 4096 workers is not whole: %zu "
+		      "bytes of text",
+		      strlen(text));
+	free(text);
+	/* on 2 hosts of 2048: the same 4096 ids, whole, then the host count */
+	text = text_of("[job]\nworkers = 2048\nhosts = 2\n" SOLO_STAGES, NULL);
+	want.p[want.len - 1] = 0;
+	ck_assert_msg(strstr(text, want.p),
+		      "the members line of 2 x 2048 workers is not whole: "
+		      "%zu bytes of text",
+		      strlen(text));
+	ck_assert_ptr_nonnull(strstr(text, ",4094,4095 hosts=2\n"));
+	free(text);
+	free(want.p);
+
+	/* two member sets alike but for the last member */
+	for (uint32_t w = 0; w < 4096; w++)
+		a[w] = b[w] = w;
+	b[4095] = 9999;
+	load("job.conf", "[job]\nworkers = 4096\n" SOLO_STAGES, &job);
+	ck_assert_int_eq(shmrun_fingerprint_text_members(&job, a, 4096, &ta, &la), 0);
+	ck_assert_int_eq(shmrun_fingerprint_text_members(&job, b, 4096, &tb, &lb), 0);
+	ck_assert_ptr_nonnull(strstr(ta, ",4094,4095\n"));
+	ck_assert_ptr_nonnull(strstr(tb, ",4094,9999\n"));
+	ck_assert_uint_ne(XXH64(ta, la, 0), XXH64(tb, lb, 0));
+	ck_assert_int_eq(shmrun_fingerprint_diff(ta, tb, &msg), 0);
+	ck_assert_str_eq(msg, "members: another set of 4096 workers");
+	free(msg);
+	/* the job's own member set is a's */
+	ck_assert_uint_eq(shmrun_fingerprint(&job), XXH64(ta, la, 0));
+	free(ta);
+	free(tb);
+	shmrun_job_free(&job);
+	free(a);
+	free(b);
 }
 END_TEST
 
@@ -696,6 +764,7 @@ static Suite *fingerprint_suite(void)
 	tcase_add_unchecked_fixture(tc, suite_tmpdir_create, tmpdir_remove);
 	tcase_add_test(tc, test_solo_ignores_members);
 	tcase_add_test(tc, test_hosts_in_members);
+	tcase_add_test(tc, test_many_members_whole);
 	tcase_add_test(tc, test_written_differently);
 	tcase_add_test(tc, test_speed_keys_ignored);
 	tcase_add_test(tc, test_tuning_key_ignored);

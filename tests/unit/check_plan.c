@@ -217,13 +217,19 @@ START_TEST(plan_over_hosts)
 	out = open_memstream(&buf, &len);
 	shmrun_plan_print(plan, out);
 	fclose(out);
-	ck_assert_ptr_nonnull(strstr(buf, "job t: 4 workers on 2 hosts (2 per host), 3 stages, 10 tasks"));
-	ck_assert_ptr_nonnull(strstr(buf, "task   stage            instance worker host cpu  vnodes\n"));
+	ck_assert_ptr_nonnull(
+	    strstr(buf, "job t: 4 workers on 2 hosts (2 per host), 3 stages, 10 tasks"));
+	ck_assert_ptr_nonnull(
+	    strstr(buf, "task   stage            instance worker host cpu  vnodes\n"));
 	ck_assert_ptr_nonnull(strstr(buf, "\n1      read             1        2      1    "));
-	ck_assert_ptr_nonnull(strstr(buf, "read -> count: shuffle by key, 8 channels (4 cross hosts)"));
-	ck_assert_ptr_nonnull(strstr(buf, "read[0] -> count[3]: ring 3, crosses hosts (worker 0 -> 3, host 0 -> 1)\n"));
-	ck_assert_ptr_nonnull(strstr(buf, "read[0] -> count[1]: ring 1, crosses workers (worker 0 -> 1, host 0 -> 0)\n"));
-	ck_assert_ptr_nonnull(strstr(buf, "read[1] -> count[2]: ring 6, local (worker 2 -> 2, host 1 -> 1)\n"));
+	ck_assert_ptr_nonnull(
+	    strstr(buf, "read -> count: shuffle by key, 8 channels (4 cross hosts)"));
+	ck_assert_ptr_nonnull(strstr(
+	    buf, "read[0] -> count[3]: ring 3, crosses hosts (worker 0 -> 3, host 0 -> 1)\n"));
+	ck_assert_ptr_nonnull(strstr(
+	    buf, "read[0] -> count[1]: ring 1, crosses workers (worker 0 -> 1, host 0 -> 0)\n"));
+	ck_assert_ptr_nonnull(
+	    strstr(buf, "read[1] -> count[2]: ring 6, local (worker 2 -> 2, host 1 -> 1)\n"));
 	ck_assert_ptr_nonnull(strstr(buf, "(6 cross workers, 4 cross hosts)"));
 	free(buf);
 	buf = NULL;

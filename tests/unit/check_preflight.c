@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "multihost.h"
 #include "preflight.h"
 #include "shmrun/job.h"
 #include "shmrun/operator.h"
@@ -377,6 +378,74 @@ START_TEST(errno_classes)
 }
 END_TEST
 
+/*
+ * hosts = 2 (docs/multihost.md): each host's launcher locks checkpoint_dir as
+ * .lock.hH (host 0 also .lock) and only the outputs of the sink instances
+ * placed on it, so two "hosts" on one machine run side by side; a second
+ * start of the same host is refused; a one-host run of the same directory is
+ * refused by host 0's .lock.
+ */
+START_TEST(locks_per_host)
+{
+	struct shmrun_job job, one;
+	struct shmrun_job_errors errs = {0};
+	char path[512], why[512];
+	uint32_t host = 9;
+	int status;
+	pid_t child;
+
+	put("data.txt", "1\n");
+	/* 4 members: out[0..3] on workers 0..3, hosts 0, 0, 1, 1 */
+	put("mh.conf", "[job]\nhosts = 2\nworkers = 2\ncheckpoint_dir = mhck\n"
+		       "[read]\nop = file_source\npath = data.txt\n"
+		       "[out]\nop = file_sink\ninput = read\npath = mh/o.tsv\nwidth = 4\n");
+	put("one.conf", "[job]\ncheckpoint_dir = mhck\n[read]\nop = file_source\npath = data.txt\n"
+			"[out]\nop = null_sink\ninput = read\n");
+	snprintf(path, sizeof(path), "%s/mh.conf", tmpdir);
+	ck_assert_int_eq(shmrun_job_load(path, &job, &errs), 0);
+	snprintf(path, sizeof(path), "%s/one.conf", tmpdir);
+	ck_assert_int_eq(shmrun_job_load(path, &one, &errs), 0);
+
+	/* host 1, as mpirun's rank 1 of 2 */
+	setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+	setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+	ck_assert_int_eq(shmrun_hosts_check(&job, &host, why, sizeof(why)), 0);
+	ck_assert_uint_eq(host, 1);
+	ck_assert_uint_eq(shmrun_host_self(), 1);
+	ck_assert_int_eq(shmrun_lock_job(&job), 0);
+	ck_assert(exists("mhck/.lock.h1"));
+	ck_assert(!exists("mhck/.lock"));
+	ck_assert(exists("mh/o.tsv.2") && exists("mh/o.tsv.3"));
+	ck_assert(exists("mh/.o.tsv.2.lock") && exists("mh/.o.tsv.3.lock"));
+	ck_assert(!exists("mh/o.tsv.0") && !exists("mh/o.tsv.1"));
+	ck_assert(!exists("mh/.o.tsv.lock")); /* instance 0's host takes it */
+	/* a second start of host 1: refused (in a child, which holds no lock) */
+	ck_assert_int_eq(in_child(shmrun_lock_job, &job), -EBUSY);
+
+	/* host 0 beside it, in another process: its own files, no conflict */
+	child = fork();
+	if (child == 0) {
+		shmrun_locks_forget();
+		setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+		if (shmrun_hosts_check(&job, &host, why, sizeof(why)) || host != 0 ||
+		    shmrun_lock_job(&job))
+			_exit(1);
+		/* while host 0 holds .lock, a one-host run of the directory is refused */
+		unsetenv("OMPI_COMM_WORLD_SIZE");
+		_exit(in_child(shmrun_lock_job, &one) == -EBUSY ? 0 : 2);
+	}
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "host 0: status %d", status);
+	ck_assert(exists("mhck/.lock.h0") && exists("mhck/.lock"));
+	ck_assert(exists("mh/o.tsv.0") && exists("mh/o.tsv.1") && exists("mh/.o.tsv.lock"));
+	shmrun_unlock_job();
+	unsetenv("OMPI_COMM_WORLD_SIZE");
+	unsetenv("OMPI_COMM_WORLD_RANK");
+	shmrun_job_free(&job);
+	shmrun_job_free(&one);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("preflight");
@@ -399,6 +468,7 @@ int main(void)
 	tcase_add_test(tc, locks_cover_every_instance_file);
 	tcase_add_test(tc, locks_by_identity_and_create_nothing_when_refused);
 	tcase_add_test(tc, errno_classes);
+	tcase_add_test(tc, locks_per_host);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

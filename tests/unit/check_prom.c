@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "metrics.h"
+#include "multihost.h"
 #include "plan.h"
 #include "prom.h"
 #include "shmrun/job.h"
@@ -216,6 +217,56 @@ START_TEST(exposition_page)
 }
 END_TEST
 
+/*
+ * hosts = 2, this block host 1's: only its workers, their tasks and the rings
+ * with an end on it are exported (host 0's endpoint serves the rest).
+ */
+START_TEST(exposition_of_one_host)
+{
+	struct shmrun_job job;
+	struct shmrun_plan *plan;
+	struct shmrun_metrics *m;
+	char why[256], *page;
+	uint32_t host;
+	int fd;
+
+	setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+	setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+	/* gen[0] on worker 0 (host 0), gen[1] on worker 1 (host 1), out[0] on worker 0 */
+	load("[job]\nname = t\nworkers = 1\nhosts = 2\n"
+	     "[gen]\nop = sequence\ncount = 10\nwidth = 2\n"
+	     "[out]\nop = null_sink\ninput = gen\n",
+	     &job);
+	ck_assert_int_eq(shmrun_hosts_check(&job, &host, why, sizeof(why)), 0);
+	ck_assert_uint_eq(host, 1);
+	ck_assert_int_eq(shmrun_plan_build(&job, &plan), 0);
+	m = shmrun_metrics_create(plan, &fd);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_uint_eq(m->hosts, 2);
+	ck_assert_uint_eq(m->host, 1);
+	ck_assert(!shmrun_metrics_here(m, 0));
+	ck_assert(shmrun_metrics_here(m, 1));
+	atomic_store(&shmrun_metrics_task(m, 1)->records_in, 7);
+	page = render(m, "t");
+	ck_assert_msg(
+	    has_line(page, "shmrun_records_in_total{job=\"t\",stage=\"gen\",instance=\"1\"} 7"),
+	    "%s", page);
+	ck_assert_ptr_null(strstr(page, "stage=\"gen\",instance=\"0\""));
+	ck_assert_ptr_null(strstr(page, "stage=\"out\",instance=\"0\""));
+	ck_assert_msg(has_line(page, RING("capacity", "1", "1048576")), "%s", page);
+	ck_assert_ptr_null(strstr(page, "from_instance=\"0\""));
+	ck_assert_ptr_nonnull(
+	    strstr(page, "shmrun_worker_sleep_seconds_total{job=\"t\",worker=\"1\""));
+	ck_assert_ptr_null(strstr(page, "worker=\"0\""));
+	free(page);
+	shmrun_metrics_destroy(m, fd);
+	shmrun_plan_free(plan);
+	shmrun_job_free(&job);
+	unsetenv("OMPI_COMM_WORLD_SIZE");
+	unsetenv("OMPI_COMM_WORLD_RANK");
+}
+END_TEST
+
 START_TEST(summary_paths)
 {
 	char path[PATH_MAX], why[PATH_MAX + 256];
@@ -307,6 +358,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, addresses);
 	tcase_add_test(tc, exposition_page);
+	tcase_add_test(tc, exposition_of_one_host);
 	tcase_add_test(tc, summary_paths);
 	tcase_add_test(tc, summary_document);
 	suite_add_tcase(s, tc);

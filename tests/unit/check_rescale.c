@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt_io.h"
+#include "ckpt/hosts.h"
 #include "ckpt/manifest.h"
 #include "ckpt/state_file.h"
 #include "shmrun/job.h"
@@ -189,18 +190,24 @@ static void load_split_job(uint32_t gen_width, uint32_t out_width, const char *e
 	load_conf(text, job);
 }
 
-/* gen (sequence) -> cnt (count, by key) -> out (null_sink). */
-static void load_count_job(uint32_t cnt_width, uint32_t vnodes, struct shmrun_job *job)
+/* gen (sequence) -> cnt (count, by key) -> out (null_sink); @members: [job] lines. */
+static void load_count_job_on(const char *members, uint32_t cnt_width, uint32_t vnodes,
+			      struct shmrun_job *job)
 {
 	char text[512];
 
 	snprintf(text, sizeof(text),
-		 "[job]\nworkers = 1\ncheckpoint_dir = ckpt\nvnodes = %u\n"
+		 "[job]\n%scheckpoint_dir = ckpt\nvnodes = %u\ncheckpoint_timeout = 300ms\n"
 		 "[gen]\nop = sequence\ncount = 1000\nwidth = 1\n"
 		 "[cnt]\nop = count\ninput = gen by key\nwidth = %u\n"
 		 "[out]\nop = null_sink\ninput = cnt\nwidth = 1\n",
-		 vnodes, cnt_width);
+		 members, vnodes, cnt_width);
 	load_conf(text, job);
+}
+
+static void load_count_job(uint32_t cnt_width, uint32_t vnodes, struct shmrun_job *job)
+{
+	load_count_job_on("workers = 1\n", cnt_width, vnodes, job);
 }
 
 /* ---- fabricated state files ----------------------------------------------------- */
@@ -664,9 +671,22 @@ static struct kv *make_keys(uint32_t vnodes, uint32_t old_w, uint32_t *counts, u
 	return kvs;
 }
 
-/* Every (vnode, key, value) of @kvs in exactly one cnt instance of ckpt-@e, the owner. */
+/*
+ * Every (vnode, key, value) of @kvs in exactly one cnt instance of ckpt-@e, the
+ * owner. @own_wm: each instance keeps its own watermark (ckpt-1, or a rescale
+ * that kept the width), else the old instances' minimum.
+ */
+static void check_keyed_wm(const char *dir, uint64_t e, uint32_t width, uint32_t vnodes,
+			   struct kv *kvs, uint32_t nkv, bool own_wm);
+
 static void check_keyed(const char *dir, uint64_t e, uint32_t width, uint32_t vnodes,
 			struct kv *kvs, uint32_t nkv)
+{
+	check_keyed_wm(dir, e, width, vnodes, kvs, nkv, e == 1);
+}
+
+static void check_keyed_wm(const char *dir, uint64_t e, uint32_t width, uint32_t vnodes,
+			   struct kv *kvs, uint32_t nkv, bool own_wm)
 {
 	struct ckpt_read r;
 
@@ -684,9 +704,9 @@ static void check_keyed(const char *dir, uint64_t e, uint32_t width, uint32_t vn
 		shmrun_placement_vnode_range(j, width, vnodes, &lo, &hi);
 		check_head(v, "cnt", j, width, vnodes, e);
 		/* the watermark: the old instances' minimum (4000 - 100 * 3) after a width change */
-		CHECK(v->wm == (e == 1 ? 4000 - 100 * (int64_t)j : 3700),
+		CHECK(v->wm == (own_wm ? 4000 - 100 * (int64_t)j : 3700),
 		      "cnt[%u]: watermark %" PRId64 ", expected %" PRId64, j, v->wm,
-		      e == 1 ? 4000 - 100 * (int64_t)j : (int64_t)3700);
+		      own_wm ? 4000 - 100 * (int64_t)j : (int64_t)3700);
 		CHECK(v->npw == 0, "cnt[%u]: %" PRIu64 " per-worker entries out of nowhere", j,
 		      v->npw);
 		CHECK(v->nsections == 0 || v->value_bytes == VALUE_BYTES,
@@ -1046,6 +1066,129 @@ START_TEST(new_epoch_passes_every_directory)
 }
 END_TEST
 
+/*
+ * Hosts sharing checkpoint_dir (hosts > 1, checkpoint_layout = shared; every
+ * host runs `shmrun --rescale`): host 0 alone writes; another host writes
+ * nothing, waits for host 0's checkpoint (up to checkpoint_timeout, 300ms
+ * here) and then takes it.
+ */
+START_TEST(shared_dir_only_host_0_writes)
+{
+	struct shmrun_job job0, job1;
+	struct pw_entry *pool;
+	uint32_t npool;
+	uint64_t e = 99, *epochs;
+	int64_t t0;
+	int rc;
+
+	seed_rng("shared_dir_only_host_0_writes");
+	trial_begin();
+	split_ckpt(3, &pool, &npool);
+	load_split_job(2, 1, "checkpoint_timeout = 300ms\n", &job1);
+	CHECK(shmrun_ckpt_set_host(&job1, 1) == 0, "set host 1");
+	/* host 0 has not rescaled: host 1 gives up after checkpoint_timeout, writing nothing */
+	t0 = (int64_t)time(NULL);
+	rc = shmrun_rescale(&job1, job1.checkpoint_dir, NULL, 0, NULL, &e);
+	CHECK(rc == -ETIMEDOUT, "host 1 alone: %d, expected -ETIMEDOUT", rc);
+	CHECK((int64_t)time(NULL) - t0 < 30, "host 1 waited far past checkpoint_timeout");
+	assert_only_epoch_1(job1.checkpoint_dir);
+	/* a dry run (check --rescale, plan --rescale-from) still plans on host 1 */
+	CHECK(shmrun_rescale_dry_run(&job1, NULL, 0) == 0, "dry run on host 1");
+	assert_only_epoch_1(job1.checkpoint_dir);
+	/* host 0 writes ckpt-2; host 1 then takes it at once and writes nothing */
+	load_split_job(2, 1, "checkpoint_timeout = 300ms\n", &job0);
+	rc = shmrun_rescale(&job0, job0.checkpoint_dir, NULL, 0, NULL, &e);
+	CHECK(rc == 0 && e == 2, "host 0: %d, new epoch %" PRIu64 ", expected 0 and 2", rc, e);
+	e = 0;
+	rc = shmrun_rescale(&job1, job1.checkpoint_dir, NULL, 0, NULL, &e);
+	CHECK(rc == 0 && e == 2, "host 1 after host 0: %d, epoch %" PRIu64 ", expected 0 and 2",
+	      rc, e);
+	CHECK(shmrun_ckpt_list(job1.checkpoint_dir, &epochs) == 2 && epochs[0] == 2,
+	      "checkpoints after both hosts rescaled: expected ckpt-2 and ckpt-1");
+	free(epochs);
+	free(pool);
+	shmrun_job_free(&job0);
+	shmrun_job_free(&job1);
+	trial_end();
+}
+END_TEST
+
+/*
+ * Hosts, shared layout: 1 host of 2 workers -> 2 hosts of 1 worker -> 2 hosts
+ * with cnt at width 2 -> back to 1 host at width 4, each through the rescale
+ * `shmrun --rescale` runs (host 0 writing into the shared checkpoint_dir).
+ * The host count is in the fingerprint, so even the first step (same
+ * widths) is a new checkpoint; every key stays with its vnode's owner, and
+ * with 2 hosts each host's own state files of it verify (the restore's check).
+ */
+START_TEST(hosts_1_to_2_and_back_shared)
+{
+	static const char *const members[] = {"workers = 2\n", "hosts = 2\nworkers = 1\n",
+					      "hosts = 2\nworkers = 1\n", "workers = 2\n"};
+	static const uint32_t widths[] = {4, 4, 2, 4};
+	const uint32_t vnodes = 64;
+	struct shmrun_job job;
+	struct fake_state st[6];
+	uint32_t counts[4], nkv;
+	uint64_t prev_fp = 0;
+	struct kv *kvs;
+
+	seed_rng("hosts_1_to_2_and_back_shared");
+	trial_begin();
+	load_count_job_on(members[0], widths[0], vnodes, &job);
+	kvs = make_keys(vnodes, 4, counts, &nkv);
+	st[0] = (struct fake_state){.stage = "gen", .instance = 0, .width = 1};
+	for (uint32_t i = 0, off = 0; i < 4; off += counts[i], i++)
+		st[1 + i] = (struct fake_state){.stage = "cnt", .instance = i, .width = 4,
+						.value_bytes = VALUE_BYTES, .kvs = kvs + off,
+						.nkv = counts[i], .wm = 4000 - 100 * (int64_t)i};
+	st[5] = (struct fake_state){.stage = "out", .instance = 0, .width = 1};
+	write_ckpt(&job, 1, st, 6);
+	prev_fp = shmrun_fingerprint(&job);
+	shmrun_job_free(&job);
+	for (uint32_t s = 1; s < 4; s++) {
+		uint64_t e = 0;
+		int rc;
+
+		load_count_job_on(members[s], widths[s], vnodes, &job);
+		CHECK(shmrun_fingerprint(&job) != prev_fp, "step %u: the fingerprint did not change",
+		      s);
+		prev_fp = shmrun_fingerprint(&job);
+		rc = shmrun_rescale(&job, job.checkpoint_dir, NULL, 0, NULL, &e);
+		CHECK(rc == 0 && e == 1 + s, "step %u (%s): %d, new epoch %" PRIu64, s, members[s], rc,
+		      e);
+		/* step 1 keeps the width: each instance keeps its own watermark */
+		check_keyed_wm(job.checkpoint_dir, e, widths[s], vnodes, kvs, nkv, s == 1);
+		if (job.hosts > 1) {
+			struct shmrun_plan *plan;
+			struct shmrun_ckpt_scope scope;
+			char why[300];
+
+			CHECK(shmrun_plan_build(&job, &plan) == 0, "plan of step %u", s);
+			for (uint32_t h = 0; h < 2; h++) {
+				struct shmrun_plan p = *plan;
+				uint32_t own = 0;
+
+				CHECK(shmrun_ckpt_set_host(&job, h) == 0, "host %u", h);
+				p.job = &job;
+				shmrun_ckpt_scope_of(&p, job.hosts, &scope);
+				for (uint32_t i = 0; i < widths[s]; i++)
+					own += shmrun_ckpt_scope_has(&scope, "cnt", i);
+				CHECK(own == widths[s] / 2, "host %u holds %u of %u cnt instances", h,
+				      own, widths[s]);
+				CHECK(shmrun_ckpt_verify_scoped(job.checkpoint_dir, e, &scope, NULL, why,
+								sizeof(why)) == 0,
+				      "host %u's files of ckpt-%" PRIu64 ": %s", h, e, why);
+			}
+			shmrun_plan_free(plan);
+		}
+		shmrun_job_free(&job);
+	}
+	free(kvs);
+	trial_end();
+}
+END_TEST
+
 static Suite *rescale_suite(void)
 {
 	Suite *s = suite_create("rescale");
@@ -1068,6 +1211,8 @@ static Suite *rescale_suite(void)
 	tcase_add_test(other, plan_writes_nothing);
 	tcase_add_test(other, same_topology_moves_nothing);
 	tcase_add_test(other, new_epoch_passes_every_directory);
+	tcase_add_test(other, shared_dir_only_host_0_writes);
+	tcase_add_test(keyed, hosts_1_to_2_and_back_shared);
 	suite_add_tcase(s, split);
 	suite_add_tcase(s, keyed);
 	suite_add_tcase(s, other);

@@ -39,6 +39,19 @@ shmrun_check_test(check_conf_internal
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)
+# [job] hosts (issue 16): the MPI launcher's environment, the refusals before a run.
+shmrun_check_test(check_multihost
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_multihost.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)
+# A stage's rate across hosts (issue 16): each host paces its instances' share
+# (runtime/pace.c), the shares add up to the rate, tokens taken on a fake clock.
+shmrun_check_test(check_pace
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_pace.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 120)
 shmrun_check_test(check_plan
 	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_plan.c
 	LIBS shmrun_rt
@@ -230,7 +243,7 @@ shmrun_check_test(check_prom
 # durations, bars, ring fill; tests/integration/top.sh runs the command.
 shmrun_check_test(check_top
 	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_top.c
-	LIBS shmrun_rt
+	LIBS shmrun_rt PkgConfig::JANSSON
 	LABELS runtime
 	TIMEOUT 60)
 # The job's socket (issue 13: shmrun ps, stop, top): the runtime directory's
@@ -247,6 +260,13 @@ shmrun_check_test(check_jobsock
 # hosts agree to restore.
 shmrun_check_test(check_ckpt_hosts
 	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_ckpt_hosts.c
+	LIBS shmrun_rt
+	LABELS runtime
+	TIMEOUT 60)
+# `shmrun supervise` (issue 16 §4): which ends of a COMMAND (and of mpirun,
+# as Open MPI 4.1 reports a rank's death) are rerun.
+shmrun_check_test(check_supervise
+	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_supervise.c
 	LIBS shmrun_rt
 	LABELS runtime
 	TIMEOUT 60)

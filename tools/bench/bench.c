@@ -44,6 +44,10 @@ static const char usage_text[] =
     "       shmrun-bench nexmark [--events N] [--reps N] [--query Q,...] [--quick]\n"
     "                 each NEXMark query's events/s/core at workers 1 and 2 vs its\n"
     "                 single-threaded reference, and its p50/p99 latency at half peak\n"
+    "       shmrun-bench multihost [--seconds S] [--reps N] [--quick]\n"
+    "                 the shuffle across two \"hosts\" under mpirun (TCP loopback) vs the\n"
+    "                 same job on one host with rings vs MPI's own 256 KiB stream\n"
+    "                 (built with MPI only)\n"
     "       shmrun-bench --help\n"
     "\n"
     "ring and pingpong run two processes pinned to two CPUs and print, for each\n"
@@ -278,7 +282,7 @@ int main(int argc, char **argv)
 
 	if (argc < 2)
 		return usage_error("missing subcommand (ring, pingpong, wordcount, checkpoint, "
-				   "shuffle, latency or nexmark)");
+				   "shuffle, latency, nexmark or multihost)");
 	cmd = argv[1];
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
 		usage(stdout);
@@ -294,6 +298,20 @@ int main(int argc, char **argv)
 		return bench_latency_main(argc - 1, argv + 1);
 	if (!strcmp(cmd, "nexmark")) /* own options: see bench_nexmark.c */
 		return bench_nexmark_main(argc - 1, argv + 1);
+	if (!strcmp(cmd, "multihost")) { /* own options: see bench_multihost.c */
+#ifdef SHMRUN_BENCH_MPI
+		return bench_multihost_main(argc - 1, argv + 1);
+#else
+		fprintf(stderr, "%s: multihost: this shmrun-bench was built without MPI "
+				"(apt-get install libopenmpi-dev, then configure again)\n",
+			prog);
+		return BENCH_EXIT_FAIL;
+#endif
+	}
+#ifdef SHMRUN_BENCH_MPI
+	if (!strcmp(cmd, "multihost-ping")) /* (a) of multihost, run by it under mpirun */
+		return bench_multihost_ping_main(argc - 1, argv + 1);
+#endif
 	if (strcmp(cmd, "ring") && strcmp(cmd, "pingpong"))
 		return usage_error("unknown subcommand '%s' (expected ring, pingpong, wordcount, "
 				   "checkpoint, shuffle, latency or nexmark)",

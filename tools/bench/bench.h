@@ -174,6 +174,14 @@ int bench_latency_main(int argc, char **argv);
 /* nexmark: the nexmark source against a C generator loop (bench_nexmark.c). */
 int bench_nexmark_main(int argc, char **argv);
 
+/*
+ * multihost (bench_multihost.c, built with MPI only: SHMRUN_BENCH_MPI): the
+ * subcommand, and its hidden MPI program `multihost-ping BYTES CPU OUTFILE`
+ * that it runs under mpirun. Return an exit code.
+ */
+int bench_multihost_main(int argc, char **argv);
+int bench_multihost_ping_main(int argc, char **argv);
+
 /* Write @text (NUL-terminated) into @path, created or truncated.
  * Return: 0, or -1 after printing why. (bench_shuffle.c) */
 int bench_write_text(const char *path, const char *text);

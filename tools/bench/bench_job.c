@@ -320,13 +320,25 @@ int bench_job_start(struct bench_job *job, const char *exe, char *const argv[],
 	const char *slash = strrchr(log_path, '/');
 	int log_fd;
 
-	/* the job's runtime directory (its socket, docs/observability.md): the
-	 * work directory the log is in, so that a benchmark's job never collides
-	 * with a user's job of the same name, nor with another shmrun-bench's */
+	/* the job's runtime directory (its socket, docs/observability.md): run/
+	 * in the work directory the log is in, so that a benchmark's job never
+	 * collides with a user's job of the same name, nor with another
+	 * shmrun-bench's. Not the work directory itself: the job makes its
+	 * sockets in RUNTIME_DIR/shmrun/, and the work directory holds the copy
+	 * of the executable called shmrun (bench_shmrun_copy()) */
 	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - log_path) + (slash == log_path) : 1,
 		 slash ? log_path : ".");
 	if (!realpath(dir, run)) {
 		fprintf(stderr, "shmrun-bench: %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	if (strlen(run) + sizeof("/run") > sizeof(run)) {
+		fprintf(stderr, "shmrun-bench: %s: path too long\n", run);
+		return -1;
+	}
+	strcat(run, "/run");
+	if (mkdir(run, 0700) && errno != EEXIST) {
+		fprintf(stderr, "shmrun-bench: cannot create %s: %s\n", run, strerror(errno));
 		return -1;
 	}
 	memset(job, 0, sizeof(*job));

@@ -34,6 +34,7 @@
  */
 #include "jobsock.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -49,8 +50,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "multihost.h"
 #include "shmrun/runtime.h"
 #include "util.h"
+
+static_assert(JOBSOCK_MAX_HOSTS == SHMRUN_MAX_HOSTS, "a host index fits a job socket's name");
 
 /* The open jobsock of this process (jobsock_forget()). */
 static struct jobsock *current;
@@ -833,6 +837,86 @@ int jobsock_list(char ***names)
 		qsort(out, (size_t)n, sizeof(*out), by_name);
 	*names = out;
 	return n;
+}
+
+int jobsock_host_of(const char *name, const char *job)
+{
+	size_t n = job ? strlen(job) : 0;
+	const char *k;
+	long host = 0;
+
+	if (!name || !n || strncmp(name, job, n) != 0 || strncmp(name + n, ".h", 2) != 0)
+		return -1;
+	k = name + n + 2;
+	if (!*k || (k[0] == '0' && k[1])) /* "NAME.h", "NAME.h01": not the launcher's */
+		return -1;
+	for (; *k; k++) {
+		if (*k < '0' || *k > '9')
+			return -1;
+		host = host * 10 + (*k - '0');
+		if (host >= JOBSOCK_MAX_HOSTS)
+			return -1;
+	}
+	return (int)host;
+}
+
+size_t jobsock_base_len(const char *name)
+{
+	const char *h = name ? strrchr(name, '.') : NULL;
+	char base[JOBSOCK_NAME_MAX + 1];
+	size_t n;
+
+	if (!name)
+		return 0;
+	if (!h || h == name || (n = (size_t)(h - name)) > JOBSOCK_NAME_MAX)
+		return strlen(name);
+	memcpy(base, name, n);
+	base[n] = 0;
+	return jobsock_host_of(name, base) >= 0 ? n : strlen(name);
+}
+
+int jobsock_name_cmp(const char *a, const char *b)
+{
+	size_t la = jobsock_base_len(a), lb = jobsock_base_len(b);
+	int c = strncmp(a, b, la < lb ? la : lb);
+	long ha, hb;
+
+	if (c)
+		return c;
+	if (la != lb)
+		return la < lb ? -1 : 1;
+	/* the same job: itself (no suffix) first, then its hosts by index */
+	ha = a[la] ? strtol(a + la + 2, NULL, 10) : -1;
+	hb = b[lb] ? strtol(b + lb + 2, NULL, 10) : -1;
+	return ha < hb ? -1 : ha > hb;
+}
+
+static int by_host(const void *a, const void *b)
+{
+	return jobsock_name_cmp(*(char *const *)a, *(char *const *)b);
+}
+
+int jobsock_list_hosts(const char *job, char ***names)
+{
+	char **all;
+	int n = jobsock_list(&all), k = 0;
+
+	*names = NULL;
+	if (n <= 0)
+		return n;
+	for (int i = 0; i < n; i++) {
+		if (jobsock_host_of(all[i], job) >= 0)
+			all[k++] = all[i];
+		else
+			free(all[i]);
+	}
+	if (!k) {
+		free(all);
+		return 0;
+	}
+	qsort(all, (size_t)k, sizeof(*all), by_host);
+	*names = all;
+	return k;
 }
 
 void jobsock_list_free(char **names, int n)

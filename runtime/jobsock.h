@@ -190,8 +190,53 @@ pid_t jobsock_request_stop(const char *job, int *pidfd, char *why, size_t why_le
  */
 int jobsock_list(char ***names);
 
-/* jobsock_list_free() - free @n names of jobsock_list(). */
+/* jobsock_list_free() - free @n names of jobsock_list() or jobsock_list_hosts(). */
 void jobsock_list_free(char **names, int n);
+
+/*
+ * Multi-host jobs ([job] hosts > 1, docs/multihost.md): host K's launcher
+ * serves the name NAME.hK, K the host index in decimal (launcher.c), so the
+ * hosts of one job that run on this machine (one on a cluster, several when
+ * "hosts" share a box) are NAME.h0, NAME.h1, ... The functions below let
+ * `shmrun stop NAME`, `ps` and `top NAME` find and group them. A one-host job
+ * may itself be named like that ("a.h1"); a running job named exactly NAME
+ * is NAME itself, and callers that can read the metrics block check its
+ * hosts and host fields.
+ */
+
+/* Hosts of a multi-host job, at most (SHMRUN_MAX_HOSTS, multihost.h). */
+#define JOBSOCK_MAX_HOSTS 1024
+
+/*
+ * jobsock_host_of() - the host index K when @name is "@job.hK" (K in
+ * decimal, no leading zero, < JOBSOCK_MAX_HOSTS), else -1 (also for NULL or
+ * an empty @job).
+ */
+int jobsock_host_of(const char *name, const char *job);
+
+/*
+ * jobsock_base_len() - how many bytes of @name name the job: its length
+ * less a ".hK" host suffix (as jobsock_host_of() reads it), else its whole
+ * length. "wc.h1" -> 2, "wc" -> 2, "wc.h01" -> 6.
+ */
+size_t jobsock_base_len(const char *name);
+
+/*
+ * jobsock_name_cmp() - the order `shmrun ps` lists names in: by job
+ * (jobsock_base_len() bytes), then a job itself before its hosts, and its
+ * hosts by index as numbers (wc.h2 before wc.h10). A total order, for qsort.
+ * Return: < 0, 0, > 0 as strcmp().
+ */
+int jobsock_name_cmp(const char *a, const char *b);
+
+/*
+ * jobsock_list_hosts() - this machine's hosts of the multi-host job @job:
+ * the running jobs named "@job.hK", ordered by K, into a malloc'd array of
+ * malloc'd strings in *@names (free with jobsock_list_free(); NULL when
+ * none).
+ * Return: how many (>= 0); a negative errno of jobsock_list().
+ */
+int jobsock_list_hosts(const char *job, char ***names);
 
 /*
  * jobsock_pid() - the pid of job @job's launcher, from its lock file.

@@ -1253,6 +1253,24 @@ static const struct shmrun_metrics *attach(const char *job, const char *path)
 			if (n != 1)
 				return NULL;
 			job = only;
+		} else if (jobsock_pid(job) <= 0) {
+			/* a multi-host job: its hosts here are NAME.h0, NAME.h1, ... */
+			n = jobsock_list_hosts(job, &names);
+			if (n > 1) {
+				fprintf(stderr, "shmrun top: job %s runs as %d hosts here:", job,
+					n);
+				for (int i = 0; i < n; i++)
+					fprintf(stderr, "%s %s", i ? "," : "", names[i]);
+				fprintf(stderr, "; name one: shmrun top %s\n", names[0]);
+			}
+			if (n == 1)
+				snprintf(only, sizeof(only), "%s", names[0]);
+			if (n > 0)
+				jobsock_list_free(names, n);
+			if (n > 1)
+				return NULL;
+			if (n == 1)
+				job = only;
 		}
 		fd = jobsock_metrics_fd(job, why, sizeof(why));
 		if (fd < 0) {

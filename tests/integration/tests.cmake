@@ -96,6 +96,14 @@ if(TARGET shmrun AND MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
 		 ${CMAKE_CURRENT_LIST_DIR}/multihost_wordcount.sh $<TARGET_FILE:shmrun>)
 	set_tests_properties(multihost_wordcount PROPERTIES TIMEOUT 300
 			     LABELS "runtime;integration;mpi" SKIP_RETURN_CODE 77)
+	# A keyed count (tests/integration/mhkeyed.sh) on 2 hosts x 2 workers
+	# under `shmrun supervise`: kill -9 of a worker, kill -9 of a launcher
+	# (its workers die with it), SIGTERM to supervise then a new run: each
+	# exact against the one-host run, nothing left behind.
+	add_test(NAME multihost_faults COMMAND bash
+		 ${CMAKE_CURRENT_LIST_DIR}/multihost_faults.sh $<TARGET_FILE:shmrun>)
+	set_tests_properties(multihost_faults PROPERTIES TIMEOUT 300
+			     LABELS "runtime;integration;mpi" SKIP_RETURN_CODE 77)
 endif()
 
 # `shmrun supervise` (issue 16 §4): the outer restart loop of multi-host jobs,

@@ -20,22 +20,38 @@
  *            open replaces it
  *   longdir  a runtime directory too long for sun_path works through
  *            /proc/self/fd
+ *   hosts    a multi-host job's hosts here, NAME.h0, NAME.h1, ...: the name
+ *            rules (jobsock_host_of(), jobsock_base_len(), the ps order
+ *            NAME.h2 before NAME.h10), jobsock_list_hosts(); and with two
+ *            forked fake launchers of job "mh" (real metrics blocks of a
+ *            hosts = 2 plan): `shmrun ps` lists mh.h0 then mh.h1 with a HOST
+ *            column 0/2, 1/2 and one worker each (--json: host, hosts);
+ *            `shmrun top mh` asks which; `shmrun stop mh` sends one stop (to
+ *            mh.h0: a second request would stop without the final
+ *            checkpoint), waits for both and reports both, exit 0 (it said
+ *            "no job named mh is running")
  */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/tmpdir.h"
 #include "jobsock.h"
+#include "metrics.h"
+#include "plan.h"
+#include "top.h"
 
 static char why[1024];
 
@@ -369,6 +385,265 @@ START_TEST(test_long_dir)
 }
 END_TEST
 
+START_TEST(test_host_names)
+{
+	/* by job (the name less a host suffix), the job itself first, then by host */
+	static const char *const order[] = {"a",    "a.h0", "a.h1",  "a.h2", "a.h10",	"a.h1x",
+					    "a.hx", "ab",   "ab.h0", "b.h1", "b.h1023", "b.h01"};
+	size_t n = sizeof(order) / sizeof(order[0]);
+
+	ck_assert_int_eq(jobsock_host_of("wc.h0", "wc"), 0);
+	ck_assert_int_eq(jobsock_host_of("wc.h12", "wc"), 12);
+	ck_assert_int_eq(jobsock_host_of("wc.h1023", "wc"), 1023);
+	ck_assert_int_eq(jobsock_host_of("wc.h1024", "wc"), -1);
+	ck_assert_int_eq(jobsock_host_of("wc.h01", "wc"), -1);
+	ck_assert_int_eq(jobsock_host_of("wc.h", "wc"), -1);
+	ck_assert_int_eq(jobsock_host_of("wc.hx", "wc"), -1);
+	ck_assert_int_eq(jobsock_host_of("wc.h-1", "wc"), -1);
+	ck_assert_int_eq(jobsock_host_of("wc", "wc"), -1);
+	ck_assert_int_eq(jobsock_host_of("wcx.h0", "wc"), -1);
+	ck_assert_int_eq(jobsock_host_of("wc.h0", "w"), -1);
+	ck_assert_int_eq(jobsock_host_of("wc.h0", ""), -1);
+	ck_assert_int_eq(jobsock_host_of("a.b.h3", "a.b"), 3);
+	ck_assert_uint_eq(jobsock_base_len("wc.h1"), 2);
+	ck_assert_uint_eq(jobsock_base_len("wc"), 2);
+	ck_assert_uint_eq(jobsock_base_len("wc.h01"), 6);
+	ck_assert_uint_eq(jobsock_base_len("a.b.h3"), 3);
+	ck_assert_uint_eq(jobsock_base_len(".h1"), 3);
+	/* the ps order, a total one: every pair in order both ways */
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < n; j++) {
+			int c = jobsock_name_cmp(order[i], order[j]);
+
+			ck_assert_msg(i < j   ? c < 0
+				      : i > j ? c > 0
+					      : c == 0,
+				      "%s vs %s: %d", order[i], order[j], c);
+		}
+}
+END_TEST
+
+START_TEST(test_hosts_listed)
+{
+	static const char *const open_names[] = {"mh.h10", "mh.h1",  "mh.h0", "mh.h2",
+						 "mh.h01", "mhx.h0", "mh",    "other"};
+	struct jobsock js[8];
+	char dir[PATH_MAX], **names;
+	int n;
+
+	private_runtime("rt_hosts", dir, sizeof(dir));
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(jobsock_open(&js[i], open_names[i], -1, why, sizeof(why)), 0);
+	n = jobsock_list_hosts("mh", &names);
+	ck_assert_int_eq(n, 4);
+	ck_assert_str_eq(names[0], "mh.h0");
+	ck_assert_str_eq(names[1], "mh.h1");
+	ck_assert_str_eq(names[2], "mh.h2");
+	ck_assert_str_eq(names[3], "mh.h10");
+	jobsock_list_free(names, n);
+	ck_assert_int_eq(jobsock_list_hosts("other", &names), 0);
+	ck_assert_ptr_null(names);
+	ck_assert_int_eq(jobsock_list_hosts("mhx", &names), 1);
+	ck_assert_str_eq(names[0], "mhx.h0");
+	jobsock_list_free(names, 1);
+	for (int i = 0; i < 8; i++)
+		jobsock_close(&js[i]);
+	ck_assert_int_eq(jobsock_list_hosts("mh", &names), 0);
+}
+END_TEST
+
+/* Shared with the fake launchers: stop requests each received, the job stopping. */
+struct fake_shared {
+	atomic_int ready[2], asked[2], stopping;
+};
+
+/* The metrics block of host @host of job "mh" on 2 hosts of 1 worker, checkpointed. */
+static struct shmrun_metrics *mh_block(uint32_t host, int *fd)
+{
+	char path[PATH_MAX];
+	struct shmrun_job_errors errs = {0};
+	struct shmrun_job job;
+	struct shmrun_plan *plan;
+	struct shmrun_metrics *m;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/mh%u.conf", tmpdir, host);
+	f = fopen(path, "w");
+	if (!f)
+		return NULL;
+	fputs("[job]\nname = mh\nworkers = 1\nhosts = 2\ncheckpoint_dir = ck\n"
+	      "[gen]\nop = sequence\ncount = 10\nwidth = 2\n"
+	      "[out]\nop = null_sink\ninput = gen\nwidth = 2\n",
+	      f);
+	fclose(f);
+	if (shmrun_job_load(path, &job, &errs)) {
+		for (uint32_t i = 0; i < errs.n; i++)
+			fprintf(stderr, "%s\n", errs.msgs[i]);
+		return NULL;
+	}
+	shmrun_job_errors_free(&errs);
+	if (shmrun_plan_build(&job, &plan))
+		return NULL;
+	m = shmrun_metrics_create(plan, fd);
+	shmrun_plan_free(plan);
+	shmrun_job_free(&job);
+	if (m)
+		m->host = host; /* as the launcher of host @host has it */
+	return m;
+}
+
+/*
+ * A launcher of host @host of job "mh": serves mh.hHOST until a client asks
+ * a stop, or until another host was asked (its gateway would pass the stop
+ * on), then ends as a stop at epoch 7 does.
+ */
+static int fake_host(uint32_t host, struct fake_shared *sh)
+{
+	struct jobsock js;
+	struct shmrun_metrics *m;
+	char name[16];
+	int fd;
+
+	m = mh_block(host, &fd);
+	if (!m)
+		return 2;
+	atomic_store(&m->state, SHMRUN_JOB_RUNNING);
+	snprintf(name, sizeof(name), "mh.h%u", host);
+	if (jobsock_open(&js, name, fd, why, sizeof(why))) {
+		fprintf(stderr, "fake host %u: %s\n", host, why);
+		return 3;
+	}
+	atomic_store(&sh->ready[host], 1);
+	for (int i = 0; i < 3000 && !atomic_load(&sh->stopping); i++) {
+		if (jobsock_serve(&js)) {
+			atomic_fetch_add(&sh->asked[host], 1);
+			atomic_store(&sh->stopping, 1);
+		}
+		usleep(10000);
+	}
+	atomic_store(&m->ckpt_epoch, 7);
+	atomic_store(&m->exit_status, 0);
+	atomic_store(&m->state, SHMRUN_JOB_DONE);
+	jobsock_close(&js);
+	return atomic_load(&sh->stopping) ? 0 : 4;
+}
+
+/* Run @cmd(@argv) in a child, its stdout and stderr into @out. Return: its exit status. */
+static int run_cmd(int (*cmd)(int, char **), char **argv, char *out, size_t len)
+{
+	char file[PATH_MAX];
+	int st, fd;
+	ssize_t n;
+	pid_t pid;
+	int argc = 0;
+
+	while (argv[argc])
+		argc++;
+	snprintf(file, sizeof(file), "%s/cmd.out", tmpdir);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0)
+			_exit(99);
+		st = cmd(argc, argv);
+		fflush(stdout);
+		_exit(st);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st));
+	fd = open(file, O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	n = read(fd, out, len - 1);
+	close(fd);
+	out[n > 0 ? n : 0] = 0;
+	return WEXITSTATUS(st);
+}
+
+START_TEST(test_hosts_ps_top_stop)
+{
+	struct fake_shared *sh =
+	    mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	char dir[PATH_MAX], out[8192], *l0, *l1;
+	char *ps[] = {"ps", NULL}, *psj[] = {"ps", "--json", NULL};
+	char *top[] = {"top", "--interval", "0", "mh", NULL};
+	char *stop[] = {"stop", "--timeout", "20", "mh", NULL};
+	pid_t host[2];
+	int st, rc;
+
+	ck_assert_ptr_ne(sh, MAP_FAILED);
+	private_runtime("rt_mh", dir, sizeof(dir));
+	for (uint32_t k = 0; k < 2; k++) {
+		host[k] = fork();
+		ck_assert_int_ge(host[k], 0);
+		if (host[k] == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL); /* none left if the test fails */
+			_exit(fake_host(k, sh));
+		}
+	}
+	for (int i = 0; i < 1000 && !(atomic_load(&sh->ready[0]) && atomic_load(&sh->ready[1]));
+	     i++)
+		usleep(10000);
+	ck_assert(atomic_load(&sh->ready[0]) && atomic_load(&sh->ready[1]));
+
+	/* ps: the job's hosts in order, which host of how many, this host's workers */
+	ck_assert_int_eq(run_cmd(shmrun_jobs_ps, ps, out, sizeof(out)), 0);
+	ck_assert_msg(strstr(out, "CKPT_AGE    HOST\n") != NULL, "ps header: %s", out);
+	l0 = strstr(out, "\nmh.h0 ");
+	l1 = strstr(out, "\nmh.h1 ");
+	ck_assert_msg(l0 && l1 && l0 < l1, "ps rows: %s", out);
+	ck_assert_msg(strstr(l0, "     1 ") && strstr(l0, "     0/2\n"), "ps mh.h0: %s", out);
+	ck_assert_msg(strstr(l1, "     1/2\n") != NULL, "ps mh.h1: %s", out);
+	ck_assert_int_eq(run_cmd(shmrun_jobs_ps, psj, out, sizeof(out)), 0);
+	{
+		json_error_t jerr;
+		json_t *rows = json_loads(out, 0, &jerr);
+
+		ck_assert_msg(rows != NULL, "ps --json: %s\n%s", jerr.text, out);
+		ck_assert_uint_eq(json_array_size(rows), 2);
+		for (size_t k = 0; k < 2; k++) {
+			json_t *r = json_array_get(rows, k);
+			char name[16];
+
+			snprintf(name, sizeof(name), "mh.h%zu", k);
+			ck_assert_str_eq(json_string_value(json_object_get(r, "job")), name);
+			ck_assert_int_eq(json_integer_value(json_object_get(r, "host")), k);
+			ck_assert_int_eq(json_integer_value(json_object_get(r, "hosts")), 2);
+			ck_assert_int_eq(json_integer_value(json_object_get(r, "workers")), 1);
+			ck_assert_int_eq(json_integer_value(json_object_get(r, "pid")), host[k]);
+		}
+		json_decref(rows);
+	}
+
+	/* top mh: two hosts here, it asks which */
+	ck_assert_int_eq(run_cmd(shmrun_top_main, top, out, sizeof(out)), 1);
+	ck_assert_msg(strstr(out, "shmrun top: job mh runs as 2 hosts here: mh.h0, mh.h1; name "
+				  "one: shmrun top mh.h0\n") != NULL,
+		      "top mh: %s", out);
+
+	/* stop mh: one stop, to host 0; both launchers waited for and reported */
+	rc = run_cmd(shmrun_jobs_stop, stop, out, sizeof(out));
+	ck_assert_msg(rc == 0, "stop mh: exit %d: %s", rc, out);
+	ck_assert_msg(strstr(out, "job mh: stopping it through mh.h0; waiting for its hosts here: "
+				  "mh.h0, mh.h1\n") != NULL,
+		      "stop mh: %s", out);
+	ck_assert_msg(strstr(out, "job mh.h0 stopped at epoch 7\n") &&
+			  strstr(out, "job mh.h1 stopped at epoch 7\n"),
+		      "stop mh: %s", out);
+	ck_assert_int_eq(atomic_load(&sh->asked[0]), 1);
+	ck_assert_int_eq(atomic_load(&sh->asked[1]), 0);
+	for (int k = 0; k < 2; k++) {
+		ck_assert_int_eq(waitpid(host[k], &st, 0), host[k]);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fake host %d: status %d", k,
+			      st);
+	}
+	/* gone: stop mh says so, as for any job not running */
+	ck_assert_int_eq(run_cmd(shmrun_jobs_stop, stop, out, sizeof(out)), 1);
+	ck_assert_msg(strstr(out, "no job named mh is running") != NULL, "stop mh again: %s", out);
+	munmap(sh, sizeof(*sh));
+}
+END_TEST
+
 static Suite *jobsock_suite(void)
 {
 	Suite *s = suite_create("jobsock");
@@ -396,6 +671,12 @@ static Suite *jobsock_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("longdir");
 	tcase_add_test(tc, test_long_dir);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("hosts");
+	tcase_add_test(tc, test_host_names);
+	tcase_add_test(tc, test_hosts_listed);
+	tcase_add_test(tc, test_hosts_ps_top_stop);
+	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	return s;
 }

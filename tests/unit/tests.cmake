@@ -250,7 +250,7 @@ shmrun_check_test(check_top
 # fallbacks, the name lock, a forked client served, a stale socket replaced.
 shmrun_check_test(check_jobsock
 	SOURCES ${CMAKE_CURRENT_LIST_DIR}/check_jobsock.c
-	LIBS shmrun_rt
+	LIBS shmrun_rt PkgConfig::JANSSON
 	LABELS runtime
 	TIMEOUT 120)
 

@@ -73,6 +73,13 @@
  *     stop_now; epochs only ever move forward and flags are only ever set,
  *     in the order the coordinator stores them (final_is_stop before
  *     final_epoch before trigger_epoch; failed_why before failed).
+ *   - checkpoint_layout = per_host: host 0 sends each peer a COMMIT with the
+ *     MANIFEST bytes of a newly complete epoch (shmrun_ckpt_manifest_bytes())
+ *     ahead of the complete_epoch that publishes it, and mirrors
+ *     complete_epoch no further than the COMMITs sent; host h installs the
+ *     MANIFEST in its own checkpoint_dir (shmrun_ckpt_install_manifest():
+ *     temp file, fsync, rename, directory fsync) and retires old ones before
+ *     it publishes the epoch, so its sinks commit only on a durable MANIFEST.
  *
  * Idle. The loop polls every outbound ring and MPI_Testsome()s all its
  * requests; when a turn moved nothing it sleeps, from GW_MIN_SLEEP_NS doubling
@@ -123,8 +130,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "ckpt/hosts.h"
 #include "control.h"
 #include "gateway.h"
+#include "internal.h"
 #include "plan.h"
 #include "util.h"
 
@@ -181,6 +190,7 @@ enum {
 	GW_CTL_STOP = 5,   /* a stop request (to host 0) */
 	GW_CTL_ABORT = 6,  /* why (text) */
 	GW_CTL_EOS = 7,	   /* end of stream: nothing follows */
+	GW_CTL_COMMIT = 8, /* [u64 epoch][MANIFEST bytes]: per_host layout, before EPOCHS */
 };
 
 struct gw_msg_hdr {
@@ -266,6 +276,7 @@ struct gw_peer {
 	bool abort_sent, eos_sent, got_eos;
 	bool silent; /* timed out */
 	struct gw_epochs_sent epochs;
+	uint64_t committed; /* per_host: the newest epoch whose MANIFEST it was sent */
 };
 
 struct gw_slot_sent {
@@ -288,11 +299,19 @@ struct shmrun_gateway {
 	int *idx;
 	MPI_Status *st;
 	int nreqs;
+	/* checkpoint_layout = per_host, host 0: the MANIFEST of the newest
+	 * complete epoch, read once for every peer's COMMIT */
+	bool per_host;
+	uint64_t installed; /* per_host, other hosts: the newest MANIFEST installed */
+	uint64_t manifest_epoch;
+	char *manifest;
+	size_t manifest_len;
 	pthread_t thread;
 	bool mpi_init;
 	bool mpi_fin_ok;
 	bool broken;	 /* an MPI call failed: MPI is not called again */
 	int64_t mute_at; /* TEST-ONLY: send nothing from then on (0: never) */
+	int64_t mute_ms; /* TEST-ONLY: mute_at is that long after the start barrier */
 
 	pthread_mutex_t lock; /* guards what follows and the request flags */
 	pthread_cond_t cond;
@@ -508,6 +527,46 @@ static bool scan_slots(struct shmrun_gateway *g)
 	return any;
 }
 
+/*
+ * The epochs host 0 mirrors to @p. With checkpoint_layout = per_host the
+ * complete epoch goes no further than the MANIFEST @p was sent (a COMMIT):
+ * @p installs it before it publishes the epoch (ckpt/hosts.h).
+ */
+static void epochs_for(struct shmrun_gateway *g, const struct gw_peer *p, struct gw_epochs_wire *w)
+{
+	read_epochs(g->conf.ctl, w);
+	if (g->per_host && w->complete > p->committed)
+		w->complete = p->committed;
+}
+
+/*
+ * Host 0, per_host: the MANIFEST of complete epoch @e for the COMMITs
+ * (cached). Return: 0, or -errno (recorded as the gateway's failure).
+ */
+static int load_manifest(struct shmrun_gateway *g, uint64_t e)
+{
+	const struct shmrun_job *job = g->conf.plan->job;
+	char why[PATH_MAX + 256];
+	char *bytes = NULL;
+	size_t len = 0;
+	int err;
+
+	if (g->manifest_epoch == e)
+		return 0;
+	err = shmrun_ckpt_manifest_bytes(job->checkpoint_dir, e, shmrun_fingerprint(job), &bytes,
+					 &len, why, sizeof(why));
+	if (err) {
+		fail(g, err, "host 0: the MANIFEST of epoch %" PRIu64 " for the other hosts: %s", e,
+		     why);
+		return err;
+	}
+	free(g->manifest);
+	g->manifest = bytes;
+	g->manifest_len = len;
+	g->manifest_epoch = e;
+	return 0;
+}
+
 /* Whether @p has control words waiting that must go out now. */
 static bool control_pending(struct shmrun_gateway *g, struct gw_peer *p, bool slots_changed,
 			    bool aborting, bool finishing)
@@ -519,7 +578,11 @@ static bool control_pending(struct shmrun_gateway *g, struct gw_peer *p, bool sl
 	if (g->conf.host == 0) {
 		struct gw_epochs_wire w;
 
-		read_epochs(g->conf.ctl, &w);
+		if (g->per_host &&
+		    atomic_load_explicit(&g->conf.ctl->complete_epoch, memory_order_acquire) >
+			    p->committed)
+			return true;
+		epochs_for(g, p, &w);
 		if (!p->epochs.valid || epochs_differ(&w, &p->epochs.w))
 			return true;
 	} else if (p->host == 0) {
@@ -586,8 +649,26 @@ static void write_control(struct shmrun_gateway *g, struct gw_peer *p, unsigned 
 	p->credit_since = 0;
 	if (g->conf.host == 0) {
 		struct gw_epochs_wire w;
+		uint64_t e = atomic_load_explicit(&g->conf.ctl->complete_epoch, memory_order_acquire);
 
-		read_epochs(g->conf.ctl, &w);
+		/* per_host: the COMMIT (rank 0's MANIFEST) before the epoch */
+		if (g->per_host && e > p->committed && !failed(g) && load_manifest(g, e) == 0) {
+			pl = put_ctl(buf, off, max, GW_CTL_COMMIT, (uint32_t)(8 + g->manifest_len), n);
+			if (pl) {
+				memcpy(pl, &e, 8);
+				memcpy(pl + 8, g->manifest, g->manifest_len);
+				p->committed = e;
+			} else if (g->manifest_len + 8 + sizeof(struct gw_entry) +
+					   sizeof(struct gw_msg_hdr) >
+				   p->msg_max) {
+				fail(g, -EFBIG,
+				     "host 0: the MANIFEST of epoch %" PRIu64 " (%zu bytes) is larger "
+				     "than a message to host %u (%u bytes): use checkpoint_layout = "
+				     "shared",
+				     e, g->manifest_len, p->host, p->msg_max);
+			}
+		}
+		epochs_for(g, p, &w);
 		if (!p->epochs.valid || epochs_differ(&w, &p->epochs.w)) {
 			pl = put_ctl(buf, off, max, GW_CTL_EPOCHS, sizeof(w) + w.why_len, n);
 			if (pl) {
@@ -849,6 +930,10 @@ static int apply_epochs(struct shmrun_gateway *g, const unsigned char *pl, uint3
 	 * before final_epoch before trigger_epoch; failed_why before failed */
 	if (w.aborted > atomic_load_explicit(&ctl->aborted_epoch, memory_order_relaxed))
 		atomic_store_explicit(&ctl->aborted_epoch, w.aborted, memory_order_seq_cst);
+	/* per_host: never past the MANIFEST installed here (a COMMIT comes
+	 * before the EPOCHS that publishes its epoch; a failed one stops it) */
+	if (g->per_host && w.complete > g->installed)
+		w.complete = g->installed;
 	store_max64(&ctl->complete_epoch, w.complete);
 	if (w.final_is_stop)
 		atomic_store_explicit(&ctl->final_is_stop, 1, memory_order_relaxed);
@@ -1050,6 +1135,34 @@ static int read_message(struct shmrun_gateway *g, struct gw_peer *p, const unsig
 		case GW_CTL_EOS:
 			p->got_eos = true;
 			break;
+		case GW_CTL_COMMIT: {
+			uint64_t ep;
+			char text[PATH_MAX + 256];
+			const struct shmrun_job *job = g->conf.plan ? g->conf.plan->job : NULL;
+			struct shmrun_ckpt_scope scope;
+			int err;
+
+			if (e.len < 8 || p->host != 0 || !g->per_host || !job) {
+				snprintf(why, wlen, "a COMMIT this host does not expect");
+				return -EPROTO;
+			}
+			memcpy(&ep, pl, 8);
+			/* this host's checkpoint_dir gets rank 0's MANIFEST (temp
+			 * file, fsync, rename, directory fsync) and retention before
+			 * the epoch is published here: the sinks of this host commit
+			 * on it (ckpt/hosts.h) */
+			shmrun_ckpt_scope_of(g->conf.plan, g->conf.hosts, &scope);
+			err = shmrun_ckpt_commit_received(job, &scope, ep, pl + 8, e.len - 8, text,
+							  sizeof(text));
+			if (err) {
+				fail(g, -EIO, "host %u: installing epoch %" PRIu64 "'s MANIFEST: %s",
+				     g->conf.host, ep, text);
+				break;
+			}
+			if (ep > g->installed)
+				g->installed = ep;
+			break;
+		}
 		default:
 			snprintf(why, wlen, "a control entry of unknown kind %u", e.kind);
 			return -EPROTO;
@@ -1093,8 +1206,8 @@ static int progress(struct shmrun_gateway *g, int64_t now)
 	for (uint32_t h = 0; h < g->conf.hosts; h++) {
 		struct gw_peer *p = &g->peers[h];
 
-		if (h == g->conf.host)
-			continue;
+		if (h == g->conf.host || p->silent)
+			continue; /* a peer given up is not read any more */
 		while (p->rdone[p->rnext]) {
 			unsigned char *buf = p->rbuf + (size_t)p->rnext * p->msg_max;
 			char why[256];
@@ -1276,6 +1389,8 @@ static void *gateway_main(void *arg)
 		return NULL;
 	}
 	now = shmrun_now_ns();
+	if (g->mute_ms > 0)
+		g->mute_at = now + g->mute_ms * 1000000;
 	for (uint32_t h = 0; h < g->conf.hosts; h++) {
 		g->peers[h].last_recv = now;
 		g->peers[h].last_send = 0;
@@ -1440,6 +1555,7 @@ static void gateway_free(struct shmrun_gateway *g)
 	free(g->by_channel);
 	free(g->slot_sent);
 	free(g->slot_dirty);
+	free(g->manifest);
 	free(g->reqs);
 	free(g->idx);
 	free(g->st);
@@ -1548,6 +1664,8 @@ int shmrun_gateway_start(struct shmrun_gateway **out, const struct shmrun_gatewa
 		return -ENOMEM;
 	g->conf = *c;
 	g->conf.rings = NULL;
+	g->per_host = c->plan && c->plan->job && c->plan->job->checkpoint_dir &&
+		      c->plan->job->checkpoint_per_host;
 #ifdef SHMRUN_FAULT_INJECTION
 	{
 		/* TEST-ONLY (tests/mpi): SHMRUN_TEST_GATEWAY_MUTE=<ms>: this
@@ -1556,7 +1674,7 @@ int shmrun_gateway_start(struct shmrun_gateway **out, const struct shmrun_gatewa
 		const char *m = getenv("SHMRUN_TEST_GATEWAY_MUTE");
 
 		if (m && *m)
-			g->mute_at = shmrun_now_ns() + strtoll(m, NULL, 10) * 1000000;
+			g->mute_ms = strtoll(m, NULL, 10);
 	}
 #endif
 	pthread_mutex_init(&g->lock, NULL);

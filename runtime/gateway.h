@@ -14,6 +14,13 @@
  * gateway also mirrors the checkpoint words of the control area between
  * host 0 (whose coordinator is authoritative) and the other hosts.
  *
+ * With checkpoint_layout = per_host, host 0's gateway also sends each
+ * other host rank 0's MANIFEST of every complete epoch (a COMMIT), which that
+ * host installs in its own checkpoint_dir before it publishes the epoch.
+ * TEST-ONLY (built with SHMRUN_FAULT_INJECTION): SHMRUN_TEST_GATEWAY_MUTE=ms
+ * makes a gateway send nothing from that long after its start on, as a hung
+ * host would (tests/mpi/gateway_pair.c).
+ *
  * Thread safety: shmrun_gateway_start(), _poll(), _abort() and _finish() are
  * called by one thread (the launcher's); the gateway thread they talk to
  * touches the rings and the control area, nothing else of the launcher's.

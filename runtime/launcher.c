@@ -139,6 +139,7 @@
 #include "ckpt/fault.h"
 #include "ckpt/manifest.h"
 #include "ckpt/recovery.h"
+#include "ckpt/hosts.h"
 #include "jobsock.h"
 #include "plan.h"
 #include "preflight.h"
@@ -511,7 +512,16 @@ static enum run_end start_workers(struct run *r)
 		shmrun_log(SHMRUN_LOG_ERROR, "out of memory starting workers");
 		return RUN_NOSTART;
 	}
-	err = shmrun_ckpt_choose(r->job, r->ctl, &r->reset_done, &r->epoch);
+	if (r->multi) {
+		/* this host's tasks' state files decide (a per_host directory
+		 * holds no other): ckpt/hosts.h */
+		struct shmrun_ckpt_scope scope;
+
+		shmrun_ckpt_scope_of(plan, plan->hosts, &scope);
+		err = shmrun_ckpt_choose_scoped(r->job, &scope, r->ctl, &r->reset_done, &r->epoch);
+	} else {
+		err = shmrun_ckpt_choose(r->job, r->ctl, &r->reset_done, &r->epoch);
+	}
 	if (err) {
 		r->refused = err == -ESTALE;
 		return RUN_NOSTART;
@@ -907,11 +917,12 @@ static enum run_end finish_start(struct run *r, enum run_end end)
 {
 	if (r->gw)
 		end = finish_gateway(r, end);
-	/* r->stopping: the stop came to this host; final_is_stop: with hosts
-	 * > 1, it came to another one and host 0's coordinator made the final
-	 * epoch a stop (mirrored here): stopped too, not done */
+	/* several hosts: a stop asked on another host ends this one too, by its
+	 * final epoch (final_is_stop, mirrored from host 0 by the gateway) */
 	if (end == RUN_DONE &&
-	    (r->stopping || atomic_load_explicit(&r->ctl->final_is_stop, memory_order_acquire))) {
+	    (r->stopping ||
+	     (r->multi && r->job->checkpoint_dir &&
+	      atomic_load_explicit(&r->ctl->final_is_stop, memory_order_acquire)))) {
 		end = RUN_STOPPED;
 		r->epoch = atomic_load_explicit(&r->ctl->final_epoch, memory_order_acquire);
 	}

@@ -7,7 +7,10 @@
 # task's state file, one MANIFEST, `shmrun ckpt verify`), each host locks its
 # own checkpoint_dir lock; kill -9 of a worker on host 1 ends the run with
 # 75 on both hosts and a rerun restores and gives the exact output again;
-# nothing is left running. Registered only when MPI is found
+# a stop asked on host 1 stops both hosts at one final epoch and the resume
+# is exact; checkpoint_layout = per_host with {host}: the same output, rank 0's MANIFEST
+# installed on host 1, retention on both; nothing is left running.
+# Registered only when MPI is found
 # (tests/integration/tests.cmake).
 set -euo pipefail
 shmrun=${1:?usage: multihost_wordcount.sh path/to/shmrun}
@@ -127,6 +130,53 @@ mpi_run 2 "$shmrun" "$tmp/two.conf" > "$tmp/log" 2>&1 || st=$?
 sort "$tmp"/out/two.tsv.* > "$tmp/two.sorted"
 cmp -s "$tmp/one.sorted" "$tmp/two.sorted" ||
 	fail "output after kill -9 and rerun differs: $(diff "$tmp/one.sorted" "$tmp/two.sorted" | head -5)"
+
+# a stop asked on host 1 (`shmrun stop NAME.h1`, each host's job socket has
+# its own name) stops the whole job with a final checkpoint: both hosts say
+# "stopped at epoch E" with the same E, exit 0; a rerun resumes and the output
+# is exact
+rm -rf "$tmp/ck2" "$tmp"/out/two.tsv.*
+mpi_run 2 "$shmrun" "$tmp/two.conf" > "$tmp/log" 2>&1 &
+launcher=$!
+wait_manifest "$tmp/ck2" || fail "no checkpoint before the stop"
+"$shmrun" stop "$name.h1" > /dev/null 2>&1 || fail "shmrun stop $name.h1 failed"
+st=0
+wait "$launcher" || st=$?
+launcher=
+[ "$st" = 0 ] || fail "stop on host 1: mpirun exited $st"
+[ "$(grep -c '^stopped at epoch' "$tmp/log")" = 2 ] || fail "not both hosts stopped"
+[ "$(grep '^stopped at epoch' "$tmp/log" | sort -u | wc -l)" = 1 ] ||
+	fail "the hosts stopped at different epochs: $(grep '^stopped at epoch' "$tmp/log")"
+st=0
+mpi_run 2 "$shmrun" "$tmp/two.conf" > "$tmp/log" 2>&1 || st=$?
+[ "$st" = 0 ] || fail "resume after the stop: mpirun exited $st"
+sort "$tmp"/out/two.tsv.* > "$tmp/two.sorted"
+cmp -s "$tmp/one.sorted" "$tmp/two.sorted" || fail "output after stop and resume differs"
+
+# checkpoint_layout = per_host, checkpoint_dir with {host}: each host writes
+# its own tasks' state files into its own directory, rank 0's MANIFEST
+# reaches host 1 in the COMMIT and is installed there before host 1 publishes
+# the epoch; retention keeps checkpoint_retain (2) on each host
+sed -e "s#^checkpoint_dir = ck2#checkpoint_dir = $tmp/ph{host}\ncheckpoint_layout = per_host#" \
+	-e 's/^rate = 6000/rate = 30000/' -e 's#out/two.tsv#out/ph.tsv#' "$tmp/two.conf" > "$tmp/ph.conf"
+st=0
+mpi_run 2 "$shmrun" "$tmp/ph.conf" > "$tmp/log" 2>&1 || st=$?
+[ "$st" = 0 ] || fail "per_host run: mpirun exited $st"
+sort "$tmp"/out/ph.tsv.* > "$tmp/ph.sorted"
+cmp -s "$tmp/one.sorted" "$tmp/ph.sorted" || fail "per_host output differs from the one-host run"
+e0=$(ls -d "$tmp"/ph0/ckpt-* | sed 's/.*ckpt-//' | sort -n | tail -1)
+e1=$(ls -d "$tmp"/ph1/ckpt-* | sed 's/.*ckpt-//' | sort -n | tail -1)
+[ "${e0:-0}" -ge 3 ] && [ "$e0" = "${e1:-}" ] || fail "per_host: newest epochs ${e0:-none} and ${e1:-none}"
+cmp -s "$tmp/ph0/ckpt-$e0/MANIFEST" "$tmp/ph1/ckpt-$e1/MANIFEST" ||
+	fail "per_host: host 1's MANIFEST is not rank 0's"
+for h in 0 1; do
+	[ "$(ls -d "$tmp/ph$h"/ckpt-* | wc -l)" -le 2 ] || fail "per_host: host $h keeps $(ls "$tmp/ph$h")"
+done
+# host 1 runs read.2, words.2, count.3, count.4, out.1 (placement ⌊i·4/n⌋ / 2)
+n0=$(ls "$tmp/ph0/ckpt-$e0"/*.state | wc -l)
+n1=$(ls "$tmp/ph1/ckpt-$e1"/*.state | wc -l)
+[ $((n0 + n1)) = 13 ] && [ "$n1" -gt 0 ] && [ "$n0" -gt 0 ] ||
+	fail "per_host: $n0 + $n1 state files, want 13 split between the hosts"
 
 # nothing left running: no worker, launcher or mpirun of this job
 sleep 0.2

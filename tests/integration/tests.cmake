@@ -111,15 +111,10 @@ if(TARGET shmrun AND MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
 	set_tests_properties(multihost_rescale PROPERTIES TIMEOUT 300
 			     LABELS "runtime;integration;mpi" SKIP_RETURN_CODE 77)
 	# checkpoint_layout = per_host (ck{host}): stopped and resumed on 2
-	# hosts, exact. DISABLED until the gateway carries the MANIFEST bytes
-	# in its COMMIT (runtime/ckpt/hosts.h: shmrun_ckpt_manifest_bytes(),
-	# shmrun_ckpt_commit_received(), shmrun_ckpt_agree() have no caller):
-	# host 1's directory never gets a MANIFEST, and a resume starts host 1
-	# from empty state while host 0 restores. `ctest -R multihost_per_host`
-	# says "Disabled"; run the script by hand to see it fail.
+	# hosts, exact: host 1 installs rank 0's MANIFEST from the COMMIT.
 	add_test(NAME multihost_per_host COMMAND bash
 		 ${CMAKE_CURRENT_LIST_DIR}/multihost_per_host.sh $<TARGET_FILE:shmrun>)
-	set_tests_properties(multihost_per_host PROPERTIES TIMEOUT 300 DISABLED TRUE
+	set_tests_properties(multihost_per_host PROPERTIES TIMEOUT 300
 			     LABELS "runtime;integration;mpi" SKIP_RETURN_CODE 77)
 endif()
 

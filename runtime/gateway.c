@@ -275,6 +275,8 @@ struct gw_peer {
 	bool stop_sent; /* to host 0: a stop request went out */
 	bool abort_sent, eos_sent, got_eos;
 	bool silent; /* timed out */
+	int64_t eos_at; /* when its EOS came (this host may still be running) */
+	bool eos_late;	/* its EOS came host_timeout ago and this host still runs */
 	struct gw_epochs_sent epochs;
 	uint64_t committed; /* per_host: the newest epoch whose MANIFEST it was sent */
 };
@@ -1134,6 +1136,7 @@ static int read_message(struct shmrun_gateway *g, struct gw_peer *p, const unsig
 		}
 		case GW_CTL_EOS:
 			p->got_eos = true;
+			p->eos_at = shmrun_now_ns();
 			break;
 		case GW_CTL_COMMIT: {
 			uint64_t ep;
@@ -1672,6 +1675,16 @@ static void *gateway_main(void *arg)
 				     "host %u sent nothing for %.1f s (host_timeout): hung or "
 				     "unreachable",
 				     h, (double)(now - p->last_recv) / 1e9);
+			}
+			if (p->got_eos && !finishing && !aborting && !p->eos_late &&
+			    now - p->eos_at > g->conf.timeout_ns) {
+				/* the peer's workers are done and it ended its stream,
+				 * yet ours still run: they would wait for it forever */
+				p->eos_late = true;
+				fail(g, -EPIPE,
+				     "host %u ended its stream, but this host's workers still run "
+				     "after %.1f s (host_timeout): the hosts do not end together",
+				     h, (double)(now - p->eos_at) / 1e9);
 			}
 			if (!p->credit_since) {
 				for (uint32_t i = 0; i < g->nrings; i++) {

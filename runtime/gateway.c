@@ -81,6 +81,12 @@
  *     temp file, fsync, rename, directory fsync) and retires old ones before
  *     it publishes the epoch, so its sinks commit only on a durable MANIFEST.
  *
+ * Start. Before the loop, the hosts agree on the job and on the epoch to
+ * restore with a few collectives ("the start exchange" below, agree()); the
+ * workers of every host wait for it (ctl->go). A peer that ended its stream
+ * (EOS) while this host is not finishing is given host_timeout, then the job
+ * is aborted: this host's workers would wait for it forever.
+ *
  * Idle. The loop polls every outbound ring and MPI_Testsome()s all its
  * requests; when a turn moved nothing it sleeps, from GW_MIN_SLEEP_NS doubling
  * to GW_MAX_SLEEP_NS (1 ms), so that two "hosts" on a 2-core box leave the

@@ -48,7 +48,6 @@ else
 	for want in "PASS timeout rank 0: host 1 sent nothing" "PASS timeout rank 1:"; do
 		grep -qF "$want" "$out/timeout" || { echo "FAIL timeout: missing '$want'"; fail=1; }
 	done
-
 fi
 
 # rank 0 ends its stream while rank 1 still "runs": rank 1 must not wait

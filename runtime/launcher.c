@@ -492,7 +492,12 @@ static enum run_end start_gateway(struct run *r)
 		goto err_kill;
 	}
 	/* the gateway's start exchange may have changed the epoch to restore */
-	r->epoch = r->ctl->restored_epoch;
+	if (r->epoch != r->ctl->restored_epoch) {
+		r->epoch = r->ctl->restored_epoch;
+		if (r->metrics)
+			atomic_store_explicit(&r->metrics->restored_epoch, r->epoch,
+					      memory_order_relaxed);
+	}
 	shmrun_log(SHMRUN_LOG_INFO, "gateway of host %u: %u ring%s to or from other hosts",
 		   r->host, n, n == 1 ? "" : "s");
 	return RUN_DONE;

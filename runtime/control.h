@@ -126,6 +126,9 @@ struct shmrun_worker_stats {
  * Epoch words are written by worker 0 (the coordinator) or its manifest child
  * and read by everyone with acquire; stop_requested by the launcher.
  */
+#define SHMRUN_GO_RUN 1
+#define SHMRUN_GO_NOTHING 2
+
 struct shmrun_control {
 	/* line 0, the layout: written once by shmrun_control_create(), before
 	 * the first fork (which orders it for every reader); checked by every
@@ -139,7 +142,13 @@ struct shmrun_control {
 	uint64_t stats_off, slots_off;   /* from the start of the mapping */
 	uint64_t bytes;                  /* of the whole mapping */
 	uint32_t cacheline;              /* SHMRUN_CACHELINE */
-	uint32_t reserved;               /* 0 */
+	/* hosts > 1 only: the workers wait for it before they restore or touch
+	 * anything (launcher.c worker_main()); the gateway sets it once the
+	 * hosts agreed on the job and the epoch to restore (gateway.c
+	 * agree()): SHMRUN_GO_RUN, or SHMRUN_GO_NOTHING (exit 0 at once: the
+	 * agreed checkpoint ends a finished run and this host cannot restore
+	 * it). Stays 0 when they did not agree: the launcher kills them. */
+	_Atomic uint32_t go;
 
 	/* line 1 on: the run */
 	_Atomic uint64_t trigger_epoch;  /* newest epoch worker 0 started */
@@ -232,7 +241,7 @@ static_assert(offsetof(struct shmrun_control, stats_off) == 32, "control layout"
 static_assert(offsetof(struct shmrun_control, slots_off) == 40, "control layout");
 static_assert(offsetof(struct shmrun_control, bytes) == 48, "control layout");
 static_assert(offsetof(struct shmrun_control, cacheline) == 56, "control layout");
-static_assert(offsetof(struct shmrun_control, reserved) == 60, "control layout");
+static_assert(offsetof(struct shmrun_control, go) == 60, "control layout");
 static_assert(offsetof(struct shmrun_control, trigger_epoch) == 64, "control epoch line");
 static_assert(offsetof(struct shmrun_control, complete_epoch) == 72, "control layout");
 static_assert(offsetof(struct shmrun_control, aborted_epoch) == 80, "control layout");

@@ -297,6 +297,81 @@ uint64_t shmrun_fingerprint(const struct shmrun_job *job)
 	return h;
 }
 
+/* ---- the whole job (multi-host start exchange) ----------------------------- */
+
+int shmrun_job_text(const struct shmrun_job *job, char **text, size_t *len)
+{
+	struct shmrun_text o = {0};
+	char *fp;
+	size_t fl;
+	int err = shmrun_fingerprint_text(job, &fp, &fl);
+
+	if (err)
+		return err;
+	shmrun_text_printf(&o, "%s", fp);
+	free(fp);
+	shmrun_text_printf(&o,
+			   "job name=%s workers=%u hosts=%u vnodes=%u ring_bytes=%" PRIu64
+			   " idle=%d\n",
+			   job->name ? job->name : "", job->workers, job->hosts ? job->hosts : 1,
+			   job->vnodes, job->ring_bytes, (int)job->idle);
+	shmrun_text_printf(&o,
+			   "job checkpoint_dir=%s layout=%s interval=%" PRIu64 " timeout=%" PRIu64
+			   " retain=%u restart_attempts=%u\n",
+			   job->checkpoint_dir_template ? job->checkpoint_dir_template
+			   : job->checkpoint_dir	 ? job->checkpoint_dir
+							 : "",
+			   job->checkpoint_per_host ? "per_host" : "shared",
+			   job->checkpoint_interval_ns, job->checkpoint_timeout_ns,
+			   job->checkpoint_retain, job->restart_attempts);
+	shmrun_text_printf(&o,
+			   "job union_state_limit=%" PRIu64 " per_worker_state_warn=%" PRIu64
+			   " operator_timeout=%" PRIu64 " idle_timeout=%" PRIu64
+			   " allow_data_loss_on_crash=%d host_flush=%" PRIu64
+			   " host_timeout=%" PRIu64 "\n",
+			   job->union_state_limit, job->per_worker_state_warn,
+			   job->operator_timeout_ns, job->idle_timeout_ns,
+			   (int)job->allow_data_loss_on_crash, job->host_flush_ns,
+			   job->host_timeout_ns);
+	for (uint32_t s = 0; s < job->nstages; s++) {
+		const struct shmrun_stage *st = &job->stages[s];
+
+		shmrun_text_printf(&o, "stage %s combine=%d watermarks=%d delay=%" PRIu64
+				       " interval=%" PRIu64 "\n",
+				   st->name, st->combine, (int)st->watermarks,
+				   st->watermark_delay_ns, st->watermark_interval_ns);
+		for (uint32_t i = 0; i < st->nparams; i++) {
+			const struct shmrun_param *p = &st->params[i];
+
+			if (!p->value)
+				continue;
+			shmrun_text_printf(&o, "key %s %s=", st->name, p->def->key);
+			put_value(&o, job, p);
+			shmrun_text_printf(&o, "\n");
+		}
+	}
+	if (o.err) {
+		free(o.p);
+		return o.err;
+	}
+	*text = o.p;
+	*len = o.len;
+	return 0;
+}
+
+uint64_t shmrun_job_hash(const struct shmrun_job *job)
+{
+	char *text;
+	size_t len;
+	uint64_t h;
+
+	if (shmrun_job_text(job, &text, &len))
+		return 0;
+	h = XXH64(text, len, 0);
+	free(text);
+	return h;
+}
+
 /* ---- differences ------------------------------------------------------------ */
 
 struct topo {

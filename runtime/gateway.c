@@ -81,6 +81,12 @@
  *     temp file, fsync, rename, directory fsync) and retires old ones before
  *     it publishes the epoch, so its sinks commit only on a durable MANIFEST.
  *
+ * Start. Before the loop, the hosts agree on the job and on the epoch to
+ * restore with a few collectives ("the start exchange" below, agree()); the
+ * workers of every host wait for it (ctl->go). A peer that ended its stream
+ * (EOS) while this host is not finishing is given host_timeout, then the job
+ * is aborted: this host's workers would wait for it forever.
+ *
  * Idle. The loop polls every outbound ring and MPI_Testsome()s all its
  * requests; when a turn moved nothing it sleeps, from GW_MIN_SLEEP_NS doubling
  * to GW_MAX_SLEEP_NS (1 ms), so that two "hosts" on a 2-core box leave the
@@ -275,6 +281,8 @@ struct gw_peer {
 	bool stop_sent; /* to host 0: a stop request went out */
 	bool abort_sent, eos_sent, got_eos;
 	bool silent; /* timed out */
+	int64_t eos_at; /* when its EOS came (this host may still be running) */
+	bool eos_late;	/* its EOS came host_timeout ago and this host still runs */
 	struct gw_epochs_sent epochs;
 	uint64_t committed; /* per_host: the newest epoch whose MANIFEST it was sent */
 };
@@ -1134,6 +1142,7 @@ static int read_message(struct shmrun_gateway *g, struct gw_peer *p, const unsig
 		}
 		case GW_CTL_EOS:
 			p->got_eos = true;
+			p->eos_at = shmrun_now_ns();
 			break;
 		case GW_CTL_COMMIT: {
 			uint64_t ep;
@@ -1355,6 +1364,215 @@ static void sleep_ns(int64_t ns)
 	nanosleep(&ts, NULL);
 }
 
+/* ---- the start exchange (HELLO of the job and of the epoch) ---------------
+ *
+ * Right after MPI_Init and the barrier, before any frame moves and before any
+ * worker of any host restores, reads or writes (they wait for ctl->go), the
+ * hosts agree, with two collectives on MPI_COMM_WORLD (a context of their
+ * own: they never match the stream's receives):
+ *   1. every host sends rank 0 a gw_hello_wire: the hash of its whole
+ *      effective job (shmrun_job_hash(): every section and key after --set),
+ *      its worker count, and its restore choice (ctl->restored_epoch,
+ *      restored_finished, epoch_floor, from shmrun_ckpt_choose_scoped());
+ *   2. rank 0 answers every host with a gw_verdict_wire: the first host whose
+ *      job or worker count differs from rank 0's (then nobody starts: exit 2,
+ *      nothing touched), else the agreed epoch E (shmrun_ckpt_agree(): rank
+ *      0's choice, its MANIFEST being the commit point) and, per_host, rank
+ *      0's MANIFEST bytes of E (a third collective), so that a host that
+ *      missed the COMMIT of E completes it (shmrun_ckpt_restore_instead()).
+ * Since the workers have not restored yet, a host whose choice differs simply
+ * restores E instead: no rerun is needed. If E's checkpoint ends a finished
+ * run and a host cannot restore it, its workers exit 0 at once
+ * (SHMRUN_GO_NOTHING): rank 0 said there is nothing to do, and that host's
+ * outputs stay as they are. Rank 0's coordinator numbers past the largest
+ * epoch_floor of all hosts.
+ */
+struct gw_hello_wire {
+	uint64_t job_hash;
+	uint32_t workers; /* this host's workers */
+	uint32_t finished;
+	uint64_t choice, floor;
+};
+
+enum { GW_AGREE_OK = 0, GW_AGREE_DIFFER = 1, GW_AGREE_REFUSE = 2 };
+
+struct gw_verdict_wire {
+	int32_t verdict;
+	uint32_t finished; /* rank 0's checkpoint E ends a finished run */
+	uint64_t epoch, floor, manifest_len;
+	char why[400];
+};
+
+static int agree(struct shmrun_gateway *g, char *why, size_t wlen)
+{
+	const struct shmrun_plan *plan = g->conf.plan;
+	const struct shmrun_job *job = plan ? plan->job : NULL;
+	struct shmrun_control *ctl = g->conf.ctl;
+	uint32_t H = g->conf.hosts, me = g->conf.host;
+	struct gw_hello_wire mine = {
+	    .job_hash = job ? shmrun_job_hash(job) : 0,
+	    .workers = g->conf.workers_per_host,
+	    .finished = ctl->restored_finished,
+	    .choice = ctl->restored_epoch,
+	    .floor = ctl->epoch_floor,
+	};
+	struct gw_hello_wire *all = NULL;
+	struct gw_verdict_wire v = {0};
+	char *manifest = NULL;
+	int rc, err = 0;
+
+	if (me == 0) {
+		all = calloc(H, sizeof(*all));
+		if (!all) {
+			snprintf(why, wlen, "out of memory");
+			return -ENOMEM;
+		}
+	}
+	rc = MPI_Gather(&mine, (int)sizeof(mine), MPI_BYTE, all, (int)sizeof(mine), MPI_BYTE, 0,
+			MPI_COMM_WORLD);
+	if (rc != MPI_SUCCESS) {
+		free(all);
+		mpi_fail(g, "MPI_Gather", rc);
+		snprintf(why, wlen, "%s", g->why);
+		return -EIO;
+	}
+	if (me == 0) {
+		uint64_t *choice = calloc(H, sizeof(*choice));
+
+		for (uint32_t h = 1; h < H && v.verdict == GW_AGREE_OK; h++) {
+			if (all[h].workers != mine.workers) {
+				v.verdict = GW_AGREE_DIFFER;
+				snprintf(v.why, sizeof(v.why),
+					 "host %u has %u workers, host 0 %u: every host must have "
+					 "the same; set [job] workers; nothing was started",
+					 h, all[h].workers, mine.workers);
+			} else if (all[h].job_hash != mine.job_hash) {
+				v.verdict = GW_AGREE_DIFFER;
+				snprintf(v.why, sizeof(v.why),
+					 "host %u runs another job than host 0 (a section, key or "
+					 "value differs, --set included): every host must run the "
+					 "same topology with the same --set options; nothing was "
+					 "started",
+					 h);
+			}
+		}
+		if (v.verdict == GW_AGREE_OK && !choice) {
+			v.verdict = GW_AGREE_REFUSE;
+			snprintf(v.why, sizeof(v.why), "host 0: out of memory");
+		}
+		if (v.verdict == GW_AGREE_OK) {
+			char awhy[300] = "";
+			int64_t e;
+
+			for (uint32_t h = 0; h < H; h++) {
+				choice[h] = all[h].choice;
+				if (all[h].floor > v.floor)
+					v.floor = all[h].floor;
+			}
+			e = shmrun_ckpt_agree(choice, H, awhy, sizeof(awhy));
+			if (e < 0) {
+				v.verdict = GW_AGREE_REFUSE;
+				snprintf(v.why, sizeof(v.why), "%s", awhy);
+			} else {
+				v.epoch = (uint64_t)e;
+				v.finished = mine.finished;
+				for (uint32_t h = 1; h < H; h++)
+					if (all[h].choice != v.epoch)
+						shmrun_log(SHMRUN_LOG_WARN,
+							   "host %u had chosen epoch %" PRIu64
+							   ", rank 0 epoch %" PRIu64
+							   ": host %u restores epoch %" PRIu64
+							   " instead (rank 0's MANIFEST is the "
+							   "commit point)",
+							   h, all[h].choice, v.epoch, h, v.epoch);
+			}
+		}
+		if (v.verdict == GW_AGREE_OK && g->per_host && v.epoch > 0) {
+			size_t len = 0;
+			char mwhy[300] = "";
+			int e2 = shmrun_ckpt_manifest_bytes(job->checkpoint_dir, v.epoch,
+							    shmrun_fingerprint(job), &manifest,
+							    &len, mwhy, sizeof(mwhy));
+
+			if (e2) {
+				v.verdict = GW_AGREE_REFUSE;
+				snprintf(v.why, sizeof(v.why), "host 0: %s", mwhy);
+			} else {
+				v.manifest_len = len;
+			}
+		}
+		free(choice);
+		free(all);
+	}
+	rc = MPI_Bcast(&v, (int)sizeof(v), MPI_BYTE, 0, MPI_COMM_WORLD);
+	if (rc == MPI_SUCCESS && v.verdict == GW_AGREE_OK && v.manifest_len) {
+		if (v.manifest_len > SHMRUN_CKPT_MANIFEST_MAX) {
+			free(manifest);
+			snprintf(why, wlen, "a MANIFEST of %" PRIu64 " bytes", v.manifest_len);
+			return -EPROTO; /* rank 0 checked it: cannot happen */
+		}
+		if (me != 0)
+			manifest = malloc(v.manifest_len + 1);
+		if (!manifest)
+			err = -ENOMEM; /* joins with 0 bytes: MPI reports a truncation */
+		rc = MPI_Bcast(manifest ? manifest : (char *)&v, manifest ? (int)v.manifest_len : 0,
+			       MPI_BYTE, 0, MPI_COMM_WORLD);
+	}
+	if (rc != MPI_SUCCESS) {
+		free(manifest);
+		mpi_fail(g, "MPI_Bcast", rc);
+		snprintf(why, wlen, "%s", g->why);
+		return -EIO;
+	}
+	if (v.verdict != GW_AGREE_OK) {
+		free(manifest);
+		v.why[sizeof(v.why) - 1] = '\0';
+		snprintf(why, wlen, "%s", v.why);
+		return v.verdict == GW_AGREE_DIFFER ? -EXDEV : -ENOENT;
+	}
+	if (err) {
+		snprintf(why, wlen, "out of memory receiving rank 0's MANIFEST");
+		return err;
+	}
+	if (me == 0) {
+		ctl->epoch_floor = v.floor;
+	} else if (v.epoch != mine.choice) {
+		struct shmrun_ckpt_scope scope;
+		char rwhy[480];
+
+		shmrun_ckpt_scope_of(plan, H, &scope);
+		shmrun_log(SHMRUN_LOG_WARN,
+			   "host %u had chosen epoch %" PRIu64 ", rank 0 epoch %" PRIu64
+			   ": host %u restores epoch %" PRIu64 " instead",
+			   me, mine.choice, v.epoch, me, v.epoch);
+		err = shmrun_ckpt_restore_instead(job, &scope, ctl, v.epoch,
+						  g->per_host ? manifest : NULL,
+						  g->per_host ? (size_t)v.manifest_len : 0, rwhy,
+						  sizeof(rwhy));
+		if (err && v.finished) {
+			/* rank 0's checkpoint ends a finished run: there is nothing
+			 * to do on any host, and this one keeps its outputs as
+			 * they are */
+			shmrun_log(SHMRUN_LOG_INFO,
+				   "rank 0's checkpoint of epoch %" PRIu64 " is the last of a finished "
+				   "run: nothing to do on host %u either (STREAM_RESET_STATE=1 runs "
+				   "the job again from the start)",
+				   v.epoch, me);
+			free(manifest);
+			atomic_store_explicit(&ctl->go, SHMRUN_GO_NOTHING, memory_order_release);
+			return 0;
+		}
+		if (err) {
+			free(manifest);
+			snprintf(why, wlen, "%s", rwhy);
+			return err;
+		}
+	}
+	free(manifest);
+	atomic_store_explicit(&ctl->go, SHMRUN_GO_RUN, memory_order_release);
+	return 0;
+}
+
 static void *gateway_main(void *arg)
 {
 	struct shmrun_gateway *g = arg;
@@ -1374,6 +1592,8 @@ static void *gateway_main(void *arg)
 				err = -EIO;
 			}
 		}
+		if (!err)
+			err = agree(g, why, sizeof(why)); /* the workers wait for it */
 		if (err && !why[0])
 			snprintf(why, sizeof(why), "%s", g->why);
 	}
@@ -1461,6 +1681,16 @@ static void *gateway_main(void *arg)
 				     "host %u sent nothing for %.1f s (host_timeout): hung or "
 				     "unreachable",
 				     h, (double)(now - p->last_recv) / 1e9);
+			}
+			if (p->got_eos && !finishing && !aborting && !p->eos_late &&
+			    now - p->eos_at > g->conf.timeout_ns) {
+				/* the peer's workers are done and it ended its stream,
+				 * yet ours still run: they would wait for it forever */
+				p->eos_late = true;
+				fail(g, -EPIPE,
+				     "host %u ended its stream, but this host's workers still run "
+				     "after %.1f s (host_timeout): the hosts do not end together",
+				     h, (double)(now - p->eos_at) / 1e9);
 			}
 			if (!p->credit_since) {
 				for (uint32_t i = 0; i < g->nrings; i++) {
@@ -1703,6 +1933,8 @@ int shmrun_gateway_start(struct shmrun_gateway **out, const struct shmrun_gatewa
 	pthread_mutex_unlock(&g->lock);
 	if (err) {
 		pthread_join(g->thread, NULL);
+		if (g->why[0])
+			shmrun_log(SHMRUN_LOG_ERROR, "host %u: %s", c->host, g->why);
 		goto err_free;
 	}
 	*out = g;

@@ -80,10 +80,22 @@ struct shmrun_gateway_conf {
  * the MPI world has @c->hosts ranks and this is rank @c->host. The thread
  * then pre-posts its receives, waits for every rank to have done so (a
  * barrier: nothing ever lands in MPI's unexpected queue) and exchanges a
- * HELLO with every peer, which compares the channel tables. Call it after
+ * HELLO with every peer, which compares the channel tables. Before it
+ * returns, the hosts agree (gateway.c "the start exchange"): rank 0 compares
+ * every host's whole effective job (shmrun_job_hash()) and worker count with
+ * its own, and picks the epoch every host restores (shmrun_ckpt_agree()); a
+ * host whose choice differs restores that epoch instead
+ * (shmrun_ckpt_restore_instead(), with rank 0's MANIFEST bytes per_host),
+ * and on success @c->ctl->go is set (the workers of a multi-host job wait
+ * for it before they restore or touch anything). Call it after
  * block_signals(): the thread inherits the blocked set.
  *
- * Return: 0; -ENOTSUP in a build without MPI (SHMRUN_MPI=OFF or no MPI found);
+ * Return: 0; -EXDEV when the hosts run different jobs or worker counts (the
+ * failure names the first host that differs from host 0: logged; nothing
+ * may start: exit 2); -ENOENT when rank 0 has no checkpoint but another host
+ * has one (shmrun_ckpt_agree(): refused, exit 2); the errors of
+ * shmrun_ckpt_restore_instead() when this host cannot restore the agreed
+ * epoch; -ENOTSUP in a build without MPI (SHMRUN_MPI=OFF or no MPI found);
  * -EINVAL for a bad configuration (host >= hosts, hosts < 2, a ring whose peer
  * is this host or out of range, a ring attach that fails, flush_ns <= 0) or an
  * MPI world of another size or rank; -ENOMEM; -EIO if MPI_Init_thread failed.

@@ -199,6 +199,25 @@ int shmrun_fingerprint_text_members(const struct shmrun_job *job, const uint32_t
 uint64_t shmrun_fingerprint(const struct shmrun_job *job);
 
 /**
+ * shmrun_job_text() - the canonical encoding of the whole effective @job, as
+ * every host of a multi-host job must run it (the gateway's start exchange
+ * compares its hash: runtime/gateway.c): shmrun_fingerprint_text() plus what
+ * it leaves out on purpose — every [job] key that is the same on every host
+ * (workers, hosts, ring_bytes, idle, the checkpoint keys with checkpoint_dir
+ * as written, i.e. before {host} is expanded, host_flush, host_timeout, ...),
+ * the tuning keys of every stage (`rate`), `combine` and the watermark keys —
+ * and the job's name, one item per line, values after --set and defaults.
+ * Not in it: cpus (a host's own CPUs), metrics (an address of each host),
+ * the conf file's path.
+ * @text: receives a malloc'd NUL-terminated string (caller frees); @len its length.
+ * Return: 0; -ENOMEM.
+ */
+int shmrun_job_text(const struct shmrun_job *job, char **text, size_t *len);
+
+/** shmrun_job_hash() - XXH64 of shmrun_job_text(); 0 on ENOMEM. */
+uint64_t shmrun_job_hash(const struct shmrun_job *job);
+
+/**
  * shmrun_fingerprint_diff() - every difference between two canonical
  * encodings, in the field's terms ("stage count: width 4 → 2", "members: 2 → 3
  * workers", "vnodes: 256 → 128", "stage filter: new"), joined by "; ".

@@ -278,6 +278,23 @@ static void worker_main(const struct shmrun_plan *plan, const struct shmrun_segm
 		shmrun_log(SHMRUN_LOG_WARN, "cannot pin to CPU %d: %s; running unpinned",
 			   shmrun_plan_cpu_of(plan, index), strerror(errno));
 	shmrun_log(SHMRUN_LOG_DEBUG, "started on CPU %d", shmrun_plan_cpu_of(plan, index));
+	if (plan->hosts > 1) {
+		/* several hosts: nothing is restored, read or written before the
+		 * hosts agree on the job and on the epoch to restore (the gateway
+		 * sets go after its start exchange, and may change restored_epoch
+		 * before it); the launcher kills us if they do not agree */
+		uint32_t go;
+
+		while (!(go = atomic_load_explicit(&ctl->go, memory_order_acquire))) {
+			struct timespec ts = {0, 1000000};
+
+			if (getppid() != launcher)
+				_exit(1);
+			nanosleep(&ts, NULL);
+		}
+		if (go == SHMRUN_GO_NOTHING)
+			_exit(0);
+	}
 	status = shmrun_worker_run(plan, seg, index, ctl, &worker_stop);
 	fflush(NULL);
 	_exit(status);
@@ -386,6 +403,7 @@ struct run {
 	bool reset_done;   /* STREAM_RESET_STATE=1 applied */
 	int fatal_signal;  /* a worker was killed by a signal a restart cannot cure */
 	bool refused;      /* the restore selection refused the checkpoint (-ESTALE) */
+	bool hosts_refused; /* hosts > 1: the hosts' start exchange refused (gateway.h) */
 	int64_t start_ns;  /* when shmrun_run() began: the summary's elapsed time */
 	/* one start's own: set by start_workers(), released by finish_start() */
 	struct shmrun_segment seg;
@@ -468,7 +486,17 @@ static enum run_end start_gateway(struct run *r)
 	err = shmrun_gateway_start(&r->gw, &gc);
 	if (err) {
 		r->gw = NULL;
+		/* the hosts run different jobs, or cannot agree on the epoch to
+		 * restore: refused before any worker touched anything (exit 2) */
+		r->hosts_refused = err == -EXDEV || err == -ENOENT;
 		goto err_kill;
+	}
+	/* the gateway's start exchange may have changed the epoch to restore */
+	if (r->epoch != r->ctl->restored_epoch) {
+		r->epoch = r->ctl->restored_epoch;
+		if (r->metrics)
+			atomic_store_explicit(&r->metrics->restored_epoch, r->epoch,
+					      memory_order_relaxed);
 	}
 	shmrun_log(SHMRUN_LOG_INFO, "gateway of host %u: %u ring%s to or from other hosts",
 		   r->host, n, n == 1 ? "" : "s");
@@ -1229,6 +1257,12 @@ static int start_result(struct run *r, enum run_end end, uint32_t attempt)
 		 * RestartPreventExitStatus=2 does not loop on it) */
 		shmrun_log(SHMRUN_LOG_ERROR, "%s: the checkpoint to restore does not fit "
 					     "this topology (see above); nothing was started",
+			   job->conf_path);
+		return 2;
+	}
+	if (end == RUN_NOSTART && r->hosts_refused) {
+		shmrun_log(SHMRUN_LOG_ERROR, "%s: the hosts did not agree (see above); nothing was "
+					     "started",
 			   job->conf_path);
 		return 2;
 	}

@@ -112,6 +112,14 @@ if(TARGET shmrun AND MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
 			     LABELS "runtime;integration;mpi" SKIP_RETURN_CODE 77)
 	# checkpoint_layout = per_host (ck{host}): stopped and resumed on 2
 	# hosts, exact: host 1 installs rank 0's MANIFEST from the COMMIT.
+	# The hosts agree before anything starts: another job (--set) or worker
+	# count on one rank is refused (exit 2, nothing written); a host that
+	# missed rank 0's last COMMIT restores rank 0's epoch; a finished job
+	# run again does nothing on every host (docs/multihost.md).
+	add_test(NAME multihost_agree COMMAND bash
+		 ${CMAKE_CURRENT_LIST_DIR}/multihost_agree.sh $<TARGET_FILE:shmrun>)
+	set_tests_properties(multihost_agree PROPERTIES TIMEOUT 600
+			     LABELS "runtime;integration;mpi" SKIP_RETURN_CODE 77)
 	add_test(NAME multihost_per_host COMMAND bash
 		 ${CMAKE_CURRENT_LIST_DIR}/multihost_per_host.sh $<TARGET_FILE:shmrun>)
 	set_tests_properties(multihost_per_host PROPERTIES TIMEOUT 300

@@ -17,6 +17,12 @@
  *                         (SHMRUN_TEST_GATEWAY_MUTE): rank 0's poll returns
  *                         -EPIPE naming host 1 within host_timeout (1 s) plus
  *                         slack; both ranks exit 75, as a launcher does.
+ *   gateway_pair eos      rank 0 finishes at once (its "workers" are done),
+ *                         rank 1 goes on as if its workers still ran: rank
+ *                         1's poll returns -EPIPE ("host 0 ended its
+ *                         stream, but this host's workers still run") after
+ *                         host_timeout (1 s) instead of waiting forever;
+ *                         rank 1 exits 75.
  *
  * Prints "PASS <what>" lines that tests/mpi/run.sh checks; exit 0 on success.
  */
@@ -268,6 +274,7 @@ int main(int argc, char **argv)
 {
 	const char *r = getenv("OMPI_COMM_WORLD_RANK"), *n = getenv("OMPI_COMM_WORLD_SIZE");
 	bool timeout_mode = argc > 1 && strcmp(argv[1], "timeout") == 0;
+	bool eos_mode = argc > 1 && strcmp(argv[1], "eos") == 0;
 	struct shmrun_plan_task tasks[4];
 	struct shmrun_plan plan = {.workers = 2, .ntasks = 4, .tasks = tasks};
 	struct side sides[NCHAN];
@@ -316,7 +323,7 @@ int main(int argc, char **argv)
 	    .rings = grings,
 	    .nrings = ng,
 	    .flush_ns = 1000000,
-	    .timeout_ns = timeout_mode ? 1000000000 : 10000000000,
+	    .timeout_ns = timeout_mode || eos_mode ? 1000000000 : 10000000000,
 	};
 	if (timeout_mode && rank == 1)
 		setenv("SHMRUN_TEST_GATEWAY_MUTE", "300", 1);
@@ -329,6 +336,34 @@ int main(int argc, char **argv)
 	err = shmrun_gateway_start(&g, &conf);
 	CHECK(err == 0, "start: %d", err);
 
+	if (eos_mode) {
+		int64_t t0 = now_ns(), t1;
+		int st;
+
+		if (rank == 0) {
+			/* host 1 gives up on us, so this ends either way */
+			err = shmrun_gateway_finish(g);
+			CHECK(err == 0 || err == -EPIPE, "rank 0 finish: %d", err);
+			printf("PASS eos rank 0: finished (%d)\n", err);
+			shmrun_control_destroy(ctl);
+			return 0;
+		}
+		do {
+			usleep(2000);
+			st = shmrun_gateway_poll(g, why, sizeof(why));
+		} while (st == 0 && now_ns() - t0 < 20000000000);
+		t1 = now_ns();
+		CHECK(st == -EPIPE, "poll %d (%s)", st, why);
+		CHECK(strstr(why, "host 0 ended its stream, but this host's workers still run") !=
+			  NULL,
+		      "why: %s", why);
+		CHECK(t1 - t0 >= 900000000, "after %.2f s (< host_timeout)", (t1 - t0) / 1e9);
+		printf("PASS eos rank 1: %s (%.2f s)\n", why, (t1 - t0) / 1e9);
+		shmrun_gateway_abort(g, why);
+		(void)shmrun_gateway_finish(g);
+		shmrun_control_destroy(ctl);
+		return 75;
+	}
 	if (timeout_mode) {
 		int64_t t0 = now_ns(), t1;
 		int st;

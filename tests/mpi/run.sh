@@ -48,8 +48,19 @@ else
 	for want in "PASS timeout rank 0: host 1 sent nothing" "PASS timeout rank 1:"; do
 		grep -qF "$want" "$out/timeout" || { echo "FAIL timeout: missing '$want'"; fail=1; }
 	done
-
 fi
+
+# rank 0 ends its stream while rank 1 still "runs": rank 1 must not wait
+# forever (host_timeout, 1 s), it exits 75
+timeout -k 5 120 "$mpirun" "${flags[@]}" "$prog" eos >"$out/eos" 2>&1
+st=$?
+cat "$out/eos"
+if [ "$st" != 75 ]; then
+	echo "FAIL eos: mpirun exited $st, want 75"; fail=1
+fi
+for want in "PASS eos rank 0: finished" "PASS eos rank 1: host 0 ended its stream"; do
+	grep -qF "$want" "$out/eos" || { echo "FAIL eos: missing '$want'"; fail=1; }
+done
 
 # mpirun has reaped its ranks when it returns; allow a moment anyway
 for _ in $(seq 50); do

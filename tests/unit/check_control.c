@@ -34,7 +34,7 @@ static void assert_layout(struct shmrun_control *c, uint32_t workers, uint32_t t
 	ck_assert_uint_eq(c->stats_bytes, STATS);
 	ck_assert_uint_eq(c->slot_bytes, SLOT);
 	ck_assert_uint_eq(c->cacheline, 64);
-	ck_assert_uint_eq(c->reserved, 0);
+	ck_assert_uint_eq(c->go, 0);
 	ck_assert_uint_eq(c->workers, workers);
 	ck_assert_uint_eq(c->tasks, tasks);
 	ck_assert_uint_eq(c->stats_off, HEAD);

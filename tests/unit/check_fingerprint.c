@@ -566,6 +566,63 @@ START_TEST(test_tuning_key_ignored)
 }
 END_TEST
 
+static uint64_t job_hash_of(const char *conf)
+{
+	struct shmrun_job job;
+	uint64_t h;
+
+	load("job.conf", conf, &job);
+	h = shmrun_job_hash(&job);
+	ck_assert_uint_ne(h, 0);
+	shmrun_job_free(&job);
+	return h;
+}
+
+/*
+ * The whole-job hash the hosts of a multi-host job compare (gateway.c, the
+ * start exchange): every key the fingerprint leaves out on purpose (speed
+ * keys, tuning keys, [job] keys) changes it, but cpus (each host's own).
+ */
+START_TEST(test_job_hash_whole)
+{
+	static const char *const jchanges[][2] = {
+	    {"workers = 2\n", "workers = 3\n"},
+	    {"workers = 2\n", "workers = 2\nidle = spin\n"},
+	    {"workers = 2\n", "workers = 2\nring_bytes = 64K\n"},
+	    {"workers = 2\n", "workers = 2\ncheckpoint_dir = ck\n"},
+	    {"workers = 2\n", "workers = 2\ncheckpoint_retain = 5\n"},
+	    {"workers = 2\n", "workers = 2\nrestart_attempts = 0\n"},
+	    {"workers = 2\n", "workers = 2\nhost_timeout = 3s\n"},
+	    {"count = 1000\n", "count = 1000\nrate = 250\n"},
+	};
+	uint64_t fp = fp_of(BASE), h = job_hash_of(BASE);
+
+	ck_assert_uint_eq(job_hash_of(BASE), h); /* stable */
+	for (size_t i = 0; i < sizeof(jchanges) / sizeof(jchanges[0]); i++) {
+		char *c = edit(BASE, jchanges[i][0], jchanges[i][1]);
+
+		ck_assert_msg(job_hash_of(c) != h, "'%s' -> '%s' left the job hash", jchanges[i][0],
+			      jchanges[i][1]);
+		if (i > 0) /* workers is in the fingerprint's members line anyway */
+			ck_assert_uint_eq(fp_of(c), fp);
+		free(c);
+	}
+	{
+		int32_t cpus[CPU_SETSIZE];
+		uint32_t ncpus = allowed_cpus(cpus, CPU_SETSIZE);
+		char listed[64];
+		char *c;
+
+		if (ncpus >= 2) { /* cpus = two CPUs is workers = 2 elsewhere */
+			snprintf(listed, sizeof(listed), "cpus = %d,%d\n", cpus[0], cpus[1]);
+			c = edit(BASE, "workers = 2\n", listed);
+			ck_assert_uint_eq(job_hash_of(c), h);
+			free(c);
+		}
+	}
+}
+END_TEST
+
 /* Paths inside the conf's directory are encoded relative to it. */
 START_TEST(test_job_dir_moved)
 {
@@ -768,6 +825,7 @@ static Suite *fingerprint_suite(void)
 	tcase_add_test(tc, test_written_differently);
 	tcase_add_test(tc, test_speed_keys_ignored);
 	tcase_add_test(tc, test_tuning_key_ignored);
+	tcase_add_test(tc, test_job_hash_whole);
 	tcase_add_test(tc, test_job_dir_moved);
 	suite_add_tcase(s, tc);
 

@@ -1355,6 +1355,24 @@ static void sleep_ns(int64_t ns)
 	nanosleep(&ts, NULL);
 }
 
+/*
+ * The start failed (@why says how): say so, and leave nothing of MPI behind.
+ * Once MPI_Init_thread succeeded, MPI_Finalize is what stops a singleton's
+ * orted and removes the session directory /tmp/ompi.HOST.UID/jf.N (without
+ * it both outlived the run); the receives are released first. MPI_Finalize
+ * does not wait for the other ranks here: none of them was ever sent to.
+ */
+static void start_failed(struct shmrun_gateway *g, const char *why)
+{
+	shmrun_log(SHMRUN_LOG_ERROR, "gateway of host %u: %s", g->conf.host,
+		   why[0] ? why : "the start failed");
+	if (!g->mpi_init)
+		return;
+	release_requests(g);
+	MPI_Finalize();
+	g->mpi_init = false;
+}
+
 static void *gateway_main(void *arg)
 {
 	struct shmrun_gateway *g = arg;
@@ -1377,6 +1395,8 @@ static void *gateway_main(void *arg)
 		if (err && !why[0])
 			snprintf(why, sizeof(why), "%s", g->why);
 	}
+	if (err)
+		start_failed(g, why);
 	pthread_mutex_lock(&g->lock);
 	g->start_err = err;
 	if (err)

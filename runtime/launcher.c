@@ -1068,8 +1068,10 @@ int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
 		int line;
 
 		if (shmrun_task_prepare_stage(plan, s, msg, sizeof(msg), &line)) {
-			shmrun_log(SHMRUN_LOG_ERROR, "%s:%d: %s; nothing was started",
-				   job->conf_path, line, msg);
+			char at[PATH_MAX + 16];
+
+			shmrun_log(SHMRUN_LOG_ERROR, "%s: %s; nothing was started",
+				   shmrun_conf_at(at, sizeof(at), job->conf_path, line), msg);
 			failed = -EINVAL;
 		}
 	}
@@ -1141,8 +1143,12 @@ static int prepare_and_lock(struct run *r)
 
 		r->prom = shmrun_prom_start(job->metrics, job->name, why, sizeof(why));
 		if (!r->prom) {
-			shmrun_log(SHMRUN_LOG_ERROR, "%s:%d: %s; nothing was started",
-				   job->conf_path, job->metrics_line, why);
+			char at[PATH_MAX + 16];
+
+			shmrun_log(SHMRUN_LOG_ERROR, "%s: %s; nothing was started",
+				   shmrun_conf_at(at, sizeof(at), job->conf_path,
+						  job->metrics_line),
+				   why);
 			return -1;
 		}
 	}

@@ -1378,7 +1378,7 @@ static void *gateway_main(void *arg)
 	struct shmrun_gateway *g = arg;
 	char why[512] = "";
 	int err = mpi_init(g, why, sizeof(why));
-	int64_t now, nap = 0, abort_at = 0, last_move = 0;
+	int64_t now, nap = 0, abort_at = 0, last_move = 0, turn = 0, stalled;
 	bool aborting = false, finishing = false, drained = false;
 
 	if (!err) {
@@ -1422,6 +1422,25 @@ static void *gateway_main(void *arg)
 		bool sent = false, slots_changed, done;
 
 		now = shmrun_now_ns();
+		/*
+		 * This thread did not run for a while (the process was stopped,
+		 * kill -STOP, or starved of CPU): the peers could not be read
+		 * meanwhile, so that time does not count as their silence. Longer
+		 * than host_timeout, the peers have given this host up: say so,
+		 * rather than blame them for the silence.
+		 */
+		stalled = turn ? now - turn : 0;
+		turn = now;
+		if (stalled > GW_HEARTBEAT_NS) {
+			for (uint32_t h = 0; h < g->conf.hosts; h++)
+				g->peers[h].last_recv += stalled;
+			if (stalled > g->conf.timeout_ns && !failed(g))
+				fail(g, -EPIPE,
+				     "this host was stopped or starved for %.1f s (longer than "
+				     "host_timeout, %.1f s): its gateway did not run, so the other "
+				     "hosts heard nothing from it",
+				     (double)stalled / 1e9, (double)g->conf.timeout_ns / 1e9);
+		}
 		pthread_mutex_lock(&g->lock);
 		if (g->abort_req && !aborting) {
 			aborting = true;

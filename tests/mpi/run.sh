@@ -1,13 +1,20 @@
 #!/bin/bash
-# tests/mpi/run.sh MPIRUN GATEWAY_PAIR: run tests/mpi/gateway_pair.c's two
+# tests/mpi/run.sh MPIRUN GATEWAY_PAIR [FAULT]: run tests/mpi/gateway_pair.c's two
 # cases under `mpirun -np 2` with the transport pinned (ob1, tcp on lo; as
 # root too) and check each rank's PASS lines and the exit statuses; nothing
 # may be left running.
 set -u
-mpirun=$1 prog=$2
+mpirun=$1 prog=$2 fault=${3:-OFF} # FAULT: SHMRUN_FAULT_INJECTION of the build
 out=$(mktemp -d /tmp/gateway_pair.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Under ASan (the CI's sanitizer build) Open MPI 4.1's own allocations are
+# still live at exit (MPI_Init's PMIx, hwloc and MCA component state; the
+# components are dlclose()d, so their stacks cannot even be named in a
+# suppression file): LeakSanitizer would fail every run that called
+# MPI_Init. Leak checking is off for MPI runs only; ASan's other checks stay.
+# Binaries built without ASan ignore the variable.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 flags=(-np 2 --oversubscribe --bind-to none --mca pml ob1 --mca btl tcp,self
        --mca btl_tcp_if_include lo)
 fail=0
@@ -25,17 +32,24 @@ for want in "PASS rank 0: slot and stop request mirrored from host 1" \
 	grep -qF "$want" "$out/stream" || { echo "FAIL stream: missing '$want'"; fail=1; }
 done
 
-SHMRUN_TEST_GATEWAY_MUTE= timeout -k 5 120 "$mpirun" "${flags[@]}" "$prog" timeout \
-	>"$out/timeout" 2>&1
-st=$?
-cat "$out/timeout"
-# both ranks exit 75 (restartable) without MPI_Finalize: mpirun passes 75 on
-if [ "$st" != 75 ]; then
-	echo "FAIL timeout: mpirun exited $st, want 75"; fail=1
+# the silent host is the test-only switch SHMRUN_TEST_GATEWAY_MUTE, compiled
+# only with SHMRUN_FAULT_INJECTION (tools/bootstrap.sh turns it on)
+if [ "$fault" != ON ]; then
+	echo "skip timeout: this build has no SHMRUN_FAULT_INJECTION (no silent-host switch)"
+else
+	SHMRUN_TEST_GATEWAY_MUTE= timeout -k 5 120 "$mpirun" "${flags[@]}" "$prog" timeout \
+		>"$out/timeout" 2>&1
+	st=$?
+	cat "$out/timeout"
+	# both ranks exit 75 (restartable) without MPI_Finalize: mpirun passes 75 on
+	if [ "$st" != 75 ]; then
+		echo "FAIL timeout: mpirun exited $st, want 75"; fail=1
+	fi
+	for want in "PASS timeout rank 0: host 1 sent nothing" "PASS timeout rank 1:"; do
+		grep -qF "$want" "$out/timeout" || { echo "FAIL timeout: missing '$want'"; fail=1; }
+	done
+
 fi
-for want in "PASS timeout rank 0: host 1 sent nothing" "PASS timeout rank 1:"; do
-	grep -qF "$want" "$out/timeout" || { echo "FAIL timeout: missing '$want'"; fail=1; }
-done
 
 # mpirun has reaped its ranks when it returns; allow a moment anyway
 for _ in $(seq 50); do

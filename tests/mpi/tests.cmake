@@ -8,7 +8,7 @@ if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
 	target_link_libraries(gateway_pair PRIVATE shmrun_rt Threads::Threads)
 	# frames both ways with credits, control mirroring; a silent host times out
 	add_test(NAME gateway_pair COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run.sh
-		 ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:gateway_pair>)
+		 ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:gateway_pair> ${SHMRUN_FAULT_INJECTION})
 	set_tests_properties(gateway_pair PROPERTIES TIMEOUT 180 LABELS "runtime;mpi"
 			     SKIP_RETURN_CODE 77)
 endif()

@@ -400,6 +400,13 @@ static void load_hosts(struct loader *ld, const struct shmrun_param *p)
 		if (r == 1) {
 			job->hosts = e.size;
 			job->hosts_env = e.size_var;
+		} else if (e.ignored[0]) {
+			warnf(ld, 0,
+			      "running on one host: ignored %s in the environment, as no mpirun "
+			      "or srun started this process (no PMIX_NAMESPACE with "
+			      "PMIX_SERVER_URI*, PMI_FD, or SLURM_STEP_ID with PMIX_RANK/PMI_RANK; "
+			      "docs/multihost.md)",
+			      e.ignored);
 		}
 	}
 	if (job->workers && (uint64_t)job->hosts * job->workers > SHMRUN_CONTROL_MAX_WORKERS)

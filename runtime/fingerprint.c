@@ -327,12 +327,13 @@ int shmrun_job_text(const struct shmrun_job *job, char **text, size_t *len)
 	shmrun_text_printf(&o,
 			   "job union_state_limit=%" PRIu64 " per_worker_state_warn=%" PRIu64
 			   " operator_timeout=%" PRIu64 " idle_timeout=%" PRIu64
-			   " allow_data_loss_on_crash=%d host_flush=%" PRIu64
-			   " host_timeout=%" PRIu64 "\n",
+			   " allow_data_loss_on_crash=%d host_flush=%" PRIu64 "\n",
 			   job->union_state_limit, job->per_worker_state_warn,
 			   job->operator_timeout_ns, job->idle_timeout_ns,
-			   (int)job->allow_data_loss_on_crash, job->host_flush_ns,
-			   job->host_timeout_ns);
+			   (int)job->allow_data_loss_on_crash, job->host_flush_ns);
+	/* host_timeout is left out, like cpus: how long this host waits for a
+	 * silent peer is its own tolerance (a host on a slower network may
+	 * wait longer), and nothing else depends on it */
 	for (uint32_t s = 0; s < job->nstages; s++) {
 		const struct shmrun_stage *st = &job->stages[s];
 

@@ -1573,12 +1573,30 @@ static int agree(struct shmrun_gateway *g, char *why, size_t wlen)
 	return 0;
 }
 
+/*
+ * The start failed (@why says how): say so, and leave nothing of MPI behind.
+ * Once MPI_Init_thread succeeded, MPI_Finalize is what stops a singleton's
+ * orted and removes the session directory /tmp/ompi.HOST.UID/jf.N (without
+ * it both outlived the run); the receives are released first. MPI_Finalize
+ * does not wait for the other ranks here: none of them was ever sent to.
+ */
+static void start_failed(struct shmrun_gateway *g, const char *why)
+{
+	shmrun_log(SHMRUN_LOG_ERROR, "gateway of host %u: %s", g->conf.host,
+		   why[0] ? why : "the start failed");
+	if (!g->mpi_init)
+		return;
+	release_requests(g);
+	MPI_Finalize();
+	g->mpi_init = false;
+}
+
 static void *gateway_main(void *arg)
 {
 	struct shmrun_gateway *g = arg;
 	char why[512] = "";
 	int err = mpi_init(g, why, sizeof(why));
-	int64_t now, nap = 0, abort_at = 0, last_move = 0;
+	int64_t now, nap = 0, abort_at = 0, last_move = 0, turn = 0, stalled;
 	bool aborting = false, finishing = false, drained = false;
 
 	if (!err) {
@@ -1597,6 +1615,8 @@ static void *gateway_main(void *arg)
 		if (err && !why[0])
 			snprintf(why, sizeof(why), "%s", g->why);
 	}
+	if (err)
+		start_failed(g, why);
 	pthread_mutex_lock(&g->lock);
 	g->start_err = err;
 	if (err)
@@ -1622,6 +1642,25 @@ static void *gateway_main(void *arg)
 		bool sent = false, slots_changed, done;
 
 		now = shmrun_now_ns();
+		/*
+		 * This thread did not run for a while (the process was stopped,
+		 * kill -STOP, or starved of CPU): the peers could not be read
+		 * meanwhile, so that time does not count as their silence. Longer
+		 * than host_timeout, the peers have given this host up: say so,
+		 * rather than blame them for the silence.
+		 */
+		stalled = turn ? now - turn : 0;
+		turn = now;
+		if (stalled > GW_HEARTBEAT_NS) {
+			for (uint32_t h = 0; h < g->conf.hosts; h++)
+				g->peers[h].last_recv += stalled;
+			if (stalled > g->conf.timeout_ns && !failed(g))
+				fail(g, -EPIPE,
+				     "this host was stopped or starved for %.1f s (longer than "
+				     "host_timeout, %.1f s): its gateway did not run, so the other "
+				     "hosts heard nothing from it",
+				     (double)stalled / 1e9, (double)g->conf.timeout_ns / 1e9);
+		}
 		pthread_mutex_lock(&g->lock);
 		if (g->abort_req && !aborting) {
 			aborting = true;
@@ -1932,9 +1971,7 @@ int shmrun_gateway_start(struct shmrun_gateway **out, const struct shmrun_gatewa
 	err = g->start_err;
 	pthread_mutex_unlock(&g->lock);
 	if (err) {
-		pthread_join(g->thread, NULL);
-		if (g->why[0])
-			shmrun_log(SHMRUN_LOG_ERROR, "host %u: %s", c->host, g->why);
+		pthread_join(g->thread, NULL); /* start_failed() logged why */
 		goto err_free;
 	}
 	*out = g;

@@ -207,7 +207,7 @@ uint64_t shmrun_fingerprint(const struct shmrun_job *job);
  * as written, i.e. before {host} is expanded, host_flush, host_timeout, ...),
  * the tuning keys of every stage (`rate`), `combine` and the watermark keys —
  * and the job's name, one item per line, values after --set and defaults.
- * Not in it: cpus (a host's own CPUs), metrics (an address of each host),
+ * Not in it: cpus (a host's own CPUs), metrics (an address of each host), host_timeout (a host's own tolerance),
  * the conf file's path.
  * @text: receives a malloc'd NUL-terminated string (caller frees); @len its length.
  * Return: 0; -ENOMEM.

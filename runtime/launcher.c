@@ -820,8 +820,38 @@ static enum run_end reap_exits(struct run *r)
  * `ps`, `stop`), the Prometheus endpoint, the progress line. Return: true if
  * a client asked the job to stop (served as a stop signal).
  */
+/*
+ * Hosts other than 0 run no coordinator, so nothing writes their metrics'
+ * checkpoint line (metrics.h): mirror it from complete_epoch, which the
+ * gateway copies from host 0 into this host's control area, so that `ps`
+ * (CKPT_EPOCH, CKPT_AGE), top and Prometheus of host h show host 0's
+ * checkpoints. The duration is host 0's to know: left 0 (top shows `-`);
+ * the size is this host's tasks' state files.
+ */
+static void mirror_ckpt_metrics(struct run *r)
+{
+	struct shmrun_metrics *m = r->metrics;
+	struct shmrun_task_slot *slots;
+	uint64_t e, bytes = 0;
+
+	if (r->host == 0 || !m || !r->ctl)
+		return;
+	e = atomic_load_explicit(&r->ctl->complete_epoch, memory_order_acquire);
+	if (e <= atomic_load_explicit(&m->ckpt_epoch, memory_order_relaxed))
+		return;
+	slots = shmrun_control_slots(r->ctl);
+	for (uint32_t k = 0; k < r->plan->ntasks; k++)
+		if (r->plan->tasks[k].worker / r->plan->workers_per_host == r->host)
+			bytes += slots[k].size;
+	atomic_store_explicit(&m->ckpt_epoch, e, memory_order_relaxed);
+	atomic_fetch_add_explicit(&m->ckpt_completed, 1, memory_order_relaxed);
+	atomic_store_explicit(&m->ckpt_bytes, bytes, memory_order_relaxed);
+	atomic_store_explicit(&m->ckpt_wall_ns, shmrun_wall_ns(), memory_order_relaxed);
+}
+
 static bool serve_outside(struct run *r)
 {
+	mirror_ckpt_metrics(r);
 	shmrun_prom_serve(r->prom);
 	shmrun_progress_tick(r->metrics); /* progress.c: at most 4 draws a second */
 	/* kept until supervise() serves it: a tick that took SIGCHLD does not */
@@ -1096,8 +1126,10 @@ int shmrun_prepare(const struct shmrun_job *job, const struct shmrun_plan *plan)
 		int line;
 
 		if (shmrun_task_prepare_stage(plan, s, msg, sizeof(msg), &line)) {
-			shmrun_log(SHMRUN_LOG_ERROR, "%s:%d: %s; nothing was started",
-				   job->conf_path, line, msg);
+			char at[PATH_MAX + 16];
+
+			shmrun_log(SHMRUN_LOG_ERROR, "%s: %s; nothing was started",
+				   shmrun_conf_at(at, sizeof(at), job->conf_path, line), msg);
 			failed = -EINVAL;
 		}
 	}
@@ -1169,8 +1201,12 @@ static int prepare_and_lock(struct run *r)
 
 		r->prom = shmrun_prom_start(job->metrics, job->name, why, sizeof(why));
 		if (!r->prom) {
-			shmrun_log(SHMRUN_LOG_ERROR, "%s:%d: %s; nothing was started",
-				   job->conf_path, job->metrics_line, why);
+			char at[PATH_MAX + 16];
+
+			shmrun_log(SHMRUN_LOG_ERROR, "%s: %s; nothing was started",
+				   shmrun_conf_at(at, sizeof(at), job->conf_path,
+						  job->metrics_line),
+				   why);
 			return -1;
 		}
 	}

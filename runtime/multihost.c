@@ -22,20 +22,74 @@
  * worker, and a dynamic-process runtime Debian's Open MPI sets up poorly).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "multihost.h"
 
-/* The variables of each launcher: world size, then rank (two candidates). */
+extern char **environ;
+
+/*
+ * The variables of each launcher: world size, then rank (two candidates),
+ * and what shows that the launcher really started this process (started()).
+ */
+enum started_by { BY_MPIRUN, BY_PMI, BY_SRUN };
 static const struct {
 	const char *size, *rank, *rank2;
+	enum started_by by;
 } env_pairs[] = {
-    {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", NULL},
-    {"PMI_SIZE", "PMIX_RANK", "PMI_RANK"},
-    {"SLURM_NTASKS", "SLURM_PROCID", NULL},
+    {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", NULL, BY_MPIRUN},
+    {"PMI_SIZE", "PMIX_RANK", "PMI_RANK", BY_PMI},
+    {"SLURM_NTASKS", "SLURM_PROCID", NULL, BY_SRUN},
 };
+
+/* Is a PMIx server serving this process: PMIX_NAMESPACE and a PMIX_SERVER_URI*
+ * (Open MPI 4's mpirun, srun --mpi=pmix)? */
+static bool pmix_server(void)
+{
+	if (!getenv("PMIX_NAMESPACE"))
+		return false;
+	for (char **v = environ; v && *v; v++)
+		if (!strncmp(*v, "PMIX_SERVER_URI", 15))
+			return true;
+	return false;
+}
+
+/*
+ * Did the launcher of pair @by start this process, or are its variables a
+ * stale copy (a plain shmrun in an sbatch script sees SLURM_NTASKS and
+ * SLURM_PROCID; an exported OMPI_COMM_WORLD_SIZE outlives its mpirun)?
+ * mpirun (Open MPI 4.1) sets OMPI_COMM_WORLD_* with its PMIx server's
+ * PMIX_NAMESPACE and PMIX_SERVER_URI*; PMI launchers (hydra, srun --mpi=pmi2)
+ * pass PMI_FD, PMIx ones the server variables; srun sets SLURM_STEP_ID for its
+ * step, and with an MPI plugin PMIX_RANK or PMI_RANK (sbatch's batch script
+ * has neither PMI variable). docs/multihost.md states the rule.
+ */
+static bool started(enum started_by by)
+{
+	switch (by) {
+	case BY_MPIRUN:
+		return pmix_server();
+	case BY_PMI:
+		return getenv("PMI_FD") || pmix_server();
+	case BY_SRUN:
+		return getenv("SLURM_STEP_ID") && (getenv("PMIX_RANK") || getenv("PMI_RANK"));
+	}
+	return false;
+}
+
+/* Append "NAME=value" of @name (when set) to @e's list of ignored variables. */
+static void note_ignored(struct shmrun_mpi_env *e, const char *name)
+{
+	const char *v = getenv(name);
+	size_t n = strlen(e->ignored);
+
+	if (!v || n + 1 >= sizeof(e->ignored))
+		return;
+	snprintf(e->ignored + n, sizeof(e->ignored) - n, "%s%s=%.20s", n ? ", " : "", name, v);
+}
 
 /* @s as a decimal count (digits only, no sign or blank) into @out; false if not one. */
 static bool parse_count(const char *s, uint64_t *out)
@@ -55,6 +109,7 @@ static bool parse_count(const char *s, uint64_t *out)
 
 int shmrun_mpi_env(struct shmrun_mpi_env *e, char *why, size_t len)
 {
+	e->ignored[0] = 0;
 	for (size_t k = 0; k < sizeof(env_pairs) / sizeof(env_pairs[0]); k++) {
 		const char *sv = getenv(env_pairs[k].size), *rname = env_pairs[k].rank;
 		const char *rv = getenv(rname);
@@ -62,6 +117,13 @@ int shmrun_mpi_env(struct shmrun_mpi_env *e, char *why, size_t len)
 
 		if (!sv)
 			continue;
+		if (!started(env_pairs[k].by)) {
+			note_ignored(e, env_pairs[k].size);
+			note_ignored(e, env_pairs[k].rank);
+			if (env_pairs[k].rank2)
+				note_ignored(e, env_pairs[k].rank2);
+			continue;
+		}
 		if (!rv && env_pairs[k].rank2) {
 			rname = env_pairs[k].rank2;
 			rv = getenv(rname);
@@ -146,8 +208,10 @@ int shmrun_hosts_check(const struct shmrun_job *job, uint32_t *host, char *why, 
 	if (r == 0) {
 		snprintf(why, len,
 			 "hosts = %u (%s) needs %u MPI processes: mpirun -np %u shmrun %s "
-			 "(docs/multihost.md)",
-			 job->hosts, where, job->hosts, job->hosts, job->conf_path);
+			 "(docs/multihost.md)%s%s%s",
+			 job->hosts, where, job->hosts, job->hosts, job->conf_path,
+			 e.ignored[0] ? "; ignored " : "", e.ignored,
+			 e.ignored[0] ? ": no mpirun or srun started this process" : "");
 		return -EINVAL;
 	}
 	if (e.size != job->hosts) {

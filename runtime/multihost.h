@@ -27,6 +27,9 @@ struct shmrun_mpi_env {
 	uint32_t rank;	      /**< this process's index, < size */
 	const char *size_var; /**< the variables they came from (static strings) */
 	const char *rank_var;
+	/** launcher variables set but ignored, "NAME=value, …" ("" if none):
+	 *  their launcher did not start this process (a stale copy) */
+	char ignored[160];
 };
 
 /**
@@ -34,10 +37,16 @@ struct shmrun_mpi_env {
  * environment, in this order of pairs: OMPI_COMM_WORLD_SIZE/_RANK (Open MPI's
  * mpirun), PMI_SIZE with PMIX_RANK or PMI_RANK (PMI/PMIx launchers, MPICH's
  * hydra), SLURM_NTASKS/SLURM_PROCID (srun). The first pair whose size variable
- * is set decides.
- * @e: filled when the return is 1.
+ * is set, and whose launcher really started this process, decides: mpirun's
+ * pair only with a PMIx server's PMIX_NAMESPACE and PMIX_SERVER_URI*, PMI_SIZE
+ * only with PMI_FD or that server, Slurm's only with SLURM_STEP_ID and
+ * PMIX_RANK or PMI_RANK (srun with an MPI plugin). The variables of a pair
+ * without its launcher (a plain shmrun in an sbatch script, an exported
+ * copy) are listed in @e->ignored and otherwise ignored.
+ * @e: filled when the return is 1; @e->ignored always.
  * @why, @len: on -EINVAL, what is wrong (names the variable and its value).
- * Return: 1 under an MPI launcher; 0 when no size variable is set; -EINVAL
+ * Return: 1 under an MPI launcher; 0 when no launcher's size variable is set
+ * (or only ignored ones); -EINVAL
  * when one is set but is not a count 1..SHMRUN_MAX_HOSTS, or the rank
  * variable is missing or not below the size.
  */

@@ -537,10 +537,10 @@ static int collect(const struct shmrun_job *job, struct io_list *in, struct io_l
 						char b[BRIEF_MAX];
 
 						shmrun_log(SHMRUN_LOG_ERROR,
-							   "%s:%d: %s: the pattern %s has more than %d "
+							   "%s: %s: the pattern %s has more than %d "
 							   "brace alternatives, too many to check against "
 							   "the outputs; list fewer; nothing was started",
-							   job->conf_path, conf_line(job, st, p), what,
+							   SHMRUN_CONF_AT(job->conf_path, conf_line(job, st, p)), what,
 							   brief(one, b), SHMRUN_BRACE_MAX);
 						err = -EINVAL;
 					}
@@ -598,10 +598,10 @@ int shmrun_preflight(const struct shmrun_job *job)
 		if (op->lock_too_long) {
 			/* the run locks it through a file whose name is 6 bytes longer */
 			shmrun_log(SHMRUN_LOG_ERROR,
-				   "%s:%d: %s: the path is too long for its lock file (%s needs "
+				   "%s: %s: the path is too long for its lock file (%s needs "
 				   "6 bytes more than the name: at most %d bytes a file name, "
 				   "%d a path); choose a shorter path; nothing was started: %s",
-				   job->conf_path, op->line, op->what,
+				   SHMRUN_CONF_AT(job->conf_path, op->line), op->what,
 				   ckpt ? "checkpoint_dir/.lock" : ".<name>.lock", NAME_MAX,
 				   PATH_MAX - 1, brief(op->path, b1));
 			failed = -EINVAL;
@@ -625,11 +625,11 @@ int shmrun_preflight(const struct shmrun_job *job)
 				continue;
 			shmrun_log(
 			    SHMRUN_LOG_ERROR,
-			    "%s:%d: %s = %s %s of %s = %s (%s:%d): %s would be read while "
+			    "%s: %s = %s %s of %s = %s (%s): %s would be read while "
 			    "it is written, and the input destroyed; choose %s outside every "
 			    "input; nothing was started",
-			    job->conf_path, op->line, op->what, brief(op->path, b1), rel,
-			    in.v[i].what, brief(in.v[i].path, b2), job->conf_path, in.v[i].line,
+			    SHMRUN_CONF_AT(job->conf_path, op->line), op->what, brief(op->path, b1), rel,
+			    in.v[i].what, brief(in.v[i].path, b2), SHMRUN_CONF_AT(job->conf_path, in.v[i].line),
 			    ckpt ? "the checkpoint_dir" : "the output",
 			    ckpt ? "a checkpoint_dir" : "an output path");
 			failed = -EINVAL;
@@ -648,10 +648,10 @@ int shmrun_preflight(const struct shmrun_job *job)
 			if (!same_name && !same_file && !(ckpt && inside(cp, co)))
 				continue;
 			shmrun_log(SHMRUN_LOG_ERROR,
-				   "%s:%d: %s = %s is also written by %s (%s:%d)%s; give each "
+				   "%s: %s = %s is also written by %s (%s)%s; give each "
 				   "output its own path; nothing was started",
-				   job->conf_path, op->line, op->what, brief(op->path, b1),
-				   out.v[p].what, job->conf_path, out.v[p].line,
+				   SHMRUN_CONF_AT(job->conf_path, op->line), op->what, brief(op->path, b1),
+				   out.v[p].what, SHMRUN_CONF_AT(job->conf_path, out.v[p].line),
 				   same_name   ? ""
 				   : same_file ? " as the same file under another name (a hard link)"
 					       : ", inside the checkpoint_dir");
@@ -659,9 +659,9 @@ int shmrun_preflight(const struct shmrun_job *job)
 		}
 		if (!writable(op->path, ckpt, why, sizeof(why))) {
 			shmrun_log(SHMRUN_LOG_ERROR,
-				   "%s:%d: %s = %s cannot be written: %s; make it writable or "
+				   "%s: %s = %s cannot be written: %s; make it writable or "
 				   "choose another path; nothing was started",
-				   job->conf_path, op->line, op->what, brief(op->path, b1), why);
+				   SHMRUN_CONF_AT(job->conf_path, op->line), op->what, brief(op->path, b1), why);
 			failed = -EINVAL;
 		}
 	}
@@ -807,23 +807,23 @@ static int lock_one(const struct shmrun_job *job, int line, const char *what, co
 
 	if (err == -EBUSY)
 		shmrun_log(SHMRUN_LOG_ERROR,
-			   "%s:%d: %s = %s is in use by another run of shmrun (pid %s, holding "
+			   "%s: %s = %s is in use by another run of shmrun (pid %s, holding "
 			   "%s%s); two runs would corrupt %s. Wait for that run to end or stop it "
 			   "(kill -TERM %s); nothing was started",
-			   job->conf_path, line, what, brief(target, b2), pid, brief(path, b1),
+			   SHMRUN_CONF_AT(job->conf_path, line), what, brief(target, b2), pid, brief(path, b1),
 			   output ? ": a lock on the file itself, whatever its name (a hard link)"
 				  : "",
 			   strcmp(what, "checkpoint_dir") == 0 ? "its checkpoints" : "the output",
 			   pid);
 	else if (err == -EINVAL)
 		shmrun_log(SHMRUN_LOG_ERROR,
-			   "%s:%d: %s: %s is not a regular file; an output is a regular file; "
+			   "%s: %s: %s is not a regular file; an output is a regular file; "
 			   "nothing was started",
-			   job->conf_path, line, what, brief(path, b1));
+			   SHMRUN_CONF_AT(job->conf_path, line), what, brief(path, b1));
 	else if (err)
 		shmrun_log(SHMRUN_LOG_ERROR,
-			   "%s:%d: %s = %s: cannot lock %s: %s; nothing was started",
-			   job->conf_path, line, what, brief(target, b2), brief(path, b1),
+			   "%s: %s = %s: cannot lock %s: %s; nothing was started",
+			   SHMRUN_CONF_AT(job->conf_path, line), what, brief(target, b2), brief(path, b1),
 			   strerror(-err));
 	return err;
 }
@@ -854,9 +854,9 @@ static int lock_pass(const struct shmrun_job *job, bool create)
 		err = create ? make_dirs(job->checkpoint_dir, true) : 0;
 		if (err) {
 			shmrun_log(SHMRUN_LOG_ERROR,
-				   "%s:%d: checkpoint_dir cannot be created: %s; nothing was "
+				   "%s: checkpoint_dir cannot be created: %s; nothing was "
 				   "started: %s",
-				   job->conf_path, job->checkpoint_dir_line, strerror(-err),
+				   SHMRUN_CONF_AT(job->conf_path, job->checkpoint_dir_line), strerror(-err),
 				   brief(job->checkpoint_dir, b));
 			return err;
 		}
@@ -904,9 +904,9 @@ static int lock_pass(const struct shmrun_job *job, bool create)
 			err = create ? make_dirs(dir, false) : 0;
 			if (err) {
 				shmrun_log(SHMRUN_LOG_ERROR,
-					   "%s:%d: %s: directory %s cannot be created: %s; "
+					   "%s: %s: directory %s cannot be created: %s; "
 					   "nothing was started",
-					   job->conf_path, conf_line(job, st, p), what,
+					   SHMRUN_CONF_AT(job->conf_path, conf_line(job, st, p)), what,
 					   brief(dir, b), strerror(-err));
 				return err;
 			}
@@ -940,10 +940,10 @@ static int lock_pass(const struct shmrun_job *job, bool create)
 			}
 			if (err == -ENAMETOOLONG)
 				shmrun_log(SHMRUN_LOG_ERROR,
-					   "%s:%d: %s: the path is too long for its lock file "
+					   "%s: %s: the path is too long for its lock file "
 					   "(.<name>.lock); choose a shorter path; nothing was "
 					   "started: %s",
-					   job->conf_path, conf_line(job, st, p), what,
+					   SHMRUN_CONF_AT(job->conf_path, conf_line(job, st, p)), what,
 					   brief(p->value, b));
 			if (err)
 				return err;

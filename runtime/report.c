@@ -74,6 +74,37 @@ void describe_outputs(const struct shmrun_plan *plan, uint32_t worker, char *buf
 	}
 }
 
+
+/*
+ * With hosts > 1, the files of output @path of stage @s that this host's
+ * workers wrote: its instances of the stage are contiguous (placement), so
+ * one line, "path" (width 1), "path.i" or "path.i .. path.j"; nothing when
+ * none of them is here. Counts the lines in *@n.
+ */
+static void local_outputs(const struct shmrun_plan *plan, uint32_t s, const char *path,
+			  uint32_t *n)
+{
+	uint32_t lo = UINT32_MAX, hi = 0, width = plan->job->stages[s].width;
+
+	for (uint32_t k = 0; k < plan->ntasks; k++) {
+		const struct shmrun_plan_task *t = &plan->tasks[k];
+
+		if (t->stage != s || t->worker / plan->workers_per_host != shmrun_host_self())
+			continue;
+		lo = t->instance < lo ? t->instance : lo;
+		hi = t->instance > hi ? t->instance : hi;
+	}
+	if (lo == UINT32_MAX)
+		return;
+	(*n)++;
+	if (width <= 1)
+		shmrun_log_plain("output:        %s\n", path);
+	else if (lo == hi)
+		shmrun_log_plain("output:        %s.%u\n", path, lo);
+	else
+		shmrun_log_plain("output:        %s.%u .. %s.%u\n", path, lo, path, hi);
+}
+
 /*
  * Records read by source stages, written by sink stages, bad and late, from
  * the metrics block @m: totals since the launcher started, every start's.
@@ -102,6 +133,7 @@ void print_summary(const struct shmrun_plan *plan, const struct shmrun_metrics *
 	uint64_t in = 0, out = 0, bad = 0, late = 0, keys = 0, bytes = 0, key_bytes = 0, frames = 0,
 		 ovf = 0, peak = 0;
 	double secs = (double)elapsed_ns / 1e9;
+	uint32_t outputs = 0; /* hosts > 1: output lines of this host */
 
 	/* every worker of the plan: with hosts > 1, those of other hosts have
 	 * zeros in this host's control area, so these are this host's sums */
@@ -153,13 +185,18 @@ void print_summary(const struct shmrun_plan *plan, const struct shmrun_metrics *
 
 			if (!path || st->params[i].def->io != SHMRUN_PARAM_OUTPUT)
 				continue;
-			if (st->width == 1)
+			if (plan->hosts > 1)
+				local_outputs(plan, s, path, &outputs);
+			else if (st->width == 1)
 				shmrun_log_plain("output:        %s\n", path);
 			else
 				shmrun_log_plain("output:        %s.0 .. %s.%u\n", path, path,
 					st->width - 1);
 		}
 	}
+	if (plan->hosts > 1 && !outputs)
+		shmrun_log_plain("output:        none on this host (its workers run no sink "
+				 "instance that writes a file)\n");
 }
 
 /*

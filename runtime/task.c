@@ -260,11 +260,10 @@ static void task_vlog(struct shmrun_task *t, enum shmrun_log_level level, const 
 	if (vasprintf(&msg, fmt, ap) < 0)
 		return;
 	if (t->w && t->w->quiet && t->w->plan->job->conf_path) { /* prepare, in the launcher */
-		char where[PATH_MAX + 16];
-
-		snprintf(where, sizeof(where), "%s:%d", t->w->plan->job->conf_path,
-			 shmrun_prepare_line(t->stage));
-		shmrun_log_task(level, where, t->stage->name, t->instance, msg);
+		shmrun_log_task(level,
+				SHMRUN_CONF_AT(t->w->plan->job->conf_path,
+					       shmrun_prepare_line(t->stage)),
+				t->stage->name, t->instance, msg);
 	} else {
 		shmrun_log_task(level, NULL, t->stage->name, t->instance, msg);
 	}

@@ -617,7 +617,8 @@ static void print_text(FILE *out, const struct view *v, bool screen, double ever
 		if (b->ck_epoch)
 			fprintf(out, "  last epoch %" PRIu64 "  age %s  took %s  size %s",
 				b->ck_epoch, top_fmt_duration(t[1], 32, b->wall_ns - b->ck_wall_ns),
-				top_fmt_duration(t[2], 32, (int64_t)b->ck_duration_ns),
+				b->ck_duration_ns ? top_fmt_duration(t[2], 32, (int64_t)b->ck_duration_ns)
+						  : "-",
 				top_fmt_bytes(t[3], 32, (double)b->ck_bytes));
 		else
 			fprintf(out, "  none completed yet");

@@ -149,3 +149,12 @@ int shmrun_brace_expand(const char *pat, int (*emit)(void *arg, const char *alt)
 		alt = end + 1;
 	}
 }
+
+const char *shmrun_conf_at(char *buf, size_t len, const char *path, int line)
+{
+	if (line > 0)
+		snprintf(buf, len, "%s:%d", path, line);
+	else
+		snprintf(buf, len, "%s", path);
+	return buf;
+}

@@ -27,6 +27,7 @@
 #define SHMRUN_RT_UTIL_H
 
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
@@ -216,5 +217,20 @@ static inline uint32_t shmrun_fmt_u64(char *out, uint64_t v)
 	}
 	return n;
 }
+
+/**
+ * shmrun_conf_at() - where a message about a topology file points: "PATH:LINE",
+ * or "PATH" alone when @line is 0 (a key not in the file: a default, --set,
+ * the environment, or the job as a whole). Never "PATH:0".
+ * @buf, @len: receives the text (cut short to @len - 1 bytes).
+ * @path: the topology file's path; @line: 1-based line, or 0 for none.
+ * Return: @buf.
+ */
+const char *shmrun_conf_at(char *buf, size_t len, const char *path, int line);
+
+/** shmrun_conf_at() into a buffer that lives until the end of the enclosing
+ *  block: for the arguments of one log call. */
+#define SHMRUN_CONF_AT(path, line)                                                           \
+	shmrun_conf_at((char[PATH_MAX + 16]){0}, PATH_MAX + 16, (path), (line))
 
 #endif /* SHMRUN_RT_UTIL_H */

@@ -116,6 +116,7 @@ static void free_rescale(struct rescale *rs)
 /* Load the newest checkpoint and every state file in it. */
 static int load(struct rescale *rs)
 {
+	char at[PATH_MAX + 16];
 	char path[PATH_MAX], why[300];
 	struct stat st;
 	int64_t e = shmrun_ckpt_select(rs->dir, &rs->m);
@@ -136,10 +137,10 @@ static int load(struct rescale *rs)
 	if (e <= 0) {
 		if (own)
 			snprintf(rs->why, sizeof(rs->why),
-				 "%s:%d: checkpoint_dir %s holds %s; to start from empty state, "
+				 "%s: checkpoint_dir %s holds %s; to start from empty state, "
 				 "run without --rescale; to rescale, set checkpoint_dir to the "
 				 "directory that holds the checkpoints",
-				 rs->job->conf_path, rs->job->checkpoint_dir_line, rs->dir,
+				 shmrun_conf_at(at, sizeof(at), rs->job->conf_path, rs->job->checkpoint_dir_line), rs->dir,
 				 e == 0 ? "no checkpoint to rescale"
 					: "no checkpoint that verifies");
 		else
@@ -183,6 +184,7 @@ static int load(struct rescale *rs)
 /* Every refusal, in one message. Return: 0 if the rescale is allowed. */
 static int check(struct rescale *rs, const char *const *drop, uint32_t ndrop)
 {
+	char at[PATH_MAX + 16];
 	const struct shmrun_job *job = rs->job;
 	char *text = NULL; /* the new topology's canonical encoding */
 	size_t n = 0, text_len;
@@ -223,10 +225,10 @@ static int check(struct rescale *rs, const char *const *drop, uint32_t ndrop)
 		if (!os)
 			continue; /* new: starts empty */
 		if (strcmp(os->op, st->op->name) != 0) {
-			REFUSE("%s:%d: stage %s: op %s → %s (state cannot move between "
+			REFUSE("%s: stage %s: op %s → %s (state cannot move between "
 			       "operators): set op = %s again, or rename the stage (a new stage "
 			       "starts empty) and pass --drop-state=%s",
-			       job->conf_path, st->line, st->name, os->op, st->op->name, os->op,
+			       shmrun_conf_at(at, sizeof(at), job->conf_path, st->line), st->name, os->op, st->op->name, os->op,
 			       st->name);
 			continue;
 		}
@@ -239,10 +241,10 @@ static int check(struct rescale *rs, const char *const *drop, uint32_t ndrop)
 							    sizeof(was)) +
 				    shmrun_stage_plugin_state(st, is, sizeof(is)) &&
 			    strcmp(was, is) != 0)
-				REFUSE("%s:%d: stage %s: plugin %s → %s (its state format may have "
+				REFUSE("%s: stage %s: plugin %s → %s (its state format may have "
 				       "changed, and state cannot move between formats): restore with "
 				       "the old plugin, or rename the stage and pass --drop-state=%s",
-				       job->conf_path, st->line, st->name, was[0] ? was : "(built-in)",
+				       shmrun_conf_at(at, sizeof(at), job->conf_path, st->line), st->name, was[0] ? was : "(built-in)",
 				       is[0] ? is : "(built-in)", st->name);
 		}
 		if (rs->m.topology && text) {
@@ -257,10 +259,10 @@ static int check(struct rescale *rs, const char *const *drop, uint32_t ndrop)
 				REFUSE("%s: out of memory comparing the settings of stage %s",
 				       job->conf_path, st->name);
 			else if (changed)
-				REFUSE("%s:%d: %s (a rescale moves state but does not convert it to "
+				REFUSE("%s: %s (a rescale moves state but does not convert it to "
 				       "other settings): set them back, or rename the stage (a new "
 				       "stage starts empty) and pass --drop-state=%s",
-				       job->conf_path, st->line, changed, st->name);
+				       shmrun_conf_at(at, sizeof(at), job->conf_path, st->line), changed, st->name);
 			free(changed);
 		}
 		for (uint32_t i = 0; i < rs->nfiles; i++)
@@ -281,18 +283,18 @@ static int check(struct rescale *rs, const char *const *drop, uint32_t ndrop)
 					used += k > 0 ? (size_t)k : 0;
 				}
 			if (used)
-				REFUSE("%s:%d: stage %s: its per-worker state is how much of "
+				REFUSE("%s: stage %s: its per-worker state is how much of "
 				       "each instance's output file (%s: one file per instance) "
 				       "is committed, which no rule can re-deal to another "
 				       "number of files, so its width cannot change (%u → %u): "
 				       "set width = %u again",
-				       job->conf_path, st->line, st->name, outs, os->width,
+				       shmrun_conf_at(at, sizeof(at), job->conf_path, st->line), st->name, outs, os->width,
 				       st->width, os->width);
 			else
-				REFUSE("%s:%d: stage %s: its operator %s declares no per-worker "
+				REFUSE("%s: stage %s: its operator %s declares no per-worker "
 				       "state rule (split or union), so its width cannot change "
 				       "(%u → %u): set width = %u again",
-				       job->conf_path, st->line, st->name, st->op->name,
+				       shmrun_conf_at(at, sizeof(at), job->conf_path, st->line), st->name, st->op->name,
 				       os->width, st->width, os->width);
 		}
 	}
@@ -444,6 +446,7 @@ static int build_task(struct rescale *rs, const struct shmrun_stage *st, uint32_
 /* Union pools over the limit: refused. */
 static int check_union(struct rescale *rs, FILE *out)
 {
+	char at[PATH_MAX + 16];
 	const struct shmrun_job *job = rs->job;
 
 	for (uint32_t t = 0; t < job->nstages; t++) {
@@ -466,11 +469,11 @@ static int check_union(struct rescale *rs, FILE *out)
 				st->width == 1 ? "" : "s", bytes * st->width);
 		if (bytes > job->union_state_limit) {
 			snprintf(rs->why, sizeof(rs->why),
-				 "%s:%d: stage %s: its union per-worker state pools %" PRIu64
+				 "%s: stage %s: its union per-worker state pools %" PRIu64
 				 " bytes, more than union_state_limit = %" PRIu64
 				 " bytes; every new instance would load it all: raise "
 				 "union_state_limit in [job], or keep width = %u",
-				 job->conf_path, st->line, st->name, bytes, job->union_state_limit,
+				 shmrun_conf_at(at, sizeof(at), job->conf_path, st->line), st->name, bytes, job->union_state_limit,
 				 os->width);
 			return -EFBIG;
 		}

@@ -77,7 +77,10 @@ sed -i "s|^path = .*|path = $tmp/h/hard.tsv|" "$tmp/h/job.conf"
 conf "$tmp/f" 10000 "$tmp/f/new/ckpt"
 sed -i "s|^path = .*|path = $d/out/result.tsv|" "$tmp/f/job.conf"
 printf '[out2]\nop = file_sink\ninput = gen\npath = %s\n' "$tmp/f/newout/x.tsv" >> "$tmp/f/job.conf"
-for second in same reset other-ckpt no-ckpt hardlink fresh; do
+# the first run's checkpoint_dir given by --set (no line of the file): the
+# refusal names the file alone, never "job.conf:0:" (issue 16 polish)
+conf "$tmp/s" 10000 -
+for second in same reset other-ckpt no-ckpt hardlink fresh set-ckpt; do
 	ws=$(pgrep -P $first || true)
 	kill -STOP $first $ws # hold the first run still while we compare
 	before=$(snapshot "$d")
@@ -88,9 +91,12 @@ for second in same reset other-ckpt no-ckpt hardlink fresh; do
 	no-ckpt) dir=$tmp/c env= ;;
 	hardlink) dir=$tmp/h env= ;;
 	fresh) dir=$tmp/f env= ;;
+	set-ckpt) dir=$tmp/s env= ;;
 	esac
+	sets=()
+	[ $second = set-ckpt ] && sets=(--set "job.checkpoint_dir=$d/ckpt")
 	set +e
-	(cd "$dir" && env $env "$shmrun" job.conf) > "$tmp/out" 2> "$tmp/log"
+	(cd "$dir" && env $env "$shmrun" "${sets[@]}" job.conf) > "$tmp/out" 2> "$tmp/log"
 	rc=$?
 	set -e
 	after=$(snapshot "$d")
@@ -98,7 +104,13 @@ for second in same reset other-ckpt no-ckpt hardlink fresh; do
 	[ $rc -eq 2 ] || fail "$second: a second live run exited $rc, expected 2"
 	grep -q "in use by another run of shmrun (pid $first" "$tmp/log" ||
 		fail "$second: the refusal does not name the first run's pid $first"
-	grep -q "job.conf:[0-9]*: .*nothing was started" "$tmp/log" || fail "$second: no conf:line"
+	if [ $second = set-ckpt ]; then
+		grep -q "launcher: job.conf: checkpoint_dir = $d/ckpt is in use by another run" "$tmp/log" ||
+			fail "$second: the refusal does not name job.conf alone"
+		! grep -q "job.conf:-\?[0-9]*:" "$tmp/log" || fail "$second: a line number for --set"
+	else
+		grep -q "job.conf:[0-9]*: .*nothing was started" "$tmp/log" || fail "$second: no conf:line"
+	fi
 	[ "$before" = "$after" ] || fail "$second: the refused run changed the first run's files"
 	ls "$d/ckpt" | qgrep '^reset-' && fail "$second: the live run's checkpoints were moved aside"
 	[ ! -s "$tmp/out" ] || fail "$second: the refused run wrote to stdout"

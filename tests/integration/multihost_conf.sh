@@ -13,7 +13,11 @@ shmrun=${1:?usage: multihost_conf.sh path/to/shmrun}
 . "$(dirname "$0")/lib.sh"
 jc=$(dirname "$0")/json_check.py
 # whatever launched the test: no MPI world of its own
-unset OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_RANK PMI_SIZE PMIX_RANK PMI_RANK SLURM_NTASKS SLURM_PROCID
+unset OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_RANK PMI_SIZE PMIX_RANK PMI_RANK SLURM_NTASKS SLURM_PROCID \
+	PMIX_NAMESPACE PMI_FD SLURM_STEP_ID
+for v in $(env | sed -n 's/^\(PMIX_SERVER_URI[0-9]*\)=.*/\1/p'); do unset "$v"; done
+# what mpirun (Open MPI 4.1) sets besides OMPI_COMM_WORLD_*: its PMIx server
+ompi=(PMIX_NAMESPACE=1882980353 "PMIX_SERVER_URI41=1882980352.0;tcp4://127.0.0.1:47773")
 
 cat > "$tmp/mh.conf" <<'CONF'
 [job]
@@ -60,7 +64,7 @@ python3 "$jc" plan "$tmp/plan" "$tmp/plan.json" > /dev/null || fail "plan --json
 "$shmrun" plan --json "$tmp/mh.conf" > "$tmp/plan1.json"
 python3 "$jc" plan "$tmp/plan1" "$tmp/plan1.json" > /dev/null || fail "plan --json of one host"
 # the host count from the environment, as under mpirun -np 3
-OMPI_COMM_WORLD_SIZE=3 OMPI_COMM_WORLD_RANK=1 "$shmrun" plan "$tmp/mh.conf" | head -1 |
+env "${ompi[@]}" OMPI_COMM_WORLD_SIZE=3 OMPI_COMM_WORLD_RANK=1 "$shmrun" plan "$tmp/mh.conf" | head -1 |
 	qgrep -x "job mh: 6 workers on 3 hosts (2 per host), 3 stages, 10 tasks, 256 vnodes, 8 channels" ||
 	fail "plan under OMPI_COMM_WORLD_SIZE=3"
 "$shmrun" check --set job.hosts=2 "$tmp/mh.conf" | qgrep -x "$tmp/mh.conf: ok (3 stages, 2 workers on each of 2 hosts)" ||
@@ -91,17 +95,17 @@ else
 	want="^shmrun: hosts = 2 ($tmp/mh2.conf:3) needs 2 MPI processes"
 	refused "$shmrun" "${sets[@]}" "$tmp/mh2.conf"
 	want="hosts = 2 ($tmp/mh2.conf:3), but this is one of 3 MPI processes (OMPI_COMM_WORLD_SIZE = 3): start it with mpirun -np 2, or set hosts = 3"
-	OMPI_COMM_WORLD_SIZE=3 OMPI_COMM_WORLD_RANK=0 refused "$shmrun" "${sets[@]}" "$tmp/mh2.conf"
+	refused env "${ompi[@]}" OMPI_COMM_WORLD_SIZE=3 OMPI_COMM_WORLD_RANK=0 "$shmrun" "${sets[@]}" "$tmp/mh2.conf"
 	want="hosts = 2 ($tmp/mh2.conf:3), but this is one of 4 MPI processes (SLURM_NTASKS = 4)"
-	SLURM_NTASKS=4 SLURM_PROCID=3 refused "$shmrun" "${sets[@]}" "$tmp/mh2.conf"
+	SLURM_STEP_ID=0 PMI_RANK=3 SLURM_NTASKS=4 SLURM_PROCID=3 refused "$shmrun" "${sets[@]}" "$tmp/mh2.conf"
 	want="OMPI_COMM_WORLD_SIZE = 2 in the environment, but OMPI_COMM_WORLD_RANK is '2', not a rank below 2"
-	OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=2 refused "$shmrun" "${sets[@]}" "$tmp/mh2.conf"
+	refused env "${ompi[@]}" OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=2 "$shmrun" "${sets[@]}" "$tmp/mh2.conf"
 	echo "ok hosts = 2 without 2 MPI processes: refused"
 fi
 want="hosts = 1 (--set), but this is one of 2 MPI processes (OMPI_COMM_WORLD_SIZE = 2): each would run the whole job"
-OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 refused "$shmrun" "${sets[@]}" --set job.hosts=1 "$tmp/mh.conf"
+refused env "${ompi[@]}" OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 "$shmrun" "${sets[@]}" --set job.hosts=1 "$tmp/mh.conf"
 want="\[job\] hosts is not given and the MPI environment cannot be read: PMI_SIZE = 'two' in the environment is not a process count 1..1024"
-PMI_SIZE=two refused "$shmrun" "${sets[@]}" "$tmp/mh.conf"
+PMI_FD=3 PMI_SIZE=two refused "$shmrun" "${sets[@]}" "$tmp/mh.conf"
 want="hosts = 2: stress runs and kills the job's workers on this one machine"
 refused "$shmrun" stress --set job.hosts=2 "$tmp/mh.conf"
 grep -q "^shmrun stress: $tmp/mh.conf: hosts = 2: stress runs" "$tmp/err" || fail "stress: $(cat "$tmp/err")"
@@ -113,6 +117,60 @@ printf '[in]\nop = socket_source\nlisten = 127.0.0.1:0\n[out]\nop = file_sink\ni
 want="^$tmp/sock.conf:3: stage 'in': socket_source with listen = 127.0.0.1:0 cannot run with hosts = 3 (--set): its instances listen on whichever host"
 refused "$shmrun" --set job.hosts=3 "$tmp/sock.conf"
 echo "ok refusals: exit 2, the reason, nothing created"
+
+# --- a stale launcher environment: one host, or refused -------------------
+# A plain shmrun in an sbatch script (--ntasks=4) sees SLURM_NTASKS and
+# SLURM_PROCID without srun's step; an exported copy of one variable outlives
+# its mpirun. Neither started this process: one host, with a warning naming
+# what was ignored, and the same output as without them; hosts = 2 is refused.
+printf '[job]\nworkers = 2\n[read]\nop = sequence\ncount = 500\nkeys = 5\nwidth = 2\n[count]\nop = count\ninput = read by key\nwidth = 2\n[out]\nop = file_sink\ninput = count\npath = out/one.tsv\n' > "$tmp/one.conf"
+(cd "$tmp" && "$shmrun" one.conf 2> "$tmp/log") || fail "a plain run: $(cat "$tmp/log")"
+sort "$tmp/out/one.tsv" > "$tmp/one.want"
+[ -s "$tmp/one.want" ] || fail "a plain run wrote nothing"
+stale() { # stale WANT VAR=VALUE...: a plain run with these variables
+	local want=$1 rc=0
+	shift
+	rm -rf "$tmp/out"
+	(cd "$tmp" && env "$@" "$shmrun" one.conf > "$tmp/sout" 2> "$tmp/log") || rc=$?
+	[ "$rc" -eq 0 ] || fail "$*: exit $rc: $(cat "$tmp/log")"
+	grep -q "launcher: one.conf: running on one host: ignored $want in the environment, as no mpirun or srun started this process" "$tmp/log" ||
+		fail "$*: no warning naming $want: $(cat "$tmp/log")"
+	! grep -q "host 0 of\|gateway" "$tmp/log" "$tmp/sout" || fail "$*: started as one of several hosts: $(cat "$tmp/log")"
+	sort "$tmp/out/one.tsv" | cmp -s - "$tmp/one.want" || fail "$*: output differs from the plain run"
+}
+stale "SLURM_NTASKS=4, SLURM_PROCID=0" SLURM_NTASKS=4 SLURM_PROCID=0 SLURM_JOB_ID=7
+stale "PMI_SIZE=2" PMI_SIZE=2
+stale "OMPI_COMM_WORLD_SIZE=2" OMPI_COMM_WORLD_SIZE=2
+# srun's step without an MPI plugin's rank, mpirun's variables without its server
+stale "SLURM_NTASKS=2, SLURM_PROCID=1" SLURM_NTASKS=2 SLURM_PROCID=1 SLURM_STEP_ID=0
+stale "OMPI_COMM_WORLD_SIZE=2, OMPI_COMM_WORLD_RANK=1" OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 PMIX_NAMESPACE=9
+ls /tmp | grep -q "^ompi\.$(hostname)\.$(id -u)\b" && [ -n "$(find /tmp/ompi."$(hostname)"."$(id -u)" -newer "$tmp/one.conf" -maxdepth 1 2>/dev/null)" ] &&
+	fail "a plain run left an Open MPI session directory"
+if ! "$shmrun" --version | qgrep -x "mpi: off"; then
+	want="^shmrun: hosts = 2 (--set) needs 2 MPI processes: mpirun -np 2 shmrun $tmp/mh.conf (docs/multihost.md); ignored SLURM_NTASKS=2, SLURM_PROCID=0: no mpirun or srun started this process; nothing was started$"
+	SLURM_NTASKS=2 SLURM_PROCID=0 refused "$shmrun" "${sets[@]}" --set job.hosts=2 "$tmp/mh.conf"
+fi
+echo "ok a stale MPI/Slurm environment: one host with a warning, hosts = 2 refused"
+
+# --- MPI_Init that does not give the world asked for: nothing left --------
+# mpirun's variables with a server that is not there: MPI starts as a
+# singleton (1 process, its own orted). The gateway says why, finalizes, and
+# leaves no session directory in TMPDIR (it left ompi.HOST.UID/jf.N and the
+# orted behind).
+if ! "$shmrun" --version | qgrep -x "mpi: off"; then
+	mkdir "$tmp/mpitmp"
+	rc=0
+	(cd "$tmp" && env TMPDIR="$tmp/mpitmp" "${ompi[@]}" OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 \
+		timeout 120 "$shmrun" --set job.hosts=2 one.conf > /dev/null 2> "$tmp/log") || rc=$?
+	[ "$rc" -eq 1 ] || fail "MPI singleton under hosts = 2: exit $rc, want 1: $(cat "$tmp/log")"
+	grep -q "gateway of host 0: hosts = 2, this is host 0, but the MPI job has 1 processes and this is rank 0: start one process per host" "$tmp/log" ||
+		fail "MPI singleton: the gateway's reason not said: $(cat "$tmp/log")"
+	grep -q "cannot start the gateway to the other hosts" "$tmp/log" || fail "MPI singleton: $(cat "$tmp/log")"
+	# the orted removes its part as it exits, a moment after shmrun
+	for _ in $(seq 100); do [ -z "$(ls -A "$tmp/mpitmp")" ] && break; sleep 0.1; done
+	[ -z "$(ls -A "$tmp/mpitmp")" ] || fail "MPI singleton left $(find "$tmp/mpitmp" | tr '\n' ' ')"
+	echo "ok MPI_Init of another world: the reason, exit 1, no Open MPI session directory left"
+fi
 
 # --- the fingerprint: another host count is a rescale ---------------------
 "$shmrun" --set job.checkpoint_dir="$tmp/ck" --set read.count=200 "$tmp/mh.conf" 2> "$tmp/log" ||

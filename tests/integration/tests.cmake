@@ -104,6 +104,18 @@ if(TARGET shmrun AND MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
 		 ${CMAKE_CURRENT_LIST_DIR}/multihost_faults.sh $<TARGET_FILE:shmrun>)
 	set_tests_properties(multihost_faults PROPERTIES TIMEOUT 300
 			     LABELS "runtime;integration;mpi" SKIP_RETURN_CODE 77)
+	# A host's launcher stopped (kill -STOP) longer than host_timeout, then
+	# continued: it says it was stopped, and blames no peer.
+	add_test(NAME multihost_stopped COMMAND bash
+		 ${CMAKE_CURRENT_LIST_DIR}/multihost_stopped.sh $<TARGET_FILE:shmrun>)
+	set_tests_properties(multihost_stopped PROPERTIES TIMEOUT 300
+			     LABELS "runtime;integration;mpi" SKIP_RETURN_CODE 77)
+	# Host 1's ps CKPT_EPOCH and top checkpoints (mirrored from host 0's
+	# COMMITs), and each host's summary lists only its own outputs.
+	add_test(NAME multihost_status COMMAND bash
+		 ${CMAKE_CURRENT_LIST_DIR}/multihost_status.sh $<TARGET_FILE:shmrun>)
+	set_tests_properties(multihost_status PROPERTIES TIMEOUT 300
+			     LABELS "runtime;integration;mpi" SKIP_RETURN_CODE 77)
 	# The same job moved between host counts at `shmrun stop`s: 1 host ->
 	# 2 hosts -> 1 host with --rescale, a shared checkpoint_dir: exact.
 	add_test(NAME multihost_rescale COMMAND bash

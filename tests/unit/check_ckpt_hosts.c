@@ -329,6 +329,9 @@ START_TEST(host_index_comes_from_the_mpi_environment)
 	/* mpirun -np 2: rank 1 sees its own directory from the load on */
 	setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
 	setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+	/* mpirun (Open MPI 4.1) also sets its PMIx server: multihost.c trusts the pair only then */
+	setenv("PMIX_NAMESPACE", "1882980353", 1);
+	setenv("PMIX_SERVER_URI41", "1882980352.0;tcp4://127.0.0.1:47773", 1);
 	snprintf(conf, sizeof(conf),
 		 "[job]\nworkers = 1\ncheckpoint_dir = ck/{host}\ncheckpoint_layout = per_host\n%s",
 		 topo_tail);
@@ -346,6 +349,8 @@ START_TEST(host_index_comes_from_the_mpi_environment)
 	ck_assert_str_eq(job.checkpoint_dir, want);
 	shmrun_job_free(&job);
 	unsetenv("OMPI_COMM_WORLD_SIZE");
+	unsetenv("PMIX_NAMESPACE");
+	unsetenv("PMIX_SERVER_URI41");
 	unsetenv("OMPI_COMM_WORLD_RANK");
 
 	/* one host: per_host has no effect, and says so */

@@ -722,9 +722,17 @@ START_TEST(test_hosts)
 	ck_assert_uint_eq(job.host_timeout_ns, 10000000000ull);
 	shmrun_job_free(&job);
 
-	/* under mpirun -np 3: the world size, and where it came from */
+	/* the variables without mpirun's PMIx server (a stale copy): one host */
 	setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
 	setenv("OMPI_COMM_WORLD_RANK", "2", 1);
+	load_ok(path, &job);
+	ck_assert_uint_eq(job.hosts, 1);
+	ck_assert_ptr_null(job.hosts_env);
+	shmrun_job_free(&job);
+
+	/* under mpirun -np 3: the world size, and where it came from */
+	setenv("PMIX_NAMESPACE", "1882980353", 1);
+	setenv("PMIX_SERVER_URI41", "1882980352.0;tcp4://127.0.0.1:47773", 1);
 	load_ok(path, &job);
 	ck_assert_uint_eq(job.hosts, 3);
 	ck_assert_str_eq(job.hosts_env, "OMPI_COMM_WORLD_SIZE");
@@ -757,6 +765,8 @@ START_TEST(test_hosts)
 	shmrun_job_errors_free(&errs);
 	unsetenv("OMPI_COMM_WORLD_SIZE");
 	unsetenv("OMPI_COMM_WORLD_RANK");
+	unsetenv("PMIX_NAMESPACE");
+	unsetenv("PMIX_SERVER_URI41");
 
 	/* hosts > 1 with a socket_source that connects: accepted */
 	put_conf("hosts4.conf",

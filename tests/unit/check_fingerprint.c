@@ -581,7 +581,8 @@ static uint64_t job_hash_of(const char *conf)
 /*
  * The whole-job hash the hosts of a multi-host job compare (gateway.c, the
  * start exchange): every key the fingerprint leaves out on purpose (speed
- * keys, tuning keys, [job] keys) changes it, but cpus (each host's own).
+ * keys, tuning keys, [job] keys) changes it, but cpus and host_timeout
+ * (each host's own).
  */
 START_TEST(test_job_hash_whole)
 {
@@ -592,7 +593,7 @@ START_TEST(test_job_hash_whole)
 	    {"workers = 2\n", "workers = 2\ncheckpoint_dir = ck\n"},
 	    {"workers = 2\n", "workers = 2\ncheckpoint_retain = 5\n"},
 	    {"workers = 2\n", "workers = 2\nrestart_attempts = 0\n"},
-	    {"workers = 2\n", "workers = 2\nhost_timeout = 3s\n"},
+	    {"workers = 2\n", "workers = 2\nhost_flush = 3ms\n"},
 	    {"count = 1000\n", "count = 1000\nrate = 250\n"},
 	};
 	uint64_t fp = fp_of(BASE), h = job_hash_of(BASE);
@@ -619,6 +620,12 @@ START_TEST(test_job_hash_whole)
 			ck_assert_uint_eq(job_hash_of(c), h);
 			free(c);
 		}
+	}
+	{
+		char *c = edit(BASE, "workers = 2\n", "workers = 2\nhost_timeout = 3s\n");
+
+		ck_assert_uint_eq(job_hash_of(c), h);
+		free(c);
 	}
 }
 END_TEST

@@ -4,7 +4,9 @@
  * the refusals before a run (docs/multihost.md).
  *
  *   env     shmrun_mpi_env(): each launcher's pair of variables, their order,
- *           PMI_RANK as PMIX_RANK's fallback, and every malformed value
+ *           PMI_RANK as PMIX_RANK's fallback, and every malformed value;
+ *           a pair is trusted only with its launcher's marks (mpirun's PMIx
+ *           server, PMI_FD, srun's step and PMI rank), else listed as ignored
  *   check   shmrun_hosts_check(): hosts = 1 and H against the environment,
  *           the host it finds (and keeps for shmrun_host_self()), the
  *           messages, and where hosts came from (shmrun_hosts_where())
@@ -22,7 +24,15 @@
 
 static const char *const vars[] = {
     "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_SIZE", "PMIX_RANK", "PMI_RANK",
-    "SLURM_NTASKS",	    "SLURM_PROCID"};
+    "SLURM_NTASKS",	    "SLURM_PROCID",	    "PMIX_NAMESPACE",	    "PMIX_SERVER_URI41",
+    "PMI_FD",		    "SLURM_STEP_ID"};
+
+/* What mpirun (Open MPI 4.1) sets besides OMPI_COMM_WORLD_*: its PMIx server. */
+static void mpirun_marks(void)
+{
+	setenv("PMIX_NAMESPACE", "1882980353", 1);
+	setenv("PMIX_SERVER_URI41", "1882980352.0;tcp4://127.0.0.1:47773", 1);
+}
 
 static void clear_env(void)
 {
@@ -37,9 +47,12 @@ START_TEST(env_pairs)
 
 	clear_env();
 	ck_assert_int_eq(shmrun_mpi_env(&e, why, sizeof(why)), 0);
+	ck_assert_str_eq(e.ignored, "");
 
 	setenv("SLURM_NTASKS", "4", 1);
 	setenv("SLURM_PROCID", "3", 1);
+	setenv("SLURM_STEP_ID", "0", 1);
+	setenv("PMI_RANK", "3", 1);
 	ck_assert_int_eq(shmrun_mpi_env(&e, why, sizeof(why)), 1);
 	ck_assert_uint_eq(e.size, 4);
 	ck_assert_uint_eq(e.rank, 3);
@@ -49,6 +62,7 @@ START_TEST(env_pairs)
 	/* PMI before Slurm; PMI_RANK when PMIX_RANK is not set */
 	setenv("PMI_SIZE", "3", 1);
 	setenv("PMI_RANK", "1", 1);
+	setenv("PMI_FD", "5", 1);
 	ck_assert_int_eq(shmrun_mpi_env(&e, why, sizeof(why)), 1);
 	ck_assert_uint_eq(e.size, 3);
 	ck_assert_uint_eq(e.rank, 1);
@@ -61,10 +75,51 @@ START_TEST(env_pairs)
 	/* Open MPI's first */
 	setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
 	setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+	mpirun_marks();
 	ck_assert_int_eq(shmrun_mpi_env(&e, why, sizeof(why)), 1);
 	ck_assert_uint_eq(e.size, 2);
 	ck_assert_uint_eq(e.rank, 0);
 	ck_assert_str_eq(e.size_var, "OMPI_COMM_WORLD_SIZE");
+}
+END_TEST
+
+/*
+ * Variables without their launcher's marks (a plain shmrun in an sbatch
+ * script, a copy exported from an earlier mpirun): 0, listed in e.ignored,
+ * never an error even when malformed.
+ */
+START_TEST(env_stale)
+{
+	struct shmrun_mpi_env e;
+	char why[256];
+
+	clear_env();
+	setenv("SLURM_NTASKS", "4", 1);
+	setenv("SLURM_PROCID", "0", 1);
+	ck_assert_int_eq(shmrun_mpi_env(&e, why, sizeof(why)), 0);
+	ck_assert_str_eq(e.ignored, "SLURM_NTASKS=4, SLURM_PROCID=0");
+	/* srun's step, but no MPI plugin's rank */
+	setenv("SLURM_STEP_ID", "0", 1);
+	ck_assert_int_eq(shmrun_mpi_env(&e, why, sizeof(why)), 0);
+	/* PMIX_RANK alone is not PMI_FD nor a PMIx server: PMI_SIZE stays ignored */
+	setenv("PMI_SIZE", "two", 1);
+	setenv("PMIX_RANK", "0", 1);
+	ck_assert_int_eq(shmrun_mpi_env(&e, why, sizeof(why)), 1);
+	ck_assert_str_eq(e.size_var, "SLURM_NTASKS");
+	ck_assert_str_eq(e.ignored, "PMI_SIZE=two, PMIX_RANK=0");
+	clear_env();
+	setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+	ck_assert_int_eq(shmrun_mpi_env(&e, why, sizeof(why)), 0);
+	ck_assert_str_eq(e.ignored, "OMPI_COMM_WORLD_SIZE=2");
+	/* a namespace without a server URI is not mpirun's */
+	setenv("PMIX_NAMESPACE", "9", 1);
+	ck_assert_int_eq(shmrun_mpi_env(&e, why, sizeof(why)), 0);
+	setenv("PMIX_SERVER_URI2", "9.0;tcp4://127.0.0.1:1", 1);
+	ck_assert_int_eq(shmrun_mpi_env(&e, why, sizeof(why)), -EINVAL); /* no rank */
+	setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+	ck_assert_int_eq(shmrun_mpi_env(&e, why, sizeof(why)), 1);
+	ck_assert_uint_eq(e.rank, 1);
+	unsetenv("PMIX_SERVER_URI2");
 }
 END_TEST
 
@@ -93,6 +148,7 @@ START_TEST(env_malformed)
 
 	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
 		clear_env();
+		mpirun_marks();
 		setenv("OMPI_COMM_WORLD_SIZE", c[i].size, 1);
 		if (c[i].rank)
 			setenv("OMPI_COMM_WORLD_RANK", c[i].rank, 1);
@@ -130,6 +186,18 @@ START_TEST(check_hosts)
 	ck_assert_int_eq(shmrun_hosts_check(&two, &host, why, sizeof(why)), -EINVAL);
 	ck_assert_str_eq(why, "hosts = 2 (t.conf:3) needs 2 MPI processes: mpirun -np 2 shmrun "
 			      "t.conf (docs/multihost.md)");
+	/* stale variables, no launcher: refused, naming them */
+	setenv("SLURM_NTASKS", "2", 1);
+	setenv("SLURM_PROCID", "0", 1);
+	ck_assert_int_eq(shmrun_hosts_check(&two, &host, why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "hosts = 2 (t.conf:3) needs 2 MPI processes: mpirun -np 2 shmrun "
+			      "t.conf (docs/multihost.md); ignored SLURM_NTASKS=2, SLURM_PROCID=0: "
+			      "no mpirun or srun started this process");
+	/* and a 1-host job runs */
+	ck_assert_int_eq(shmrun_hosts_check(&one_set, &host, why, sizeof(why)), 0);
+	unsetenv("SLURM_NTASKS");
+	unsetenv("SLURM_PROCID");
+	mpirun_marks();
 	setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
 	setenv("OMPI_COMM_WORLD_RANK", "1", 1);
 	ck_assert_int_eq(shmrun_hosts_check(&two, &host, why, sizeof(why)), 0);
@@ -177,6 +245,7 @@ int main(void)
 
 	tcase_add_test(tc, env_pairs);
 	tcase_add_test(tc, env_malformed);
+	tcase_add_test(tc, env_stale);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("check");
 	tcase_add_test(tc, check_hosts);

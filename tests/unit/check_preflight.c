@@ -409,6 +409,9 @@ START_TEST(locks_per_host)
 	/* host 1, as mpirun's rank 1 of 2 */
 	setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
 	setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+	/* mpirun (Open MPI 4.1) also sets its PMIx server: multihost.c trusts the pair only then */
+	setenv("PMIX_NAMESPACE", "1882980353", 1);
+	setenv("PMIX_SERVER_URI41", "1882980352.0;tcp4://127.0.0.1:47773", 1);
 	ck_assert_int_eq(shmrun_hosts_check(&job, &host, why, sizeof(why)), 0);
 	ck_assert_uint_eq(host, 1);
 	ck_assert_uint_eq(shmrun_host_self(), 1);
@@ -432,6 +435,8 @@ START_TEST(locks_per_host)
 			_exit(1);
 		/* while host 0 holds .lock, a one-host run of the directory is refused */
 		unsetenv("OMPI_COMM_WORLD_SIZE");
+		unsetenv("PMIX_NAMESPACE");
+		unsetenv("PMIX_SERVER_URI41");
 		_exit(in_child(shmrun_lock_job, &one) == -EBUSY ? 0 : 2);
 	}
 	ck_assert_int_eq(waitpid(child, &status, 0), child);
@@ -440,6 +445,8 @@ START_TEST(locks_per_host)
 	ck_assert(exists("mh/o.tsv.0") && exists("mh/o.tsv.1") && exists("mh/.o.tsv.lock"));
 	shmrun_unlock_job();
 	unsetenv("OMPI_COMM_WORLD_SIZE");
+	unsetenv("PMIX_NAMESPACE");
+	unsetenv("PMIX_SERVER_URI41");
 	unsetenv("OMPI_COMM_WORLD_RANK");
 	shmrun_job_free(&job);
 	shmrun_job_free(&one);

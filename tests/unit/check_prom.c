@@ -232,6 +232,9 @@ START_TEST(exposition_of_one_host)
 
 	setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
 	setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+	/* mpirun (Open MPI 4.1) also sets its PMIx server: multihost.c trusts the pair only then */
+	setenv("PMIX_NAMESPACE", "1882980353", 1);
+	setenv("PMIX_SERVER_URI41", "1882980352.0;tcp4://127.0.0.1:47773", 1);
 	/* gen[0] on worker 0 (host 0), gen[1] on worker 1 (host 1), out[0] on worker 0 */
 	load("[job]\nname = t\nworkers = 1\nhosts = 2\n"
 	     "[gen]\nop = sequence\ncount = 10\nwidth = 2\n"
@@ -263,6 +266,8 @@ START_TEST(exposition_of_one_host)
 	shmrun_plan_free(plan);
 	shmrun_job_free(&job);
 	unsetenv("OMPI_COMM_WORLD_SIZE");
+	unsetenv("PMIX_NAMESPACE");
+	unsetenv("PMIX_SERVER_URI41");
 	unsetenv("OMPI_COMM_WORLD_RANK");
 }
 END_TEST

@@ -45,9 +45,10 @@ else
 	if [ "$st" != 75 ]; then
 		echo "FAIL timeout: mpirun exited $st, want 75"; fail=1
 	fi
-	for want in "PASS timeout rank 0: host 1 sent nothing" "PASS timeout rank 1:"; do
-		grep -qF "$want" "$out/timeout" || { echo "FAIL timeout: missing '$want'"; fail=1; }
-	done
+	# only rank 0's line is required: once one rank exits 75, mpirun kills
+	# the other, which may not have printed yet (the eos case below)
+	grep -qF "PASS timeout rank 0: host 1 sent nothing" "$out/timeout" ||
+		{ echo "FAIL timeout: missing 'PASS timeout rank 0: host 1 sent nothing'"; fail=1; }
 fi
 
 # rank 0 ends its stream while rank 1 still "runs": rank 1 must not wait
@@ -58,9 +59,11 @@ cat "$out/eos"
 if [ "$st" != 75 ]; then
 	echo "FAIL eos: mpirun exited $st, want 75"; fail=1
 fi
-for want in "PASS eos rank 0: finished" "PASS eos rank 1: host 0 ended its stream"; do
-	grep -qF "$want" "$out/eos" || { echo "FAIL eos: missing '$want'"; fail=1; }
-done
+# rank 0's own line is not required: once rank 1 exits 75, mpirun kills the
+# job, and rank 0 may be killed before it returns from finish and prints
+# (seen in CI). The point is rank 1's: it did not wait for ever.
+grep -qF "PASS eos rank 1: host 0 ended its stream" "$out/eos" ||
+	{ echo "FAIL eos: missing 'PASS eos rank 1: host 0 ended its stream'"; fail=1; }
 
 # mpirun has reaped its ranks when it returns; allow a moment anyway
 for _ in $(seq 50); do

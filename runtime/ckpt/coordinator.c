@@ -65,6 +65,7 @@
 #include "metrics.h"
 #include "ops/ops.h" /* SHMRUN_OP_PW_IN_FLIGHT, SHMRUN_OP_PW_BOUNDED */
 #include "preflight.h"
+#include "proctitle.h"
 #include "shmrun/runtime.h"
 #include "util.h"
 
@@ -458,6 +459,8 @@ static void fork_manifest(struct shmrun_coordinator *co, const struct shmrun_pla
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != worker0)
 			_exit(1);
+		shmrun_proctitle_set("shmrun manifest", "shmrun: %s MANIFEST writer of epoch %" PRIu64,
+				     plan->job->name, co->manifest_epoch);
 		_exit(write_manifest(plan, ctl, co->manifest_epoch) ? 1 : 0);
 	}
 	if (pid < 0) {

@@ -53,6 +53,8 @@
 #include "ckpt_io.h"
 #include "fault.h"
 #include "manifest.h"
+#include "plan.h"
+#include "proctitle.h"
 #include "snapshot.h"
 #include "state_file.h"
 #include "task.h"
@@ -216,6 +218,10 @@ int shmrun_snapshot_take(struct shmrun_task *t, uint64_t e)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != worker_pid)
 			_exit(1);
+		/* not the worker's title: `ps` and a pgrep for "worker N" see
+		 * one process per worker, the writer by what it is */
+		shmrun_proctitle_set("shmrun snap", "shmrun: %s snapshot writer of worker %u epoch %" PRIu64,
+				     w->plan->job->name, w->index, e);
 		_exit(write_state_file(w, t, e) ? 1 : 0);
 	}
 	if (pid < 0) {

@@ -1317,7 +1317,8 @@ static void drop_pending(struct pgsink *s, uint32_t k)
 {
 	for (uint32_t i = 0; i < k; i++)
 		free(s->pending[i].buf);
-	memmove(s->pending, s->pending + k, (s->npending - k) * sizeof(*s->pending));
+	if (k) /* none pending: s->pending may be NULL, memmove()'s UB */
+		memmove(s->pending, s->pending + k, (s->npending - k) * sizeof(*s->pending));
 	s->npending -= k;
 }
 

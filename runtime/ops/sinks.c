@@ -678,7 +678,8 @@ static int file_commit(struct shmrun_task *task, void *state, uint64_t epoch)
 		close(s->pending[i].fd);
 		unlink(name);
 	}
-	memmove(s->pending, s->pending + k, (s->npending - k) * sizeof(*s->pending));
+	if (k) /* none pending: s->pending may be NULL, memmove()'s UB */
+		memmove(s->pending, s->pending + k, (s->npending - k) * sizeof(*s->pending));
 	s->npending -= k;
 	return 0;
 }

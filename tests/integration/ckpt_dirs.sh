@@ -13,6 +13,10 @@
 #   5. a late snapshot writer of an aborted epoch still running when the job
 #      ends removes what it wrote: no directory of that epoch is left.
 #   6. an epoch timeout names no worker without a late task (idle workers).
+#   7. a snapshot writer (a fork of its worker) does not carry the worker's
+#      process title: one process per "shmrun: JOB worker N", the writer
+#      titled "shmrun: JOB snapshot writer of worker N epoch E", comm
+#      "shmrun snap" (a pgrep for a worker found two pids, CI 2026-12-02).
 set -euo pipefail
 shmrun=$(realpath "${1:?usage: ckpt_dirs.sh path/to/shmrun}")
 export LC_ALL=C
@@ -270,3 +274,47 @@ kill -TERM $launcher
 wait $launcher || fail "stop after SIGCONT: exit $?"
 launcher=
 echo "ok 6: $line" | cut -c1-250
+
+# ---- 7: snapshot writers name themselves, never as their worker -------------
+cat > "$tmp/titles.conf" <<CONF
+[job]
+name = ttl
+workers = 2
+checkpoint_dir = titles
+checkpoint_interval = 200ms
+checkpoint_timeout = 30s
+[g]
+op = sequence
+count = 4000
+rate = 1000
+width = 2
+[o]
+op = file_sink
+input = g
+width = 2
+path = t.tsv
+CONF
+# epoch 1's writers sleep 3 s before they write: found while they run
+(cd "$tmp" && SHMRUN_TEST_SLOW_SNAPSHOT=1:3000 exec "$shmrun" "$tmp/titles.conf") 2> "$tmp/log" > /dev/null &
+launcher=$!
+writers=
+for _ in $(seq 1 200); do
+	writers=$(for w in $(pgrep -P $launcher); do pgrep -x -P "$w" "shmrun snap"; done || true)
+	[ "$(echo "$writers" | grep -c .)" = 4 ] && break
+	sleep 0.05
+done
+[ "$(echo "$writers" | grep -c .)" = 4 ] || fail "7: want 4 snapshot writers of epoch 1 (2 tasks on each of 2 workers), found: $writers"
+for w in 0 1; do
+	n=$(pgrep -c -f "^shmrun: ttl worker $w " || true)
+	[ "$n" = 1 ] || fail "7: $n processes titled as worker $w: $(pgrep -af "^shmrun: ttl ")"
+done
+for p in $writers; do
+	args=$(ps -o args= -p "$p") || continue
+	echo "$args" | grep -Eq "^shmrun: ttl snapshot writer of worker [01] epoch 1" ||
+		fail "7: writer $p is titled '$args'"
+	par=$(ps -o ppid= -p "$p" | tr -d ' ')
+	ps -o args= -p "$par" | qgrep "^shmrun: ttl worker " || fail "7: writer $p is not a worker's child"
+done
+wait $launcher || fail "7: exit $?"
+launcher=
+echo "ok 7: snapshot writers are titled as writers, one process per worker title"

@@ -284,17 +284,24 @@ int shmrun_fingerprint_text_members(const struct shmrun_job *job, const uint32_t
 	return 0;
 }
 
-uint64_t shmrun_fingerprint(const struct shmrun_job *job)
+/* XXH64 of the text @describe writes for @job; 0 if it could not be made. */
+static uint64_t hash_text(const struct shmrun_job *job,
+			  int (*describe)(const struct shmrun_job *, char **, size_t *))
 {
 	char *text;
 	size_t len;
 	uint64_t h;
 
-	if (shmrun_fingerprint_text(job, &text, &len))
+	if (describe(job, &text, &len))
 		return 0;
 	h = XXH64(text, len, 0);
 	free(text);
 	return h;
+}
+
+uint64_t shmrun_fingerprint(const struct shmrun_job *job)
+{
+	return hash_text(job, shmrun_fingerprint_text);
 }
 
 /* ---- the whole job (multi-host start exchange) ----------------------------- */
@@ -362,15 +369,7 @@ int shmrun_job_text(const struct shmrun_job *job, char **text, size_t *len)
 
 uint64_t shmrun_job_hash(const struct shmrun_job *job)
 {
-	char *text;
-	size_t len;
-	uint64_t h;
-
-	if (shmrun_job_text(job, &text, &len))
-		return 0;
-	h = XXH64(text, len, 0);
-	free(text);
-	return h;
+	return hash_text(job, shmrun_job_text);
 }
 
 /* ---- differences ------------------------------------------------------------ */

@@ -69,10 +69,13 @@
  *     epochs (release), as shmrun_slot_report() orders them; a stop request
  *     (stop_requested set on host h);
  *   - host 0 -> every host: trigger, complete, aborted and final epochs,
- *     final_is_stop, stop_requested, failed (+failed_errno, failed_why),
- *     stop_now; epochs only ever move forward and flags are only ever set,
- *     in the order the coordinator stores them (final_is_stop before
- *     final_epoch before trigger_epoch; failed_why before failed).
+ *     final_is_stop, stop_requested, failed (+failed_errno, failed_why);
+ *     epochs only ever move forward and flags are only ever set, in the
+ *     order the coordinator stores them (final_is_stop before final_epoch
+ *     before trigger_epoch; failed_why before failed). Not stop_now: it is
+ *     between one launcher and its own workers (launcher.c, stop_all()), set
+ *     just before that launcher signals them; each host's launcher stops its
+ *     own workers when the job ends or fails.
  *   - checkpoint_layout = per_host: host 0 sends each peer a COMMIT with the
  *     MANIFEST bytes of a newly complete epoch (shmrun_ckpt_manifest_bytes())
  *     ahead of the complete_epoch that publishes it, and mirrors
@@ -221,7 +224,7 @@ struct gw_slot_wire {
 
 struct gw_epochs_wire {
 	uint64_t trigger, complete, aborted, final;
-	uint32_t final_is_stop, stop_requested, failed, stop_now;
+	uint32_t final_is_stop, stop_requested, failed, reserved; /* reserved: 0 */
 	int32_t failed_errno;
 	uint32_t why_len;
 };
@@ -468,7 +471,6 @@ static void read_epochs(const struct shmrun_control *ctl, struct gw_epochs_wire 
 	w->complete = atomic_load_explicit(&ctl->complete_epoch, memory_order_acquire);
 	w->aborted = atomic_load_explicit(&ctl->aborted_epoch, memory_order_acquire);
 	w->stop_requested = atomic_load_explicit(&ctl->stop_requested, memory_order_acquire);
-	w->stop_now = atomic_load_explicit(&ctl->stop_now, memory_order_acquire);
 	if (w->failed) {
 		w->failed_errno = atomic_load_explicit(&ctl->failed_errno, memory_order_relaxed);
 		w->why_len = (uint32_t)strnlen(ctl->failed_why, sizeof(ctl->failed_why) - 1);
@@ -948,7 +950,6 @@ static int apply_epochs(struct shmrun_gateway *g, const unsigned char *pl, uint3
 	store_max64(&ctl->final_epoch, w.final);
 	store_max64(&ctl->trigger_epoch, w.trigger);
 	store_flag(&ctl->stop_requested, w.stop_requested);
-	store_flag(&ctl->stop_now, w.stop_now);
 	if (w.failed && !atomic_load_explicit(&ctl->failed, memory_order_relaxed)) {
 		memcpy(ctl->failed_why, pl + sizeof(w), w.why_len);
 		ctl->failed_why[w.why_len] = '\0';

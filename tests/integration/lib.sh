@@ -2,6 +2,9 @@
 # Gives a private $tmp (removed on exit) and XDG_RUNTIME_DIR in it, kills a background job still in
 # $launcher on exit (so no process outlives a failed test), and fail(), which
 # prints the message and the tail of $tmp/log (the last shmrun run's stderr).
+# Helpers below, each with its comment: qgrep, need_fault_injection,
+# wait_started, wait_launcher, wait_for, newest_epoch, wait_manifest,
+# first_child, tmux_keep, nth_cpu, worker_on_cpu.
 tmp=$(mktemp -d)
 # Each test's jobs serve their sockets (docs/observability.md) in a runtime
 # directory of its own: tests run in parallel (ctest -j) with jobs of the same
@@ -47,6 +50,30 @@ wait_started() {
 		[ $SECONDS -lt $end ] || return 1
 		sleep 0.02
 	done
+}
+# wait_launcher: wait for the run in $launcher to end; its exit status is
+# then in $rc, and $launcher is empty (nothing left for cleanup to kill).
+# shellcheck disable=SC2034 # rc is the caller's
+wait_launcher() {
+	rc=0
+	wait "$launcher" || rc=$?
+	launcher=
+}
+# wait_for TRIES CMD...: run CMD every 0.05 s until it succeeds, at most TRIES
+# times. Return: 1 if it never did.
+wait_for() {
+	local tries=$1
+	shift
+	for _ in $(seq "$tries"); do
+		"$@" && return 0
+		sleep 0.05
+	done
+	return 1
+}
+# newest_epoch DIR: the highest epoch N of a DIR/ckpt-N (complete or not);
+# empty if there is none.
+newest_epoch() {
+	{ ls -d "$1"/ckpt-* 2> /dev/null || true; } | sed 's/.*ckpt-//' | sort -n | tail -1
 }
 # wait_manifest DIR [TRIES]: wait, in 0.05 s steps (default 600: 30 s), until
 # the checkpoint_dir DIR holds a complete checkpoint (a ckpt-*/MANIFEST).

@@ -1,15 +1,19 @@
-# tests/integration/mhkeyed.sh: sourced by multihost_faults.sh and
-# multihost_rescale.sh, after lib.sh and mpi.sh. The keyed job both run and
-# what they check after every run:
+# tests/integration/mhkeyed.sh: sourced by the multi-host tests of a keyed
+# count (multihost_agree.sh, multihost_faults.sh, multihost_per_host.sh,
+# multihost_rescale.sh) once they have set $shmrun (an absolute path). It
+# sources lib.sh and mpi.sh, exports LC_ALL=C and exits 77 (skipped) unless
+# mpirun and an MPI build of $shmrun are there (need_mpi). The keyed job
+# these tests run and what they check after every run:
 #
-#   keyed_conf FILE NAME HOSTS WORKERS RATE CKPT [LAYOUT]
-#       writes the job: a `sequence` of $keyed_count records over $keyed_keys
-#       keys (width 2, paced at RATE records/s for the whole stage, so a kill
-#       or a stop lands mid-run) -> by key -> count (width 4, emit = update,
+#   keyed_conf DIR NAME HOSTS WORKERS RATE CKPT [LAYOUT]
+#       writes the job to DIR/job.conf (creating DIR): a `sequence` of
+#       $keyed_count records over $keyed_keys keys (width 2, paced at RATE
+#       records/s for the whole stage, so a kill or a stop lands mid-run)
+#       -> by key -> count (width 4, emit = update,
 #       no combiner: key k gets exactly the lines "k<TAB>1" .. "k<TAB>n", so
 #       a record lost or counted twice, or an update written twice, shows in
 #       the output) -> file_sink (width 2, out/result.tsv.0 and .1). CKPT is
-#       the checkpoint_dir (relative to FILE), LAYOUT checkpoint_layout.
+#       the checkpoint_dir (relative to DIR), LAYOUT checkpoint_layout.
 #   keyed_reference
 #       $tmp/ref.sorted: the one-host, fault-free run's output, sorted; it
 #       must equal the arithmetic expectation (checked once)
@@ -31,14 +35,21 @@
 #   in_dir DIR CMD...
 #       CMD in DIR, its output in $tmp/log
 
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/lib.sh"
+. "$here/mpi.sh"
+export LC_ALL=C
+need_mpi "$shmrun"
+
 keyed_count=120000
 keyed_keys=300
 keyed_per_key=$((keyed_count / keyed_keys))
 shm_before=$(ls /dev/shm | sort)
 
 keyed_conf() {
-	local file=$1 name=$2 hosts=$3 workers=$4 rate=$5 ckpt=$6 layout=${7:-shared}
-	cat > "$file" << CONF
+	local dir=$1 name=$2 hosts=$3 workers=$4 rate=$5 ckpt=$6 layout=${7:-shared}
+	mkdir -p "$dir"
+	cat > "$dir/job.conf" << CONF
 [job]
 name = $name
 hosts = $hosts
@@ -70,8 +81,7 @@ CONF
 
 keyed_reference() {
 	local d=$tmp/ref
-	mkdir -p "$d"
-	keyed_conf "$d/job.conf" "ref_$$" 1 2 100000000 ck
+	keyed_conf "$d" "ref_$$" 1 2 100000000 ck
 	"$shmrun" "$d/job.conf" > "$tmp/log" 2>&1 || fail "one-host reference run failed"
 	sort "$d"/out/result.tsv.* > "$tmp/ref.sorted"
 	local k
@@ -111,9 +121,8 @@ stop_midway() {
 	wait_manifest "$1" || fail "$4: no checkpoint completed"
 	sleep 0.3
 	"$shmrun" stop "$2" > "$tmp/stop.out" 2>&1 || fail "$4: shmrun stop $2: $(cat "$tmp/stop.out")"
-	local rc=0
-	wait "$launcher" || rc=$?
-	launcher=
+	local rc
+	wait_launcher
 	[ "$rc" = 0 ] || fail "$4: the run exited $rc after shmrun stop $2"
 	[ "$(grep -c "launcher: stopped at epoch" "$tmp/log")" = "$3" ] ||
 		fail "$4: not all $3 hosts said they stopped at a final checkpoint"

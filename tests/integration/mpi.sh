@@ -9,14 +9,16 @@
 #                       the same as a command line, for a program that
 #                       executes it (shmrun supervise -- "${mpirun2_cmd[@]}" ...)
 #   mpi_run N ARGS...   the same with N processes
-#   need_mpirun         exit 77 (skipped) unless mpirun is on PATH (need_mpi:
-#                       the same)
+#   need_mpirun         exit 77 (skipped) unless mpirun is on PATH
 #   need_mpi_build SHMRUN
 #                       exit 77 unless SHMRUN has the MPI gateway
 #                       (`SHMRUN --version` says "mpi: on"; -DSHMRUN_MPI)
+#   need_mpi SHMRUN     both: what every multihost_*.sh needs
 #   mpi_leftovers       the pids of processes mpirun2 started (ranks,
 #                       launchers, workers) that are still there; empty when
 #                       none is: a test may assert that
+#   mpi_none_left       fail unless mpi_leftovers is empty within 5 s (what
+#                       a test checks at its end)
 #   mpi_cleanup         SIGKILL every one of them (also on exit: the trap)
 #
 # The settings, and why (the test machines run as root on 2 cores):
@@ -70,9 +72,10 @@ mpi_run() {
 	env "${mpi_env[@]}" mpirun -np "$n" "${mpi_flags[@]}" "$@"
 }
 
-# need_mpi: need_mpirun, by the name tests/integration/multihost_*.sh use
+# need_mpi SHMRUN: need_mpirun and need_mpi_build SHMRUN
 need_mpi() {
 	need_mpirun
+	need_mpi_build "$1"
 }
 
 need_mpirun() {
@@ -94,6 +97,14 @@ mpi_leftovers() {
 	# cannot be read (no message); zombies' environ is empty
 	grep -lzx "SHMRUN_MPI_TEST_TAG=$mpi_tag" /proc/[0-9]*/environ 2> /dev/null |
 		sed 's|^/proc/\([0-9]*\)/environ$|\1|' || true
+}
+
+mpi_none_left() {
+	for _ in $(seq 50); do
+		[ -z "$(mpi_leftovers)" ] && break
+		sleep 0.1
+	done
+	[ -z "$(mpi_leftovers)" ] || fail "processes left: $(mpi_leftovers | tr '\n' ' ')"
 }
 
 mpi_cleanup() {

@@ -18,21 +18,14 @@
 #      its output and hang).
 set -euo pipefail
 shmrun=$(realpath "${1:?usage: multihost_agree.sh path/to/shmrun}")
-export LC_ALL=C
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/lib.sh"
-. "$here/mpi.sh"
-. "$here/mhkeyed.sh"
-need_mpi
-need_mpi_build "$shmrun"
+. "$(dirname "$0")/mhkeyed.sh" # lib.sh, mpi.sh; exit 77 without MPI
 
 name=mha_$$
 keyed_reference
 
 # 1. another job on rank 1
 d=$tmp/differ
-mkdir -p "$d"
-keyed_conf "$d/job.conf" "$name" 2 2 100000000 'ck{host}' per_host
+keyed_conf "$d" "$name" 2 2 100000000 'ck{host}' per_host
 for set in gen.rate=99999 job.workers=1; do
 	rc=0
 	(cd "$d" && timeout 120 env "${mpi_env[@]}" mpirun "${mpi_flags[@]}" -np 1 "$shmrun" job.conf \
@@ -52,14 +45,13 @@ done
 
 # 2. host 1 missed the COMMIT of the last epoch
 d=$tmp/commit
-mkdir -p "$d"
-keyed_conf "$d/job.conf" "$name" 2 2 15000 'ck{host}' per_host
+keyed_conf "$d" "$name" 2 2 15000 'ck{host}' per_host
 in_dir "$d" "${mpirun2_cmd[@]}" "$shmrun" job.conf &
 launcher=$!
 wait_manifest "$d/ck1" || fail "per_host: host 1 got no MANIFEST"
 sleep 0.5 # a few epochs, so that host 1 keeps an older one
 stop_midway "$d/ck0" "$name.h0" 2 "per_host, 2 hosts"
-e=$(ls -d "$d"/ck0/ckpt-* | sed 's/.*ckpt-//' | sort -n | tail -1)
+e=$(newest_epoch "$d/ck0")
 [ -f "$d/ck1/ckpt-$e/MANIFEST" ] || fail "host 1 has no MANIFEST of the final epoch $e"
 prev=$(ls "$d"/ck1/ckpt-*/MANIFEST | sed 's/.*ckpt-//; s,/MANIFEST,,' | sort -n | grep -vx "$e" | tail -1)
 [ -n "$prev" ] || fail "host 1 kept no checkpoint older than $e"

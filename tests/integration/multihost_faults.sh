@@ -18,13 +18,7 @@
 # file left. Registered only when MPI is found (tests/integration/tests.cmake).
 set -euo pipefail
 shmrun=$(realpath "${1:?usage: multihost_faults.sh path/to/shmrun}")
-export LC_ALL=C
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/lib.sh"
-. "$here/mpi.sh"
-. "$here/mhkeyed.sh"
-need_mpi
-need_mpi_build "$shmrun"
+. "$(dirname "$0")/mhkeyed.sh" # lib.sh, mpi.sh; exit 77 without MPI
 
 name=mhf_$$
 keyed_reference
@@ -51,9 +45,8 @@ worker() {
 # finish WHAT: wait for supervise; it must exit 0 after exactly one restart,
 # both hosts having restored a checkpoint in the rerun
 finish() {
-	local rc=0
-	wait "$launcher" || rc=$?
-	launcher=
+	local rc
+	wait_launcher
 	[ "$rc" = 0 ] || fail "$1: supervise exited $rc, want 0"
 	[ "$(grep -c '^shmrun supervise: .*restart [0-9]* of' "$tmp/log")" = 1 ] ||
 		fail "$1: want exactly one restart line: $(grep '^shmrun supervise' "$tmp/log" | tr '\n' ' ')"
@@ -64,8 +57,7 @@ finish() {
 
 # (a) kill -9 of a worker of host 1
 d=$tmp/a
-mkdir -p "$d"
-keyed_conf "$d/job.conf" "$name" 2 2 20000 ck
+keyed_conf "$d" "$name" 2 2 20000 ck
 start_supervised "$d"
 kill -9 "$(worker 3)"
 finish "kill -9 of worker 3"
@@ -79,8 +71,7 @@ echo "ok (a) kill -9 of a worker of host 1: one restart, exact"
 
 # (b) kill -9 of host 1's launcher: the parent of its workers 2 and 3
 d=$tmp/b
-mkdir -p "$d"
-keyed_conf "$d/job.conf" "$name" 2 2 20000 ck
+keyed_conf "$d" "$name" 2 2 20000 ck
 start_supervised "$d"
 w2=$(worker 2)
 w3=$(worker 3)
@@ -108,14 +99,11 @@ echo "ok (b) kill -9 of host 1's launcher: its workers died with it, one restart
 # (c) SIGTERM to supervise: no rerun, nothing left; the same command later
 # resumes to the exact output
 d=$tmp/c
-mkdir -p "$d"
-keyed_conf "$d/job.conf" "$name" 2 2 20000 ck
+keyed_conf "$d" "$name" 2 2 20000 ck
 start_supervised "$d"
 sleep 0.5
 kill -TERM "$launcher"
-rc=0
-wait "$launcher" || rc=$?
-launcher=
+wait_launcher
 [ "$rc" = 1 ] || fail "SIGTERM to supervise: exit $rc, want 1 (mpirun's after a signal)"
 qgrep "SIGTERM: forwarding it to .* process group; no restart after it" "$tmp/log" ||
 	fail "SIGTERM to supervise: no forwarding line"

@@ -16,33 +16,26 @@
 # temp file left. Registered only when MPI is found (tests.cmake).
 set -euo pipefail
 shmrun=$(realpath "${1:?usage: multihost_rescale.sh path/to/shmrun}")
-export LC_ALL=C
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/lib.sh"
-. "$here/mpi.sh"
-. "$here/mhkeyed.sh"
-need_mpi
-need_mpi_build "$shmrun"
+. "$(dirname "$0")/mhkeyed.sh" # lib.sh, mpi.sh; exit 77 without MPI
 
 name=mhr_$$
 keyed_reference
 
 # --- shared: 1 host -> 2 hosts -> 1 host ------------------------------------
 d=$tmp/shared
-mkdir -p "$d"
-keyed_conf "$d/job.conf" "$name" 1 2 15000 ck
+keyed_conf "$d" "$name" 1 2 15000 ck
 in_dir "$d" "$shmrun" job.conf &
 launcher=$!
 wait_started
 stop_midway "$d/ck" "$name" 1 "1 host"
-first=$(ls -d "$d"/ck/ckpt-* | sed 's/.*ckpt-//' | sort -n | tail -1)
+first=$(newest_epoch "$d/ck")
 
-keyed_conf "$d/job.conf" "$name" 2 2 15000 ck
+keyed_conf "$d" "$name" 2 2 15000 ck
 rc=0
 in_dir "$d" "${mpirun2_cmd[@]}" "$shmrun" job.conf || rc=$?
 [ "$rc" = 2 ] || fail "1 host -> 2 hosts without --rescale: mpirun exited $rc, want 2"
 qgrep "rescale" "$tmp/log" || fail "1 host -> 2 hosts without --rescale: the refusal does not name --rescale"
-[ "$(ls -d "$d"/ck/ckpt-* | sed 's/.*ckpt-//' | sort -n | tail -1)" = "$first" ] ||
+[ "$(newest_epoch "$d/ck")" = "$first" ] ||
 	fail "the refused start wrote a checkpoint"
 no_leftovers "refused 2-host start"
 
@@ -55,7 +48,7 @@ for _ in $(seq 600); do
 	sleep 0.05
 done
 for _ in $(seq 600); do
-	[ "$(ls -d "$d"/ck/ckpt-* | sed 's/.*ckpt-//' | sort -n | tail -1)" -gt "$((first + 1))" ] && break
+	[ "$(newest_epoch "$d/ck")" -gt "$((first + 1))" ] && break
 	sleep 0.05
 done
 stop_midway "$d/ck" "$name.h1" 2 "1 host -> 2 hosts (--rescale)"
@@ -64,7 +57,7 @@ qgrep "launcher: rescale: $d/ck/ckpt-$first re-assigned to this topology as" "$t
 [ "$(grep -c "launcher: restoring epoch $((first + 1)) " "$tmp/log")" = 2 ] ||
 	fail "1 host -> 2 hosts: not both hosts restored the rescaled epoch $((first + 1))"
 
-keyed_conf "$d/job.conf" "$name" 1 2 100000000 ck
+keyed_conf "$d" "$name" 1 2 100000000 ck
 rc=0
 in_dir "$d" "$shmrun" --rescale job.conf || rc=$?
 [ "$rc" = 0 ] || fail "2 hosts -> 1 host (--rescale): exit $rc"

@@ -11,11 +11,9 @@
 set -euo pipefail
 shmrun=$(realpath "${1:?usage: multihost_status.sh path/to/shmrun}")
 export LC_ALL=C
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/lib.sh"
-. "$here/mpi.sh"
-need_mpi
-need_mpi_build "$shmrun"
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/mpi.sh"
+need_mpi "$shmrun"
 
 name=mhst_$$
 cat > "$tmp/job.conf" <<CONF
@@ -70,9 +68,7 @@ assert c["last_epoch"] and c["last_epoch"] > 0 and c["completed"] > 0, c
 "$shmrun" top --json "$name.h1" > /dev/null
 echo "ok top $name.h1: a completed checkpoint"
 "$shmrun" stop "$name" > /dev/null 2>&1 || fail "shmrun stop $name"
-rc=0
-wait $launcher || rc=$?
-launcher=
+wait_launcher
 [ "$rc" = 0 ] || fail "the stopped job: mpirun exited $rc"
 
 # a job to its end: each host's summary lists its own outputs only
@@ -102,5 +98,4 @@ printf '0: output:        %s\n1: output:        none on this host (its workers r
 diff "$tmp/outs.want" "$tmp/outs" > /dev/null ||
 	fail "summary outputs, one sink: $(tr '\n' '|' < "$tmp/outs")"
 echo "ok each host's summary lists only its outputs, or none"
-for _ in $(seq 50); do [ -z "$(mpi_leftovers)" ] && break; sleep 0.1; done
-[ -z "$(mpi_leftovers)" ] || fail "processes left: $(mpi_leftovers | tr '\n' ' ')"
+mpi_none_left

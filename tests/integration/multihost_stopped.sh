@@ -9,11 +9,9 @@
 # reports host 1's abort. Nothing is left behind.
 set -euo pipefail
 shmrun=$(realpath "${1:?usage: multihost_stopped.sh path/to/shmrun}")
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/lib.sh"
-. "$here/mpi.sh"
-need_mpi
-need_mpi_build "$shmrun"
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/mpi.sh"
+need_mpi "$shmrun"
 
 name=mhs_$$
 cat > "$tmp/job.conf" <<CONF
@@ -56,9 +54,7 @@ done
 kill -STOP "$host1"
 sleep 4
 kill -CONT "$host1"
-rc=0
-wait $launcher || rc=$?
-launcher=
+wait_launcher
 [ "$rc" -ne 0 ] || fail "mpirun exited 0 after host 1 was stopped for 4 s"
 grep -q "launcher: this host was stopped or starved for [4-9]\.[0-9] s (longer than host_timeout, 2\.0 s)" "$tmp/log" ||
 	fail "host 1 did not say it was stopped"
@@ -67,7 +63,6 @@ grep -q "launcher: host 1 aborted the job: host 1: this host was stopped or star
 ! grep -q "host 0 sent nothing" "$tmp/log" || fail "host 1 blamed host 0 for its own stop"
 ! grep -q "host 1 sent nothing" "$tmp/log" || fail "host 0 (host_timeout 60 s) gave host 1 up"
 echo "ok a stopped host says it was stopped, and blames no peer"
-for _ in $(seq 50); do [ -z "$(mpi_leftovers)" ] && break; sleep 0.1; done
-[ -z "$(mpi_leftovers)" ] || fail "processes left: $(mpi_leftovers | tr '\n' ' ')"
+mpi_none_left
 ls /dev/shm | qgrep "$name" && fail "/dev/shm segment left"
 echo "ok nothing left behind"

@@ -17,7 +17,7 @@ shmrun=${1:?usage: multihost_wordcount.sh path/to/shmrun}
 export LC_ALL=C
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
-need_mpi
+need_mpi "$shmrun"
 
 # reference FILE... -> "word<TAB>count" lines, sorted (as wordcount.sh)
 reference() {
@@ -74,9 +74,9 @@ sort "$tmp"/out/one.tsv.* > "$tmp/one.sorted"
 cmp -s "$tmp/ref.tsv" "$tmp/one.sorted" || fail "one-host output differs from the reference"
 
 # the two-host run: both launchers under one mpirun; exit 0 from both
-st=0
-mpi_run 2 "$shmrun" "$tmp/two.conf" > "$tmp/log" 2>&1 || st=$?
-[ "$st" = 0 ] || fail "two-host run: mpirun exited $st"
+rc=0
+mpi_run 2 "$shmrun" "$tmp/two.conf" > "$tmp/log" 2>&1 || rc=$?
+[ "$rc" = 0 ] || fail "two-host run: mpirun exited $rc"
 for h in 0 1; do
 	qgrep "2 workers on host $h of 2 (workers $((2 * h)) to $((2 * h + 1)) of 4)" "$tmp/log" &&
 		qgrep "gateway of host $h: [1-9][0-9]* rings to or from other hosts" "$tmp/log" || fail "host $h did not start its gateway with its rings"
@@ -93,7 +93,7 @@ done
 
 # checkpoints: several epochs completed, the last one has every task's state
 # file (both hosts wrote into the shared directory) and verifies
-last=$(ls -d "$tmp"/ck2/ckpt-* | sed 's/.*ckpt-//' | sort -n | tail -1)
+last=$(newest_epoch "$tmp/ck2")
 [ "${last:-0}" -ge 3 ] || fail "only ${last:-no} epochs completed (checkpoint_interval 100ms)"
 [ -f "$tmp/ck2/ckpt-$last/MANIFEST" ] || fail "ckpt-$last has no MANIFEST"
 n=$(ls "$tmp/ck2/ckpt-$last"/*.state | wc -l)
@@ -116,15 +116,13 @@ wait_manifest "$tmp/ck2" || fail "no checkpoint before the kill"
 victim=$(pgrep -f "shmrun: $name worker 2 " || true)
 [ -n "$victim" ] || fail "no worker 2 on host 1 to kill"
 kill -9 $victim
-st=0
-wait "$launcher" || st=$?
-launcher=
-[ "$st" = 75 ] || fail "after kill -9 of a worker: mpirun exited $st, want 75"
+wait_launcher
+[ "$rc" = 75 ] || fail "after kill -9 of a worker: mpirun exited $rc, want 75"
 qgrep "host 0: host 1 aborted the job: host 1: worker 2 .* killed by signal 9" "$tmp/log" ||
 	fail "host 0 did not name host 1's dead worker"
-st=0
-mpi_run 2 "$shmrun" "$tmp/two.conf" > "$tmp/log" 2>&1 || st=$?
-[ "$st" = 0 ] || fail "rerun after the kill: mpirun exited $st"
+rc=0
+mpi_run 2 "$shmrun" "$tmp/two.conf" > "$tmp/log" 2>&1 || rc=$?
+[ "$rc" = 0 ] || fail "rerun after the kill: mpirun exited $rc"
 [ "$(grep -c "launcher: restoring epoch" "$tmp/log")" = 2 ] ||
 	fail "the rerun did not restore a checkpoint on both hosts"
 sort "$tmp"/out/two.tsv.* > "$tmp/two.sorted"
@@ -140,16 +138,14 @@ mpi_run 2 "$shmrun" "$tmp/two.conf" > "$tmp/log" 2>&1 &
 launcher=$!
 wait_manifest "$tmp/ck2" || fail "no checkpoint before the stop"
 "$shmrun" stop "$name.h1" > /dev/null 2>&1 || fail "shmrun stop $name.h1 failed"
-st=0
-wait "$launcher" || st=$?
-launcher=
-[ "$st" = 0 ] || fail "stop on host 1: mpirun exited $st"
+wait_launcher
+[ "$rc" = 0 ] || fail "stop on host 1: mpirun exited $rc"
 [ "$(grep -c '^stopped at epoch' "$tmp/log")" = 2 ] || fail "not both hosts stopped"
 [ "$(grep '^stopped at epoch' "$tmp/log" | sort -u | wc -l)" = 1 ] ||
 	fail "the hosts stopped at different epochs: $(grep '^stopped at epoch' "$tmp/log")"
-st=0
-mpi_run 2 "$shmrun" "$tmp/two.conf" > "$tmp/log" 2>&1 || st=$?
-[ "$st" = 0 ] || fail "resume after the stop: mpirun exited $st"
+rc=0
+mpi_run 2 "$shmrun" "$tmp/two.conf" > "$tmp/log" 2>&1 || rc=$?
+[ "$rc" = 0 ] || fail "resume after the stop: mpirun exited $rc"
 sort "$tmp"/out/two.tsv.* > "$tmp/two.sorted"
 cmp -s "$tmp/one.sorted" "$tmp/two.sorted" || fail "output after stop and resume differs"
 
@@ -159,13 +155,13 @@ cmp -s "$tmp/one.sorted" "$tmp/two.sorted" || fail "output after stop and resume
 # the epoch; retention keeps checkpoint_retain (2) on each host
 sed -e "s#^checkpoint_dir = ck2#checkpoint_dir = $tmp/ph{host}\ncheckpoint_layout = per_host#" \
 	-e 's/^rate = 6000/rate = 30000/' -e 's#out/two.tsv#out/ph.tsv#' "$tmp/two.conf" > "$tmp/ph.conf"
-st=0
-mpi_run 2 "$shmrun" "$tmp/ph.conf" > "$tmp/log" 2>&1 || st=$?
-[ "$st" = 0 ] || fail "per_host run: mpirun exited $st"
+rc=0
+mpi_run 2 "$shmrun" "$tmp/ph.conf" > "$tmp/log" 2>&1 || rc=$?
+[ "$rc" = 0 ] || fail "per_host run: mpirun exited $rc"
 sort "$tmp"/out/ph.tsv.* > "$tmp/ph.sorted"
 cmp -s "$tmp/one.sorted" "$tmp/ph.sorted" || fail "per_host output differs from the one-host run"
-e0=$(ls -d "$tmp"/ph0/ckpt-* | sed 's/.*ckpt-//' | sort -n | tail -1)
-e1=$(ls -d "$tmp"/ph1/ckpt-* | sed 's/.*ckpt-//' | sort -n | tail -1)
+e0=$(newest_epoch "$tmp/ph0")
+e1=$(newest_epoch "$tmp/ph1")
 [ "${e0:-0}" -ge 3 ] && [ "$e0" = "${e1:-}" ] || fail "per_host: newest epochs ${e0:-none} and ${e1:-none}"
 cmp -s "$tmp/ph0/ckpt-$e0/MANIFEST" "$tmp/ph1/ckpt-$e1/MANIFEST" ||
 	fail "per_host: host 1's MANIFEST is not rank 0's"

@@ -65,6 +65,13 @@ sv() {
 	"$shmrun" supervise "$@" > "$tmp/out" 2> "$tmp/log" || rc=$?
 	[ "$rc" = "$want" ] || fail "supervise $*: exit $rc, expected $want"
 }
+# sv_bg ARGS...: supervise with ARGS in the background ($launcher), output in
+# $tmp/out and $tmp/log. Fresh run count.
+sv_bg() {
+	rm -f "$tmp/runs" "$tmp/child"
+	"$shmrun" supervise "$@" > "$tmp/out" 2> "$tmp/log" &
+	launcher=$!
+}
 runs() {
 	wc -l < "$tmp/runs"
 }
@@ -121,15 +128,10 @@ gone "$(cat "$tmp/child")" || fail "leave75once: the first run's background chil
 
 # SIGTERM to supervise: forwarded to the whole group, no restart, and
 # supervise dies by SIGTERM as COMMAND did
-rm -f "$tmp/runs" "$tmp/child"
-"$shmrun" supervise --backoff 0s -- "$tmp/fake.sh" hang > "$tmp/out" 2> "$tmp/log" &
-launcher=$!
-for _ in $(seq 200); do [ -s "$tmp/child" ] && break; sleep 0.05; done
-[ -s "$tmp/child" ] || fail "hang: the fake command did not start"
+sv_bg --backoff 0s -- "$tmp/fake.sh" hang
+wait_for 200 test -s "$tmp/child" || fail "hang: the fake command did not start"
 kill -TERM "$launcher"
-rc=0
-wait "$launcher" || rc=$?
-launcher=
+wait_launcher
 [ "$rc" = 143 ] || fail "SIGTERM: supervise exit $rc, expected death by SIGTERM (143)"
 [ "$(runs)" = 1 ] || fail "SIGTERM: $(runs) runs, expected 1 (no restart after a signal)"
 gone "$(head -1 "$tmp/runs")" || fail "SIGTERM: the command outlived supervise"
@@ -141,28 +143,19 @@ grep -q "SIGTERM: forwarding it to .* process group; no restart after it" "$tmp/
 # checkpoint): supervise exits 0, as it did. (Not SIGINT here: bash starts a
 # background job with SIGINT ignored, and supervise keeps what its caller
 # ignores ignored.)
-rm -f "$tmp/runs" "$tmp/ready" "$tmp/stopped"
-"$shmrun" supervise -- "$tmp/fake.sh" clean_stop > "$tmp/out" 2> "$tmp/log" &
-launcher=$!
-for _ in $(seq 200); do [ -s "$tmp/ready" ] && break; sleep 0.05; done
-[ -s "$tmp/ready" ] || fail "clean_stop: the fake command did not start"
+rm -f "$tmp/ready" "$tmp/stopped"
+sv_bg -- "$tmp/fake.sh" clean_stop
+wait_for 200 test -s "$tmp/ready" || fail "clean_stop: the fake command did not start"
 kill -HUP "$launcher"
-rc=0
-wait "$launcher" || rc=$?
-launcher=
+wait_launcher
 [ "$rc" = 0 ] && [ -s "$tmp/stopped" ] || fail "clean_stop: exit $rc, or the command got no SIGHUP"
 [ "$(runs)" = 1 ] || fail "clean_stop: $(runs) runs"
 
 # SIGTERM during the backoff: no rerun, supervise dies by it
-rm -f "$tmp/runs"
-"$shmrun" supervise --backoff 60s -- "$tmp/fake.sh" always75 > "$tmp/out" 2> "$tmp/log" &
-launcher=$!
-for _ in $(seq 200); do grep -q "restart 1 of 10 in 1m" "$tmp/log" && break; sleep 0.05; done
-grep -q "restart 1 of 10 in 1m" "$tmp/log" || fail "backoff: no restart line"
+sv_bg --backoff 60s -- "$tmp/fake.sh" always75
+wait_for 200 grep -q "restart 1 of 10 in 1m" "$tmp/log" || fail "backoff: no restart line"
 kill -TERM "$launcher"
-rc=0
-wait "$launcher" || rc=$?
-launcher=
+wait_launcher
 [ "$rc" = 143 ] || fail "SIGTERM in the backoff: exit $rc, expected 143"
 [ "$(runs)" = 1 ] || fail "SIGTERM in the backoff: $(runs) runs, expected 1"
 grep -q "SIGTERM before restart 1: .*fake.sh is not run again" "$tmp/log" ||
@@ -230,16 +223,12 @@ done
 [ -z "$(mpi_leftovers)" ] || fail "mpirun: processes left: $(mpi_leftovers)"
 # SIGTERM to supervise: mpirun ends its ranks and exits 1 (Open MPI 4.1),
 # supervise exits 1, no rerun, no rank left
-rm -f "$tmp/runs" "$tmp/ready"
-"$shmrun" supervise --backoff 0s -- "${mpirun2_cmd[@]}" "$tmp/rank.sh" hang \
-	> "$tmp/out" 2> "$tmp/log" &
-launcher=$!
-for _ in $(seq 600); do [ "$(cat "$tmp/ready" 2> /dev/null | wc -l)" = 2 ] && break; sleep 0.05; done
-[ "$(wc -l < "$tmp/ready")" = 2 ] || fail "mpirun hang: the ranks did not start"
+rm -f "$tmp/ready"
+sv_bg --backoff 0s -- "${mpirun2_cmd[@]}" "$tmp/rank.sh" hang
+both_ready() { [ "$(cat "$tmp/ready" 2> /dev/null | wc -l)" = 2 ]; }
+wait_for 600 both_ready || fail "mpirun hang: the ranks did not start"
 kill -TERM "$launcher"
-rc=0
-wait "$launcher" || rc=$?
-launcher=
+wait_launcher
 [ "$rc" = 1 ] || fail "mpirun, SIGTERM: supervise exit $rc, expected 1 (mpirun's)"
 [ "$(runs)" = 1 ] || fail "mpirun, SIGTERM: $(runs) runs, expected 1"
 for p in $(cat "$tmp/pids"); do

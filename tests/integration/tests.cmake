@@ -88,54 +88,40 @@ if(TARGET shmrun)
 	set_tests_properties(follow_dpkg PROPERTIES TIMEOUT 300 LABELS "runtime;integration")
 endif()
 
-# Multi-host (issue 16): the word count on two "hosts" (two MPI processes on
-# this machine over TCP loopback, tests/integration/mpi.sh) equals the one-host
-# run, with checkpoints in a shared checkpoint_dir. Only when MPI was found.
+# Multi-host (issue 16): two "hosts" are two MPI processes on this machine over
+# TCP loopback (tests/integration/mpi.sh). Only when MPI was found.
+#   multihost_wordcount  the word count equals the one-host run, with
+#                        checkpoints in a shared checkpoint_dir
+#   multihost_faults     a keyed count (tests/integration/mhkeyed.sh) on 2 hosts
+#                        x 2 workers under `shmrun supervise`: kill -9 of a
+#                        worker, kill -9 of a launcher (its workers die with
+#                        it), SIGTERM to supervise then a new run: each exact
+#                        against the one-host run, nothing left behind
+#   multihost_stopped    a host's launcher stopped (kill -STOP) longer than
+#                        host_timeout, then continued: it says it was stopped,
+#                        and blames no peer
+#   multihost_status     host 1's ps CKPT_EPOCH and top checkpoints (mirrored
+#                        from host 0's COMMITs); each host's summary lists only
+#                        its own outputs
+#   multihost_rescale    the keyed count moved between host counts at `shmrun
+#                        stop`s: 1 host -> 2 hosts -> 1 host with --rescale, a
+#                        shared checkpoint_dir: exact
+#   multihost_per_host   checkpoint_layout = per_host (ck{host}): stopped and
+#                        resumed on 2 hosts, exact: host 1 installs rank 0's
+#                        MANIFEST from the COMMIT
+#   multihost_agree      the hosts agree before anything starts: another job
+#                        (--set) or worker count on one rank is refused (exit 2,
+#                        nothing written); a host that missed rank 0's last
+#                        COMMIT restores rank 0's epoch; a finished job run
+#                        again does nothing on every host (docs/multihost.md)
 if(TARGET shmrun AND MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
-	add_test(NAME multihost_wordcount COMMAND bash
-		 ${CMAKE_CURRENT_LIST_DIR}/multihost_wordcount.sh $<TARGET_FILE:shmrun>)
-	set_tests_properties(multihost_wordcount PROPERTIES TIMEOUT 300
-			     LABELS "runtime;integration;mpi" SKIP_RETURN_CODE 77)
-	# A keyed count (tests/integration/mhkeyed.sh) on 2 hosts x 2 workers
-	# under `shmrun supervise`: kill -9 of a worker, kill -9 of a launcher
-	# (its workers die with it), SIGTERM to supervise then a new run: each
-	# exact against the one-host run, nothing left behind.
-	add_test(NAME multihost_faults COMMAND bash
-		 ${CMAKE_CURRENT_LIST_DIR}/multihost_faults.sh $<TARGET_FILE:shmrun>)
-	set_tests_properties(multihost_faults PROPERTIES TIMEOUT 300
-			     LABELS "runtime;integration;mpi" SKIP_RETURN_CODE 77)
-	# A host's launcher stopped (kill -STOP) longer than host_timeout, then
-	# continued: it says it was stopped, and blames no peer.
-	add_test(NAME multihost_stopped COMMAND bash
-		 ${CMAKE_CURRENT_LIST_DIR}/multihost_stopped.sh $<TARGET_FILE:shmrun>)
-	set_tests_properties(multihost_stopped PROPERTIES TIMEOUT 300
-			     LABELS "runtime;integration;mpi" SKIP_RETURN_CODE 77)
-	# Host 1's ps CKPT_EPOCH and top checkpoints (mirrored from host 0's
-	# COMMITs), and each host's summary lists only its own outputs.
-	add_test(NAME multihost_status COMMAND bash
-		 ${CMAKE_CURRENT_LIST_DIR}/multihost_status.sh $<TARGET_FILE:shmrun>)
-	set_tests_properties(multihost_status PROPERTIES TIMEOUT 300
-			     LABELS "runtime;integration;mpi" SKIP_RETURN_CODE 77)
-	# The same job moved between host counts at `shmrun stop`s: 1 host ->
-	# 2 hosts -> 1 host with --rescale, a shared checkpoint_dir: exact.
-	add_test(NAME multihost_rescale COMMAND bash
-		 ${CMAKE_CURRENT_LIST_DIR}/multihost_rescale.sh $<TARGET_FILE:shmrun>)
-	set_tests_properties(multihost_rescale PROPERTIES TIMEOUT 300
-			     LABELS "runtime;integration;mpi" SKIP_RETURN_CODE 77)
-	# checkpoint_layout = per_host (ck{host}): stopped and resumed on 2
-	# hosts, exact: host 1 installs rank 0's MANIFEST from the COMMIT.
-	# The hosts agree before anything starts: another job (--set) or worker
-	# count on one rank is refused (exit 2, nothing written); a host that
-	# missed rank 0's last COMMIT restores rank 0's epoch; a finished job
-	# run again does nothing on every host (docs/multihost.md).
-	add_test(NAME multihost_agree COMMAND bash
-		 ${CMAKE_CURRENT_LIST_DIR}/multihost_agree.sh $<TARGET_FILE:shmrun>)
-	set_tests_properties(multihost_agree PROPERTIES TIMEOUT 600
-			     LABELS "runtime;integration;mpi" SKIP_RETURN_CODE 77)
-	add_test(NAME multihost_per_host COMMAND bash
-		 ${CMAKE_CURRENT_LIST_DIR}/multihost_per_host.sh $<TARGET_FILE:shmrun>)
-	set_tests_properties(multihost_per_host PROPERTIES TIMEOUT 300
-			     LABELS "runtime;integration;mpi" SKIP_RETURN_CODE 77)
+	foreach(t multihost_wordcount multihost_faults multihost_stopped multihost_status
+		  multihost_rescale multihost_per_host multihost_agree)
+		add_test(NAME ${t} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/${t}.sh $<TARGET_FILE:shmrun>)
+		set_tests_properties(${t} PROPERTIES TIMEOUT 300 LABELS "runtime;integration;mpi"
+				     SKIP_RETURN_CODE 77)
+	endforeach()
+	set_tests_properties(multihost_agree PROPERTIES TIMEOUT 600)
 endif()
 
 # `shmrun supervise` (issue 16 §4): the outer restart loop of multi-host jobs,

@@ -441,6 +441,11 @@ int bench_common_option(int c, const char *sub, const char *usage, char **argv,
 			return bench_usage_error(sub, "--reps '%s': need a count from 1 to 100",
 						 optarg);
 		return BENCH_OPT_DONE;
+	case 'K':
+		if (bench_parse_count(optarg, 1u << 24, &co->keys))
+			return bench_usage_error(sub, "--keys '%s': need a count from 1 to 16M",
+						 optarg);
+		return BENCH_OPT_DONE;
 	case 'k':
 		co->keep = optarg;
 		return BENCH_OPT_DONE;
@@ -455,9 +460,53 @@ int bench_common_option(int c, const char *sub, const char *usage, char **argv,
 		return 0;
 	case ':':
 		return bench_usage_error(sub, "option '%s' needs a value", argv[optind - 1]);
-	case '?':
+	default: /* '?', or an option of the table the subcommand does not take */
 		return bench_usage_error(sub, "unknown option '%s'", argv[optind - 1]);
-	default:
-		return BENCH_OPT_NOT_COMMON;
 	}
+}
+
+int bench_seconds_option(const char *sub, const char *arg, double min, double max, double *secs)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || *end || !(v > 0) || !(v >= min) || v > max) {
+		if (min > 0)
+			return bench_usage_error(sub, "--seconds '%s': need a number in [%g, %g]",
+						 arg, min, max);
+		return bench_usage_error(sub, "--seconds '%s': need a number in (0, %g]", arg, max);
+	}
+	*secs = v;
+	return BENCH_OPT_DONE;
+}
+
+int bench_parse_seconds_keys(int argc, char **argv, const char *sub, const char *usage, bool keys,
+			     double *secs, struct bench_common *co)
+{
+	static const struct option with_keys[] = {
+	    {"seconds", required_argument, NULL, 's'},
+	    {"keys", required_argument, NULL, 'K'},
+	    BENCH_COMMON_LONGOPTS,
+	    {NULL, 0, NULL, 0},
+	};
+	static const struct option without_keys[] = {
+	    {"seconds", required_argument, NULL, 's'},
+	    BENCH_COMMON_LONGOPTS,
+	    {NULL, 0, NULL, 0},
+	};
+	int c;
+
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":hv", keys ? with_keys : without_keys, NULL)) != -1) {
+		c = c == 's' ? bench_seconds_option(sub, optarg, 0, 60, secs)
+			     : bench_common_option(c, sub, usage, argv, co);
+		if (c != BENCH_OPT_DONE)
+			return c;
+	}
+	if (optind < argc)
+		return bench_usage_error(sub, "unexpected argument '%s'", argv[optind]);
+	return BENCH_OPT_DONE;
 }

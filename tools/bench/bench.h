@@ -6,8 +6,12 @@
  * forking two measured processes and reaping them on every path, the shared
  * control block, timestamps, percentiles, spinning); bench_ring.c holds the
  * ring and pingpong subcommands, bench_wordcount.c, bench_checkpoint.c,
- * bench_shuffle.c and bench_latency.c theirs, and bench_job.c the helpers that run the shmrun CLI. Only public
- * shmrun headers are used.
+ * bench_shuffle.c, bench_latency.c, bench_nexmark.c and bench_multihost.c
+ * theirs; bench_job.c the helpers that run the shmrun CLI, time whole runs
+ * (marginal rates) and end a subcommand; bench.c also the option parsing the
+ * CLI-driving subcommands share; bench_shuffle.c also the shuffle job (conf,
+ * check of its output), which multihost runs too. Only public shmrun headers
+ * are used.
  */
 #ifndef SHMRUN_TOOLS_BENCH_H
 #define SHMRUN_TOOLS_BENCH_H
@@ -188,12 +192,34 @@ int bench_write_text(const char *path, const char *text);
 
 /*
  * bench_run_conf() - run `shmrun --log-level info @dir/@name.conf` with its
- * stderr in @dir/@name.log, stopped after @timeout_s, and put its wall-clock
- * time (fork/exec to reaped exit) in *@secs, seconds. Return: 0 if it exited
- * 0; -1 after printing why and the log's end. (bench_shuffle.c)
+ * stderr in @dir/@name.log, stopped after @timeout_s seconds, and put its
+ * wall-clock time (fork/exec to reaped exit) in *@secs, seconds.
+ * Return: 0 if it exited 0; -1 after printing why and the log's end.
+ * (bench_shuffle.c)
  */
 int bench_run_conf(const char *shmrun, const char *dir, const char *name, double timeout_s,
 		   double *secs);
+
+/*
+ * The shuffle job, which shuffle times on one host and multihost on one and
+ * on two hosts (bench_shuffle.c): gen (sequence, width 2, @n records, @keys
+ * keys) -> by key -> count (width 2, emit = final, no combiner) -> out
+ * (file_sink into @dir/out-@name.tsv), idle = spin.
+ *
+ * bench_shuffle_conf() - write it as @dir/@name.conf; the job is named
+ * bench-@jobtag-@name, the first comment line names subcommand @sub, and
+ * @placement (whole lines, e.g. "workers = 2
+" or "hosts = 2
+") goes into
+ * [job]. Return: 0, or -1 after printing why (path too long, write failed).
+ *
+ * bench_shuffle_verify() - check @dir/out-@name.tsv: min(@n, @keys) lines
+ * "KEY	COUNT", counts summing to @n, each @n / @keys rounded down or up.
+ * Return: 0, or -1 after printing what is wrong (or why it cannot be read).
+ */
+int bench_shuffle_conf(const char *dir, const char *name, const char *sub, const char *jobtag,
+		       const char *placement, uint64_t n, uint64_t keys);
+int bench_shuffle_verify(const char *dir, const char *name, uint64_t n, uint64_t keys);
 
 /*
  * wordcount and checkpoint run the shmrun CLI and parse their own options:
@@ -279,6 +305,56 @@ int bench_job_start(struct bench_job *job, const char *exe, char *const argv[],
 int bench_job_wait(struct bench_job *job, double timeout_s, int fd, void (*on_fd)(void *arg),
 		   void *arg, const char *log_path);
 
+/*
+ * bench_job_run() - bench_job_start() then bench_job_wait() with no fd to
+ * watch: run @exe with @argv, stderr into @log_path, stopped after
+ * @timeout_s seconds. If @secs is not NULL it gets the wall-clock time from
+ * fork/exec to the reaped exit, in seconds (set only on success). On failure
+ * the log's last lines are printed if @tail_log, else left to the caller
+ * (who may want to read the log first, see bench_print_tail()).
+ * Return: 0 if it exited 0; -1 after printing why (nothing is left running).
+ */
+int bench_job_run(const char *exe, char *const argv[], const char *log_path, double timeout_s,
+		  bool tail_log, double *secs);
+
+/* Print the last @lines lines of the file @path to stderr, indented, under
+ * a line naming it; nothing if it cannot be read. */
+void bench_print_tail(const char *path, int lines);
+
+/*
+ * bench_prepare_run() - what a subcommand that pins the shmrun it runs does
+ * first: the shmrun CLI next to this executable into @built (@len bytes,
+ * bench_shmrun_path()), then the two CPUs into o->cpu (bench_choose_cpus()).
+ * Return: 0, or an exit code after printing why (BENCH_EXIT_FAIL: no shmrun
+ * built, or bench_choose_cpus()'s).
+ */
+int bench_prepare_run(struct bench_opts *o, char *built, size_t len);
+
+/*
+ * Marginal rates of whole timed runs (shuffle, latency, nexmark, multihost):
+ * a run of @n records takes @secs seconds, one of 2 records of the same job
+ * @fixed seconds (start-up and exit, paid by every run).
+ *
+ * bench_marginal_rate() - (@n - 2) / (@secs - @fixed) records per second;
+ * (@n - 2) / @secs if @secs <= @fixed (a noisy run: never negative).
+ *
+ * bench_calibrated_records() - from a calibration run of @n records in @secs
+ * seconds: how many records make a run of about @seconds seconds at its
+ * marginal rate (@secs - @fixed taken as at least 1 ms), at least 100000.
+ */
+double bench_marginal_rate(uint64_t n, double secs, double fixed);
+uint64_t bench_calibrated_records(uint64_t n, double secs, double fixed, double seconds);
+
+/*
+ * bench_finish() - the end of a CLI-driving subcommand, on every path: says
+ * "interrupted" on stderr after a caught signal (and then returns
+ * BENCH_EXIT_FAIL whatever @rc is), removes the work directory @dir if
+ * @made_dir (bench_open_workdir() made it), else prints "# kept: @dir" if
+ * @keep (--keep was given); flushes stdout.
+ * Return: the exit code, @rc or BENCH_EXIT_FAIL.
+ */
+int bench_finish(int rc, const char *dir, bool made_dir, const char *keep);
+
 /* A usage error of subcommand @sub: message, a --help hint; returns BENCH_EXIT_USAGE. */
 int bench_usage_error(const char *sub, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -288,24 +364,54 @@ int bench_write_all(int fd, const char *p, size_t n);
 /* A count from 1 to @max, digits only. Return: 0, or -1. */
 int bench_parse_count(const char *s, uint64_t max, uint64_t *out);
 
-/* The options the CLI-driving subcommands share (shuffle, latency, nexmark). */
+/* The options the CLI-driving subcommands share (shuffle, latency, nexmark,
+ * multihost). */
 struct bench_common {
 	uint64_t reps;	  /* --reps N (1..100); 0 when not given */
+	uint64_t keys;	  /* --keys N (1..16M), where the subcommand has it; 0 when not given */
 	const char *keep; /* --keep DIR, or NULL */
 	bool quick, verbose;
 };
-#define BENCH_OPT_NOT_COMMON (-1) /* not a shared option: the caller's own */
-#define BENCH_OPT_DONE (-2)       /* taken into @co: go on parsing */
+#define BENCH_OPT_DONE (-2) /* taken into @co: go on parsing */
+
+/* getopt_long() entries of the shared options, for a subcommand's table. */
+/* clang-format off */
+#define BENCH_COMMON_LONGOPTS                                                        \
+	{"reps", required_argument, NULL, 'r'}, {"keep", required_argument, NULL, 'k'}, \
+	{"quick", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},         \
+	{"help", no_argument, NULL, 'h'}
+/* clang-format on */
 
 /*
- * bench_common_option() - take getopt_long()'s @c for subcommand @sub if it
- * is a shared option: 'r' (--reps), 'k' (--keep), 'q', 'v', 'h' (prints
- * @usage), ':' (a missing value) or '?' (unknown option).
- * Return: BENCH_OPT_DONE, BENCH_OPT_NOT_COMMON, or an exit code to return
- * (0 after --help, BENCH_EXIT_USAGE after a usage error).
+ * bench_common_option() - take getopt_long()'s @c for subcommand @sub: a
+ * shared option, 'r' (--reps), 'K' (--keys), 'k' (--keep), 'q', 'v', 'h'
+ * (prints @usage); or ':' (a missing value), '?' or any other (an unknown
+ * option, named from @argv).
+ * Return: BENCH_OPT_DONE, or an exit code to return (0 after --help,
+ * BENCH_EXIT_USAGE after a usage error, which it has printed).
  */
 int bench_common_option(int c, const char *sub, const char *usage, char **argv,
 			struct bench_common *co);
+
+/*
+ * bench_seconds_option() - parse the value @arg of subcommand @sub's
+ * --seconds into *@secs, seconds: a number > 0, >= @min (0: no bound but
+ * > 0) and <= @max. Return: BENCH_OPT_DONE (taken), or BENCH_EXIT_USAGE
+ * after printing the range; so a getopt loop treats it as bench_common_option().
+ */
+int bench_seconds_option(const char *sub, const char *arg, double min, double max, double *secs);
+
+/*
+ * bench_parse_seconds_keys() - parse the whole command line of subcommand
+ * @sub (@argv[0] is its name) when its only options of its own are
+ * --seconds S (into *@secs, seconds, in (0, 60]; untouched if not given)
+ * and, if @keys, --keys N (into co->keys): the shared ones go into @co,
+ * --help prints @usage, and no operand is taken (shuffle, latency,
+ * multihost). Return: BENCH_OPT_DONE to go on, or an exit code to return
+ * (0 after --help, BENCH_EXIT_USAGE after a usage error, which it printed).
+ */
+int bench_parse_seconds_keys(int argc, char **argv, const char *sub, const char *usage, bool keys,
+			     double *secs, struct bench_common *co);
 
 /* A '#' line with /proc/loadavg, tagged @when ("start", "end"). */
 void bench_print_loadavg(const char *when);

@@ -2,7 +2,8 @@
  * tools/bench/bench_job.c: what the benchmarks that drive the shmrun CLI share —
  * locating and copying the shmrun binary, work directories, running a job
  * with its stderr in a log and a timeout (always reaped), reading logs,
- * usage errors, option parsing, load average notes.
+ * usage errors, option parsing, load average notes, the marginal rate of
+ * whole timed runs, and the common end of a subcommand (bench_finish()).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -378,8 +379,7 @@ int bench_job_start(struct bench_job *job, const char *exe, char *const argv[],
 	return 0;
 }
 
-/* Print the last @lines lines of @path to stderr, indented. */
-static void print_tail(const char *path, int lines)
+void bench_print_tail(const char *path, int lines)
 {
 	char *text = NULL, *p;
 	size_t len;
@@ -491,7 +491,7 @@ int bench_job_wait(struct bench_job *job, double timeout_s, int fd, void (*on_fd
 		fprintf(stderr, "shmrun-bench: shmrun (pid %d) was killed by signal %d (%s)\n",
 			(int)job->pid, WTERMSIG(status), strsignal(WTERMSIG(status)));
 	if (log_path && !stopping)
-		print_tail(log_path, 20);
+		bench_print_tail(log_path, 20);
 	return -1;
 }
 
@@ -511,4 +511,53 @@ int bench_open_workdir(const char *keep, const char *tag, char *buf, size_t len,
 		return -1;
 	*made = true;
 	return 0;
+}
+
+int bench_job_run(const char *exe, char *const argv[], const char *log_path, double timeout_s,
+		  bool tail_log, double *secs)
+{
+	struct bench_job job;
+
+	if (bench_job_start(&job, exe, argv, log_path) ||
+	    bench_job_wait(&job, timeout_s, -1, NULL, NULL, tail_log ? log_path : NULL))
+		return -1;
+	if (secs)
+		*secs = (double)(job.end_ns - job.start_ns) / 1e9;
+	return 0;
+}
+
+int bench_prepare_run(struct bench_opts *o, char *built, size_t len)
+{
+	if (bench_shmrun_path(built, len))
+		return BENCH_EXIT_FAIL;
+	return bench_choose_cpus(o);
+}
+
+/* ---- marginal rates ------------------------------------------------------ */
+
+double bench_marginal_rate(uint64_t n, double secs, double fixed)
+{
+	return (double)(n - 2) / (secs > fixed ? secs - fixed : secs);
+}
+
+uint64_t bench_calibrated_records(uint64_t n, double secs, double fixed, double seconds)
+{
+	double rate = (double)(n - 2) / (secs > fixed + 1e-3 ? secs - fixed : 1e-3);
+
+	n = (uint64_t)(rate * seconds);
+	return n < 100000 ? 100000 : n;
+}
+
+int bench_finish(int rc, const char *dir, bool made_dir, const char *keep)
+{
+	if (bench_interrupted()) {
+		fprintf(stderr, "shmrun-bench: interrupted\n");
+		rc = BENCH_EXIT_FAIL;
+	}
+	if (made_dir)
+		bench_rmtree(dir);
+	else if (keep)
+		printf("# kept: %s\n", dir);
+	fflush(stdout);
+	return rc;
 }

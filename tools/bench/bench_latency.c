@@ -225,15 +225,6 @@ static void keep_lowest(uint64_t *best, uint64_t v)
 
 int bench_latency_main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"seconds", required_argument, NULL, 's'},
-	    {"reps", required_argument, NULL, 'r'},
-	    {"keep", required_argument, NULL, 'k'},
-	    {"quick", no_argument, NULL, 'q'},
-	    {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	static const char *const idles[2] = {"spin", "hybrid"};
 	static const unsigned pcts[3] = {10, 50, 90};
 	struct bench_opts o = {
@@ -249,37 +240,17 @@ int bench_latency_main(int argc, char **argv)
 	struct lat_result best[2][3], res;
 	double seconds = 1.0, fixed = 0, peak = 0, peak_worst = 0, secs, t0;
 	bool quick = false, verbose = false, made_dir = false;
-	char *end;
 	struct bench_common co = {0};
 	int c, rc = BENCH_EXIT_FAIL;
 
 	memset(best, 0, sizeof(best));
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, ":hv", opts, NULL)) != -1) {
-		switch (c) {
-		case 's':
-			errno = 0;
-			seconds = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(seconds > 0) || seconds > 60)
-				return bench_usage_error(
-				    "latency", "--seconds '%s': need a number in (0, 60]", optarg);
-			break;
-		default:
-			c = bench_common_option(c, "latency", lat_usage_text, argv, &co);
-			if (c != BENCH_OPT_DONE)
-				return c == BENCH_OPT_NOT_COMMON
-					   ? bench_usage_error("latency", "unknown option '%s'",
-							       argv[optind - 1])
-					   : c;
-		}
-	}
+	c = bench_parse_seconds_keys(argc, argv, "latency", lat_usage_text, false, &seconds, &co);
+	if (c != BENCH_OPT_DONE)
+		return c;
 	keep = co.keep;
 	quick = co.quick;
 	verbose = co.verbose;
 	reps = co.reps;
-	if (optind < argc)
-		return bench_usage_error("latency", "unexpected argument '%s'", argv[optind]);
 	if (quick) {
 		seconds = 0.05;
 		o.quick = true;
@@ -288,9 +259,7 @@ int bench_latency_main(int argc, char **argv)
 	if (!reps)
 		reps = quick ? 1 : 2;
 
-	if (bench_shmrun_path(built, sizeof(built)))
-		return BENCH_EXIT_FAIL;
-	rc = bench_choose_cpus(&o);
+	rc = bench_prepare_run(&o, built, sizeof(built));
 	if (rc)
 		return rc;
 	rc = BENCH_EXIT_FAIL;
@@ -333,11 +302,8 @@ int bench_latency_main(int argc, char **argv)
 	n = quick ? 100000 : 2000000;
 	if (lat_run(shmrun, dir, "calibrate", n, 0, 0, "spin", &t0, &res))
 		goto out;
-	if (!quick) {
-		n = (uint64_t)((double)(n - 2) / (t0 > fixed + 1e-3 ? t0 - fixed : 1e-3) * seconds);
-		if (n < 100000)
-			n = 100000;
-	}
+	if (!quick)
+		n = bench_calibrated_records(n, t0, fixed, seconds);
 	for (uint64_t r = 0; r < reps; r++) {
 		double t, rate;
 
@@ -347,7 +313,7 @@ int bench_latency_main(int argc, char **argv)
 			fixed = t;
 		if (lat_run(shmrun, dir, "peak", n, 0, 0, "spin", &secs, &res))
 			goto out;
-		rate = (double)(n - 2) / (secs > fixed ? secs - fixed : secs);
+		rate = bench_marginal_rate(n, secs, fixed);
 		if (verbose)
 			printf("# peak rep %" PRIu64 ": %" PRIu64
 			       " records in %.3f s (fixed %.3f s): "
@@ -414,14 +380,5 @@ int bench_latency_main(int argc, char **argv)
 	bench_print_loadavg("at end");
 	rc = 0;
 out:
-	if (bench_interrupted()) {
-		fprintf(stderr, "shmrun-bench: interrupted\n");
-		rc = BENCH_EXIT_FAIL;
-	}
-	if (made_dir)
-		bench_rmtree(dir);
-	else if (keep)
-		printf("# kept: %s\n", dir);
-	fflush(stdout);
-	return rc;
+	return bench_finish(rc, dir, made_dir, keep);
 }

@@ -378,67 +378,17 @@ static uint64_t mh_record_bytes(uint64_t n, uint64_t keys)
 	return total;
 }
 
-/* The job's conf for @n records as @dir/@name.conf; @hosts 1 or 2. */
+/* The job's conf for @n records as @dir/@name.conf, the shuffle job of
+ * `shmrun-bench shuffle` (bench_shuffle_conf()); @hosts 1 or 2. */
 static int mh_write_conf(const struct mh *m, const char *name, uint64_t n, unsigned hosts)
 {
-	char path[PATH_MAX], text[1200], placement[64];
+	char placement[64];
 
-	if (hosts > 1) /* cpus per rank: --set job.cpus=C (mh_run) */
+	if (hosts > 1) /* cpus per rank: --set job.cpus=C (mh_run_hosts) */
 		snprintf(placement, sizeof(placement), "hosts = %u\n", hosts);
 	else
 		snprintf(placement, sizeof(placement), "cpus = %d,%d\n", m->cpu[0], m->cpu[1]);
-	snprintf(text, sizeof(text),
-		 "; written by shmrun-bench multihost\n"
-		 "[job]\nname = bench-mh-%s\n%sidle = spin\n\n"
-		 "[gen]\nop = sequence\ncount = %" PRIu64 "\nkeys = %" PRIu64
-		 "\npiece_records = %" PRIu64 "\nwidth = 2\n\n"
-		 "; no combiner: every record crosses a ring, or the hosts\n"
-		 "[count]\nop = count\ninput = gen by key\nemit = final\ncombine = false\n"
-		 "width = 2\n\n"
-		 "[out]\nop = file_sink\ninput = count\npath = out-%s.tsv\n",
-		 name, placement, n, m->keys, (n + 1) / 2, name);
-	if (bench_pathf(path, sizeof(path), "%s/%s.conf", m->dir, name))
-		return -1;
-	return bench_write_text(path, text);
-}
-
-/* @dir/out-@name.tsv: min(n, keys) keys, counts summing to @n, each n/keys
- * rounded down or up. Return: 0, or -1 after printing what is wrong. */
-static int mh_verify(const struct mh *m, const char *name, uint64_t n)
-{
-	char path[PATH_MAX], *text = NULL, *p;
-	uint64_t lines = 0, sum = 0, lo = n / m->keys, hi = lo + (n % m->keys != 0);
-	size_t len;
-	int rc = 0;
-
-	if (bench_pathf(path, sizeof(path), "%s/out-%s.tsv", m->dir, name) ||
-	    bench_read_text(path, &text, &len))
-		return -1;
-	for (p = text; *p && !rc;) {
-		char *tab = strchr(p, '\t'), *nl = strchr(p, '\n'), *end;
-		unsigned long long c;
-
-		if (!tab || !nl || tab > nl) {
-			rc = -1;
-			break;
-		}
-		errno = 0;
-		c = strtoull(tab + 1, &end, 10);
-		if (errno || end != nl || c < lo || c > hi)
-			rc = -1;
-		sum += c;
-		lines++;
-		p = nl + 1;
-	}
-	if (!rc && (sum != n || lines != (n < m->keys ? n : m->keys)))
-		rc = -1;
-	if (rc)
-		fprintf(stderr,
-			"shmrun-bench: %s: wrong output (%" PRIu64 " lines, counts sum %" PRIu64
-			"; want %" PRIu64 " lines, sum %" PRIu64 ")\n",
-			path, lines, sum, n < m->keys ? n : m->keys, n);
-	free(text);
-	return rc;
+	return bench_shuffle_conf(m->dir, name, "multihost", "mh", placement, n, m->keys);
 }
 
 /*
@@ -490,9 +440,7 @@ static char mh_refusal[400];
 static int mh_run_hosts(const struct mh *m, const char *name, double *secs)
 {
 	char conf[PATH_MAX], log[PATH_MAX], set[2][32], *argv[64], *rank[2][8], *text = NULL;
-	struct bench_job job;
 	size_t len;
-	int rc;
 
 	if (bench_pathf(conf, sizeof(conf), "%s/%s.conf", m->dir, name) ||
 	    bench_pathf(log, sizeof(log), "%s/%s.log", m->dir, name))
@@ -508,14 +456,9 @@ static int mh_run_hosts(const struct mh *m, const char *name, double *secs)
 		rank[h][6] = NULL;
 	}
 	mpmd(m, argv, rank);
-	if (bench_job_start(&job, m->mpirun, argv, log))
-		return -1;
-	/* no log given: its end is printed below, unless it is a refusal */
-	rc = bench_job_wait(&job, MH_RUN_TIMEOUT_S, -1, NULL, NULL, NULL);
-	if (!rc) {
-		*secs = (double)(job.end_ns - job.start_ns) / 1e9;
+	/* its log's end is printed below, unless it is a refusal */
+	if (!bench_job_run(m->mpirun, argv, log, MH_RUN_TIMEOUT_S, false, secs))
 		return 0;
-	}
 	/* the words of the refusals a shmrun without a working gateway gives:
 	 * -ENOTSUP's, the stub gateway's, a launcher before multi-host runs */
 	if (!bench_read_text(log, &text, &len)) {
@@ -537,16 +480,8 @@ static int mh_run_hosts(const struct mh *m, const char *name, double *secs)
 			return 1;
 		}
 	}
-	if (text) { /* the last 30 lines */
-		char *p = text + len;
-		int lines = 30;
-
-		while (p > text && lines)
-			if (*--p == '\n' && p + 1 < text + len)
-				lines--;
-		fprintf(stderr, "shmrun-bench: the end of %s:\n%s", log, p == text ? p : p + 1);
-	}
 	free(text);
+	bench_print_tail(log, 30);
 	return -1;
 }
 
@@ -561,7 +496,7 @@ static int mh_run(const struct mh *m, const char *name, unsigned hosts, uint64_t
 		       : bench_run_conf(m->shmrun, m->dir, name, MH_RUN_TIMEOUT_S, secs);
 	if (rc)
 		return rc;
-	return mh_verify(m, name, n);
+	return bench_shuffle_verify(m->dir, name, n, m->keys);
 }
 
 /*
@@ -572,7 +507,6 @@ static double mh_ping(const struct mh *m, uint64_t bytes, const char *min_secs)
 {
 	char out[PATH_MAX], log[PATH_MAX], nbytes[32], cpu[2][16], *argv[64], *rank[2][8];
 	char *text = NULL;
-	struct bench_job job;
 	unsigned long long b;
 	double secs;
 	size_t len;
@@ -594,8 +528,7 @@ static double mh_ping(const struct mh *m, uint64_t bytes, const char *min_secs)
 		rank[h][6] = NULL;
 	}
 	mpmd(m, argv, rank);
-	if (bench_job_start(&job, m->mpirun, argv, log) ||
-	    bench_job_wait(&job, MH_RUN_TIMEOUT_S, -1, NULL, NULL, log))
+	if (bench_job_run(m->mpirun, argv, log, MH_RUN_TIMEOUT_S, true, NULL))
 		return -1;
 	if (bench_read_text(out, &text, &len))
 		return -1;
@@ -619,7 +552,6 @@ static double mh_ping(const struct mh *m, uint64_t bytes, const char *min_secs)
 static bool mh_hosts_supported(const struct mh *m, char *why, size_t len)
 {
 	char log[PATH_MAX], conf[PATH_MAX], *text = NULL, *argv[8];
-	struct bench_job job;
 	size_t n;
 
 	if (bench_pathf(log, sizeof(log), "%s/version.log", m->dir) ||
@@ -636,8 +568,7 @@ static bool mh_hosts_supported(const struct mh *m, char *why, size_t len)
 		argv[2] = cmd;
 		argv[3] = (char *)m->shmrun;
 		argv[4] = NULL;
-		if (bench_job_start(&job, "/bin/sh", argv, log) ||
-		    bench_job_wait(&job, 60, -1, NULL, NULL, log) ||
+		if (bench_job_run("/bin/sh", argv, log, 60, true, NULL) ||
 		    bench_read_text(log, &text, &n))
 			return snprintf(why, len, "shmrun --version failed"), false;
 		if (!strstr(text, "\nmpi: on\n")) {
@@ -658,9 +589,7 @@ static bool mh_hosts_supported(const struct mh *m, char *why, size_t len)
 	argv[1] = (char *)"check";
 	argv[2] = conf;
 	argv[3] = NULL;
-	if (bench_job_start(&job, m->shmrun, argv, log))
-		return snprintf(why, len, "cannot start shmrun check"), false;
-	if (bench_job_wait(&job, 60, -1, NULL, NULL, NULL)) {
+	if (bench_job_run(m->shmrun, argv, log, 60, false, NULL)) {
 		char *nl;
 
 		if (!bench_read_text(log, &text, &n) && (nl = strchr(text, '\n')))
@@ -674,12 +603,6 @@ static bool mh_hosts_supported(const struct mh *m, char *why, size_t len)
 
 int bench_multihost_main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"seconds", required_argument, NULL, 's'}, {"reps", required_argument, NULL, 'r'},
-	    {"keys", required_argument, NULL, 'K'},    {"keep", required_argument, NULL, 'k'},
-	    {"quick", no_argument, NULL, 'q'},	       {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},	       {NULL, 0, NULL, 0},
-	};
 	struct bench_opts o = {.cpu = {0, 1}};
 	struct mh m = {.keys = 1024};
 	struct bench_common co = {0};
@@ -688,37 +611,13 @@ int bench_multihost_main(int argc, char **argv)
 	uint64_t reps, n, bytes, cross;
 	bool made_dir = false, run_hosts = true;
 	ssize_t sl;
-	char *end;
 	int c, rc = BENCH_EXIT_FAIL;
 
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, ":hv", opts, NULL)) != -1) {
-		switch (c) {
-		case 's':
-			errno = 0;
-			seconds = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(seconds > 0) || seconds > 60)
-				return bench_usage_error("multihost",
-							 "--seconds '%s': need a number in (0, 60]",
-							 optarg);
-			break;
-		case 'K':
-			if (bench_parse_count(optarg, 1u << 24, &m.keys))
-				return bench_usage_error(
-				    "multihost", "--keys '%s': need a count from 1 to 16M", optarg);
-			break;
-		default:
-			c = bench_common_option(c, "multihost", mh_usage_text, argv, &co);
-			if (c != BENCH_OPT_DONE)
-				return c == BENCH_OPT_NOT_COMMON
-					   ? bench_usage_error("multihost", "unknown option '%s'",
-							       argv[optind - 1])
-					   : c;
-		}
-	}
-	if (optind < argc)
-		return bench_usage_error("multihost", "unexpected argument '%s'", argv[optind]);
+	c = bench_parse_seconds_keys(argc, argv, "multihost", mh_usage_text, true, &seconds, &co);
+	if (c != BENCH_OPT_DONE)
+		return c;
+	if (co.keys)
+		m.keys = co.keys;
 	m.verbose = co.verbose;
 	reps = co.reps ? co.reps : co.quick ? 1 : 3;
 
@@ -733,9 +632,7 @@ int bench_multihost_main(int argc, char **argv)
 		return BENCH_EXIT_FAIL;
 	}
 	m.self[sl] = '\0';
-	if (bench_shmrun_path(built, sizeof(built)))
-		return BENCH_EXIT_FAIL;
-	rc = bench_choose_cpus(&o);
+	rc = bench_prepare_run(&o, built, sizeof(built));
 	if (rc)
 		return rc;
 	rc = BENCH_EXIT_FAIL;
@@ -774,13 +671,8 @@ int bench_multihost_main(int argc, char **argv)
 	n = co.quick ? 100000 : 2000000;
 	if (mh_run(&m, "calibrate", 1, n, &t))
 		goto out;
-	if (!co.quick) {
-		double rate = (double)(n - 2) / (t > fixed1 + 1e-3 ? t - fixed1 : 1e-3);
-
-		n = (uint64_t)(rate * seconds);
-		if (n < 100000)
-			n = 100000;
-	}
+	if (!co.quick)
+		n = bench_calibrated_records(n, t, fixed1, seconds);
 	bytes = mh_record_bytes(n, m.keys);
 	cross = bytes / 2;
 	printf("# %" PRIu64 " records per run (%" PRIu64 " bytes in batch frames, %" PRIu64
@@ -800,7 +692,7 @@ int bench_multihost_main(int argc, char **argv)
 		fixed1 = fx < fixed1 ? fx : fixed1;
 		if (mh_run(&m, "rings", 1, n, &secs))
 			goto out;
-		rate = (double)(n - 2) / (secs > fixed1 ? secs - fixed1 : secs);
+		rate = bench_marginal_rate(n, secs, fixed1);
 		rings = rate > rings ? rate : rings;
 		if (m.verbose)
 			printf("# rep %" PRIu64 ": rings %.3f s (fixed %.3f s) %.3f Mrec/s\n",
@@ -823,7 +715,7 @@ int bench_multihost_main(int argc, char **argv)
 					"under mpirun, failed (above)\n");
 				goto out;
 			} else {
-				rate = (double)(n - 2) / (secs > fixed2 ? secs - fixed2 : secs);
+				rate = bench_marginal_rate(n, secs, fixed2);
 				hosts = rate > hosts ? rate : hosts;
 				if (m.verbose)
 					printf("# rep %" PRIu64
@@ -866,14 +758,5 @@ int bench_multihost_main(int argc, char **argv)
 	bench_print_loadavg("at end");
 	rc = run_hosts || co.quick ? 0 : BENCH_EXIT_FAIL;
 out:
-	if (bench_interrupted()) {
-		fprintf(stderr, "shmrun-bench: interrupted\n");
-		rc = BENCH_EXIT_FAIL;
-	}
-	if (made_dir)
-		bench_rmtree(m.dir);
-	else if (co.keep)
-		printf("# kept: %s\n", m.dir);
-	fflush(stdout);
-	return rc;
+	return bench_finish(rc, m.dir, made_dir, co.keep);
 }

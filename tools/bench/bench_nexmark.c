@@ -985,7 +985,7 @@ static int nx_query_bench(const char *shmrun, const char *dir, const struct nx_q
 			    bench_run_conf(shmrun, dir, name, NX_RUN_TIMEOUT_S, &secs) ||
 			    nx_check_log(dir, name, r->lines, "the reference's lines"))
 				return -1;
-			rate = (double)(n - 2) / (secs > r->fixed[w] ? secs - r->fixed[w] : secs);
+			rate = bench_marginal_rate(n, secs, r->fixed[w]);
 			if (verbose)
 				printf("# %s rep %" PRIu64
 				       " workers=%u: %.3f s (fixed %.3f s) %.2f "
@@ -1011,12 +1011,14 @@ static int nx_query_bench(const char *shmrun, const char *dir, const struct nx_q
 int bench_nexmark_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"events", required_argument, NULL, 'e'},	 {"reps", required_argument, NULL, 'r'},
-	    {"keep", required_argument, NULL, 'k'},	 {"quick", no_argument, NULL, 'q'},
-	    {"verbose", no_argument, NULL, 'v'},	 {"help", no_argument, NULL, 'h'},
-	    {"reference", required_argument, NULL, 'R'}, {"seed", required_argument, NULL, 'S'},
-	    {"query", required_argument, NULL, 'Q'},	 {"queries", required_argument, NULL, 'D'},
-	    {"seconds", required_argument, NULL, 's'},	 {NULL, 0, NULL, 0},
+	    {"events", required_argument, NULL, 'e'},
+	    {"reference", required_argument, NULL, 'R'},
+	    {"seed", required_argument, NULL, 'S'},
+	    {"query", required_argument, NULL, 'Q'},
+	    {"queries", required_argument, NULL, 'D'},
+	    {"seconds", required_argument, NULL, 's'},
+	    BENCH_COMMON_LONGOPTS,
+	    {NULL, 0, NULL, 0},
 	};
 	static struct nx_query qs[NX_MAX_QUERIES];
 	static struct nx_result res[NX_MAX_QUERIES];
@@ -1028,7 +1030,6 @@ int bench_nexmark_main(int argc, char **argv)
 	bool quick = false, verbose = false, made_dir = false, n_given = false;
 	struct bench_common co = {0};
 	unsigned nq = 0;
-	char *end;
 	int c, rc = BENCH_EXIT_FAIL;
 
 	opterr = 0;
@@ -1065,21 +1066,15 @@ int bench_nexmark_main(int argc, char **argv)
 			qdir_given = true;
 			break;
 		case 's':
-			errno = 0;
-			seconds = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(seconds >= 0.01) || seconds > 600)
-				return bench_usage_error(
-				    "nexmark", "--seconds '%s': need a number in [0.01, 600]",
-				    optarg);
+			if (bench_seconds_option("nexmark", optarg, 0.01, 600, &seconds) !=
+			    BENCH_OPT_DONE)
+				return BENCH_EXIT_USAGE;
 			seconds_given = true;
 			break;
 		default:
 			c = bench_common_option(c, "nexmark", nx_usage_text, argv, &co);
 			if (c != BENCH_OPT_DONE)
-				return c == BENCH_OPT_NOT_COMMON
-					   ? bench_usage_error("nexmark", "unknown option '%s'",
-							       argv[optind - 1])
-					   : c;
+				return c;
 		}
 	}
 	keep = co.keep;
@@ -1140,16 +1135,7 @@ int bench_nexmark_main(int argc, char **argv)
 	bench_print_loadavg("at end");
 	rc = 0;
 out:
-	if (bench_interrupted()) {
-		fprintf(stderr, "shmrun-bench: interrupted\n");
-		rc = BENCH_EXIT_FAIL;
-	}
 	for (unsigned i = 0; i < nq; i++)
 		free(qs[i].conf);
-	if (made_dir)
-		bench_rmtree(dir);
-	else if (keep)
-		printf("# kept: %s\n", dir);
-	fflush(stdout);
-	return rc;
+	return bench_finish(rc, dir, made_dir, keep);
 }

@@ -1,6 +1,8 @@
 /*
- * tools/bench/bench_shuffle.c: the `shuffle` subcommand, and the two helpers
- * the job benchmarks shuffle and latency share (writing a conf, one timed run).
+ * tools/bench/bench_shuffle.c: the `shuffle` subcommand; the helpers the job
+ * benchmarks share for writing a conf and one timed run; and the shuffle job
+ * itself (its conf, the check of its output), which multihost runs on one
+ * host and across two.
  *
  * What it measures. The raw shuffle path, records per second, with 2 workers:
  *
@@ -99,42 +101,34 @@ int bench_run_conf(const char *shmrun, const char *dir, const char *name, double
 {
 	char conf[PATH_MAX], log[PATH_MAX];
 	char *argv[] = {(char *)shmrun, "--log-level", "info", conf, NULL};
-	struct bench_job job;
 
 	if (bench_pathf(conf, sizeof(conf), "%s/%s.conf", dir, name) ||
 	    bench_pathf(log, sizeof(log), "%s/%s.log", dir, name))
 		return -1;
-	if (bench_job_start(&job, shmrun, argv, log))
-		return -1;
-	if (bench_job_wait(&job, timeout_s, -1, NULL, NULL, log))
-		return -1;
-	*secs = (double)(job.end_ns - job.start_ns) / 1e9;
-	return 0;
+	return bench_job_run(shmrun, argv, log, timeout_s, true, secs);
 }
 
-/* The topology with @n records and @keys keys, as @dir/@name.conf. */
-static int sh_write_conf(const char *dir, const char *name, uint64_t n, uint64_t keys)
+int bench_shuffle_conf(const char *dir, const char *name, const char *sub, const char *jobtag,
+		       const char *placement, uint64_t n, uint64_t keys)
 {
-	char path[PATH_MAX], text[1024];
+	char path[PATH_MAX], text[1200];
 
 	snprintf(text, sizeof(text),
-		 "; written by shmrun-bench shuffle\n"
-		 "[job]\nname = bench-shuffle-%s\nworkers = 2\nidle = spin\n\n"
+		 "; written by shmrun-bench %s\n"
+		 "[job]\nname = bench-%s-%s\n%sidle = spin\n\n"
 		 "[gen]\nop = sequence\ncount = %" PRIu64 "\nkeys = %" PRIu64
 		 "\npiece_records = %" PRIu64 "\nwidth = 2\n\n"
-		 "; no combiner: every record crosses a ring\n"
+		 "; no combiner: every record crosses a ring (a gateway across hosts)\n"
 		 "[count]\nop = count\ninput = gen by key\nemit = final\ncombine = false\nwidth = "
 		 "2\n\n"
 		 "[out]\nop = file_sink\ninput = count\npath = out-%s.tsv\n",
-		 name, n, keys, (n + 1) / 2, name);
+		 sub, jobtag, name, placement, n, keys, (n + 1) / 2, name);
 	if (bench_pathf(path, sizeof(path), "%s/%s.conf", dir, name))
 		return -1;
 	return bench_write_text(path, text);
 }
 
-/* @dir/out-@name.tsv holds min(n, keys) keys whose counts sum to @n, each n/keys
- * rounded down or up. Return: 0, or -1 after printing what is wrong. */
-static int sh_verify(const char *dir, const char *name, uint64_t n, uint64_t keys)
+int bench_shuffle_verify(const char *dir, const char *name, uint64_t n, uint64_t keys)
 {
 	char path[PATH_MAX], *text = NULL, *p;
 	uint64_t lines = 0, sum = 0, lo = n / keys, hi = lo + (n % keys != 0);
@@ -177,20 +171,14 @@ static int sh_verify(const char *dir, const char *name, uint64_t n, uint64_t key
 static int sh_run(const char *shmrun, const char *dir, const char *name, uint64_t n, uint64_t keys,
 		  double *secs)
 {
-	if (sh_write_conf(dir, name, n, keys) ||
+	if (bench_shuffle_conf(dir, name, "shuffle", "shuffle", "workers = 2\n", n, keys) ||
 	    bench_run_conf(shmrun, dir, name, SH_RUN_TIMEOUT_S, secs))
 		return -1;
-	return sh_verify(dir, name, n, keys);
+	return bench_shuffle_verify(dir, name, n, keys);
 }
 
 int bench_shuffle_main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"seconds", required_argument, NULL, 's'}, {"reps", required_argument, NULL, 'r'},
-	    {"keys", required_argument, NULL, 'K'},    {"keep", required_argument, NULL, 'k'},
-	    {"quick", no_argument, NULL, 'q'},	       {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},	       {NULL, 0, NULL, 0},
-	};
 	struct bench_opts o = {
 	    .ring_bytes = 1u << 20,
 	    .seconds = 1.5,
@@ -204,42 +192,19 @@ int bench_shuffle_main(int argc, char **argv)
 	uint64_t reps = 0, keys = 1024, n, spread_n = 0;
 	double fixed = 0, best = 0, worst = 0, ideal = 0, ideal_worst = 0, secs, t0;
 	bool quick = false, verbose = false, made_dir = false, reps_given = false;
-	char *end;
 	struct bench_common co = {0};
 	int c, rc = BENCH_EXIT_FAIL;
 
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, ":hv", opts, NULL)) != -1) {
-		switch (c) {
-		case 's':
-			errno = 0;
-			o.seconds = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(o.seconds > 0) || o.seconds > 60)
-				return bench_usage_error(
-				    "shuffle", "--seconds '%s': need a number in (0, 60]", optarg);
-			break;
-		case 'K':
-			if (bench_parse_count(optarg, 1u << 24, &keys))
-				return bench_usage_error(
-				    "shuffle", "--keys '%s': need a count from 1 to 16M", optarg);
-			break;
-		default:
-			c = bench_common_option(c, "shuffle", sh_usage_text, argv, &co);
-			if (c != BENCH_OPT_DONE)
-				return c == BENCH_OPT_NOT_COMMON
-					   ? bench_usage_error("shuffle", "unknown option '%s'",
-							       argv[optind - 1])
-					   : c;
-		}
-	}
+	c = bench_parse_seconds_keys(argc, argv, "shuffle", sh_usage_text, true, &o.seconds, &co);
+	if (c != BENCH_OPT_DONE)
+		return c;
 	keep = co.keep;
 	quick = co.quick;
 	verbose = co.verbose;
 	reps = co.reps;
 	reps_given = co.reps != 0;
-	if (optind < argc)
-		return bench_usage_error("shuffle", "unexpected argument '%s'", argv[optind]);
+	if (co.keys)
+		keys = co.keys;
 	if (quick) {
 		o.seconds = 0.05;
 		o.quick = true;
@@ -249,9 +214,7 @@ int bench_shuffle_main(int argc, char **argv)
 		reps = quick ? 1 : 3;
 	o.reps = (unsigned)reps;
 
-	if (bench_shmrun_path(built, sizeof(built)))
-		return BENCH_EXIT_FAIL;
-	rc = bench_choose_cpus(&o);
+	rc = bench_prepare_run(&o, built, sizeof(built));
 	if (rc)
 		return rc;
 	rc = BENCH_EXIT_FAIL;
@@ -272,13 +235,8 @@ int bench_shuffle_main(int argc, char **argv)
 	n = quick ? 200000 : 2000000;
 	if (sh_run(shmrun, dir, "calibrate", n, keys, &t0))
 		goto out;
-	if (!quick) {
-		double rate = (double)(n - 2) / (t0 > fixed + 1e-3 ? t0 - fixed : 1e-3);
-
-		n = (uint64_t)(rate * o.seconds);
-		if (n < 100000)
-			n = 100000;
-	}
+	if (!quick)
+		n = bench_calibrated_records(n, t0, fixed, o.seconds);
 	printf("# %" PRIu64 " records per run, %" PRIu64 " keys, best of %" PRIu64
 	       " reps; reference: %u-byte records, %.2f s timed (%s)\n",
 	       n, keys, reps, SH_RECORD_BYTES, o.seconds,
@@ -296,7 +254,7 @@ int bench_shuffle_main(int argc, char **argv)
 			fixed = t;
 		if (sh_run(shmrun, dir, "shuffle", n, keys, &secs))
 			goto out;
-		rate = (double)(n - 2) / (secs > fixed ? secs - fixed : secs);
+		rate = bench_marginal_rate(n, secs, fixed);
 		ideal_rate = bench_ideal_rate(&o, SH_RECORD_BYTES);
 		if (ideal_rate < 0)
 			goto out;
@@ -328,14 +286,5 @@ int bench_shuffle_main(int argc, char **argv)
 	bench_print_loadavg("at end");
 	rc = 0;
 out:
-	if (bench_interrupted()) {
-		fprintf(stderr, "shmrun-bench: interrupted\n");
-		rc = BENCH_EXIT_FAIL;
-	}
-	if (made_dir)
-		bench_rmtree(dir);
-	else if (keep)
-		printf("# kept: %s\n", dir);
-	fflush(stdout);
-	return rc;
+	return bench_finish(rc, dir, made_dir, keep);
 }

@@ -1160,15 +1160,6 @@ int bench_wordcount_main(int argc, char **argv)
 	rc = 0;
 out:
 	hog_stop(&hog); /* an error or a signal between hog_start() and hog_stop() */
-	if (bench_interrupted()) {
-		fprintf(stderr, "shmrun-bench: interrupted\n");
-		rc = BENCH_EXIT_FAIL;
-	}
 	wc_table_free(&ref);
-	if (made_dir)
-		bench_rmtree(dir);
-	else if (keep)
-		printf("# kept: %s\n", dir);
-	fflush(stdout);
-	return rc;
+	return bench_finish(rc, dir, made_dir, keep);
 }

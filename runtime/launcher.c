@@ -648,7 +648,9 @@ static bool serve_stop(struct run *r, int sig, bool forwarded)
 			   forwarded ? "passed on by a worker" : "the group's copy");
 		return false;
 	}
-	if (is_stop_signal(sig) && !r->stopping) {
+	bool first = is_stop_signal(sig) && !r->stopping;
+
+	if (first) {
 		r->stopping = true;
 		if (r->metrics)
 			atomic_store_explicit(&r->metrics->state, SHMRUN_JOB_STOPPING,
@@ -670,6 +672,19 @@ static bool serve_stop(struct run *r, int sig, bool forwarded)
 				shmrun_log(SHMRUN_LOG_DEBUG, "%s: the group's copy",
 					   strsignal(sig));
 		}
+	}
+	if (first && job->checkpoint_dir &&
+	    atomic_load_explicit(&r->ctl->stop_requested, memory_order_acquire)) {
+		/* several hosts: another host's stop, mirrored, is already
+		 * under way; this one is the same request (a scheduler or
+		 * systemd signals every host at once), not a second one */
+		shmrun_log(SHMRUN_LOG_WARN,
+			   "%s%s: a stop at a final checkpoint is already under way (asked on "
+			   "another host); %s again to stop at once",
+			   r->stop_cmd ? "shmrun stop" : strsignal(sig),
+			   forwarded ? " (received by a worker)" : "",
+			   r->stop_cmd ? "shmrun stop" : "send it");
+		return false;
 	}
 	if (is_stop_signal(sig) && job->checkpoint_dir &&
 	    !atomic_load_explicit(&r->ctl->stop_requested, memory_order_relaxed)) {
@@ -1263,6 +1278,20 @@ static void block_signals(struct run *r)
 }
 
 /*
+ * Whether a stop of the whole job was asked: by a signal or `shmrun stop`
+ * this launcher serves, or, with several hosts, on another host (its
+ * stop_requested, mirrored by the gateways). A failure after it, a final
+ * checkpoint that could not be taken, ends the run as stopped at the last
+ * complete checkpoint on every host: never exit 75, after which `shmrun
+ * supervise` would start the job the user stopped again.
+ */
+static bool job_stop_asked(const struct run *r)
+{
+	return (r->signal && r->stopping) ||
+	       (r->multi && atomic_load_explicit(&r->ctl->stop_requested, memory_order_acquire));
+}
+
+/*
  * Result of a start that ended with @end after @attempt restarts: done, stopped, signaled,
  * refused, or failed for good (stop requested, incurable, no attempts left).
  * Return: the exit status, or -1 to restart.
@@ -1305,8 +1334,7 @@ static int start_result(struct run *r, enum run_end end, uint32_t attempt)
 	if (end == RUN_NOSTART)
 		return 1;
 	/* RUN_FAILED */
-	if (r->signal && job->checkpoint_dir && r->stopping && !r->fatal_signal &&
-	    !incurable(job, r)) {
+	if (job_stop_asked(r) && job->checkpoint_dir && !r->fatal_signal && !incurable(job, r)) {
 		/* a stop with checkpoint whose final epoch a worker's death
 		 * (curable: it would have been restarted) cut short: nothing
 		 * runs now, and the last complete checkpoint is where a rerun
@@ -1319,7 +1347,8 @@ static int start_result(struct run *r, enum run_end end, uint32_t attempt)
 		shmrun_log(SHMRUN_LOG_WARN,
 			   "%s: the final checkpoint was not taken after: %s; stopping at the "
 			   "last complete checkpoint",
-			   strsignal(r->signal), r->cause);
+			   r->signal ? strsignal(r->signal) : "a stop asked on another host",
+			   r->cause);
 		r->end = RUN_STOPPED;
 		r->epoch = e; /* the summary file's "stopped at epoch" */
 		shmrun_log_plain("stopped at epoch %" PRIu64 "\n", e);

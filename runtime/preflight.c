@@ -466,7 +466,9 @@ static bool writable(const char *path, bool dir, char *why, size_t len)
 			*slash = 0;
 		if (stat(head, &st) == 0)
 			break;
-		if (errno == ENOENT && lstat(head, &st) == 0) {
+		/* S_ISLNK: not a directory that appeared between the two calls
+		 * (another host of the job making its own {host} directory) */
+		if (errno == ENOENT && lstat(head, &st) == 0 && S_ISLNK(st.st_mode)) {
 			/* mkdir -p would find it there (EEXIST) and not a directory */
 			snprintf(why, len, "%s is a symbolic link to a missing target",
 				 brief(head, b));

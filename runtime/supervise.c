@@ -40,6 +40,13 @@
  *     next run, so a rerun never meets its predecessor's processes. The group
  *     is killed while COMMAND is still a zombie (waitid WNOWAIT): its pid,
  *     the group's id, cannot have been reused yet.
+ *   - Nothing of a run outlives it, in its group or not: supervise is a child
+ *     subreaper (PR_SET_CHILD_SUBREAPER), so what COMMAND leaves behind
+ *     becomes supervise's child, and after COMMAND it SIGKILLs and reaps every
+ *     child it has, within ORPHANS_NS (end_orphans()). A kill -9'd mpirun
+ *     leaves its ranks running for about a second (Open MPI 4.1.4 measured),
+ *     each holding its host's run lock: a rerun then was refused (exit 2,
+ *     "in use by another run") and supervise gave up.
  *   - COMMAND dies with supervise: PR_SET_PDEATHSIG sends it SIGTERM (a stop,
  *     which mpirun passes on to every rank) if supervise is killed.
  *   - A COMMAND that cannot be executed is reported once, with the reason,
@@ -61,6 +68,7 @@
  *     rerun of one supervise.
  */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -408,6 +416,83 @@ static const char *display_name(char **cmd)
 	return cmd[0];
 }
 
+/* How long end_orphans() keeps at it: a process stuck in the kernel (D
+ * state) ignores even SIGKILL for a while. */
+#define ORPHANS_NS 10000000000ll
+
+/* SIGKILL every child of this process; the count signalled. */
+static int kill_children(void)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	pid_t me = getpid();
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)) != NULL) {
+		char path[300], buf[512], *p;
+		long ppid;
+		ssize_t len;
+		int fd;
+
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		len = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (len <= 0)
+			continue;
+		buf[len] = 0;
+		p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
+		if (!p || sscanf(p + 1, " %*c %ld", &ppid) != 1 || ppid != me)
+			continue;
+		kill((pid_t)atol(e->d_name), SIGKILL);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * After a run: every process it left that became ours (we are a subreaper)
+ * is killed and reaped, so the next run, or whatever follows supervise,
+ * never meets one (a run's lock still held, a port still bound).
+ */
+static void end_orphans(void)
+{
+	struct timespec start, now, nap = {0, 20000000};
+	bool told = false;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		pid_t p;
+		int n;
+
+		while ((p = waitpid(-1, NULL, WNOHANG)) > 0)
+			;
+		if (p < 0 && errno == ECHILD)
+			return;
+		n = kill_children();
+		if (n && !told) {
+			say("%d process%s of the run outlived it (e.g. ranks of a killed mpirun): "
+			    "killed",
+			    n, n == 1 ? "" : "es");
+			told = true;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - start.tv_sec) * 1000000000ll + (now.tv_nsec - start.tv_nsec) >
+		    ORPHANS_NS) {
+			say("processes of the run are still there after SIGKILL for 10 s; going on");
+			return;
+		}
+		nanosleep(&nap, NULL);
+	}
+}
+
 /* Exit as a run that ended with @status after supervise was asked to stop. */
 static int end_as(int status)
 {
@@ -494,6 +579,12 @@ int shmrun_supervise_main(int argc, char **argv)
 	sigdelset(&oldmask, SIGHUP);
 	sigdelset(&oldmask, SIGCHLD);
 
+	/* orphans of a run are ours to end (end_orphans()) */
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+		say("cannot become a child subreaper (%s): what a run leaves behind is not "
+		    "ended",
+		    strerror(errno));
+
 	for (uint32_t restarts = 0;; restarts++) {
 		char why[160], wait_s[32];
 		int status, sig;
@@ -502,6 +593,7 @@ int shmrun_supervise_main(int argc, char **argv)
 		if (pid < 0)
 			return status;
 		status = wait_run(pid, &set, &stop_sig);
+		end_orphans();
 		if (stop_sig)
 			return end_as(status);
 		switch (shmrun_supervise_verdict(status, why, sizeof(why))) {

@@ -13,7 +13,11 @@
 #       137, supervise reruns it once: exact output, exit 0;
 #   (c) SIGTERM to supervise mid-run (a person stopping it): forwarded to
 #       mpirun, no rerun, nothing left; a later run of the same command
-#       resumes from the checkpoint: exact output.
+#       resumes from the checkpoint: exact output;
+#   (d) kill -9 of mpirun itself (supervise --backoff 0s): its ranks outlive
+#       it for about a second, holding their hosts' run locks; supervise, a
+#       child subreaper, kills them before the rerun, which is not refused
+#       (it was: exit 2, "in use by another run", and supervise gave up).
 # After each: no process, Open MPI session directory, /dev/shm file or temp
 # file left. Registered only when MPI is found (tests/integration/tests.cmake).
 set -euo pipefail
@@ -121,4 +125,21 @@ qgrep "restart [0-9]* of" "$tmp/log" && fail "the run after SIGTERM needed a res
 keyed_exact "$d" "SIGTERM to supervise, then a new run"
 no_leftovers "the run after SIGTERM to supervise"
 echo "ok (c) SIGTERM to supervise: no rerun, nothing left; the next run resumes exactly"
+# (d) kill -9 of mpirun: the rerun is not refused by its orphaned ranks
+d=$tmp/d
+keyed_conf "$d" "$name" 2 2 20000 ck
+start_supervised "$d"
+mpirun_pid=$(pgrep -P "$launcher" -x mpirun || pgrep -P "$(pgrep -P "$launcher" | head -1)" -x mpirun || true)
+[ -n "$mpirun_pid" ] || fail "(d): no mpirun under supervise: $(ps -o pid,args --ppid "$launcher")"
+kill -9 "$mpirun_pid"
+finish "kill -9 of mpirun"
+qgrep "in use by another run" "$tmp/log" && fail "kill -9 of mpirun: the rerun met the old run's lock"
+qgrep "^shmrun supervise: mpirun was killed by SIGKILL; restart 1 of 10" "$tmp/log" ||
+	fail "kill -9 of mpirun: no restart line for it: $(grep '^shmrun supervise' "$tmp/log" | tr '\n' ' ')"
+keyed_exact "$d" "kill -9 of mpirun"
+# a kill -9'd mpirun cannot remove its own session directory (mpi.sh)
+rm -rf "$tmp"/ompi.*/pid."$mpirun_pid"
+rmdir "$tmp"/ompi.* 2> /dev/null || true
+no_leftovers "kill -9 of mpirun"
+echo "ok (d) kill -9 of mpirun: its orphaned ranks killed, one restart, exact"
 echo "multihost_faults: ok"

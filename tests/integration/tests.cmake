@@ -97,6 +97,9 @@ endif()
 #                        worker, kill -9 of a launcher (its workers die with
 #                        it), SIGTERM to supervise then a new run: each exact
 #                        against the one-host run, nothing left behind
+#   multihost_stop       stops asked on both hosts 5 ms apart: one stop at a
+#                        final checkpoint; a stop whose final checkpoint fails
+#                        is not restarted by supervise (exit 0 on every host)
 #   multihost_stopped    a host's launcher stopped (kill -STOP) longer than
 #                        host_timeout, then continued: it says it was stopped,
 #                        and blames no peer
@@ -115,7 +118,7 @@ endif()
 #                        COMMIT restores rank 0's epoch; a finished job run
 #                        again does nothing on every host (docs/multihost.md)
 if(TARGET shmrun AND MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
-	foreach(t multihost_wordcount multihost_faults multihost_stopped multihost_status
+	foreach(t multihost_wordcount multihost_faults multihost_stop multihost_stopped multihost_status
 		  multihost_rescale multihost_per_host multihost_agree)
 		add_test(NAME ${t} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/${t}.sh $<TARGET_FILE:shmrun>)
 		set_tests_properties(${t} PROPERTIES TIMEOUT 300 LABELS "runtime;integration;mpi"

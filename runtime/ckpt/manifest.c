@@ -750,7 +750,9 @@ struct ckpt_entry {
 	int status;    /* 0 ok; -ENOENT incomplete; -ESTALE retired; else damaged */
 	char why[300]; /* the reason when status != 0 */
 	struct shmrun_manifest m; /* parsed when status == 0, else zeroed */
-	uint64_t bytes;           /* the sum of its state files' sizes */
+	uint64_t bytes;           /* the sum of its state files' sizes (those here) */
+	uint32_t hosts;           /* > 1: a multi-host checkpoint with files elsewhere */
+	uint32_t here;            /* then: how many of m.nfiles are here */
 };
 
 struct ckpt_report {
@@ -784,9 +786,86 @@ static const char *status_name(int status)
 				   : "damaged";
 }
 
+/* The host count of the members line of @topology ("members ... hosts=H"), 1 without one. */
+static uint32_t topology_hosts(const char *topology)
+{
+	const char *p = topology ? strstr(topology, "members ") : NULL;
+	const char *nl = p ? strchr(p, '\n') : NULL;
+	const char *h = p ? strstr(p, " hosts=") : NULL;
+	unsigned long v;
+
+	if (!h || (nl && h > nl))
+		return 1;
+	v = strtoul(h + 7, NULL, 10);
+	return v > 1 && v <= UINT32_MAX ? (uint32_t)v : 1;
+}
+
+/*
+ * A checkpoint of H > 1 hosts whose MANIFEST verifies but some of whose state
+ * files are not in @dir: with checkpoint_layout = per_host each host's
+ * directory holds its own files only. Verify the files that are here (every
+ * one must), into @ce (status 0, here < nfiles). Return: true if so; false
+ * when it is not such a checkpoint, or a file here is damaged (ce->why then
+ * names that file).
+ */
+static bool check_here(const char *dir, struct ckpt_entry *ce)
+{
+	char path[PATH_MAX], why[200];
+	struct shmrun_manifest m;
+	uint32_t here = 0, hosts;
+	uint64_t bytes = 0;
+	int dirfd;
+	bool ok;
+
+	shmrun_ckpt_path(dir, ce->epoch, path, sizeof(path));
+	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return false;
+	if (read_manifest_at(dirfd, ce->epoch, &m, why, sizeof(why))) {
+		close(dirfd);
+		return false;
+	}
+	hosts = topology_hosts(m.topology);
+	ok = hosts > 1;
+	for (uint32_t i = 0; i < m.nfiles && ok; i++) {
+		void *data = NULL;
+		size_t len;
+		int err;
+
+		if (faccessat(dirfd, m.files[i].name, F_OK, AT_SYMLINK_NOFOLLOW) < 0 &&
+		    errno == ENOENT)
+			continue; /* another host's */
+		err = shmrun_ckpt_read_file(dirfd, m.files[i].name, m.files[i].size,
+					    m.files[i].xxh64, &data, &len, why, sizeof(why));
+		free(data);
+		ok = !err;
+		/* the damage that is here, not another host's file (the return
+		 * value used: a reason cut short is still a reason) */
+		if (err && snprintf(ce->why, sizeof(ce->why), "%s: %s", m.files[i].name, why) < 0)
+			ce->why[0] = '\0';
+		here++;
+		bytes += m.files[i].size;
+	}
+	close(dirfd);
+	if (!ok || here == 0 || here == m.nfiles) {
+		shmrun_manifest_free(&m);
+		return false;
+	}
+	ce->status = 0;
+	ce->why[0] = '\0';
+	ce->m = m;
+	ce->hosts = hosts;
+	ce->here = here;
+	ce->bytes = bytes;
+	return true;
+}
+
 static void check_one(const char *dir, struct ckpt_entry *ce)
 {
 	ce->status = shmrun_ckpt_verify(dir, ce->epoch, &ce->m, ce->why, sizeof(ce->why));
+	if (ce->status == -EBADMSG && strstr(ce->why, "named in MANIFEST is missing") &&
+	    check_here(dir, ce))
+		return;
 	if (ce->status && ckpt_retired(dir, ce->epoch, ce->status)) {
 		/* retention retired it during the check (MANIFEST goes first):
 		 * neither damaged nor incomplete, just no longer there */
@@ -901,6 +980,9 @@ static void print_entry(const struct ckpt_entry *ce, FILE *out)
 			ce->m.stages[s].name, ce->m.stages[s].width, kv, pw, pw_max,
 			s + 1 < ce->m.nstages ? ";" : "");
 	}
+	if (ce->hosts > 1)
+		fprintf(out, "; %u of %u state files here (hosts = %u)", ce->here, ce->m.nfiles,
+			ce->hosts);
 	fputc('\n', out);
 }
 
@@ -937,6 +1019,17 @@ static void print_text(const struct ckpt_report *r, bool verify, FILE *out)
 			dir, r->holder, dir);
 	if (r->n == 0)
 		return;
+	for (int i = 0; i < r->n; i++) {
+		if (!r->e[i].hosts)
+			continue;
+		fprintf(out,
+			"%s: a checkpoint of %u hosts with only some of its state files here: "
+			"with checkpoint_layout = per_host each host's checkpoint_dir holds its "
+			"own (verify the others there; a run of each host checks its own files); "
+			"with one shared checkpoint_dir the others are lost\n",
+			dir, r->e[i].hosts);
+		break;
+	}
 	if (r->chosen >= 0) {
 		fprintf(out, "%s: a restore would use ckpt-%" PRIu64 ", the newest that verifies\n",
 			dir, r->e[r->chosen].epoch);
@@ -988,12 +1081,15 @@ static bool entry_json(const struct ckpt_entry *ce, json_t *o)
 		return false;
 	if (ce->status)
 		return put(o, "time", json_null()) && put(o, "time_ns", json_null()) &&
-		       put(o, "bytes", json_null()) && put(o, "finished", json_null());
+		       put(o, "bytes", json_null()) && put(o, "finished", json_null()) &&
+		       put(o, "files_here", json_null()) && put(o, "files", json_null());
 	utc_time(ce->m.time_ns, when, sizeof(when));
 	if (!put(o, "time", json_string(when)) ||
 	    !put(o, "time_ns", json_integer((json_int_t)ce->m.time_ns)) ||
 	    !put(o, "bytes", json_integer((json_int_t)ce->bytes)) ||
-	    !put(o, "finished", json_boolean(ce->m.finished)))
+	    !put(o, "finished", json_boolean(ce->m.finished)) ||
+	    !put(o, "files_here", json_integer(ce->hosts > 1 ? ce->here : ce->m.nfiles)) ||
+	    !put(o, "files", json_integer(ce->m.nfiles)))
 		return false;
 	for (uint32_t s = 0; s < ce->m.nstages; s++) {
 		uint64_t kv, pw, pw_max;

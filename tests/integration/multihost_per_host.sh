@@ -34,6 +34,29 @@ n1=$(ls "$d/ck1/ckpt-$e"/*.state | wc -l)
 	fail "per_host: ckpt-$e holds $n0 + $n1 state files, want 4 + 4 (gen, count x 2, out on each host)"
 [ -z "$(comm -12 <(cd "$d/ck0/ckpt-$e" && ls) <(cd "$d/ck1/ckpt-$e" && ls) | grep -v '^MANIFEST$')" ] ||
 	fail "per_host: a state file is in both hosts' directories"
+# ckpt verify of each host's directory: ok, this host's files only (it
+# called every checkpoint damaged: another host's file "missing")
+for h in 0 1; do
+	"$shmrun" ckpt verify "$d/ck$h" > "$tmp/verify" 2>&1 ||
+		fail "per_host: ckpt verify ck$h exit $?: $(cat "$tmp/verify")"
+	qgrep "^ckpt-$e .* ok .*; 4 of 8 state files here (hosts = 2)$" "$tmp/verify" ||
+		fail "per_host: ckpt verify ck$h: no 'ckpt-$e ok, 4 of 8 here': $(cat "$tmp/verify")"
+	qgrep "a restore would use ckpt-$e," "$tmp/verify" || fail "per_host: ckpt verify ck$h: $(cat "$tmp/verify")"
+	"$shmrun" ckpt list --json "$d/ck$h" | python3 -c '
+import json, sys
+c = json.load(sys.stdin)["checkpoints"][0]
+assert c["status"] == "ok" and c["files"] == 8 and c["files_here"] == 4, c' ||
+		fail "per_host: ckpt list --json ck$h: files/files_here"
+done
+# a file that is here and damaged is still damage
+cp -r "$d/ck1" "$tmp/ck1copy"
+f=$(ls "$tmp/ck1copy/ckpt-$e"/*.state | head -1)
+printf 'x' >> "$f"
+rc=0
+"$shmrun" ckpt verify "$tmp/ck1copy" > "$tmp/verify" 2>&1 || rc=$?
+[ "$rc" = 1 ] && qgrep "^ckpt-$e .*damaged: $(basename "$f")" "$tmp/verify" ||
+	fail "per_host: a damaged file of host 1 passed ckpt verify (exit $rc): $(cat "$tmp/verify")"
+rm -rf "$tmp/ck1copy"
 # retention works on host 1 too: it keeps a few epochs, not every one
 [ "$(ls -d "$d"/ck1/ckpt-* | wc -l)" -le 3 ] || fail "per_host: host 1 retired no checkpoint"
 rc=0

@@ -549,12 +549,18 @@ int64_t shmrun_ckpt_select(const char *dir, struct shmrun_manifest *m)
 	return shmrun_ckpt_select_scoped(dir, NULL, m);
 }
 
+static uint32_t partial_hosts(const char *dir, uint64_t epoch);
+
 int64_t shmrun_ckpt_select_scoped(const char *dir, const struct shmrun_ckpt_scope *s,
 				  struct shmrun_manifest *m)
 {
 	uint64_t *epochs;
 	int n = shmrun_ckpt_list(dir, &epochs), committed = 0;
 	int64_t chosen = -EBADMSG;
+	uint32_t hosts = s && s->plan && s->workers_per_host ? s->plan->workers / s->workers_per_host
+							     : 1;
+	uint32_t other_hosts = 0; /* a checkpoint of that many hosts, partly here */
+	uint64_t other_epoch = 0;
 
 	if (n == -ENOENT || n == 0) {
 		free(epochs);
@@ -578,8 +584,30 @@ int64_t shmrun_ckpt_select_scoped(const char *dir, const struct shmrun_ckpt_scop
 		 * removes those after the selection (shmrun_ckpt_remove_incomplete()
 		 * names them), so they are not reported one by one here. */
 		committed += err != -ENOENT;
+		if (err == -EBADMSG && !other_hosts && strstr(why, "named in MANIFEST is missing")) {
+			uint32_t h = partial_hosts(dir, epochs[i]);
+
+			if (h > 1 && h != hosts) {
+				other_hosts = h;
+				other_epoch = epochs[i];
+			}
+		}
 		shmrun_log(err == -ENOENT ? SHMRUN_LOG_DEBUG : SHMRUN_LOG_WARN,
 			   "checkpoint %s/ckpt-%" PRIu64 " skipped: %s", dir, epochs[i], why);
+	}
+	if (chosen < 0 && other_hosts) {
+		/* not damage: one host's directory of a per_host checkpoint */
+		shmrun_log(SHMRUN_LOG_ERROR,
+			   "%s/ckpt-%" PRIu64 " is a checkpoint of %u hosts with only some of its "
+			   "state files here (checkpoint_layout = per_host: each host's directory "
+			   "holds its own), and this run has %u host%s: it cannot restore it. Run "
+			   "the job on %u hosts again, or gather the newest ckpt-<epoch> of every "
+			   "host into one directory and --rescale there with checkpoint_layout = "
+			   "shared (docs/checkpoints.md, \"Rescaling across hosts\"); nothing was "
+			   "restored",
+			   dir, other_epoch, other_hosts, hosts, hosts == 1 ? "" : "s", other_hosts);
+		free(epochs);
+		return -ESTALE;
 	}
 	if (chosen < 0 && committed == 0)
 		chosen = 0; /* only incomplete epochs: start from empty state */
@@ -858,6 +886,17 @@ static bool check_here(const char *dir, struct ckpt_entry *ce)
 	ce->here = here;
 	ce->bytes = bytes;
 	return true;
+}
+
+/* The host count of ckpt-@epoch of @dir if check_here() finds it a
+ * checkpoint of several hosts with only some of its files here; else 0. */
+static uint32_t partial_hosts(const char *dir, uint64_t epoch)
+{
+	struct ckpt_entry ce = {.epoch = epoch};
+	uint32_t h = check_here(dir, &ce) ? ce.hosts : 0;
+
+	shmrun_manifest_free(&ce.m);
+	return h;
 }
 
 static void check_one(const char *dir, struct ckpt_entry *ce)

@@ -134,6 +134,14 @@ static int load(struct rescale *rs)
 		snprintf(rs->why, sizeof(rs->why), "%s: %s", rs->dir, strerror(ENOTDIR));
 		return -ENOTDIR;
 	}
+	if (e == -ESTALE) {
+		/* shmrun_ckpt_select() said why: one host's per_host directory */
+		snprintf(rs->why, sizeof(rs->why),
+			 "%s holds only one host's part of a checkpoint of several hosts (see "
+			 "above): gather every host's state files into one directory first",
+			 rs->dir);
+		return -ESTALE;
+	}
 	if (e <= 0) {
 		if (own)
 			snprintf(rs->why, sizeof(rs->why),

@@ -57,6 +57,21 @@ rc=0
 [ "$rc" = 1 ] && qgrep "^ckpt-$e .*damaged: $(basename "$f")" "$tmp/verify" ||
 	fail "per_host: a damaged file of host 1 passed ckpt verify (exit $rc): $(cat "$tmp/verify")"
 rm -rf "$tmp/ck1copy"
+# one host on host 0's directory: refused as a checkpoint of 2 hosts, exit 2,
+# with and without --rescale (it said "none verifies", exit 1, and advised
+# moving the directory aside), nothing moved or written
+before=$(cd "$d" && find ck0 ck1 out -printf '%p %s\n' | sort)
+for args in "" "--rescale"; do
+	rc=0
+	in_dir "$d" "$shmrun" $args --set job.hosts=1 job.conf || rc=$?
+	[ "$rc" = 2 ] || fail "per_host, 1 host ${args:-without --rescale}: exit $rc, want 2: $(grep ERROR "$tmp/log" | head -3)"
+	qgrep "ck0/ckpt-$e is a checkpoint of 2 hosts with only some of its state files here (checkpoint_layout = per_host" "$tmp/log" ||
+		fail "per_host, 1 host ${args:-without --rescale}: the reason not said: $(grep ERROR "$tmp/log" | head -3)"
+	qgrep "STREAM_RESET_STATE\|move the directory aside" "$tmp/log" &&
+		fail "per_host, 1 host ${args:-without --rescale}: advises discarding good checkpoints"
+done
+[ "$(cd "$d" && find ck0 ck1 out -printf '%p %s\n' | sort)" = "$before" ] ||
+	fail "per_host: a refused 1-host run changed the checkpoints or outputs"
 # retention works on host 1 too: it keeps a few epochs, not every one
 [ "$(ls -d "$d"/ck1/ckpt-* | wc -l)" -le 3 ] || fail "per_host: host 1 retired no checkpoint"
 rc=0

@@ -140,6 +140,7 @@
 #include <time.h>
 
 #include "ckpt/hosts.h"
+#include "ckpt/manifest.h" /* shmrun_ckpt_remove() */
 #include "control.h"
 #include "gateway.h"
 #include "internal.h"
@@ -938,8 +939,20 @@ static int apply_epochs(struct shmrun_gateway *g, const unsigned char *pl, uint3
 		return -EPROTO;
 	/* the coordinator's order: aborted (seq_cst), complete, final_is_stop
 	 * before final_epoch before trigger_epoch; failed_why before failed */
-	if (w.aborted > atomic_load_explicit(&ctl->aborted_epoch, memory_order_relaxed))
+	if (w.aborted > atomic_load_explicit(&ctl->aborted_epoch, memory_order_relaxed)) {
 		atomic_store_explicit(&ctl->aborted_epoch, w.aborted, memory_order_seq_cst);
+		if (g->per_host) {
+			/* as host 0's coordinator does in its own directory
+			 * (abort_epoch()): what this host's writers made of the
+			 * aborted epoch goes now, not at the next start (a disk
+			 * full piled them up); late writers remove their own.
+			 * An aborted epoch is never committed: no MANIFEST */
+			char why[300];
+
+			(void)shmrun_ckpt_remove(g->conf.plan->job->checkpoint_dir, w.aborted, why,
+						 sizeof(why));
+		}
+	}
 	/* per_host: never past the MANIFEST installed here (a COMMIT comes
 	 * before the EPOCHS that publishes its epoch; a failed one stops it) */
 	if (g->per_host && w.complete > g->installed)

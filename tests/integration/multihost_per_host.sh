@@ -81,4 +81,34 @@ in_dir "$d" "${mpirun2_cmd[@]}" "$shmrun" job.conf || rc=$?
 	fail "per_host: not both hosts restored epoch $e"
 keyed_exact "$d" "per_host, 2 hosts stopped and resumed"
 no_leftovers "per_host, resumed"
+# an aborted epoch's directory on host 1 goes at the abort, as host 0's does
+# (they piled up in ck1 while no later epoch committed, whose retention
+# removes them: 45 in one run on a full disk). Epochs every 1 s; host 0's
+# writers of epoch 1 take 1.5 s (SHMRUN_TEST_SLOW_SNAPSHOT, host 0 only), so
+# epoch 1 times out (checkpoint_timeout 500ms) after host 1's writers wrote
+# ck1/ckpt-1, and epoch 2 commits (retiring it) only ~0.5 s after the abort:
+# ck1/ckpt-1 must be gone within 0.4 s of the abort.
+if "$shmrun" --version | qgrep -x "fault injection: on"; then
+	d=$tmp/aborted
+	keyed_conf "$d" "$name" 2 2 40000 'ck{host}' per_host
+	set_to=(--set job.checkpoint_timeout=500ms --set job.checkpoint_interval=1s)
+	(cd "$d" && exec env "${mpi_env[@]}" mpirun "${mpi_flags[@]}" \
+		-np 1 env SHMRUN_TEST_SLOW_SNAPSHOT=1:1500 "$shmrun" "${set_to[@]}" job.conf : \
+		-np 1 "$shmrun" "${set_to[@]}" job.conf) > "$tmp/log" 2>&1 &
+	launcher=$!
+	wait_for 200 qgrep "epoch 1 aborted: not complete within checkpoint_timeout" "$tmp/log" ||
+		fail "per_host: epoch 1 did not abort: the test is void: $(grep -E 'WARN|ERROR' "$tmp/log" | head -3)"
+	gone=
+	for _ in $(seq 8); do
+		[ -e "$d/ck1/ckpt-1" ] || { gone=1; break; }
+		sleep 0.05
+	done
+	[ -n "$gone" ] || fail "per_host: host 1 kept the aborted epoch's ck1/ckpt-1"
+	wait_launcher
+	[ "$rc" = 0 ] || fail "per_host, epoch 1 aborted: exit $rc: $(grep ERROR "$tmp/log" | head -3)"
+	qgrep "launcher: job $name done" "$tmp/log" || fail "per_host, epoch 1 aborted: not done"
+	keyed_exact "$d" "per_host, epoch 1 aborted"
+	no_leftovers "per_host, epoch 1 aborted"
+	echo "ok per_host: an aborted epoch's directory removed on every host"
+fi
 echo "multihost_per_host: ok (per_host checkpoint_dir ck{host}: stopped at epoch $e and resumed exactly)"

@@ -503,12 +503,21 @@ static enum run_end start_gateway(struct run *r)
 	return RUN_DONE;
 
 err_kill:
-	shmrun_log(SHMRUN_LOG_ERROR,
-		   "job %s: cannot start the gateway to the other hosts: %s%s; stopping",
-		   r->job->name, strerror(-err),
-		   err == -ENOTSUP ? " (this build has no multi-host gateway)" : "");
-	snprintf(r->cause, sizeof(r->cause), "the gateway to the other hosts did not start: %s",
-		 strerror(-err));
+	if (r->hosts_refused) {
+		/* the gateway said why (another job, worker count or world size,
+		 * no common epoch): no errno text of the code that carries it */
+		shmrun_log(SHMRUN_LOG_ERROR, "job %s: the hosts did not agree to start (see above); "
+					     "stopping",
+			   r->job->name);
+		snprintf(r->cause, sizeof(r->cause), "the hosts did not agree to start");
+	} else {
+		shmrun_log(SHMRUN_LOG_ERROR,
+			   "job %s: cannot start the gateway to the other hosts: %s%s; stopping",
+			   r->job->name, strerror(-err),
+			   err == -ENOTSUP ? " (this build has no multi-host gateway)" : "");
+		snprintf(r->cause, sizeof(r->cause),
+			 "the gateway to the other hosts did not start: %s", strerror(-err));
+	}
 	kill_all(r->pids, plan->workers, SIGKILL);
 	reap_all(NULL, r->pids, plan->workers, 0);
 	r->running = 0;

@@ -36,6 +36,11 @@ for set in gen.rate=99999 job.workers=1; do
 	*) want="host 1 has 1 workers, host 0 2" ;;
 	esac
 	qgrep -F "$want" "$tmp/log" || fail "--set $set on rank 1 only: no '$want'"
+	# the gateway's reason, not the errno text of the code carrying it
+	qgrep -F "the hosts did not agree to start (see above)" "$tmp/log" ||
+		fail "--set $set on rank 1 only: no 'did not agree to start'"
+	qgrep "Invalid cross-device link\|No such file or directory" "$tmp/log" &&
+		fail "--set $set on rank 1 only: an errno text for a refusal: $(grep -i 'invalid\|no such' "$tmp/log" | head -2)"
 	# each launcher creates and locks its outputs before the exchange (empty);
 	# no byte is written before the hosts agree
 	[ -z "$(find "$d" -path "$d/out/result.tsv*" -type f -size +0c)" ] ||

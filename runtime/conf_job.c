@@ -430,6 +430,15 @@ static void load_ckpt_layout(struct loader *ld, const struct shmrun_param *p)
 	char *dir;
 
 	job->checkpoint_per_host = p[JK_CKPT_LAYOUT].value && p[JK_CKPT_LAYOUT].u64 == 1;
+	for (const char *b = strchr(job->checkpoint_dir, '{'); b; b = strchr(b + 1, '{'))
+		if (strncmp(b, "{host}", 6) != 0) {
+			/* {hosts}, {HOST}, {host: a typo stays in the path as it is */
+			warnf(ld, p[JK_CKPT_DIR].line,
+			      "checkpoint_dir = %s: '{' not part of {host} is taken as it is (the "
+			      "only placeholder is {host}, lower case)",
+			      job->checkpoint_dir);
+			break;
+		}
 	if (!strstr(job->checkpoint_dir, "{host}"))
 		return;
 	if (!job->checkpoint_per_host) {

@@ -116,6 +116,15 @@ refused "$shmrun" check "$tmp/stdin.conf"
 printf '[in]\nop = socket_source\nlisten = 127.0.0.1:0\n[out]\nop = file_sink\ninput = in\npath = out/o.tsv\n' > "$tmp/sock.conf"
 want="^$tmp/sock.conf:3: stage 'in': socket_source with listen = 127.0.0.1:0 cannot run with hosts = 3 (--set): its instances listen on whichever host"
 refused "$shmrun" --set job.hosts=3 "$tmp/sock.conf"
+# a brace that is not {host} in checkpoint_dir: a warning, the path as it is
+for typo in '{hosts}' '{HOST}' '{host'; do
+	"$shmrun" check --set "job.checkpoint_dir=ck$typo" "$tmp/mh.conf" > /dev/null 2> "$tmp/err" ||
+		fail "checkpoint_dir ck$typo: check refused it: $(cat "$tmp/err")"
+	qgrep -F "'{' not part of {host} is taken as it is (the only placeholder is {host}, lower case)" "$tmp/err" ||
+		fail "checkpoint_dir ck$typo: no warning: $(cat "$tmp/err")"
+done
+"$shmrun" check --set 'job.checkpoint_dir=ck{host}' --set job.checkpoint_layout=per_host "$tmp/mh.conf" 2> "$tmp/err" > /dev/null || true
+qgrep "not part of {host}" "$tmp/err" && fail "checkpoint_dir ck{host}: warned: $(cat "$tmp/err")"
 echo "ok refusals: exit 2, the reason, nothing created"
 
 # --- a stale launcher environment: one host, or refused -------------------

@@ -1548,6 +1548,9 @@ static int agree(struct shmrun_gateway *g, char *why, size_t wlen)
 		snprintf(why, wlen, "out of memory receiving rank 0's MANIFEST");
 		return err;
 	}
+	uint32_t go = SHMRUN_GO_RUN;
+	int ok, all_ok;
+
 	if (me == 0) {
 		ctl->epoch_floor = v.floor;
 	} else if (v.epoch != mine.choice) {
@@ -1572,18 +1575,37 @@ static int agree(struct shmrun_gateway *g, char *why, size_t wlen)
 				   "run: nothing to do on host %u either (STREAM_RESET_STATE=1 runs "
 				   "the job again from the start)",
 				   v.epoch, me);
-			free(manifest);
-			atomic_store_explicit(&ctl->go, SHMRUN_GO_NOTHING, memory_order_release);
-			return 0;
-		}
-		if (err) {
-			free(manifest);
+			err = 0;
+			go = SHMRUN_GO_NOTHING;
+		} else if (err) {
 			snprintf(why, wlen, "%s", rwhy);
-			return err;
 		}
 	}
 	free(manifest);
-	atomic_store_explicit(&ctl->go, SHMRUN_GO_RUN, memory_order_release);
+	/*
+	 * Every host says whether it can start before any does: a host that
+	 * cannot restore the agreed epoch (a damaged state file of its own)
+	 * returning alone went into MPI_Finalize while the others ran, and
+	 * hung there until host_timeout ended the job with 75, which
+	 * supervise reruns to the same end. Now every host refuses.
+	 */
+	ok = err ? 0 : 1;
+	rc = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+	if (rc != MPI_SUCCESS) {
+		mpi_fail(g, "MPI_Allreduce", rc);
+		snprintf(why, wlen, "%s", g->why);
+		return -EIO;
+	}
+	if (err)
+		return err;
+	if (!all_ok) {
+		snprintf(why, wlen,
+			 "another host cannot restore epoch %" PRIu64 " (see its log); nothing was "
+			 "started",
+			 v.epoch);
+		return -ENOENT;
+	}
+	atomic_store_explicit(&ctl->go, go, memory_order_release);
 	return 0;
 }
 

@@ -81,4 +81,31 @@ qgrep -F "nothing to do on host 1 either" "$tmp/log" || fail "host 1 did not say
 [ "$(cat "$d"/out/result.tsv.* | md5sum)" = "$sum" ] || fail "a finished job run again changed its output"
 keyed_exact "$d" "a finished job run again"
 no_leftovers "a finished job run again"
+# 4. host 1 cannot restore the agreed epoch (its own state file damaged):
+# every host refuses at once (host 1 hung in MPI_Finalize while host 0 ran,
+# until host_timeout ended the job with 75, which supervise reran)
+d=$tmp/damaged
+keyed_conf "$d" "$name" 2 2 15000 'ck{host}' per_host
+in_dir "$d" "${mpirun2_cmd[@]}" "$shmrun" job.conf &
+launcher=$!
+wait_manifest "$d/ck1" || fail "damaged: host 1 got no MANIFEST"
+sleep 0.5
+stop_midway "$d/ck0" "$name.h0" 2 "damaged, 2 hosts"
+e=$(newest_epoch "$d/ck0")
+f=$(ls "$d/ck1/ckpt-$e"/count.*.state | head -1)
+[ -n "$f" ] || fail "damaged: host 1 has no count state file in ckpt-$e"
+printf 'x' >> "$f"
+rc=0
+SECONDS=0
+in_dir "$d" timeout 120 "$shmrun" supervise -- "${mpirun2_cmd[@]}" "$shmrun" job.conf || rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$rc" != 75 ] ||
+	fail "host 1's state file of the agreed epoch damaged: exit $rc after $SECONDS s, want a refusal (not 0, 75 or 124)"
+qgrep "restart [0-9]* of" "$tmp/log" && fail "damaged: supervise restarted the job"
+qgrep "host_timeout" "$tmp/log" && fail "damaged: a host waited for host_timeout: $(grep host_timeout "$tmp/log" | head -2)"
+qgrep "ckpt-$e, the epoch the hosts agreed on, cannot be restored on host 1" "$tmp/log" ||
+	fail "damaged: host 1 did not say why: $(grep ERROR "$tmp/log" | head -3)"
+qgrep -F "another host cannot restore epoch $e (see its log); nothing was started" "$tmp/log" ||
+	fail "damaged: host 0 did not refuse with host 1: $(grep ERROR "$tmp/log" | head -3)"
+no_leftovers "damaged, refused"
+echo "ok a host that cannot restore the agreed epoch: every host refuses at once (exit $rc, ${SECONDS} s)"
 echo "multihost_agree: ok (another job on rank 1 refused; host 1 restored epoch $e instead of $prev; a finished job: nothing to do on both hosts)"

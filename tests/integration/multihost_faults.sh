@@ -40,7 +40,9 @@ start_supervised() {
 worker() {
 	local p
 	for _ in $(seq 100); do
-		p=$(pgrep -f "^shmrun: $name worker $1 " || true)
+		# -o: the oldest, the worker; a snapshot writer it forks carries its
+		# title for an instant, until it names itself
+		p=$(pgrep -o -f "^shmrun: $name worker $1 " || true)
 		[ -n "$p" ] && echo "$p" && return 0
 		sleep 0.05
 	done

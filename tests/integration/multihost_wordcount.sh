@@ -113,7 +113,7 @@ sed -i 's/^rate = 30000/rate = 6000/' "$tmp/two.conf"
 mpi_run 2 "$shmrun" "$tmp/two.conf" > "$tmp/log" 2>&1 &
 launcher=$!
 wait_manifest "$tmp/ck2" || fail "no checkpoint before the kill"
-victim=$(pgrep -f "shmrun: $name worker 2 " || true)
+victim=$(pgrep -o -f "shmrun: $name worker 2 " || true) # -o: not a snapshot writer just forked
 [ -n "$victim" ] || fail "no worker 2 on host 1 to kill"
 kill -9 $victim
 wait_launcher

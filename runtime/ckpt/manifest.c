@@ -509,6 +509,46 @@ int shmrun_ckpt_verify(const char *dir, uint64_t epoch, struct shmrun_manifest *
 	return shmrun_ckpt_verify_scoped(dir, epoch, NULL, out, why, whylen);
 }
 
+/*
+ * Check every state file @m names that scope @s has (in @dirfd): size and
+ * checksum. A missing file is damage, or, with @missing, counted there and
+ * skipped (a host's per_host directory: check_here()); @bytes (may be NULL)
+ * gets the sizes of the files checked. Return: 0; -EBADMSG with @why naming
+ * the file.
+ */
+static int verify_files(int dirfd, const struct shmrun_manifest *m,
+			const struct shmrun_ckpt_scope *s, uint32_t *missing, uint64_t *bytes,
+			char *why, size_t whylen)
+{
+	for (uint32_t i = 0; i < m->nfiles; i++) {
+		void *data = NULL;
+		size_t len;
+		char fwhy[200];
+		int err;
+
+		if (!shmrun_ckpt_scope_has(s, m->files[i].stage, m->files[i].instance))
+			continue; /* another host's file: that host verifies it */
+		err = shmrun_ckpt_read_file(dirfd, m->files[i].name, m->files[i].size,
+					    m->files[i].xxh64, &data, &len, fwhy, sizeof(fwhy));
+		free(data);
+		if (err == -ENOENT && missing) {
+			(*missing)++;
+			continue;
+		}
+		if (err == -ENOENT) {
+			snprintf(why, whylen, "%s named in MANIFEST is missing", m->files[i].name);
+			return -EBADMSG;
+		}
+		if (err) {
+			snprintf(why, whylen, "%s: %s", m->files[i].name, fwhy);
+			return -EBADMSG;
+		}
+		if (bytes)
+			*bytes += m->files[i].size;
+	}
+	return 0;
+}
+
 int shmrun_ckpt_verify_scoped(const char *dir, uint64_t epoch, const struct shmrun_ckpt_scope *s,
 			      struct shmrun_manifest *out, char *why, size_t whylen)
 {
@@ -518,24 +558,8 @@ int shmrun_ckpt_verify_scoped(const char *dir, uint64_t epoch, const struct shmr
 	if (dirfd < 0)
 		return dirfd;
 	err = read_manifest_at(dirfd, epoch, &m, why, whylen);
-	for (uint32_t i = 0; i < m.nfiles && !err; i++) {
-		void *data = NULL;
-		size_t len;
-		char fwhy[200];
-
-		if (!shmrun_ckpt_scope_has(s, m.files[i].stage, m.files[i].instance))
-			continue; /* another host's file: that host verifies it */
-		err = shmrun_ckpt_read_file(dirfd, m.files[i].name, m.files[i].size,
-					    m.files[i].xxh64, &data, &len, fwhy, sizeof(fwhy));
-		free(data);
-		if (err == -ENOENT) {
-			snprintf(why, whylen, "%s named in MANIFEST is missing", m.files[i].name);
-			err = -EBADMSG;
-		} else if (err) {
-			snprintf(why, whylen, "%s: %s", m.files[i].name, fwhy);
-			err = -EBADMSG;
-		}
-	}
+	if (!err)
+		err = verify_files(dirfd, &m, s, NULL, NULL, why, whylen);
 	if (!err && out)
 		*out = m;
 	else
@@ -584,7 +608,7 @@ int64_t shmrun_ckpt_select_scoped(const char *dir, const struct shmrun_ckpt_scop
 		 * removes those after the selection (shmrun_ckpt_remove_incomplete()
 		 * names them), so they are not reported one by one here. */
 		committed += err != -ENOENT;
-		if (err == -EBADMSG && !other_hosts && strstr(why, "named in MANIFEST is missing")) {
+		if (err == -EBADMSG && !other_hosts) { /* damaged, or another host's files */
 			uint32_t h = partial_hosts(dir, epochs[i]);
 
 			if (h > 1 && h != hosts) {
@@ -840,7 +864,7 @@ static bool check_here(const char *dir, struct ckpt_entry *ce)
 {
 	char path[PATH_MAX], why[200];
 	struct shmrun_manifest m;
-	uint32_t here = 0, hosts;
+	uint32_t missing = 0, hosts;
 	uint64_t bytes = 0;
 	int dirfd;
 	bool ok;
@@ -854,28 +878,11 @@ static bool check_here(const char *dir, struct ckpt_entry *ce)
 		return false;
 	}
 	hosts = topology_hosts(m.topology);
-	ok = hosts > 1;
-	for (uint32_t i = 0; i < m.nfiles && ok; i++) {
-		void *data = NULL;
-		size_t len;
-		int err;
-
-		if (faccessat(dirfd, m.files[i].name, F_OK, AT_SYMLINK_NOFOLLOW) < 0 &&
-		    errno == ENOENT)
-			continue; /* another host's */
-		err = shmrun_ckpt_read_file(dirfd, m.files[i].name, m.files[i].size,
-					    m.files[i].xxh64, &data, &len, why, sizeof(why));
-		free(data);
-		ok = !err;
-		/* the damage that is here, not another host's file (the return
-		 * value used: a reason cut short is still a reason) */
-		if (err && snprintf(ce->why, sizeof(ce->why), "%s: %s", m.files[i].name, why) < 0)
-			ce->why[0] = '\0';
-		here++;
-		bytes += m.files[i].size;
-	}
+	/* a damaged file here: ce->why names it, not another host's file */
+	ok = hosts > 1 && verify_files(dirfd, &m, NULL, &missing, &bytes, ce->why,
+				       sizeof(ce->why)) == 0;
 	close(dirfd);
-	if (!ok || here == 0 || here == m.nfiles) {
+	if (!ok || missing == 0 || missing == m.nfiles) {
 		shmrun_manifest_free(&m);
 		return false;
 	}
@@ -883,7 +890,7 @@ static bool check_here(const char *dir, struct ckpt_entry *ce)
 	ce->why[0] = '\0';
 	ce->m = m;
 	ce->hosts = hosts;
-	ce->here = here;
+	ce->here = m.nfiles - missing;
 	ce->bytes = bytes;
 	return true;
 }
@@ -902,8 +909,8 @@ static uint32_t partial_hosts(const char *dir, uint64_t epoch)
 static void check_one(const char *dir, struct ckpt_entry *ce)
 {
 	ce->status = shmrun_ckpt_verify(dir, ce->epoch, &ce->m, ce->why, sizeof(ce->why));
-	if (ce->status == -EBADMSG && strstr(ce->why, "named in MANIFEST is missing") &&
-	    check_here(dir, ce))
+	/* damaged, or a host's per_host directory (check_here() tells) */
+	if (ce->status == -EBADMSG && check_here(dir, ce))
 		return;
 	if (ce->status && ckpt_retired(dir, ce->epoch, ce->status)) {
 		/* retention retired it during the check (MANIFEST goes first):
